@@ -1,0 +1,1 @@
+//! Example programs using `uet-api`. Not built yet.

@@ -1,0 +1,1 @@
+//! The deterministic fabric simulator and integration tests live here.

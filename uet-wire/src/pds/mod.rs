@@ -1,0 +1,5 @@
+//! PDS headers (`uet-spec-notes.md` §2).
+
+pub mod prologue;
+
+pub use prologue::{NextHeader, PdsType};
