@@ -28,10 +28,13 @@
 #![warn(missing_docs)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod encap;
 pub mod error;
 pub mod field;
+pub mod inet;
 pub mod pds;
 pub mod rand;
+pub mod ses;
 pub mod time;
 pub mod types;
 

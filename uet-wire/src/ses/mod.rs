@@ -1,0 +1,1 @@
+//! SES headers (`uet-spec-notes.md` §4).
