@@ -1,1 +1,25 @@
-//! Congestion management (NSCC, RCCC, entropy selection): see `../shared/design.md` §2. Not built yet.
+//! # uet-cms — congestion management, pure
+//!
+//! The Congestion Management Sublayer as the PDS sees it
+//! (`uet-spec-notes.md` §5.1): a congestion control context ([`Ccc`]) shared
+//! by the PDCs to one destination FEP in one traffic class, with the common
+//! hooks of the spec pseudo-code — `on_new_data`, `can_send`,
+//! `send_params` (GetSendParams), `on_send`, `on_ack`, `on_nack`,
+//! `on_inferred_loss`, `on_credit_update` — and the CCC state machine
+//! IDLE → ACTIVE → READY → PENDING.
+//!
+//! Which algorithm decides is an [`Algorithm`]. This crate currently carries
+//! the fixed window ("none" in `cc-eval.md`); NSCC and RCCC implement the same
+//! hooks. Entropy values come from an [`EvSelector`].
+//!
+//! No I/O, no clocks, no threads: time comes in as `now`, randomness from a
+//! [`uet_wire::rand::Rng`].
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+mod ccc;
+mod entropy;
+
+pub use ccc::{AckEvent, Algorithm, Ccc, CccConfig, CccState, CmsEvent, NackEvent, SendParams};
+pub use entropy::{EvFeedback, EvSelector};
