@@ -1,1 +1,15 @@
-//! Packet Delivery Sublayer, sans-IO: see `../shared/design.md` §2. Not built yet.
+//! # uet-pds — the Packet Delivery Sublayer, sans-IO
+//!
+//! PDC lifecycle, RUD/ROD/RUDI/UUD delivery, PSN windows, cumulative and
+//! selective ACKs, NACKs, retransmission with RTO backoff
+//! (`uet-spec-notes.md` §2–§3). No I/O, no clocks, no threads: time comes in
+//! as `now`, randomness from a seeded `Rng`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod rx_window;
+pub mod tx_ledger;
+
+pub use rx_window::{RxOutcome, RxWindow};
+pub use tx_ledger::{TxEntry, TxLedger};
