@@ -1,1 +1,7 @@
-//! The deterministic fabric simulator and integration tests live here.
+//! # uet-tests — the deterministic fabric simulator and integration tests
+//!
+//! [`fabric`] is a virtual-time network (links, drop-tail queues, ECN,
+//! trimming, multipath, impairments) that drives the sans-IO endpoints.
+#![forbid(unsafe_code)]
+
+pub mod fabric;

@@ -6,10 +6,17 @@
 //! as `now`, randomness from a seeded `Rng`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
+pub mod config;
+pub mod counters;
 pub mod rx_window;
 pub mod tx_ledger;
 
+pub use config::PdsConfig;
+pub use counters::{Counters, DropReason};
 pub use rx_window::{RxOutcome, RxWindow};
 pub use tx_ledger::{TxEntry, TxLedger};

@@ -184,7 +184,10 @@ mod tests {
     fn cumulative_and_selective() {
         let mut l = TxLedger::new(Psn(u32::MAX - 1));
         for i in 0..5u32 {
-            assert_eq!(l.push(Instant::ZERO, 100, ev(), i), Psn(u32::MAX - 1).add(i));
+            assert_eq!(
+                l.push(Instant::ZERO, 100, ev(), i),
+                Psn(u32::MAX - 1).add(i)
+            );
         }
         let mut sacked = vec![];
         l.ack_selective(Psn(u32::MAX - 1), 0b11010, |e| sacked.push(e.token));

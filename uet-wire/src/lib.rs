@@ -25,8 +25,11 @@
 //! `uet-wire/fuzz`.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![warn(missing_docs, clippy::std_instead_of_core)]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod encap;
 pub mod error;

@@ -1,0 +1,111 @@
+//! PDS configuration with the defaults of the public sources
+//! (`uet-spec-notes.md` §3, §8: REFPROV `uet_pds.h`, "UEC 1.0.1 Table 3-28").
+
+use uet_wire::Dscp;
+use uet_wire::time::Duration;
+
+use uet_cms::CccConfig;
+
+/// Configuration of one PDS engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PdsConfig {
+    /// Largest number of PDCs (initiator and target together). A SYN that
+    /// finds the table full is refused with NACK `NO_PDC_AVAIL`.
+    pub max_pdcs: usize,
+    /// PSN tracking window (MP_RANGE) in packets; REFPROV default 128.
+    pub mp_range: u32,
+    /// ACK coalescing trigger in bytes (`ACK_Gen_Trigger`). Default
+    /// min(16 KiB, BDP/4): `cc-eval.md` shows a 16 KiB trigger caps a flow
+    /// well below line rate when the BDP is ~20 KB.
+    pub ack_gen_trigger: u32,
+    /// Minimum a packet adds to the ACK trigger (`ACK_Gen_Min_Pkt_Add`, 1024).
+    pub ack_gen_min_pkt_add: u32,
+    /// First retransmission timeout (`RTO_INIT_TIME`).
+    pub rto_init: Duration,
+    /// Upper bound of the backed-off RTO (spec range 0–8 s).
+    pub rto_max: Duration,
+    /// Retransmissions by timeout before the PDC closes in error
+    /// (`Max_RTO_Retx_Cnt`; REFPROV 5).
+    pub max_rto_retx: u32,
+    /// Retransmissions by NACK before the PDC closes in error
+    /// (`Max_NACK_Retx_Cnt`).
+    pub max_nack_retx: u32,
+    /// A PDC with nothing in flight and nothing queued for this long closes.
+    pub idle_timeout: Duration,
+    /// Largest SES header + payload per packet (negotiated down from the MTU
+    /// by the caller).
+    pub max_ses_len: usize,
+    /// DSCP of requests (REFPROV CS0).
+    pub dscp_data: Dscp,
+    /// DSCP of ACKs, NACKs and control packets (REFPROV EF = 46).
+    pub dscp_control: Dscp,
+    /// DSCP a switch writes into a trimmed packet (ASTERIA example 16).
+    pub dscp_trimmed: Dscp,
+    /// DSCP of a packet trimmed at the last hop (ASTERIA example 18).
+    pub dscp_trimmed_lasthop: Dscp,
+    /// Congestion control of the CCCs this engine creates.
+    pub ccc: CccConfig,
+}
+
+impl Default for PdsConfig {
+    fn default() -> Self {
+        Self {
+            max_pdcs: 1024,
+            mp_range: 128,
+            ack_gen_trigger: 16 * 1024,
+            ack_gen_min_pkt_add: 1024,
+            rto_init: Duration::from_millis(5),
+            rto_max: Duration::from_secs(8),
+            max_rto_retx: 5,
+            max_nack_retx: 64,
+            idle_timeout: Duration::from_secs(2),
+            max_ses_len: 4096,
+            dscp_data: Dscp::from_masked(0),
+            dscp_control: Dscp::from_masked(46),
+            dscp_trimmed: Dscp::from_masked(16),
+            dscp_trimmed_lasthop: Dscp::from_masked(18),
+            ccc: CccConfig::default(),
+        }
+    }
+}
+
+impl PdsConfig {
+    /// Sets the ACK trigger to min(16 KiB, BDP/4) for a path of `bdp_bytes`,
+    /// never below one minimum packet add.
+    pub fn with_bdp(&mut self, bdp_bytes: u64) -> &mut Self {
+        let quarter = u32::try_from(bdp_bytes / 4).unwrap_or(u32::MAX);
+        self.ack_gen_trigger = quarter.clamp(self.ack_gen_min_pkt_add, 16 * 1024);
+        self
+    }
+
+    /// The RTO after `retries` backoffs: `RTO_INIT_TIME * 2^retries`, capped
+    /// at `rto_max` (`uet-spec-notes.md` §3 "Loss recovery").
+    #[must_use]
+    pub fn rto(&self, retries: u32) -> Duration {
+        self.rto_init
+            .checked_mul(1u32 << retries.min(20))
+            .unwrap_or(self.rto_max)
+            .min(self.rto_max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rto_backs_off_and_caps() {
+        let c = PdsConfig::default();
+        assert_eq!(c.rto(0), Duration::from_millis(5));
+        assert_eq!(c.rto(3), Duration::from_millis(40));
+        assert_eq!(c.rto(40), Duration::from_secs(8));
+    }
+
+    #[test]
+    fn ack_trigger_follows_the_bdp() {
+        let mut c = PdsConfig::default();
+        assert_eq!(c.with_bdp(20_000).ack_gen_trigger, 5_000);
+        assert_eq!(c.with_bdp(10_000_000).ack_gen_trigger, 16 * 1024);
+        assert_eq!(c.with_bdp(100).ack_gen_trigger, 1024);
+    }
+}
