@@ -27,9 +27,7 @@ impl Default for CccConfig {
     fn default() -> Self {
         Self {
             mtu: 4096 + 64,
-            algorithm: Algorithm::Fixed {
-                window: 64 * 4096,
-            },
+            algorithm: Algorithm::Fixed { window: 64 * 4096 },
             ev_bits: 8,
             ev_base: 0xc000,
         }

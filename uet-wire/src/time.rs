@@ -35,7 +35,10 @@ impl Instant {
     /// `self + d`, saturating at the end of time.
     #[must_use]
     pub fn saturating_add(self, d: Duration) -> Self {
-        Self(self.0.saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)))
+        Self(
+            self.0
+                .saturating_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)),
+        )
     }
 }
 
@@ -61,6 +64,11 @@ impl Sub for Instant {
 
 impl fmt::Display for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{:09}s", self.0 / 1_000_000_000, self.0 % 1_000_000_000)
+        write!(
+            f,
+            "{}.{:09}s",
+            self.0 / 1_000_000_000,
+            self.0 % 1_000_000_000
+        )
     }
 }

@@ -19,7 +19,11 @@ pub struct OutOfRange {
 
 impl fmt::Display for OutOfRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {} out of range (max {})", self.what, self.value, self.max)
+        write!(
+            f,
+            "{} {} out of range (max {})",
+            self.what, self.value, self.max
+        )
     }
 }
 
@@ -88,11 +92,7 @@ impl Psn {
 impl PartialOrd for Psn {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         let d = self.diff(*other);
-        if d == i32::MIN {
-            None
-        } else {
-            Some(d.cmp(&0))
-        }
+        if d == i32::MIN { None } else { Some(d.cmp(&0)) }
     }
 }
 
@@ -377,7 +377,11 @@ mod tests {
         assert!(JobId::new(0xff_ffff).is_ok());
         assert_eq!(
             JobId::new(0x100_0000),
-            Err(OutOfRange { what: "JobId", value: 0x100_0000, max: 0xff_ffff })
+            Err(OutOfRange {
+                what: "JobId",
+                value: 0x100_0000,
+                max: 0xff_ffff
+            })
         );
         assert!(PidOnFep::new(4095).is_ok());
         assert!(PidOnFep::new(4096).is_err());

@@ -326,18 +326,19 @@ mod tests {
     #[test]
     fn golden_emit() {
         let mut b = [0u8; 2];
-        Repr { ty: PdsType::RudCcReq, next_hdr: 3, flags: 0x0c }
-            .emit(&mut Packet::new_unchecked(&mut b[..]));
+        Repr {
+            ty: PdsType::RudCcReq,
+            next_hdr: 3,
+            flags: 0x0c,
+        }
+        .emit(&mut Packet::new_unchecked(&mut b[..]));
         assert_eq!(b, RUD_CC_STD_SYN_AR);
     }
 
     #[test]
     fn reserved_type_and_truncation_are_errors() {
         let p = Packet::new_checked(&[0x00u8, 0x00][..]).unwrap();
-        assert_eq!(
-            Repr::parse(&p).unwrap_err().kind,
-            ErrorKind::Reserved(0)
-        );
+        assert_eq!(Repr::parse(&p).unwrap_err().kind, ErrorKind::Reserved(0));
         assert_eq!(
             Packet::new_checked(&[0x10u8][..]).unwrap_err(),
             Error::truncated(Layer::Pds, 2, 1)
