@@ -5,3 +5,4 @@
 #![forbid(unsafe_code)]
 
 pub mod fabric;
+pub mod frame_ops;

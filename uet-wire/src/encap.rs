@@ -58,7 +58,7 @@ use crate::inet::{
     EthernetPacket, EthernetRepr, IpRepr, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, UdpPacket,
     UdpRepr, ethernet::EtherType, ipv4, ipv6, udp,
 };
-use crate::types::EntropyValue;
+use crate::types::{Dscp, EntropyValue};
 
 /// UDP destination port of UET (`uet-spec-notes.md` §1: WS, XDP2; REFPROV's
 /// configurable default is 49150).
@@ -104,6 +104,12 @@ pub struct EncapConfig {
     /// Whether every UET packet without TSS ends in a CRC32C trailer (default
     /// false). The presence of the CRC is a configuration choice, not guessed.
     pub crc_trailer: bool,
+    /// DSCP a switch writes into a packet it trimmed (`DSCP_TRIMMED`, §7;
+    /// default 16, the ASTERIA example value). `None`: trimming not deployed.
+    pub dscp_trimmed: Option<Dscp>,
+    /// DSCP of a packet trimmed at the last hop (`DSCP_TRIMMED_LASTHOP`;
+    /// default 18).
+    pub dscp_trimmed_lasthop: Option<Dscp>,
 }
 
 impl Default for EncapConfig {
@@ -112,6 +118,31 @@ impl Default for EncapConfig {
             udp_port: UET_UDP_PORT,
             ip_protocol: UET_IP_PROTOCOL,
             crc_trailer: false,
+            dscp_trimmed: Some(Dscp::from_masked(16)),
+            dscp_trimmed_lasthop: Some(Dscp::from_masked(18)),
+        }
+    }
+}
+
+/// Where a packet was trimmed (spec §7), as its DSCP tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Trim {
+    /// Trimmed by a switch that is not the last hop (NACK `UET_TRIMMED`).
+    Trimmed,
+    /// Trimmed at the last hop (NACK `UET_TRIMMED_LASTHOP`).
+    LastHop,
+}
+
+impl EncapConfig {
+    /// Whether `dscp` marks a trimmed packet, and where it was trimmed.
+    #[must_use]
+    pub fn trim_of(&self, dscp: Dscp) -> Option<Trim> {
+        if self.dscp_trimmed_lasthop == Some(dscp) {
+            Some(Trim::LastHop)
+        } else if self.dscp_trimmed == Some(dscp) {
+            Some(Trim::Trimmed)
+        } else {
+            None
         }
     }
 }
@@ -398,8 +429,13 @@ pub struct Headers {
     /// The CRC32C trailer (verified) when the configuration has one.
     pub trailer: Option<u32>,
     /// The transport packet size (UDP length, or entropy header through
-    /// trailer); see [`nominal_pktsize`].
+    /// trailer); see [`nominal_pktsize`]. For a trimmed packet this is the
+    /// size before trimming when UDP still says so.
     pub transport_pktsize: usize,
+    /// The packet was trimmed by a switch (recognised by DSCP): its UDP
+    /// checksum and CRC trailer are not checked, and the UET bytes end
+    /// where the IP packet ends.
+    pub trimmed: Option<Trim>,
 }
 
 impl Headers {
@@ -570,10 +606,18 @@ pub fn parse_l2_l4(buf: &[u8], config: &EncapConfig) -> Result<(Headers, Range<u
     };
     let ip_end = l3 + ip_len;
     let l4_bytes = &buf[l4..ip_end];
+    let trimmed = config.trim_of(ip.dscp());
 
     let (transport, l4_end, uet_start) = match ip.protocol() {
         ipv4::PROTOCOL_UDP => {
-            let p = UdpPacket::new_checked(l4_bytes).map_err(at(l4))?;
+            // A trimming switch cuts the IP packet and leaves the UDP length
+            // and checksum stale (§7, ASTERIA): for a trimmed packet only the
+            // 8 header bytes must be there, and IP says where it ends.
+            let p = if trimmed.is_some() && l4_bytes.len() >= udp::HEADER_LEN {
+                UdpPacket::new_unchecked(l4_bytes)
+            } else {
+                UdpPacket::new_checked(l4_bytes).map_err(at(l4))?
+            };
             if p.dst_port() != config.udp_port {
                 return Err(Error::new(
                     Layer::Udp,
@@ -581,11 +625,23 @@ pub fn parse_l2_l4(buf: &[u8], config: &EncapConfig) -> Result<(Headers, Range<u
                     l4 + udp::DST_PORT_OFFSET,
                 ));
             }
-            let r = UdpRepr::parse(&p, ip.src_addr(), ip.dst_addr()).map_err(at(l4))?;
             let t = Transport::Udp {
-                src_port: r.src_port,
-                dst_port: r.dst_port,
+                src_port: p.src_port(),
+                dst_port: p.dst_port(),
             };
+            if trimmed.is_some() {
+                let headers = Headers {
+                    ethernet,
+                    ip,
+                    transport: t,
+                    entropy: t.entropy(),
+                    trailer: None,
+                    transport_pktsize: usize::from(p.len()).max(l4_bytes.len()),
+                    trimmed,
+                };
+                return Ok((headers, l4 + udp::HEADER_LEN..ip_end));
+            }
+            UdpRepr::parse(&p, ip.src_addr(), ip.dst_addr()).map_err(at(l4))?;
             (t, l4 + usize::from(p.len()), l4 + udp::HEADER_LEN)
         }
         proto if proto == config.ip_protocol => {
@@ -606,7 +662,7 @@ pub fn parse_l2_l4(buf: &[u8], config: &EncapConfig) -> Result<(Headers, Range<u
         }
     };
 
-    let (uet_end, trailer) = if config.crc_trailer {
+    let (uet_end, trailer) = if config.crc_trailer && trimmed.is_none() {
         let have = l4_end - uet_start;
         if have < CRC_TRAILER_LEN {
             return Err(Error::truncated(Layer::Trailer, CRC_TRAILER_LEN, have).at(uet_start));
@@ -624,6 +680,7 @@ pub fn parse_l2_l4(buf: &[u8], config: &EncapConfig) -> Result<(Headers, Range<u
         entropy: transport.entropy(),
         trailer,
         transport_pktsize: l4_end - l4,
+        trimmed,
     };
     Ok((headers, uet_start..uet_end))
 }
@@ -732,6 +789,8 @@ mod tests {
         udp_port: 4793,
         ip_protocol: 253,
         crc_trailer: true,
+        dscp_trimmed: None,
+        dscp_trimmed_lasthop: None,
     };
 
     #[test]
@@ -959,6 +1018,45 @@ mod tests {
     }
 
     #[test]
+    fn trimmed_packets_are_recognised_by_dscp() {
+        // A switch trimmed the frame to 24 B of IP payload (UDP 8 + a 16 B
+        // PDS request header, §7) and re-marked DSCP 16; UDP still claims
+        // the old length and checksum.
+        let (eth, ip, t) = v4_headers();
+        let cfg = EncapConfig::default();
+        let mut buf = [0u8; 14 + 20 + 8 + 100];
+        emit_frame(&eth, &ip, &t, &cfg, 100, &mut buf, |u| u.fill(7)).unwrap();
+        let mut p = Ipv4Packet::new_checked(&mut buf[14..]).unwrap();
+        p.set_total_len(20 + 24);
+        p.set_dscp(Dscp::new(16).unwrap());
+        p.fill_checksum();
+        let trimmed = &buf[..14 + 20 + 24];
+        let (h, uet) = parse_l2_l4(trimmed, &cfg).unwrap();
+        assert_eq!(h.trimmed, Some(Trim::Trimmed));
+        assert_eq!(uet, 42..58);
+        assert_eq!(h.transport_pktsize, 108, "UDP's pre-trim size is kept");
+        // Without trimming configured the stale UDP length is an error.
+        let off = EncapConfig {
+            dscp_trimmed: None,
+            ..cfg
+        };
+        assert_eq!(
+            parse_l2_l4(trimmed, &off).unwrap_err(),
+            Error::new(Layer::Udp, ErrorKind::BadLength, 38)
+        );
+        // The last-hop code point.
+        let mut p = Ipv4Packet::new_checked(&mut buf[14..]).unwrap();
+        p.set_dscp(Dscp::new(18).unwrap());
+        p.fill_checksum();
+        let (h, _) = parse_l2_l4(&buf[..58], &cfg).unwrap();
+        assert_eq!(h.trimmed, Some(Trim::LastHop));
+        // Untrimmed traffic never reports a trim.
+        let mut clean = [0u8; 46];
+        emit_frame(&eth, &ip, &t, &cfg, 4, &mut clean, |_| {}).unwrap();
+        assert_eq!(parse_l2_l4(&clean, &cfg).unwrap().0.trimmed, None);
+    }
+
+    #[test]
     fn builder_errors() {
         let (eth, ip, t) = v4_headers();
         let mut small = [0u8; 49];
@@ -1011,10 +1109,14 @@ mod tests {
     fn arb_config() -> impl Strategy<Value = EncapConfig> {
         (any::<u16>(), any::<u8>(), any::<bool>()).prop_map(|(udp_port, p, crc_trailer)| {
             let ip_protocol = if p == 17 { 253 } else { p };
+            // Trimming is off here: random DSCPs would otherwise collide
+            // with the trimmed code points (tested on its own below).
             EncapConfig {
                 udp_port,
                 ip_protocol,
                 crc_trailer,
+                dscp_trimmed: None,
+                dscp_trimmed_lasthop: None,
             }
         })
     }
