@@ -24,7 +24,7 @@
 
 use core::fmt;
 
-use crate::error::Result;
+use crate::error::{Error, Layer, Result};
 use crate::field::{set_u32, set_u64, set_u128, u32_at, u64_at, u128_at};
 use crate::types::{PidOnFep, ResourceIndex, RiGeneration};
 
@@ -567,10 +567,14 @@ impl fmt::Display for ExtMismatch {
 
 impl core::error::Error for ExtMismatch {}
 
+/// The error for an extension cut short, relative to the SES header start.
+pub(super) fn truncated_ext(header_len: usize, kind: ExtKind, have: usize) -> Error {
+    Error::truncated(Layer::Ses, header_len + kind.header_len(), have)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::{Error, Layer};
     use crate::ses::testutil::{arb_atomic_ext, arb_cas_ext, arb_ext, arb_rendezvous_ext};
     use proptest::prelude::*;
 

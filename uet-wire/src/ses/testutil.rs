@@ -5,13 +5,14 @@ use proptest::prelude::*;
 use crate::types::{JobId, Len14, MessageId, PidOnFep, Psn, ResourceIndex, RiGeneration};
 
 use super::atomic::{AtomicDatatype, AtomicOpcode};
-use super::ext::{AtomicExtRepr, CasExtRepr, ExtRepr, RendezvousExtRepr};
+use super::ext::{AtomicExtRepr, CasExtRepr, ExtKind, ExtRepr, RendezvousExtRepr};
 use super::opcode::{ListKind, Opcode, ResponseOpcode};
 use super::request::{
     HeaderDataOrOffset, MediumRepr, RequestFlags, SmallRepr, SomFields, StandardRepr,
 };
 use super::response::{ResponseDataRepr, ResponseDataSmallRepr, ResponseRepr};
 use super::return_code::ReturnCode;
+use super::{SesRepr, StandardRequest};
 
 pub(crate) fn arb_opcode() -> impl Strategy<Value = Opcode> {
     prop_oneof![
@@ -194,6 +195,50 @@ pub(crate) fn arb_ext() -> impl Strategy<Value = ExtRepr> {
     ]
 }
 
+const CAS_OPCODES: [AtomicOpcode; 7] = [
+    AtomicOpcode::Cswap,
+    AtomicOpcode::CswapNe,
+    AtomicOpcode::CswapLe,
+    AtomicOpcode::CswapLt,
+    AtomicOpcode::CswapGe,
+    AtomicOpcode::CswapGt,
+    AtomicOpcode::Mswap,
+];
+
+/// A standard request with the extension its opcode calls for.
+pub(crate) fn arb_standard_request() -> impl Strategy<Value = StandardRequest> {
+    (
+        arb_standard(),
+        arb_atomic_ext(),
+        arb_cas_ext(),
+        arb_rendezvous_ext(),
+        any::<bool>(),
+        0..CAS_OPCODES.len(),
+    )
+        .prop_map(|(header, mut atomic, mut cas, rndv, want_cas, i)| {
+            let ext = if header.opcode.has_rendezvous_ext() {
+                Some(ExtRepr::Rendezvous(rndv))
+            } else if header.opcode.has_atomic_ext() {
+                if want_cas {
+                    cas.atomic.opcode = CAS_OPCODES[i];
+                    Some(ExtRepr::CompareSwap(cas))
+                } else {
+                    if atomic.opcode.is_compare_swap() {
+                        atomic.opcode = AtomicOpcode::Sum;
+                    }
+                    Some(ExtRepr::Atomic(atomic))
+                }
+            } else {
+                None
+            };
+            debug_assert_eq!(
+                ext.as_ref().map(ExtRepr::kind),
+                ExtKind::for_request(header.opcode, ext.as_ref().and_then(ExtRepr::atomic_opcode))
+            );
+            StandardRequest::new(header, ext).unwrap()
+        })
+}
+
 fn arb_common_rsp() -> impl Strategy<Value = (ListKind, ResponseOpcode, ReturnCode)> {
     (0u8..4, 0u8..64, 0u8..64).prop_map(|(l, o, rc)| {
         (
@@ -261,4 +306,15 @@ pub(crate) fn arb_response_data_small() -> impl Strategy<Value = ResponseDataSma
             original_request_psn: Psn(psn),
         },
     )
+}
+
+pub(crate) fn arb_ses_repr() -> impl Strategy<Value = SesRepr> {
+    prop_oneof![
+        arb_small().prop_map(SesRepr::Small),
+        arb_medium().prop_map(SesRepr::Medium),
+        arb_standard_request().prop_map(SesRepr::Standard),
+        arb_response().prop_map(SesRepr::Response),
+        arb_response_data().prop_map(SesRepr::ResponseData),
+        arb_response_data_small().prop_map(SesRepr::ResponseDataSmall),
+    ]
 }
