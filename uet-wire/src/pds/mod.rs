@@ -115,12 +115,16 @@ macro_rules! bits_newtype {
 
 pub mod prologue;
 pub mod req;
+pub mod rudi;
+pub mod uud;
 
 pub use prologue::{NextHeader, Packet as PdsProloguePacket, PdsType, Repr as PdsPrologueRepr};
 pub use req::{
     DpdcidField, Packet as PdsRequestPacket, PdcInfo, ReliableMode, Repr as PdsRequestRepr,
     ReqCcState, SynPsnOffset,
 };
+pub use rudi::{Packet as PdsRudiPacket, Repr as PdsRudiRepr, RudiKind};
+pub use uud::{Packet as PdsUudPacket, Repr as PdsUudRepr};
 
 // ---------------------------------------------------------------------------
 // Prologue helpers shared by the header modules (§2.1). They index directly:
