@@ -113,11 +113,21 @@ macro_rules! bits_newtype {
     };
 }
 
+pub mod ack;
+pub mod cc_state;
 pub mod prologue;
 pub mod req;
 pub mod rudi;
 pub mod uud;
 
+pub use ack::{
+    AckCc as PdsAckCc, AckExt as PdsAckExt, AckPsnField as PdsAckPsnField,
+    AckRequest as PdsAckRequest, AckState as PdsAckState, CcFlags as PdsCcFlags,
+    Packet as PdsAckPacket, Repr as PdsAckRepr, SackIter as PdsSackIter,
+};
+pub use cc_state::{
+    AckCcState, AckCcxState, CcxType, CreditState, CwndPenalty, NsccState, UnknownCcType,
+};
 pub use prologue::{NextHeader, Packet as PdsProloguePacket, PdsType, Repr as PdsPrologueRepr};
 pub use req::{
     DpdcidField, Packet as PdsRequestPacket, PdcInfo, ReliableMode, Repr as PdsRequestRepr,
