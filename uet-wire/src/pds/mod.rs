@@ -115,6 +115,8 @@ macro_rules! bits_newtype {
 
 pub mod ack;
 pub mod cc_state;
+pub mod nack;
+pub mod nack_code;
 pub mod prologue;
 pub mod req;
 pub mod rudi;
@@ -128,6 +130,10 @@ pub use ack::{
 pub use cc_state::{
     AckCcState, AckCcxState, CcxType, CreditState, CwndPenalty, NsccState, UnknownCcType,
 };
+pub use nack::{
+    NackCcxState, NackCcxState1, NackTarget, Packet as PdsNackPacket, Repr as PdsNackRepr,
+};
+pub use nack_code::{NackAction, NackCode};
 pub use prologue::{NextHeader, Packet as PdsProloguePacket, PdsType, Repr as PdsPrologueRepr};
 pub use req::{
     DpdcidField, Packet as PdsRequestPacket, PdcInfo, ReliableMode, Repr as PdsRequestRepr,
