@@ -115,6 +115,7 @@ macro_rules! bits_newtype {
 
 pub mod ack;
 pub mod cc_state;
+pub mod cp;
 pub mod nack;
 pub mod nack_code;
 pub mod prologue;
@@ -130,6 +131,7 @@ pub use ack::{
 pub use cc_state::{
     AckCcState, AckCcxState, CcxType, CreditState, CwndPenalty, NsccState, UnknownCcType,
 };
+pub use cp::{ControlType, CpPayload, Packet as PdsCpPacket, Repr as PdsCpRepr, ReservedCtlType};
 pub use nack::{
     NackCcxState, NackCcxState1, NackTarget, Packet as PdsNackPacket, Repr as PdsNackRepr,
 };
