@@ -686,7 +686,7 @@ pub fn parse_l2_l4(buf: &[u8], config: &EncapConfig) -> Result<(Headers, Range<u
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::inet::ethernet::{self, EthernetAddress, VlanTag};
     use crate::inet::{FlowLabel, checksum};
@@ -1121,8 +1121,8 @@ mod tests {
         })
     }
 
-    fn arb_frame() -> impl Strategy<Value = (EthernetRepr, IpRepr, Transport, EncapConfig, Vec<u8>)>
-    {
+    pub(crate) fn arb_frame()
+    -> impl Strategy<Value = (EthernetRepr, IpRepr, Transport, EncapConfig, Vec<u8>)> {
         (
             ethernet::tests::arb_repr(),
             arb_ip(),

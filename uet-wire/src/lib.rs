@@ -34,6 +34,7 @@
 pub mod encap;
 pub mod error;
 pub mod field;
+pub mod frame;
 pub mod inet;
 pub mod pds;
 pub mod rand;
@@ -42,6 +43,7 @@ pub mod time;
 pub mod types;
 
 pub use error::{Error, ErrorKind, Layer, Result};
+pub use frame::{Frame, UetPacket, parse_frame, parse_frame_with, parse_uet};
 pub use types::{
     CccId, Credit24, DeliveryMode, Dscp, Ecn, EntropyValue, JobId, Len14, MessageId, OutOfRange,
     PdcId, PidOnFep, Psn, ResourceIndex, RiGeneration, TrafficClass, Units256,

@@ -415,7 +415,7 @@ pub fn parse_with_tss(bytes: &[u8]) -> Result<(Option<tss::Repr>, PdsRepr)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 

@@ -109,7 +109,7 @@ pub mod request;
 pub mod response;
 pub mod return_code;
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 
 use core::fmt;
 

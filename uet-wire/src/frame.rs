@@ -1,0 +1,432 @@
+//! Whole frames: Ethernet → IP → UDP or entropy header → TSS → PDS → SES →
+//! payload → trailer, in one call.
+//!
+//! [`parse_frame`] is what `uet decode`, the daemon's receive path and the
+//! simulator use; [`parse_uet`] does the part after L4 for callers that
+//! already hold the UET bytes (the kernel-UDP backend).
+
+use core::fmt;
+use core::ops::Range;
+
+use crate::encap::{EncapConfig, Headers, parse_l2_l4};
+use crate::error::Result;
+use crate::pds::{PdsRepr, TssRepr, parse_with_tss};
+use crate::ses::SesRepr;
+
+/// Length of the TSS integrity tag that ends an encrypted packet (REFPROV
+/// AES-GCM ICV, `uet-spec-notes.md` §2.13).
+pub const TSS_ICV_LEN: usize = 16;
+
+/// The UET part of a packet: PDS header, SES header and payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UetPacket<'a> {
+    /// The TSS header, when the packet is secured.
+    pub tss: Option<TssRepr>,
+    /// The PDS header.
+    pub pds: PdsRepr,
+    /// The SES header, when `next_hdr` announces one and it is readable
+    /// (absent for trimmed packets and behind TSS, whose SES part is
+    /// ciphertext).
+    pub ses: Option<SesRepr>,
+    /// The payload after the SES header (or the ciphertext behind TSS).
+    pub payload: &'a [u8],
+    /// Offset of the PDS header within the UET bytes.
+    pub pds_offset: usize,
+    /// Offset of the SES header (equal to `payload_offset` when none).
+    pub ses_offset: usize,
+    /// Offset of the payload.
+    pub payload_offset: usize,
+}
+
+/// Parses the UET bytes (after UDP or the entropy header, before the
+/// trailer). `truncated` says the packet was trimmed by a switch: only the
+/// PDS header is expected to be whole, and the SES part is not read.
+///
+/// With TSS, the PDS header is in the clear and what follows is ciphertext
+/// ending in a 16-byte ICV \[I: REFPROV encrypts from the SES header on,
+/// using the PDS header as additional data]; it is returned as `payload`
+/// (ICV excluded) without decryption.
+pub fn parse_uet(bytes: &[u8], truncated: bool) -> Result<UetPacket<'_>> {
+    let (tss, pds) = parse_with_tss(bytes)?;
+    let pds_offset = tss.map_or(0, |t| t.buffer_len());
+    let ses_offset = pds_offset + pds.header_len();
+    let rest = bytes.get(ses_offset..).unwrap_or_default();
+    if tss.is_some() {
+        let body = rest
+            .get(..rest.len().saturating_sub(TSS_ICV_LEN))
+            .unwrap_or_default();
+        return Ok(UetPacket {
+            tss,
+            pds,
+            ses: None,
+            payload: body,
+            pds_offset,
+            ses_offset,
+            payload_offset: ses_offset,
+        });
+    }
+    if truncated {
+        return Ok(UetPacket {
+            tss,
+            pds,
+            ses: None,
+            payload: &[],
+            pds_offset,
+            ses_offset,
+            payload_offset: ses_offset.min(bytes.len()),
+        });
+    }
+    let ses = match pds.next_hdr() {
+        Some(nh) => SesRepr::parse(nh, rest).map_err(|e| e.at(ses_offset))?,
+        None => None,
+    };
+    let ses_len = ses.as_ref().map_or(0, SesRepr::header_len);
+    let payload_offset = ses_offset + ses_len;
+    Ok(UetPacket {
+        tss,
+        pds,
+        ses,
+        payload: bytes.get(payload_offset..).unwrap_or_default(),
+        pds_offset,
+        ses_offset,
+        payload_offset,
+    })
+}
+
+/// A parsed UET frame: every header, typed, and the payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// Ethernet, IP, UDP or entropy header, trailer, trim state.
+    pub headers: Headers,
+    /// PDS, SES and payload.
+    pub uet: UetPacket<'a>,
+    /// The UET bytes' range in the frame.
+    pub uet_range: Range<usize>,
+}
+
+impl<'a> Frame<'a> {
+    /// The PDS header.
+    #[must_use]
+    pub const fn pds(&self) -> &PdsRepr {
+        &self.uet.pds
+    }
+
+    /// The SES header, if any.
+    #[must_use]
+    pub const fn ses(&self) -> Option<&SesRepr> {
+        self.uet.ses.as_ref()
+    }
+
+    /// The payload.
+    #[must_use]
+    pub const fn payload(&self) -> &'a [u8] {
+        self.uet.payload
+    }
+
+    /// Offset of the payload within the frame.
+    #[must_use]
+    pub const fn payload_offset(&self) -> usize {
+        self.uet_range.start + self.uet.payload_offset
+    }
+}
+
+/// Parses a frame with the default encapsulation (UDP port 4793, native IP
+/// protocol 253, no CRC trailer, trimmed DSCPs 16/18).
+pub fn parse_frame(buf: &[u8]) -> Result<Frame<'_>> {
+    parse_frame_with(buf, &EncapConfig::default())
+}
+
+/// Parses a frame with a given encapsulation. Errors carry the layer and the
+/// byte offset within `buf`.
+pub fn parse_frame_with<'a>(buf: &'a [u8], config: &EncapConfig) -> Result<Frame<'a>> {
+    let (headers, range) = parse_l2_l4(buf, config)?;
+    let uet_bytes = buf.get(range.clone()).unwrap_or_default();
+    let uet = parse_uet(uet_bytes, headers.trimmed.is_some()).map_err(|e| e.at(range.start))?;
+    Ok(Frame {
+        headers,
+        uet,
+        uet_range: range,
+    })
+}
+
+impl fmt::Display for UetPacket<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(t) = &self.tss {
+            write!(f, "{t} | ")?;
+        }
+        write!(f, "{}", self.pds)?;
+        if let Some(s) = &self.ses {
+            write!(f, " | {s}")?;
+        }
+        write!(f, " | payload {}", self.payload.len())
+    }
+}
+
+impl fmt::Display for Frame<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} | {}", self.headers, self.uet)?;
+        if let Some(t) = self.headers.trimmed {
+            write!(f, " | trimmed ({t:?})")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encap::{Transport, emit_frame, frame_len};
+    use crate::error::{Error, ErrorKind, Layer};
+    use crate::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr};
+    use crate::pds::prologue::NextHeader;
+    use crate::pds::{PdsType, req};
+    use crate::ses::SomFields;
+    use crate::{Credit24, Dscp, Ecn, EntropyValue, JobId, PdcId, PidOnFep, Psn, ResourceIndex};
+    use core::net::Ipv4Addr;
+    use proptest::prelude::*;
+
+    /// Builds a frame around `uet` bytes with the default encapsulation.
+    fn wrap(uet: &[u8], dscp: u8) -> Vec<u8> {
+        let eth = EthernetRepr {
+            dst: EthernetAddress([2, 0, 0, 0, 0, 2]),
+            src: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            vlan: None,
+            ethertype: EtherType::Ipv4,
+        };
+        let ip = IpRepr::V4(Ipv4Repr {
+            src: Ipv4Addr::new(10, 0, 0, 1),
+            dst: Ipv4Addr::new(10, 0, 0, 2),
+            protocol: 17,
+            payload_len: 0,
+            ttl: 64,
+            dscp: Dscp::from_masked(dscp),
+            ecn: Ecn::Ect0,
+            ident: 0,
+            dont_frag: true,
+        });
+        let cfg = EncapConfig::default();
+        let t = Transport::udp(EntropyValue::from_masked(0xc001), &cfg);
+        let mut buf = vec![0u8; frame_len(&eth, &ip, &t, &cfg, uet.len())];
+        emit_frame(&eth, &ip, &t, &cfg, uet.len(), &mut buf, |u| {
+            u.copy_from_slice(uet);
+        })
+        .unwrap();
+        buf
+    }
+
+    /// Golden: RUD_CC_REQ (SYN, psn 336, CLEAR_PSN 335, credit target
+    /// 12,500) carrying a standard UET_WRITE SOM|EOM of 8 bytes.
+    const UET_WRITE: [u8; 16 + 44 + 8] = [
+        // PDS RUD_CC_REQ: type 13, nh 3 (standard), flags syn|ar = 0x0c;
+        // clear_psn_offset -1; psn 336; spdcid 5; pdc_info 0 + psn_offset 0;
+        // ccc_id 1; credit_target 12,500 (0x0030d4).
+        0x69, 0x8c, 0xff, 0xff, 0x00, 0x00, 0x01, 0x50, 0x00, 0x05, 0x00, 0x00, //
+        0x01, 0x00, 0x30, 0xd4, //
+        // SES standard: UET_WRITE; rel|eom|som; message_id 9; ri_generation 1;
+        // job 7; pid 3; ri 12; buffer_offset 4096; initiator 1;
+        // memory_key 0xabc; header_data 0; request_length 8.
+        0x01, 0x0b, 0x00, 0x09, 0x01, 0x00, 0x00, 0x07, 0x00, 0x03, 0x00, 0x0c, //
+        0, 0, 0, 0, 0, 0, 0x10, 0x00, //
+        0, 0, 0, 1, //
+        0, 0, 0, 0, 0, 0, 0x0a, 0xbc, //
+        0, 0, 0, 0, 0, 0, 0, 0, //
+        0, 0, 0, 8, //
+        // payload
+        1, 2, 3, 4, 5, 6, 7, 8,
+    ];
+
+    #[test]
+    fn golden_write_frame() {
+        let f = wrap(&UET_WRITE, 0);
+        let fr = parse_frame(&f).unwrap();
+        assert_eq!(fr.headers.entropy.get(), 0xc001);
+        let PdsRepr::Request(r) = fr.pds() else {
+            panic!("not a request: {}", fr.pds())
+        };
+        assert_eq!(r.psn, Psn(336));
+        assert_eq!(r.clear_psn(), Psn(335));
+        assert_eq!(r.spdcid, PdcId::new(5));
+        assert_eq!(r.start_psn(), Some(Psn(336)));
+        assert_eq!(
+            r.cc.map(|c| c.credit_target),
+            Some(Credit24::from_masked(12_500))
+        );
+        let Some(SesRepr::Standard(s)) = fr.ses() else {
+            panic!("no standard request")
+        };
+        let h = s.header();
+        assert_eq!(h.job_id, JobId::new(7).unwrap());
+        assert_eq!(h.pid_on_fep, PidOnFep::new(3).unwrap());
+        assert_eq!(h.resource_index, ResourceIndex::new(12).unwrap());
+        assert_eq!(h.buffer_offset, 4096);
+        assert_eq!(h.memory_key, 0xabc);
+        assert_eq!(h.request_length, 8);
+        assert!(matches!(h.som, SomFields::Start { header_data: 0 }));
+        assert_eq!(fr.payload(), &[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(fr.payload_offset(), 42 + 60);
+        assert_eq!(fr.uet_range, 42..42 + 68);
+        // Build the same UET bytes from Reprs.
+        let mut out = [0u8; 68];
+        fr.pds().emit(&mut out[..16]);
+        fr.ses().unwrap().emit(&mut out[16..60]);
+        out[60..].copy_from_slice(fr.payload());
+        assert_eq!(out, UET_WRITE);
+        let line = fr.to_string();
+        assert!(line.contains("RUD_CC_REQ"), "{line}");
+        assert!(line.contains("UET_WRITE"), "{line}");
+    }
+
+    #[test]
+    fn errors_point_into_the_frame() {
+        // SES header cut short: the error is at the SES start in the frame.
+        let f = wrap(&UET_WRITE[..16 + 20], 0);
+        let e = parse_frame(&f).unwrap_err();
+        assert_eq!(e.layer, Layer::Ses);
+        assert!(matches!(e.kind, ErrorKind::Truncated { .. }));
+        assert!(e.offset >= 42 + 16, "{e}");
+        // PDS type 0 is reserved.
+        let mut bad = UET_WRITE;
+        bad[0] = 0x00;
+        assert_eq!(
+            parse_frame(&wrap(&bad, 0)).unwrap_err(),
+            Error::new(Layer::Pds, ErrorKind::Reserved(0), 42)
+        );
+    }
+
+    #[test]
+    fn trimmed_frames_keep_the_pds_header() {
+        // What a switch leaves of a trimmed packet: the 16 B PDS header.
+        let mut f = wrap(&UET_WRITE, 16);
+        let total = 14 + 20 + 24;
+        let mut ip = crate::inet::Ipv4Packet::new_checked(&mut f[14..]).unwrap();
+        ip.set_total_len(44);
+        ip.fill_checksum();
+        let fr = parse_frame(&f[..total]).unwrap();
+        assert_eq!(fr.headers.trimmed, Some(crate::encap::Trim::Trimmed));
+        assert_eq!(fr.pds().ty(), PdsType::RudCcReq);
+        assert_eq!(fr.ses(), None);
+        assert!(fr.payload().is_empty());
+    }
+
+    #[test]
+    fn tss_is_recognised_and_skipped() {
+        // TSS (type 1, SP=0, AN=1, SDI 0x000102, epoch 2, TSC 3), then a UUD
+        // request in the clear, then 5 bytes of ciphertext and the 16 B ICV.
+        let mut uet = vec![0x09, 0x00, 0x01, 0x02, 0x00, 0x02, 0, 0, 0, 0, 0, 3];
+        uet.extend_from_slice(&[0x30, 0x80, 0, 0]); // UUD_REQ, nh = small request
+        uet.extend_from_slice(&[0xee; 5]);
+        uet.extend_from_slice(&[0xaa; TSS_ICV_LEN]);
+        let u = parse_uet(&uet, false).unwrap();
+        assert!(u.tss.is_some());
+        assert_eq!(u.pds.ty(), PdsType::UudReq);
+        assert_eq!(u.pds.next_hdr(), Some(NextHeader::RequestSmall));
+        assert_eq!(u.ses, None);
+        assert_eq!(u.payload, &[0xee; 5]);
+        assert_eq!(u.pds_offset, 12);
+    }
+
+    #[test]
+    fn next_hdr_none_has_no_ses() {
+        let r = req::Repr {
+            mode: req::ReliableMode::Rud,
+            next_hdr: NextHeader::None,
+            retx: false,
+            ar: true,
+            clear_psn_offset: 0,
+            psn: Psn(1),
+            spdcid: PdcId::new(1),
+            dpdcid: req::DpdcidField::Dpdcid(PdcId::new(2)),
+            cc: None,
+        };
+        let mut b = [0u8; 12];
+        PdsRepr::from(r).emit(&mut b);
+        let u = parse_uet(&b, false).unwrap();
+        assert_eq!(u.ses, None);
+        assert_eq!(u.payload_offset, 12);
+    }
+
+    fn uet_packet() -> impl Strategy<Value = Vec<u8>> {
+        (
+            crate::pds::tests::pds_repr(),
+            proptest::option::of(crate::ses::testutil::arb_ses_repr()),
+            proptest::collection::vec(any::<u8>(), 0..64),
+        )
+            .prop_map(|(pds, ses, payload)| {
+                let mut b = vec![0u8; pds.buffer_len()];
+                pds.emit(&mut b);
+                // Make next_hdr announce the SES header that follows (a CP's
+                // slot is ctl_type: it carries none).
+                let ses = if pds.next_hdr().is_some() { ses } else { None };
+                if pds.next_hdr().is_some() {
+                    let nh = ses.as_ref().map_or(NextHeader::None, SesRepr::next_hdr);
+                    let mut pro = crate::pds::prologue::Packet::new_unchecked(&mut b[..2]);
+                    let (ty, flags) = (pro.type_raw(), pro.flags());
+                    pro.set(ty, nh.code(), flags);
+                }
+                if let Some(s) = ses {
+                    let mut sb = vec![0u8; s.buffer_len()];
+                    s.emit(&mut sb);
+                    b.extend_from_slice(&sb);
+                }
+                b.extend_from_slice(&payload);
+                b
+            })
+    }
+
+    /// How many random inputs the never-panics properties run: a CI-sized
+    /// default; `UET_FUZZ_CASES=1000000 cargo test -p uet-wire --release
+    /// frame::` is the full run recorded in BENCHMARKS.md.
+    fn fuzz_cases() -> u32 {
+        std::env::var("UET_FUZZ_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20_000)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: fuzz_cases(), ..ProptestConfig::default() })]
+
+        /// Arbitrary bytes never panic any parser.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256),
+                                       crc: bool, trimmed: bool) {
+            let cfg = EncapConfig { crc_trailer: crc, ..EncapConfig::default() };
+            if let Ok(f) = parse_frame_with(&bytes, &cfg) {
+                let _ = f.to_string();
+            }
+            if let Ok(u) = parse_uet(&bytes, trimmed) {
+                prop_assert!(u.payload_offset <= bytes.len() || u.payload.is_empty());
+                let _ = u.to_string();
+            }
+        }
+
+        /// Valid frames with one mutated, cut or extended region never
+        /// panic, and an unmutated frame parses back to what was built.
+        #[test]
+        fn mutated_frames_never_panic((eth, ip, t, mut cfg, _) in crate::encap::tests::arb_frame(),
+                                      uet in uet_packet(),
+                                      flips in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..), 0..4),
+                                      cut in proptest::option::of(any::<prop::sample::Index>())) {
+            cfg.dscp_trimmed = None;
+            cfg.dscp_trimmed_lasthop = None;
+            let n = frame_len(&eth, &ip, &t, &cfg, uet.len());
+            let mut buf = vec![0u8; n];
+            emit_frame(&eth, &ip, &t, &cfg, uet.len(), &mut buf, |u| u.copy_from_slice(&uet)).unwrap();
+            let clean = parse_frame_with(&buf, &cfg).unwrap();
+            prop_assert_eq!(&buf[clean.uet_range.clone()], &uet[..]);
+            let again = parse_uet(&uet, false).unwrap();
+            prop_assert_eq!(clean.uet, again);
+            for (i, x) in flips {
+                let i = i.index(n);
+                buf[i] ^= x;
+            }
+            if let Some(c) = cut {
+                buf.truncate(c.index(n + 1));
+            }
+            if let Ok(f) = parse_frame_with(&buf, &cfg) {
+                prop_assert!(f.uet_range.end <= buf.len());
+                let _ = f.to_string();
+            }
+        }
+    }
+}
