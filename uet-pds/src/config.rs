@@ -32,6 +32,9 @@ pub struct PdsConfig {
     pub max_nack_retx: u32,
     /// A PDC with nothing in flight and nothing queued for this long closes.
     pub idle_timeout: Duration,
+    /// Longest an ACK is held back waiting for more packets to coalesce
+    /// (a safety net under the byte trigger and the sender's `ar`).
+    pub ack_delay: Duration,
     /// Largest SES header + payload per packet (negotiated down from the MTU
     /// by the caller).
     pub max_ses_len: usize,
@@ -59,6 +62,7 @@ impl Default for PdsConfig {
             max_rto_retx: 5,
             max_nack_retx: 64,
             idle_timeout: Duration::from_secs(2),
+            ack_delay: Duration::from_micros(20),
             max_ses_len: 4096,
             dscp_data: Dscp::from_masked(0),
             dscp_control: Dscp::from_masked(46),
@@ -76,6 +80,13 @@ impl PdsConfig {
         let quarter = u32::try_from(bdp_bytes / 4).unwrap_or(u32::MAX);
         self.ack_gen_trigger = quarter.clamp(self.ack_gen_min_pkt_add, 16 * 1024);
         self
+    }
+
+    /// Nominal size (§1: `transport_pktsize + 40`) of a request carrying
+    /// `ses_len` bytes of SES header and payload over UDP: UDP 8 + PDS 12.
+    #[must_use]
+    pub const fn nominal(&self, ses_len: u32) -> u32 {
+        ses_len + 8 + 12 + 40
     }
 
     /// The RTO after `retries` backoffs: `RTO_INIT_TIME * 2^retries`, capped

@@ -13,10 +13,18 @@
 
 pub mod config;
 pub mod counters;
+pub mod engine;
 pub mod rx_window;
 pub mod tx_ledger;
 
 pub use config::PdsConfig;
 pub use counters::{Counters, DropReason};
+pub use engine::{
+    InitiatorKey, OpenError, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, Transmit,
+    Upper,
+};
 pub use rx_window::{RxOutcome, RxWindow};
 pub use tx_ledger::{TxEntry, TxLedger};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1698 @@
+//! The PDS engine: every PDC of one endpoint, sans-IO.
+//!
+//! Read `uet-spec-notes.md` §2 (formats), §2.12 (PDC lifecycle) and §3
+//! (reliability) before editing; comments cite them.
+//!
+//! Shape (quinn-proto's `Connection`, `design.md` §3): inputs are
+//! [`Pds::handle_datagram`], [`Pds::handle_timeout`] and [`Pds::enqueue`];
+//! outputs are [`Pds::poll_transmit`], [`Pds::poll_timeout`] and
+//! [`Pds::poll_event`]. The layer above (SES) is reached through [`Upper`]:
+//! the engine asks it to write a request's SES header and payload at the
+//! moment the packet leaves — first transmission or retransmission — so
+//! payload is read from registered memory, never copied into the engine.
+//!
+//! A PDC is bidirectional: the initiator's requests use its PSN space and
+//! the target's ACKs answer them; the target can send return-direction
+//! requests (read response data) in its own PSN space on the same PDC
+//! (§3 "Read responses"). Each PDC therefore has a send half (ledger, queue)
+//! and a receive half (PSN window, ACK state).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::IpAddr;
+
+use uet_cms::{AckEvent, Ccc, NackEvent};
+use uet_wire::encap::Trim;
+use uet_wire::pds::{
+    AckCcState, CpPayload, CwndPenalty, DpdcidField, NackAction, NackCode, NackTarget, NextHeader,
+    NsccState, PdcInfo, PdsAckCc, PdsAckExt, PdsAckPsnField, PdsAckRepr, PdsAckRequest,
+    PdsAckState, PdsCcFlags, PdsCpRepr, PdsNackRepr, PdsRepr, PdsRequestRepr, PdsUudRepr,
+    ReliableMode, SynPsnOffset,
+};
+use uet_wire::rand::{Rng, Xoshiro256};
+use uet_wire::ses::{ListKind, ResponseOpcode, ReturnCode, SesRepr, SesResponseRepr};
+use uet_wire::time::{Duration, Instant};
+use uet_wire::{
+    DeliveryMode, Dscp, Ecn, EntropyValue, JobId, MessageId, PdcId, Psn, RiGeneration,
+    TrafficClass, Units256,
+};
+
+use crate::config::PdsConfig;
+use crate::counters::{Counters, DropReason};
+use crate::rx_window::{RxOutcome, RxWindow};
+use crate::tx_ledger::TxLedger;
+
+/// Entropy of control packets that answer no particular data packet
+/// (REFPROV default 0x4242, §8).
+const CONTROL_EV: EntropyValue = EntropyValue::from_masked(0x4242);
+
+/// One request packet as the layer above knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PktRef {
+    /// The upper layer's handle (e.g. its message slot).
+    pub token: u64,
+    /// Fragment index within the message.
+    pub frag: u32,
+    /// Bytes of SES header + payload.
+    pub len: u32,
+    /// The last packet of its message (sent with `ar`).
+    pub last: bool,
+}
+
+/// What an arriving request carries, as handed to [`Upper::on_request`].
+#[derive(Debug, Clone, Copy)]
+pub struct RxRequest<'a> {
+    /// The local PDC (`None` for UUD).
+    pub pdc: Option<PdcId>,
+    /// The sender.
+    pub peer: IpAddr,
+    /// The PSN (for UUD: zero).
+    pub psn: Psn,
+    /// Delivery mode.
+    pub mode: DeliveryMode,
+    /// The SES header.
+    pub ses: Option<&'a SesRepr>,
+    /// The payload after the SES header.
+    pub payload: &'a [u8],
+}
+
+/// What the layer above answers for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    /// Nothing beyond the acknowledgement.
+    None,
+    /// An SES response to carry in the ACK of this packet. A `guaranteed`
+    /// response is stored until the initiator's CLEAR_PSN covers it and
+    /// re-sent for duplicates (§3 "CACK / CLEAR / guaranteed delivery").
+    Response {
+        /// The response header.
+        response: SesResponseRepr,
+        /// Guaranteed delivery.
+        guaranteed: bool,
+    },
+}
+
+/// Why the engine gave up on a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PdsError {
+    /// The retransmission budget ran out (`Max_RTO_Retx_Cnt`).
+    Timeout,
+    /// The NACK budget ran out, or a NACK closed the PDC.
+    Nack(NackCode),
+    /// The PDC closed before the packet was acknowledged.
+    Closed,
+}
+
+/// The layer above the PDS (the SES endpoint).
+pub trait Upper {
+    /// Writes the SES header and payload of `pkt` into `buf` (exactly
+    /// `pkt.len` bytes) and says which SES header it wrote.
+    fn write_request(&mut self, now: Instant, pkt: &PktRef, buf: &mut [u8]) -> NextHeader;
+    /// A new (not duplicate) request arrived.
+    fn on_request(&mut self, now: Instant, rx: &RxRequest<'_>) -> Reply;
+    /// One of our packets was acknowledged (exactly once per packet).
+    fn on_acked(&mut self, now: Instant, pkt: PktRef);
+    /// An ACK carried an SES response for one of our packets.
+    fn on_response(&mut self, now: Instant, pkt: PktRef, response: &SesRepr, data: &[u8]);
+    /// The engine gave up on one of our packets.
+    fn on_failed(&mut self, now: Instant, pkt: PktRef, error: PdsError);
+}
+
+/// What identifies a reusable initiator PDC (§2.12: job, destination,
+/// traffic class, mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct InitiatorKey {
+    /// Job.
+    pub job: JobId,
+    /// Destination FEP.
+    pub dst: IpAddr,
+    /// Traffic class.
+    pub tc: TrafficClass,
+    /// RUD or ROD.
+    pub mode: ReliableMode,
+}
+
+/// How a received datagram arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxMeta {
+    /// Source FEP address.
+    pub src: IpAddr,
+    /// The entropy value it carried.
+    pub ev: EntropyValue,
+    /// Its ECN bits.
+    pub ecn: Ecn,
+    /// Trimmed by a switch, as its DSCP says.
+    pub trimmed: Option<Trim>,
+    /// Its nominal size (`transport_pktsize + 40`, §1).
+    pub nominal_size: u32,
+}
+
+/// A datagram to send: UET bytes in the caller's buffer plus where they go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// Destination FEP.
+    pub dst: IpAddr,
+    /// Entropy value (UDP source port).
+    pub ev: EntropyValue,
+    /// DSCP.
+    pub dscp: Dscp,
+    /// ECN bits to send with.
+    pub ecn: Ecn,
+    /// UET bytes written at the start of the buffer.
+    pub len: usize,
+}
+
+/// Something that happened, for the layer above and for tracing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PdsEvent {
+    /// A PDC was created.
+    PdcOpened {
+        /// Local ID.
+        pdc: PdcId,
+        /// Peer.
+        peer: IpAddr,
+        /// Whether we initiated it.
+        initiator: bool,
+    },
+    /// A PDC learned its peer's ID (first ACK).
+    PdcEstablished {
+        /// Local ID.
+        pdc: PdcId,
+    },
+    /// A PDC closed.
+    PdcClosed {
+        /// Local ID.
+        pdc: PdcId,
+        /// Why, when it closed in error.
+        error: Option<PdsError>,
+    },
+}
+
+/// Local misuse of [`Pds::open`] / [`Pds::enqueue`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// The PDC table is full.
+    NoPdcAvailable,
+    /// No such PDC.
+    UnknownPdc,
+    /// The PDC is closing.
+    Closing,
+}
+
+impl core::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Self::NoPdcAvailable => "PDC table full",
+            Self::UnknownPdc => "unknown PDC",
+            Self::Closing => "PDC is closing",
+        })
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TxItem {
+    Data(PktRef),
+    /// The CLOSE control packet (consumes a PSN, sent with `ar`, §2.12).
+    Close,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AckDue {
+    No,
+    At(Instant),
+    Now,
+}
+
+#[derive(Debug)]
+struct RxHalf {
+    win: RxWindow,
+    start: Psn,
+    /// Bytes accepted since the last ACK, each packet counting at least
+    /// `ACK_Gen_Min_Pkt_Add` (§3).
+    ack_bytes: u32,
+    due: AckDue,
+    /// The PSN that triggered the pending ACK.
+    trigger: Psn,
+    ev: EntropyValue,
+    ecn: bool,
+    retx: bool,
+    /// A response to carry in the next ACK, with its PSN.
+    response: Option<(Psn, SesResponseRepr)>,
+    /// Probe to answer (`p` = 1, `probe_opaque`).
+    probe: Option<u16>,
+    /// Guaranteed-delivery responses not yet cleared, by PSN.
+    gtd: BTreeMap<u32, SesResponseRepr>,
+    /// NSCC destination counter (§5.2 destination side).
+    rcvd_bytes: u64,
+    ooo_count: u16,
+    /// ROD: a NACK for the current gap was sent.
+    rod_nacked: bool,
+    /// Highest CLEAR_PSN seen.
+    cleared: Psn,
+}
+
+impl RxHalf {
+    fn new(start: Psn, range: u32) -> Self {
+        Self {
+            win: RxWindow::new(start, range),
+            start,
+            ack_bytes: 0,
+            due: AckDue::No,
+            trigger: start,
+            ev: CONTROL_EV,
+            ecn: false,
+            retx: false,
+            response: None,
+            probe: None,
+            gtd: BTreeMap::new(),
+            rcvd_bytes: 0,
+            ooo_count: 0,
+            rod_nacked: false,
+            cleared: start.sub(1),
+        }
+    }
+
+    /// The cumulative ACK: everything received, but never past an uncleared
+    /// guaranteed response (§3).
+    fn cack(&self) -> Psn {
+        let c = self.win.cack();
+        match self.gtd.keys().find(|k| !Psn(**k).is_after(c)) {
+            Some(first) => Psn(*first).sub(1),
+            None => c,
+        }
+    }
+
+    fn clear_to(&mut self, clear_psn: Psn) {
+        if clear_psn.is_after(self.cleared) {
+            self.cleared = clear_psn;
+        }
+        let cleared = self.cleared;
+        self.gtd.retain(|k, _| Psn(*k).is_after(cleared));
+    }
+}
+
+#[derive(Debug)]
+struct Pdc {
+    id: PdcId,
+    peer: IpAddr,
+    peer_id: Option<PdcId>,
+    initiator: bool,
+    mode: ReliableMode,
+    key: Option<InitiatorKey>,
+    ccc: (IpAddr, TrafficClass),
+    // Send half.
+    start: Psn,
+    established: bool,
+    ledger: TxLedger<TxItem>,
+    queue: VecDeque<PktRef>,
+    clear_needed: bool,
+    closing: bool,
+    rod_ev: EntropyValue,
+    // Receive half (created by the first packet from the peer).
+    rx: Option<RxHalf>,
+    last_activity: Instant,
+    close_requested: bool,
+}
+
+impl Pdc {
+    fn idle(&self) -> bool {
+        self.ledger.is_empty() && self.queue.is_empty()
+    }
+
+    /// CLEAR_PSN: one before the first PSN not known delivered (§3: "left
+    /// edge of the initiator's unACKed window − 1"). SACKed or answered
+    /// packets count as delivered.
+    fn clear_psn(&self) -> Psn {
+        self.ledger
+            .iter()
+            .find(|e| !e.sacked)
+            .map_or_else(|| self.ledger.next_psn(), |e| e.psn)
+            .sub(1)
+    }
+
+    fn has_tx_work(&self) -> bool {
+        !self.queue.is_empty() || self.ledger.iter().any(|e| e.needs_rtx) || self.clear_needed
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum CtlOut {
+    Nack {
+        dst: IpAddr,
+        ev: EntropyValue,
+        repr: PdsNackRepr,
+    },
+    Cp {
+        dst: IpAddr,
+        repr: PdsCpRepr,
+    },
+}
+
+/// The PDS engine of one endpoint.
+#[derive(Debug)]
+pub struct Pds {
+    config: PdsConfig,
+    rng: Xoshiro256,
+    pdcs: HashMap<PdcId, Pdc>,
+    by_peer: HashMap<(IpAddr, PdcId), PdcId>,
+    reuse: HashMap<InitiatorKey, PdcId>,
+    cccs: HashMap<(IpAddr, TrafficClass), Ccc>,
+    next_id: u16,
+    active: VecDeque<PdcId>,
+    acks: VecDeque<PdcId>,
+    ctl: VecDeque<CtlOut>,
+    uud: VecDeque<(IpAddr, PktRef)>,
+    events: VecDeque<PdsEvent>,
+    counters: Counters,
+}
+
+impl Pds {
+    /// A new engine; `seed` drives Start_PSN and entropy choices.
+    #[must_use]
+    pub fn new(config: PdsConfig, seed: u64) -> Self {
+        Self {
+            config,
+            rng: Xoshiro256::seed_from_u64(seed),
+            pdcs: HashMap::new(),
+            by_peer: HashMap::new(),
+            reuse: HashMap::new(),
+            cccs: HashMap::new(),
+            next_id: 1,
+            active: VecDeque::new(),
+            acks: VecDeque::new(),
+            ctl: VecDeque::new(),
+            uud: VecDeque::new(),
+            events: VecDeque::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PdsConfig {
+        &self.config
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Open PDCs.
+    pub fn pdc_count(&self) -> usize {
+        self.pdcs.len()
+    }
+
+    /// The CCC towards `dst` in `tc`, if one exists.
+    pub fn ccc(&self, dst: IpAddr, tc: TrafficClass) -> Option<&Ccc> {
+        self.cccs.get(&(dst, tc))
+    }
+
+    /// Returns the initiator PDC for `key`, reusing an open one or creating
+    /// one (zero-RTT: it sends SYN packets until the first ACK, §2.12).
+    pub fn open(&mut self, now: Instant, key: InitiatorKey) -> Result<PdcId, OpenError> {
+        if let Some(id) = self.reuse.get(&key)
+            && self.pdcs.get(id).is_some_and(|p| !p.closing)
+        {
+            return Ok(*id);
+        }
+        let id = self.alloc_id().ok_or(OpenError::NoPdcAvailable)?;
+        // REFPROV keeps Start_PSN in [2^16, 2^31) (§2.12).
+        let start = Psn((1 << 16) + self.rng.below((1 << 31) - (1 << 16)) as u32);
+        let rod_ev = EntropyValue::from_masked(self.rng.next_u32() as u16);
+        let pdc = Pdc {
+            id,
+            peer: key.dst,
+            peer_id: None,
+            initiator: true,
+            mode: key.mode,
+            key: Some(key),
+            ccc: (key.dst, key.tc),
+            start,
+            established: false,
+            ledger: TxLedger::new(start),
+            queue: VecDeque::new(),
+            clear_needed: false,
+            closing: false,
+            rod_ev,
+            rx: None,
+            last_activity: now,
+            close_requested: false,
+        };
+        self.ensure_ccc(key.dst, key.tc);
+        self.pdcs.insert(id, pdc);
+        self.reuse.insert(key, id);
+        self.counters.pdcs_opened += 1;
+        self.events.push_back(PdsEvent::PdcOpened {
+            pdc: id,
+            peer: key.dst,
+            initiator: true,
+        });
+        Ok(id)
+    }
+
+    /// Queues request packets on a PDC (either direction: the target queues
+    /// return-direction packets on the PDC a request came in on).
+    pub fn enqueue(
+        &mut self,
+        now: Instant,
+        pdc: PdcId,
+        pkts: impl IntoIterator<Item = PktRef>,
+    ) -> Result<(), OpenError> {
+        let p = self.pdcs.get_mut(&pdc).ok_or(OpenError::UnknownPdc)?;
+        if p.closing {
+            return Err(OpenError::Closing);
+        }
+        let before = p.queue.len();
+        let mut bytes = 0u64;
+        for pkt in pkts {
+            bytes += u64::from(self.config.nominal(pkt.len));
+            p.queue.push_back(pkt);
+        }
+        p.last_activity = now;
+        if p.queue.len() > before {
+            let key = p.ccc;
+            self.ensure_ccc(key.0, key.1);
+            if let Some(c) = self.cccs.get_mut(&key) {
+                c.on_new_data(now, bytes);
+            }
+            self.active.push_back(pdc);
+        }
+        Ok(())
+    }
+
+    /// Sends one UUD packet (best effort, single packet, no PDC; §2.11).
+    pub fn send_unreliable(&mut self, dst: IpAddr, pkt: PktRef) {
+        self.uud.push_back((dst, pkt));
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<PdsEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`Pds::handle_timeout`] should next be called.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut at = |x: Instant| t = Some(t.map_or(x, |y| y.min(x)));
+        for p in self.pdcs.values() {
+            if let Some(e) = p.ledger.iter().find(|e| !e.needs_rtx) {
+                at(e.sent_at + self.config.rto(e.rtx_count));
+            }
+            if let Some(rx) = &p.rx
+                && let AckDue::At(d) = rx.due
+            {
+                at(d);
+            }
+            if p.idle() {
+                at(p.last_activity + self.idle_limit(p));
+            }
+        }
+        t
+    }
+
+    fn idle_limit(&self, p: &Pdc) -> Duration {
+        idle_limit(&self.config, p)
+    }
+
+    /// Handles expired timers: retransmission timeouts (backoff, retry
+    /// budget), delayed ACKs, idle PDCs.
+    pub fn handle_timeout(&mut self, now: Instant, upper: &mut impl Upper) {
+        let ids: Vec<PdcId> = self.pdcs.keys().copied().collect();
+        for id in ids {
+            let mut fail = false;
+            let mut lost: Option<(u64, EntropyValue)> = None;
+            let Some(p) = self.pdcs.get_mut(&id) else {
+                continue;
+            };
+            // RTO on the oldest packet not yet marked (§3 "Loss recovery").
+            let max = self.config.max_rto_retx;
+            let cfg = &self.config;
+            if let Some(e) = p.ledger.iter_mut().find(|e| !e.needs_rtx)
+                && now >= e.sent_at + cfg.rto(e.rtx_count)
+            {
+                if e.rtx_count >= max {
+                    fail = true;
+                } else {
+                    e.needs_rtx = true;
+                    if !e.sacked {
+                        lost = Some((u64::from(cfg.nominal(item_len(&e.token))), e.ev));
+                    }
+                    self.counters.rto_fired += 1;
+                    self.active.push_back(id);
+                }
+            }
+            if let Some(rx) = &mut p.rx
+                && let AckDue::At(d) = rx.due
+                && now >= d
+            {
+                rx.due = AckDue::Now;
+                self.acks.push_back(id);
+            }
+            let idle_expired = p.idle() && now >= p.last_activity + idle_limit(&self.config, p);
+            let key = p.ccc;
+            if let Some((bytes, ev)) = lost
+                && let Some(c) = self.cccs.get_mut(&key)
+            {
+                c.on_inferred_loss(now, bytes, Some(ev));
+            }
+            if fail {
+                self.fail_pdc(now, id, PdsError::Timeout, upper);
+            } else if idle_expired {
+                self.idle_close(now, id);
+            }
+        }
+    }
+
+    fn idle_close(&mut self, now: Instant, id: PdcId) {
+        let Some(p) = self.pdcs.get_mut(&id) else {
+            return;
+        };
+        if p.initiator && p.established && !p.closing {
+            // CLOSE consumes a fresh PSN, sets ar and is retransmitted until
+            // acknowledged (REFPROV, §2.12).
+            p.closing = true;
+            p.queue.clear();
+            let ev = p.rod_ev;
+            p.ledger.push(now, 0, ev, TxItem::Close);
+            if let Some(e) = p.ledger.iter_mut().last() {
+                e.needs_rtx = true;
+            }
+            self.active.push_back(id);
+        } else if !p.closing || !p.initiator {
+            // Never established, or a silent peer: just forget it.
+            self.remove_pdc(id, None);
+        }
+    }
+
+    fn fail_pdc(&mut self, now: Instant, id: PdcId, error: PdsError, upper: &mut impl Upper) {
+        let Some(mut p) = self.pdcs.remove(&id) else {
+            return;
+        };
+        let mut withdrawn = 0u64;
+        for e in p.ledger.iter() {
+            if let TxItem::Data(pkt) = e.token
+                && !e.sacked
+            {
+                upper.on_failed(now, pkt, error);
+            }
+        }
+        for pkt in p.queue.drain(..) {
+            withdrawn += u64::from(self.config.nominal(pkt.len));
+            upper.on_failed(now, pkt, error);
+        }
+        if let Some(c) = self.cccs.get_mut(&p.ccc) {
+            c.withdraw(now, withdrawn);
+        }
+        self.pdcs.insert(id, p);
+        self.remove_pdc(id, Some(error));
+    }
+
+    fn remove_pdc(&mut self, id: PdcId, error: Option<PdsError>) {
+        if let Some(p) = self.pdcs.remove(&id) {
+            if let Some(k) = p.key
+                && self.reuse.get(&k) == Some(&id)
+            {
+                self.reuse.remove(&k);
+            }
+            if let Some(pid) = p.peer_id
+                && self.by_peer.get(&(p.peer, pid)) == Some(&id)
+            {
+                self.by_peer.remove(&(p.peer, pid));
+            }
+            self.counters.pdcs_closed += 1;
+            self.events
+                .push_back(PdsEvent::PdcClosed { pdc: id, error });
+        }
+    }
+
+    fn alloc_id(&mut self) -> Option<PdcId> {
+        if self.pdcs.len() >= self.config.max_pdcs {
+            return None;
+        }
+        for _ in 0..=u16::MAX {
+            let v = self.next_id;
+            self.next_id = self.next_id.wrapping_add(1);
+            if let Some(id) = PdcId::new(v)
+                && !self.pdcs.contains_key(&id)
+            {
+                return Some(id);
+            }
+        }
+        None
+    }
+
+    fn ensure_ccc(&mut self, dst: IpAddr, tc: TrafficClass) {
+        if !self.cccs.contains_key(&(dst, tc)) {
+            let c = Ccc::new(self.config.ccc.clone(), &mut self.rng);
+            self.cccs.insert((dst, tc), c);
+        }
+    }
+
+    // ----------------------------------------------------------------- receive
+
+    /// Handles one received datagram (the UET bytes after UDP/entropy).
+    /// Every failure is a counted drop or a NACK; nothing panics.
+    pub fn handle_datagram(
+        &mut self,
+        now: Instant,
+        meta: &RxMeta,
+        bytes: &[u8],
+        upper: &mut impl Upper,
+    ) {
+        let Ok(pkt) = uet_wire::parse_uet(bytes, meta.trimmed.is_some()) else {
+            self.counters.drop(DropReason::Malformed);
+            return;
+        };
+        match pkt.pds {
+            PdsRepr::Request(r) => {
+                self.on_request(now, meta, &r, pkt.ses.as_ref(), pkt.payload, upper);
+            }
+            PdsRepr::Ack(a) => {
+                let data_off = pkt.payload;
+                self.on_ack(now, meta, &a, pkt.ses.as_ref(), data_off, upper);
+            }
+            PdsRepr::Nack(n) => self.on_nack(now, meta, &n, upper),
+            PdsRepr::Cp(c) => self.on_cp(now, meta, &c, upper),
+            PdsRepr::Uud(_) => {
+                if meta.trimmed.is_some() {
+                    self.counters.drop(DropReason::Trimmed);
+                    return;
+                }
+                self.counters.rx_data += 1;
+                let rx = RxRequest {
+                    pdc: None,
+                    peer: meta.src,
+                    psn: Psn(0),
+                    mode: DeliveryMode::Uud,
+                    ses: pkt.ses.as_ref(),
+                    payload: pkt.payload,
+                };
+                let _ = upper.on_request(now, &rx);
+            }
+            PdsRepr::Rudi(_) => self.counters.drop(DropReason::Unexpected),
+        }
+    }
+
+    fn nack(
+        &mut self,
+        meta: &RxMeta,
+        code: NackCode,
+        psn: Psn,
+        spdcid: Option<PdcId>,
+        dpdcid: Option<PdcId>,
+        payload: u32,
+    ) {
+        self.ctl.push_back(CtlOut::Nack {
+            dst: meta.src,
+            ev: meta.ev,
+            repr: PdsNackRepr {
+                next_hdr: NextHeader::None,
+                m: meta.ecn == Ecn::Ce,
+                retx: false,
+                target: NackTarget::Psn(psn),
+                code,
+                vendor_code: 0,
+                spdcid,
+                dpdcid,
+                payload,
+                ccx: None,
+            },
+        });
+    }
+
+    /// Finds or creates the PDC a request or CP belongs to (§2.12 target
+    /// lookup by {src, spdcid}; established PDCs by our own ID).
+    fn lookup_for_rx(
+        &mut self,
+        now: Instant,
+        meta: &RxMeta,
+        spdcid: Option<PdcId>,
+        dpdcid: DpdcidField,
+        psn: Psn,
+        mode: ReliableMode,
+    ) -> Option<PdcId> {
+        let Some(spdcid) = spdcid else {
+            self.counters.drop(DropReason::Malformed);
+            return None;
+        };
+        let id = match dpdcid {
+            DpdcidField::Dpdcid(Some(id)) => match self.pdcs.get(&id) {
+                Some(p) if p.peer == meta.src && p.peer_id.is_none_or(|x| x == spdcid) => id,
+                _ => {
+                    self.counters.drop(DropReason::UnknownPdc);
+                    self.nack(meta, NackCode::InvDpdcid, psn, None, Some(spdcid), 0);
+                    return None;
+                }
+            },
+            DpdcidField::Dpdcid(None) => {
+                self.counters.drop(DropReason::UnknownPdc);
+                self.nack(meta, NackCode::InvDpdcid, psn, None, Some(spdcid), 0);
+                return None;
+            }
+            DpdcidField::Syn { .. } => match self.by_peer.get(&(meta.src, spdcid)) {
+                Some(id) => *id,
+                None => {
+                    let Some(id) = self.alloc_id() else {
+                        self.counters.drop(DropReason::NoPdcAvailable);
+                        self.nack(meta, NackCode::NoPdcAvail, psn, None, Some(spdcid), 0);
+                        return None;
+                    };
+                    let tc = TrafficClass::from_masked(0);
+                    let pdc = Pdc {
+                        id,
+                        peer: meta.src,
+                        peer_id: Some(spdcid),
+                        initiator: false,
+                        mode,
+                        key: None,
+                        ccc: (meta.src, tc),
+                        start: Psn((1 << 16) + self.rng.below((1 << 31) - (1 << 16)) as u32),
+                        established: false,
+                        ledger: TxLedger::new(Psn(0)),
+                        queue: VecDeque::new(),
+                        clear_needed: false,
+                        closing: false,
+                        rod_ev: meta.ev,
+                        rx: None,
+                        last_activity: now,
+                        close_requested: false,
+                    };
+                    let start = pdc.start;
+                    let mut pdc = pdc;
+                    pdc.ledger = TxLedger::new(start);
+                    self.pdcs.insert(id, pdc);
+                    self.by_peer.insert((meta.src, spdcid), id);
+                    self.counters.pdcs_opened += 1;
+                    self.events.push_back(PdsEvent::PdcOpened {
+                        pdc: id,
+                        peer: meta.src,
+                        initiator: false,
+                    });
+                    id
+                }
+            },
+        };
+        let p = self.pdcs.get_mut(&id)?;
+        if p.mode != mode {
+            self.counters.drop(DropReason::ModeMismatch);
+            let pid = p.id;
+            self.nack(
+                meta,
+                NackCode::PdcModeMismatch,
+                psn,
+                Some(pid),
+                Some(spdcid),
+                0,
+            );
+            return None;
+        }
+        if p.peer_id.is_none() {
+            p.peer_id = Some(spdcid);
+            self.by_peer.insert((meta.src, spdcid), id);
+        }
+        p.last_activity = now;
+        Some(id)
+    }
+
+    /// Makes sure the PDC has its receive half; validates SYN start PSNs.
+    fn rx_half(
+        p: &mut Pdc,
+        dpdcid: DpdcidField,
+        psn: Psn,
+        range: u32,
+    ) -> Result<&mut RxHalf, NackCode> {
+        let syn_start = match dpdcid {
+            DpdcidField::Syn { psn_offset, .. } => Some(psn.sub(u32::from(psn_offset.get()))),
+            DpdcidField::Dpdcid(_) => None,
+        };
+        if p.rx.is_none() {
+            let Some(start) = syn_start else {
+                // A non-SYN packet for a direction we never saw open.
+                return Err(NackCode::PdcHdrMismatch);
+            };
+            p.rx = Some(RxHalf::new(start, range));
+        }
+        let rx = p.rx.as_mut().ok_or(NackCode::PdcHdrMismatch)?;
+        if let Some(start) = syn_start
+            && start != rx.start
+        {
+            return Err(NackCode::InvalidSyn);
+        }
+        Ok(rx)
+    }
+
+    fn on_request(
+        &mut self,
+        now: Instant,
+        meta: &RxMeta,
+        r: &PdsRequestRepr,
+        ses: Option<&SesRepr>,
+        payload: &[u8],
+        upper: &mut impl Upper,
+    ) {
+        let Some(id) = self.lookup_for_rx(now, meta, r.spdcid, r.dpdcid, r.psn, r.mode) else {
+            return;
+        };
+        let range = self.config.mp_range;
+        let trigger_bytes = self.config.ack_gen_trigger;
+        let min_add = self.config.ack_gen_min_pkt_add;
+        let Some(p) = self.pdcs.get_mut(&id) else {
+            return;
+        };
+        let (local, peer) = (p.id, p.peer_id);
+        let target_closing = p.closing && !p.initiator;
+        let rx = match Self::rx_half(p, r.dpdcid, r.psn, range) {
+            Ok(rx) => rx,
+            Err(code) => {
+                self.counters.drop(if code == NackCode::InvalidSyn {
+                    DropReason::InvalidSyn
+                } else {
+                    DropReason::UnknownPdc
+                });
+                self.nack(meta, code, r.psn, Some(local), peer, 0);
+                return;
+            }
+        };
+        if target_closing {
+            self.counters.drop(DropReason::Closing);
+            self.nack(meta, NackCode::Closing, r.psn, Some(local), peer, 0);
+            return;
+        }
+        // CLEAR_PSN rides on every request (§3).
+        rx.clear_to(r.clear_psn());
+        if let Some(t) = meta.trimmed {
+            // §7: NACK the trimmed packet so it is resent at once.
+            self.counters.drop(DropReason::Trimmed);
+            let code = match t {
+                Trim::Trimmed => NackCode::Trimmed,
+                Trim::LastHop => NackCode::TrimmedLastHop,
+            };
+            self.nack(meta, code, r.psn, Some(local), peer, 0);
+            return;
+        }
+        let outcome = match r.mode {
+            ReliableMode::Rud => rx.win.classify(r.psn),
+            ReliableMode::Rod => {
+                let c = rx.win.classify(r.psn);
+                if c == RxOutcome::New && r.psn != rx.win.base() {
+                    // Go-back-N: out-of-order ROD packets are dropped; one
+                    // NACK per gap names the expected PSN (§3).
+                    self.counters.drop(DropReason::RodOutOfOrder);
+                    if !rx.rod_nacked {
+                        rx.rod_nacked = true;
+                        let expected = rx.win.base();
+                        self.nack(meta, NackCode::RodOoo, r.psn, Some(local), peer, expected.0);
+                    }
+                    return;
+                }
+                c
+            }
+        };
+        match outcome {
+            RxOutcome::Beyond => {
+                self.counters.drop(DropReason::OutOfWindow);
+                let code = if r.syn() {
+                    NackCode::InvalidSyn
+                } else {
+                    NackCode::PsnOorWindow
+                };
+                self.nack(meta, code, r.psn, Some(local), peer, 0);
+                return;
+            }
+            RxOutcome::Stale => {
+                self.counters.drop(DropReason::Stale);
+                return;
+            }
+            RxOutcome::Duplicate => {
+                // Re-send the stored guaranteed response, or ACK with the
+                // default response (§3).
+                self.counters.drop(DropReason::Duplicate);
+                let resp = rx.gtd.get(&r.psn.0).copied().unwrap_or(SesResponseRepr {
+                    list: ListKind::Expected,
+                    opcode: ResponseOpcode::DefaultResponse,
+                    return_code: ReturnCode::Null,
+                    message_id: MessageId::from_masked(0),
+                    ri_generation: RiGeneration::from_masked(0),
+                    job_id: JobId::from_masked(0),
+                    modified_length: 0,
+                });
+                rx.response = Some((r.psn, resp));
+                rx.trigger = r.psn;
+                rx.ev = meta.ev;
+                rx.retx |= r.retx;
+                rx.due = AckDue::Now;
+                self.acks.push_back(id);
+                return;
+            }
+            RxOutcome::New => {}
+        }
+        rx.win.receive(r.psn);
+        rx.rod_nacked = false;
+        rx.rcvd_bytes += u64::from(meta.nominal_size);
+        if rx.win.has_gap() {
+            rx.ooo_count = rx.ooo_count.saturating_add(1);
+        }
+        self.counters.rx_data += 1;
+        let mode = match r.mode {
+            ReliableMode::Rud => DeliveryMode::Rud,
+            ReliableMode::Rod => DeliveryMode::Rod,
+        };
+        let req = RxRequest {
+            pdc: Some(local),
+            peer: meta.src,
+            psn: r.psn,
+            mode,
+            ses,
+            payload,
+        };
+        let reply = upper.on_request(now, &req);
+        let Some(p) = self.pdcs.get_mut(&id) else {
+            return;
+        };
+        let Some(rx) = p.rx.as_mut() else {
+            return;
+        };
+        rx.ev = meta.ev;
+        rx.trigger = r.psn;
+        rx.retx |= r.retx;
+        let ce = meta.ecn == Ecn::Ce;
+        rx.ecn |= ce;
+        rx.ack_bytes = rx
+            .ack_bytes
+            .saturating_add((payload.len() as u32).max(min_add));
+        let mut now_ack =
+            r.ar || r.syn() || ce || rx.win.has_gap() || rx.ack_bytes >= trigger_bytes;
+        if let Reply::Response {
+            response,
+            guaranteed,
+        } = reply
+        {
+            if guaranteed {
+                rx.gtd.insert(r.psn.0, response);
+            }
+            rx.response = Some((r.psn, response));
+            now_ack = true;
+        }
+        if now_ack {
+            if rx.due != AckDue::Now {
+                rx.due = AckDue::Now;
+                self.acks.push_back(id);
+            }
+        } else if rx.due == AckDue::No {
+            rx.due = AckDue::At(now + self.config.ack_delay);
+        }
+    }
+
+    fn on_ack(
+        &mut self,
+        now: Instant,
+        meta: &RxMeta,
+        a: &PdsAckRepr,
+        ses: Option<&SesRepr>,
+        data: &[u8],
+        upper: &mut impl Upper,
+    ) {
+        let Some(id) = a.dpdcid else {
+            self.counters.drop(DropReason::StrayFeedback);
+            return;
+        };
+        let Some(p) = self.pdcs.get_mut(&id) else {
+            self.counters.drop(DropReason::StrayFeedback);
+            return;
+        };
+        if p.peer != meta.src {
+            self.counters.drop(DropReason::StrayFeedback);
+            return;
+        }
+        self.counters.rx_acks += 1;
+        p.last_activity = now;
+        if !p.established
+            && let Some(sp) = a.spdcid
+        {
+            if p.peer_id.is_none() {
+                p.peer_id = Some(sp);
+                self.by_peer.insert((p.peer, sp), id);
+            }
+            p.established = true;
+            if p.initiator {
+                self.events.push_back(PdsEvent::PdcEstablished { pdc: id });
+            }
+        }
+        let cack = a.cack_psn;
+        // An ACK for PSNs never sent is a peer violation: drop it whole.
+        if cack.diff(p.ledger.next_psn()) >= 0 || cack.diff(p.ledger.una()) < -(1 << 30) {
+            self.counters.drop(DropReason::BogusAck);
+            return;
+        }
+        let mut acked_bytes = 0u64;
+        let mut acked_pkts = 0u32;
+        let mut tx_time = None;
+        let mut rtx_count = 0;
+        let cfg = &self.config;
+        let mut closed = false;
+        // The SES response, if any, answers ack_psn (§2.6).
+        if let Some(resp) = ses
+            && let Some(ack_psn) = a.ack_psn()
+            && let Some(e) = p.ledger.get_mut(ack_psn)
+        {
+            if let TxItem::Data(pkt) = e.token {
+                upper.on_response(now, pkt, resp, data);
+                if !e.sacked {
+                    e.sacked = true;
+                    e.needs_rtx = false;
+                    acked_bytes += u64::from(cfg.nominal(pkt.len));
+                    acked_pkts += 1;
+                    tx_time = Some(e.sent_at);
+                    rtx_count = e.rtx_count;
+                    upper.on_acked(now, pkt);
+                }
+            }
+            if a.req == PdsAckRequest::Clear {
+                p.clear_needed = true;
+            }
+        }
+        if let PdsAckExt::Cc(cc) = a.ext {
+            let base = cack.offset(cc.sack_psn_offset);
+            p.ledger.ack_selective(base, cc.sack_bitmap, |e| {
+                if let TxItem::Data(pkt) = e.token {
+                    acked_bytes += u64::from(cfg.nominal(pkt.len));
+                    acked_pkts += 1;
+                    tx_time = Some(e.sent_at);
+                    rtx_count = e.rtx_count;
+                    upper.on_acked(now, pkt);
+                }
+            });
+        }
+        p.ledger.ack_cumulative(cack, |e| match e.token {
+            TxItem::Data(pkt) => {
+                if !e.sacked {
+                    acked_bytes += u64::from(cfg.nominal(pkt.len));
+                    acked_pkts += 1;
+                    tx_time = Some(e.sent_at);
+                    rtx_count = e.rtx_count;
+                    upper.on_acked(now, pkt);
+                }
+            }
+            TxItem::Close => closed = true,
+        });
+        match a.req {
+            PdsAckRequest::Clear => p.clear_needed = true,
+            PdsAckRequest::Close => p.close_requested = true,
+            _ => {}
+        }
+        if p.clear_needed {
+            self.active.push_back(id);
+        }
+        let key = p.ccc;
+        let (rcv_pend, restore) = match a.ext {
+            PdsAckExt::Cc(PdsAckCc {
+                state: PdsAckState::Cc(AckCcState::Nscc(n)),
+                ..
+            }) => (n.rcv_cwnd_pend.get(), n.rc),
+            _ => (0, false),
+        };
+        if acked_pkts > 0
+            && let Some(c) = self.cccs.get_mut(&key)
+        {
+            c.on_ack(
+                now,
+                &AckEvent {
+                    acked_bytes,
+                    acked_pkts,
+                    newly_rcvd_bytes: None,
+                    ev: meta.ev,
+                    ecn_marked: a.m,
+                    tx_time: tx_time.unwrap_or(now),
+                    rtx_count,
+                    retx: a.retx,
+                    service_time: Duration::ZERO,
+                    rcv_cwnd_pend: rcv_pend,
+                    restore_cwnd: restore,
+                    credit: None,
+                },
+            );
+            self.active.push_back(id);
+        }
+        if closed {
+            self.remove_pdc(id, None);
+        }
+    }
+
+    fn on_nack(&mut self, now: Instant, meta: &RxMeta, n: &PdsNackRepr, upper: &mut impl Upper) {
+        self.counters.rx_nacks += 1;
+        let (Some(id), NackTarget::Psn(psn)) = (n.dpdcid, n.target) else {
+            self.counters.drop(DropReason::StrayFeedback);
+            return;
+        };
+        let max_nack = self.config.max_nack_retx;
+        let Some(p) = self.pdcs.get_mut(&id) else {
+            self.counters.drop(DropReason::StrayFeedback);
+            return;
+        };
+        if p.peer != meta.src {
+            self.counters.drop(DropReason::StrayFeedback);
+            return;
+        }
+        p.last_activity = now;
+        let key = p.ccc;
+        match n.code.sender_action() {
+            NackAction::Retransmit | NackAction::ReDrive => {
+                let mut lost = Vec::new();
+                let mut exhausted = false;
+                if n.code == NackCode::RodOoo {
+                    // Go back to the expected PSN the target names.
+                    let from = Psn(n.payload);
+                    for e in p.ledger.iter_mut() {
+                        if !e.psn.is_before(from) && !e.sacked && !e.needs_rtx {
+                            e.needs_rtx = true;
+                            lost.push((u64::from(item_len(&e.token)), e.ev));
+                        }
+                    }
+                } else if let Some(e) = p.ledger.get_mut(psn)
+                    && !e.sacked
+                    && !e.needs_rtx
+                {
+                    e.nack_count += 1;
+                    exhausted = e.nack_count > max_nack;
+                    e.needs_rtx = true;
+                    lost.push((u64::from(item_len(&e.token)), e.ev));
+                }
+                if exhausted {
+                    self.fail_pdc(now, id, PdsError::Nack(n.code), upper);
+                    return;
+                }
+                if !lost.is_empty() {
+                    self.active.push_back(id);
+                }
+                if let Some(c) = self.cccs.get_mut(&key) {
+                    for (bytes, ev) in lost {
+                        c.on_nack(
+                            now,
+                            &NackEvent {
+                                bytes: u64::from(self.config.nominal(bytes as u32)),
+                                ev,
+                                ecn_marked: n.m,
+                                trimmed: n.code == NackCode::Trimmed,
+                                trimmed_last_hop: n.code == NackCode::TrimmedLastHop,
+                            },
+                        );
+                    }
+                }
+            }
+            NackAction::Close => self.fail_pdc(now, id, PdsError::Nack(n.code), upper),
+            NackAction::Drop => {}
+        }
+    }
+
+    fn on_cp(&mut self, now: Instant, meta: &RxMeta, c: &PdsCpRepr, upper: &mut impl Upper) {
+        let _ = upper;
+        match c.payload {
+            CpPayload::Close
+            | CpPayload::Noop
+            | CpPayload::AckReq { .. }
+            | CpPayload::Clear { .. }
+            | CpPayload::Probe { .. } => {}
+            CpPayload::CloseReq => {
+                if let DpdcidField::Dpdcid(Some(id)) = c.dpdcid
+                    && let Some(p) = self.pdcs.get_mut(&id)
+                {
+                    p.close_requested = true;
+                    p.last_activity = Instant::ZERO;
+                }
+                return;
+            }
+            // Credit CPs belong to RCCC (CMS issue); counted, not used yet.
+            _ => {
+                self.counters.drop(DropReason::Unexpected);
+                return;
+            }
+        }
+        let Some(id) = self.lookup_for_rx(now, meta, c.spdcid, c.dpdcid, c.psn, c.mode) else {
+            return;
+        };
+        let range = self.config.mp_range;
+        let Some(p) = self.pdcs.get_mut(&id) else {
+            return;
+        };
+        let (local, peer) = (p.id, p.peer_id);
+        let unacked_return = !p.ledger.is_empty();
+        let rx = match Self::rx_half(p, c.dpdcid, c.psn, range) {
+            Ok(rx) => rx,
+            Err(code) => {
+                self.counters.drop(DropReason::UnknownPdc);
+                self.nack(meta, code, c.psn, Some(local), peer, 0);
+                return;
+            }
+        };
+        match c.payload {
+            CpPayload::Clear { clear_psn } => {
+                rx.clear_to(clear_psn);
+                rx.trigger = rx.win.cack();
+                rx.due = AckDue::Now;
+                self.acks.push_back(id);
+            }
+            CpPayload::AckReq { .. } => {
+                if rx.win.contains(c.psn) {
+                    rx.trigger = c.psn;
+                    rx.response = rx.gtd.get(&c.psn.0).map(|r| (c.psn, *r));
+                    rx.ev = meta.ev;
+                    rx.due = AckDue::Now;
+                    self.acks.push_back(id);
+                } else {
+                    self.nack(meta, NackCode::PktNotRcvd, c.psn, Some(local), peer, 0);
+                }
+            }
+            CpPayload::Probe { probe_opaque, .. } => {
+                rx.probe = Some(probe_opaque);
+                rx.ev = meta.ev;
+                rx.due = AckDue::Now;
+                self.acks.push_back(id);
+            }
+            CpPayload::Close => {
+                // Every forward PSN up to the CLOSE counts as cleared
+                // (§2.12); a target with unacknowledged return traffic
+                // answers CLOSING_IN_ERR.
+                if unacked_return {
+                    self.nack(meta, NackCode::ClosingInErr, c.psn, Some(local), peer, 0);
+                    return;
+                }
+                rx.win.advance_to(c.psn.next());
+                rx.gtd.clear();
+                rx.trigger = c.psn;
+                rx.ev = meta.ev;
+                rx.due = AckDue::Now;
+                p.closing = true;
+                self.acks.push_back(id);
+            }
+            _ => {
+                if c.ar {
+                    rx.trigger = rx.win.cack();
+                    rx.due = AckDue::Now;
+                    self.acks.push_back(id);
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- transmit
+
+    /// Writes the next datagram's UET bytes into `buf` (sized for the
+    /// largest packet: PDS header + `max_ses_len`) and says where it goes.
+    /// Priority: NACKs and control, ACKs, retransmissions, new data.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        upper: &mut impl Upper,
+    ) -> Option<Transmit> {
+        if let Some(c) = self.ctl.pop_front() {
+            return self.write_ctl(c, buf);
+        }
+        while let Some(id) = self.acks.pop_front() {
+            if let Some(t) = self.write_ack(now, id, buf) {
+                return Some(t);
+            }
+        }
+        if let Some((dst, pkt)) = self.uud.pop_front() {
+            return self.write_uud(now, dst, pkt, buf, upper);
+        }
+        let mut spins = self.active.len();
+        while spins > 0 {
+            spins -= 1;
+            let Some(id) = self.active.pop_front() else {
+                break;
+            };
+            if let Some(t) = self.write_data(now, id, buf, upper) {
+                // Round robin: the PDC goes to the back while it has work.
+                if self.pdcs.get(&id).is_some_and(Pdc::has_tx_work) {
+                    self.active.push_back(id);
+                }
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    fn write_ctl(&mut self, c: CtlOut, buf: &mut [u8]) -> Option<Transmit> {
+        let (dst, ev, repr) = match c {
+            CtlOut::Nack { dst, ev, repr } => {
+                self.counters.tx_nacks += 1;
+                (dst, ev, PdsRepr::Nack(repr))
+            }
+            CtlOut::Cp { dst, repr } => {
+                self.counters.tx_control += 1;
+                (dst, CONTROL_EV, PdsRepr::Cp(repr))
+            }
+        };
+        let len = repr.buffer_len();
+        repr.emit(buf.get_mut(..len)?);
+        Some(Transmit {
+            dst,
+            ev,
+            dscp: self.config.dscp_control,
+            ecn: Ecn::Ect0,
+            len,
+        })
+    }
+
+    fn write_ack(&mut self, now: Instant, id: PdcId, buf: &mut [u8]) -> Option<Transmit> {
+        let mpr = (self.config.mp_range / 128).clamp(1, 255) as u8;
+        let p = self.pdcs.get_mut(&id)?;
+        let peer_id = p.peer_id;
+        let closing_target = p.closing && !p.initiator;
+        let rx = p.rx.as_mut()?;
+        if rx.due != AckDue::Now {
+            return None;
+        }
+        let cack = rx.cack();
+        let sack_base = cack.next();
+        let mut bitmap = 0u64;
+        for i in 0..64u32 {
+            let psn = sack_base.add(i);
+            if rx.win.contains(psn) && !rx.gtd.contains_key(&psn.0) {
+                bitmap |= 1 << i;
+            }
+        }
+        let (next_hdr, resp_psn) = match rx.response {
+            Some((psn, _)) => (NextHeader::Response, Some(psn)),
+            None => (NextHeader::None, None),
+        };
+        let ack_field = match rx.probe.take() {
+            Some(o) => PdsAckPsnField::ProbeOpaque(o),
+            None => {
+                let trig = resp_psn.unwrap_or(rx.trigger);
+                PdsAckPsnField::Offset(trig.offset_from(cack).unwrap_or(0))
+            }
+        };
+        let ack = PdsAckRepr {
+            next_hdr,
+            m: rx.ecn,
+            retx: rx.retx,
+            req: if rx.gtd.is_empty() {
+                PdsAckRequest::None
+            } else {
+                PdsAckRequest::Clear
+            },
+            ack_psn_offset: ack_field,
+            cack_psn: cack,
+            spdcid: Some(id),
+            dpdcid: peer_id,
+            ext: PdsAckExt::Cc(PdsAckCc {
+                cc_flags: PdsCcFlags::from_masked(0),
+                mpr,
+                sack_psn_offset: 1,
+                sack_bitmap: bitmap,
+                state: PdsAckState::Cc(AckCcState::Nscc(NsccState {
+                    service_time: 0,
+                    rc: false,
+                    rcv_cwnd_pend: CwndPenalty::from_masked(0),
+                    rcvd_bytes: Units256::from_bytes_round_up(rx.rcvd_bytes),
+                    ooo_count: rx.ooo_count,
+                })),
+            }),
+        };
+        let repr = PdsRepr::Ack(ack);
+        let hl = repr.buffer_len();
+        let mut len = hl;
+        repr.emit(buf.get_mut(..hl)?);
+        if let Some((_, resp)) = rx.response.take() {
+            let rl = resp.buffer_len();
+            let out = buf.get_mut(hl..hl + rl)?;
+            resp.emit(&mut uet_wire::ses::SesResponsePacket::new_unchecked(out));
+            len += rl;
+        }
+        let ev = rx.ev;
+        rx.due = AckDue::No;
+        rx.ack_bytes = 0;
+        rx.ecn = false;
+        rx.retx = false;
+        let dst = p.peer;
+        p.last_activity = now;
+        self.counters.tx_acks += 1;
+        if closing_target {
+            // The ACK of the CLOSE is out: the target forgets the PDC.
+            self.remove_pdc(id, None);
+        }
+        Some(Transmit {
+            dst,
+            ev,
+            dscp: self.config.dscp_control,
+            ecn: Ecn::Ect0,
+            len,
+        })
+    }
+
+    fn write_uud(
+        &mut self,
+        now: Instant,
+        dst: IpAddr,
+        pkt: PktRef,
+        buf: &mut [u8],
+        upper: &mut impl Upper,
+    ) -> Option<Transmit> {
+        let hl = 4;
+        let ses = buf.get_mut(hl..hl + pkt.len as usize)?;
+        let nh = upper.write_request(now, &pkt, ses);
+        PdsRepr::Uud(PdsUudRepr { next_hdr: nh }).emit(buf.get_mut(..hl)?);
+        upper.on_acked(now, pkt);
+        self.counters.tx_data += 1;
+        Some(Transmit {
+            dst,
+            ev: EntropyValue::from_masked(self.rng.next_u32() as u16),
+            dscp: self.config.dscp_data,
+            ecn: Ecn::Ect0,
+            len: hl + pkt.len as usize,
+        })
+    }
+
+    fn write_data(
+        &mut self,
+        now: Instant,
+        id: PdcId,
+        buf: &mut [u8],
+        upper: &mut impl Upper,
+    ) -> Option<Transmit> {
+        let range = self.config.mp_range;
+        let p = self.pdcs.get_mut(&id)?;
+        let ccc = self.cccs.get_mut(&p.ccc)?;
+        // 1. Retransmissions (SACKed ones become ACK_REQ probes, §3).
+        if let Some(e) = p.ledger.first_needing_rtx() {
+            e.needs_rtx = false;
+            e.sent_at = now;
+            e.rtx_count += 1;
+            let psn = e.psn;
+            let item = e.token;
+            let sacked = e.sacked;
+            let ev = match p.mode {
+                ReliableMode::Rod => p.rod_ev,
+                ReliableMode::Rud => ccc.send_params(now, &mut self.rng).ev,
+            };
+            e.ev = ev;
+            self.counters.tx_retransmits += 1;
+            if sacked {
+                let cp = PdsCpRepr {
+                    mode: p.mode,
+                    retx: true,
+                    ar: true,
+                    psn,
+                    spdcid: Some(p.id),
+                    dpdcid: Self::dst_field(p, psn),
+                    payload: CpPayload::AckReq {
+                        message_id: MessageId::from_masked(0),
+                    },
+                };
+                if p.clear_needed {
+                    p.clear_needed = false;
+                    let clear = PdsCpRepr {
+                        payload: CpPayload::Clear {
+                            clear_psn: p.clear_psn(),
+                        },
+                        ar: false,
+                        psn: Psn(0),
+                        ..cp
+                    };
+                    self.ctl.push_back(CtlOut::Cp {
+                        dst: p.peer,
+                        repr: clear,
+                    });
+                }
+                let repr = PdsRepr::Cp(cp);
+                let len = repr.buffer_len();
+                repr.emit(buf.get_mut(..len)?);
+                return Some(Transmit {
+                    dst: p.peer,
+                    ev,
+                    dscp: self.config.dscp_control,
+                    ecn: Ecn::Ect0,
+                    len,
+                });
+            }
+            let bytes = item_len(&item);
+            ccc.on_send(now, u64::from(self.config.nominal(bytes)), true);
+            return Self::write_item(&self.config, p, now, psn, item, true, true, ev, buf, upper);
+        }
+        // 2. A CLEAR the target asked for and no request to carry it.
+        if p.clear_needed && p.queue.is_empty() {
+            p.clear_needed = false;
+            let repr = PdsRepr::Cp(PdsCpRepr {
+                mode: p.mode,
+                retx: false,
+                ar: true,
+                psn: Psn(0),
+                spdcid: Some(p.id),
+                dpdcid: DpdcidField::Dpdcid(p.peer_id),
+                payload: CpPayload::Clear {
+                    clear_psn: p.clear_psn(),
+                },
+            });
+            let len = repr.buffer_len();
+            repr.emit(buf.get_mut(..len)?);
+            self.counters.tx_control += 1;
+            return Some(Transmit {
+                dst: p.peer,
+                ev: CONTROL_EV,
+                dscp: self.config.dscp_control,
+                ecn: Ecn::Ect0,
+                len,
+            });
+        }
+        // 3. New data, within the MPR window, the SYN range and the CCC.
+        let pkt = *p.queue.front()?;
+        let next = p.ledger.next_psn();
+        let in_flight = next.diff(p.ledger.una()) as u32;
+        if in_flight >= range {
+            return None;
+        }
+        if !p.established && next.diff(p.start) >= SynPsnOffset::MAX as i32 {
+            return None;
+        }
+        let bytes = u64::from(self.config.nominal(pkt.len));
+        if !ccc.can_send(bytes as u32) {
+            return None;
+        }
+        p.queue.pop_front();
+        let params = ccc.send_params(now, &mut self.rng);
+        let ev = match p.mode {
+            ReliableMode::Rod => p.rod_ev,
+            ReliableMode::Rud => params.ev,
+        };
+        ccc.on_send(now, bytes, false);
+        let window_closing = !ccc.can_send(bytes as u32);
+        let psn = p.ledger.push(now, pkt.len, ev, TxItem::Data(pkt));
+        self.counters.tx_data += 1;
+        let ar = pkt.last || p.queue.is_empty() || window_closing || params.ack_req;
+        Self::write_item(
+            &self.config,
+            p,
+            now,
+            psn,
+            TxItem::Data(pkt),
+            false,
+            ar,
+            ev,
+            buf,
+            upper,
+        )
+    }
+
+    fn dst_field(p: &Pdc, psn: Psn) -> DpdcidField {
+        if p.established {
+            DpdcidField::Dpdcid(p.peer_id)
+        } else {
+            DpdcidField::Syn {
+                pdc_info: PdcInfo::from_masked(0),
+                psn_offset: SynPsnOffset::from_masked(psn.diff(p.start) as u16),
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_item(
+        config: &PdsConfig,
+        p: &mut Pdc,
+        now: Instant,
+        psn: Psn,
+        item: TxItem,
+        retx: bool,
+        ar: bool,
+        ev: EntropyValue,
+        buf: &mut [u8],
+        upper: &mut impl Upper,
+    ) -> Option<Transmit> {
+        p.last_activity = now;
+        let dst = Self::dst_field(p, psn);
+        let clear = p.clear_psn();
+        let clear_off = clear.offset_from(psn).unwrap_or(i16::MIN);
+        match item {
+            TxItem::Close => {
+                let repr = PdsRepr::Cp(PdsCpRepr {
+                    mode: p.mode,
+                    retx,
+                    ar: true,
+                    psn,
+                    spdcid: Some(p.id),
+                    dpdcid: dst,
+                    payload: CpPayload::Close,
+                });
+                let len = repr.buffer_len();
+                repr.emit(buf.get_mut(..len)?);
+                Some(Transmit {
+                    dst: p.peer,
+                    ev: CONTROL_EV,
+                    dscp: config.dscp_control,
+                    ecn: Ecn::Ect0,
+                    len,
+                })
+            }
+            TxItem::Data(pkt) => {
+                let hl = 12;
+                let ses = buf.get_mut(hl..hl + pkt.len as usize)?;
+                let nh = upper.write_request(now, &pkt, ses);
+                let repr = PdsRepr::Request(PdsRequestRepr {
+                    mode: p.mode,
+                    next_hdr: nh,
+                    retx,
+                    ar,
+                    clear_psn_offset: clear_off,
+                    psn,
+                    spdcid: Some(p.id),
+                    dpdcid: dst,
+                    cc: None,
+                });
+                repr.emit(buf.get_mut(..hl)?);
+                if p.clear_needed && clear_off != i16::MIN {
+                    // The request carried the CLEAR.
+                    p.clear_needed = false;
+                }
+                Some(Transmit {
+                    dst: p.peer,
+                    ev,
+                    dscp: config.dscp_data,
+                    ecn: Ecn::Ect0,
+                    len: hl + pkt.len as usize,
+                })
+            }
+        }
+    }
+}
+
+fn idle_limit(config: &PdsConfig, p: &Pdc) -> Duration {
+    if p.initiator {
+        config.idle_timeout
+    } else {
+        // A target reaps a PDC whose initiator went silent without CLOSE.
+        config.idle_timeout * 4
+    }
+}
+
+fn item_len(item: &TxItem) -> u32 {
+    match item {
+        TxItem::Data(p) => p.len,
+        TxItem::Close => 0,
+    }
+}

@@ -1,0 +1,559 @@
+//! Trace-style tests of the engine: two engines, a recording upper layer,
+//! and a hand-driven wire. Each test injects packets and asserts the exact
+//! reply, like smoltcp's TCP socket tests.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use uet_wire::encap::Trim;
+use uet_wire::pds::{
+    CpPayload, DpdcidField, NackCode, NackTarget, NextHeader, PdsAckExt, PdsAckRequest, PdsRepr,
+    ReliableMode,
+};
+use uet_wire::ses::{ListKind, ResponseOpcode, ReturnCode, SesRepr, SesResponseRepr};
+use uet_wire::time::{Duration, Instant};
+use uet_wire::{Ecn, EntropyValue, JobId, MessageId, Psn, RiGeneration, TrafficClass};
+
+use crate::engine::{
+    InitiatorKey, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, Upper,
+};
+use crate::{DropReason, PdsConfig};
+
+const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+
+/// Records what the engine tells the upper layer; payload byte i of packet
+/// (token, frag) is `token + frag + i`.
+#[derive(Default)]
+struct Rec {
+    requests: Vec<(Psn, Vec<u8>)>,
+    acked: Vec<PktRef>,
+    failed: Vec<(PktRef, PdsError)>,
+    responses: Vec<(PktRef, ReturnCode)>,
+    /// Answer every request with this guaranteed response.
+    reply_error: Option<ReturnCode>,
+}
+
+impl Upper for Rec {
+    fn write_request(&mut self, _: Instant, pkt: &PktRef, buf: &mut [u8]) -> NextHeader {
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = (pkt.token as usize + pkt.frag as usize + i) as u8;
+        }
+        NextHeader::None
+    }
+    fn on_request(&mut self, _: Instant, rx: &RxRequest<'_>) -> Reply {
+        self.requests.push((rx.psn, rx.payload.to_vec()));
+        match self.reply_error {
+            Some(rc) => Reply::Response {
+                response: SesResponseRepr {
+                    list: ListKind::Expected,
+                    opcode: ResponseOpcode::Response,
+                    return_code: rc,
+                    message_id: MessageId::from_masked(1),
+                    ri_generation: RiGeneration::from_masked(0),
+                    job_id: JobId::from_masked(1),
+                    modified_length: 0,
+                },
+                guaranteed: true,
+            },
+            None => Reply::None,
+        }
+    }
+    fn on_acked(&mut self, _: Instant, pkt: PktRef) {
+        self.acked.push(pkt);
+    }
+    fn on_response(&mut self, _: Instant, pkt: PktRef, r: &SesRepr, _: &[u8]) {
+        if let SesRepr::Response(r) = r {
+            self.responses.push((pkt, r.return_code));
+        }
+    }
+    fn on_failed(&mut self, _: Instant, pkt: PktRef, e: PdsError) {
+        self.failed.push((pkt, e));
+    }
+}
+
+struct Host {
+    pds: Pds,
+    up: Rec,
+    addr: IpAddr,
+}
+
+fn host(addr: IpAddr, seed: u64, config: PdsConfig) -> Host {
+    Host {
+        pds: Pds::new(config, seed),
+        up: Rec::default(),
+        addr,
+    }
+}
+
+/// A datagram on the wire.
+#[derive(Clone)]
+struct Dgram {
+    src: IpAddr,
+    ev: EntropyValue,
+    bytes: Vec<u8>,
+    ecn: Ecn,
+    trimmed: Option<Trim>,
+}
+
+impl Dgram {
+    fn pds(&self) -> PdsRepr {
+        PdsRepr::parse(&self.bytes).unwrap()
+    }
+}
+
+fn drain(h: &mut Host, now: Instant) -> Vec<Dgram> {
+    let mut out = vec![];
+    let mut buf = [0u8; 9000];
+    while let Some(t) = h.pds.poll_transmit(now, &mut buf, &mut h.up) {
+        out.push(Dgram {
+            src: h.addr,
+            ev: t.ev,
+            bytes: buf[..t.len].to_vec(),
+            ecn: t.ecn,
+            trimmed: None,
+        });
+    }
+    out
+}
+
+fn deliver(h: &mut Host, now: Instant, d: &Dgram) {
+    let meta = RxMeta {
+        src: d.src,
+        ev: d.ev,
+        ecn: d.ecn,
+        trimmed: d.trimmed,
+        nominal_size: d.bytes.len() as u32 + 48,
+    };
+    h.pds.handle_datagram(now, &meta, &d.bytes, &mut h.up);
+}
+
+fn key(mode: ReliableMode) -> InitiatorKey {
+    InitiatorKey {
+        job: JobId::from_masked(1),
+        dst: B,
+        tc: TrafficClass::from_masked(0),
+        mode,
+    }
+}
+
+fn pkts(token: u64, n: u32, len: u32) -> Vec<PktRef> {
+    (0..n)
+        .map(|frag| PktRef {
+            token,
+            frag,
+            len,
+            last: frag + 1 == n,
+        })
+        .collect()
+}
+
+fn t(us: u64) -> Instant {
+    Instant::from_nanos(us * 1000)
+}
+
+#[test]
+fn zero_rtt_syn_then_established() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(7, 3, 100)).unwrap();
+    let out = drain(&mut a, t(0));
+    assert_eq!(out.len(), 3, "all three go before any ACK (zero RTT)");
+    let mut start = None;
+    for (i, d) in out.iter().enumerate() {
+        let PdsRepr::Request(r) = d.pds() else {
+            panic!()
+        };
+        assert!(r.syn(), "SYN until the first ACK");
+        let DpdcidField::Syn { psn_offset, .. } = r.dpdcid else {
+            panic!()
+        };
+        assert_eq!(u32::from(psn_offset.get()), i as u32);
+        assert_eq!(r.spdcid, Some(pdc));
+        assert_eq!(r.ar, i == 2, "ar on the message's last packet");
+        let s = *start.get_or_insert_with(|| r.start_psn().unwrap());
+        assert_eq!(r.start_psn(), Some(s));
+        assert!(s.0 >= 1 << 16 && s.0 < 1 << 31, "REFPROV Start_PSN range");
+        deliver(&mut b, t(1), d);
+    }
+    assert_eq!(b.up.requests.len(), 3);
+    assert_eq!(b.up.requests[1].1[..3], [8, 9, 10]);
+    // SYN packets are ACKed at once; coalescing keeps it to one ACK per
+    // poll of the target.
+    let acks = drain(&mut b, t(1));
+    assert_eq!(acks.len(), 1);
+    let PdsRepr::Ack(ack) = acks[0].pds() else {
+        panic!()
+    };
+    assert_eq!(ack.cack_psn, start.unwrap().add(2));
+    assert_eq!(ack.dpdcid, Some(pdc));
+    assert_eq!(acks[0].ev, out[2].ev, "the ACK echoes the EV");
+    deliver(&mut a, t(2), &acks[0]);
+    assert_eq!(a.up.acked.len(), 3);
+    assert!(
+        core::iter::from_fn(|| a.pds.poll_event()).any(|e| e == PdsEvent::PdcEstablished { pdc })
+    );
+    // The next packet is no longer SYN and carries the target's PDC ID.
+    a.pds.enqueue(t(3), pdc, pkts(8, 1, 10)).unwrap();
+    let out = drain(&mut a, t(3));
+    let PdsRepr::Request(r) = out[0].pds() else {
+        panic!()
+    };
+    assert!(!r.syn());
+    assert_eq!(r.dpdcid, DpdcidField::Dpdcid(ack.spdcid));
+    assert_eq!(r.clear_psn(), start.unwrap().add(2), "CLEAR_PSN = una - 1");
+}
+
+#[test]
+fn rto_backs_off_then_fails_every_operation() {
+    let cfg = PdsConfig::default();
+    let mut a = host(A, 1, cfg);
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 2, 100)).unwrap();
+    assert_eq!(drain(&mut a, t(0)).len(), 2); // lost
+    let mut now = t(0);
+    let mut gaps = vec![];
+    let mut last = now;
+    while let Some(when) = a.pds.poll_timeout() {
+        now = when;
+        a.pds.handle_timeout(now, &mut a.up);
+        let out = drain(&mut a, now);
+        if out.is_empty() {
+            continue;
+        }
+        for d in &out {
+            let PdsRepr::Request(r) = d.pds() else {
+                panic!()
+            };
+            assert!(r.retx && r.ar, "retransmissions carry retx and ar");
+        }
+        gaps.push(now - last);
+        last = now;
+        if !a.up.failed.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(a.up.failed.len(), 2);
+    assert!(a.up.failed.iter().all(|(_, e)| *e == PdsError::Timeout));
+    // RTO_INIT * 2^k: 5, 10, 20, 40, 80 ms for the oldest packet.
+    assert_eq!(gaps.first(), Some(&Duration::from_millis(5)));
+    assert!(gaps.windows(2).all(|w| w[1] >= w[0]));
+    assert_eq!(a.pds.pdc_count(), 0, "the PDC closed in error");
+    assert!(a.pds.counters().rto_fired >= 5);
+}
+
+#[test]
+fn trimmed_packet_is_nacked_and_resent_at_once() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 1, 1000)).unwrap();
+    let mut d = drain(&mut a, t(0)).remove(0);
+    d.bytes.truncate(16);
+    d.trimmed = Some(Trim::Trimmed);
+    d.ecn = Ecn::Ce;
+    deliver(&mut b, t(1), &d);
+    assert!(b.up.requests.is_empty(), "trimmed data is never placed");
+    let out = drain(&mut b, t(1));
+    let PdsRepr::Nack(n) = out[0].pds() else {
+        panic!()
+    };
+    assert_eq!(n.code, NackCode::Trimmed);
+    assert!(n.m, "ECN-CE copied into m");
+    let PdsRepr::Request(orig) = PdsRepr::parse(&d.bytes).unwrap() else {
+        panic!()
+    };
+    assert_eq!(n.target, NackTarget::Psn(orig.psn));
+    deliver(&mut a, t(2), &out[0]);
+    let re = drain(&mut a, t(2));
+    assert_eq!(re.len(), 1, "fast retransmit, no RTO wait");
+    let PdsRepr::Request(r) = re[0].pds() else {
+        panic!()
+    };
+    assert_eq!(r.psn, orig.psn);
+    assert!(r.retx);
+    deliver(&mut b, t(3), &re[0]);
+    assert_eq!(b.up.requests.len(), 1);
+}
+
+#[test]
+fn unknown_dpdcid_and_full_table_are_nacked() {
+    let cfg = PdsConfig {
+        max_pdcs: 1,
+        ..PdsConfig::default()
+    };
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, cfg);
+    // A first PDC fills B's table.
+    let p1 = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), p1, pkts(1, 1, 10)).unwrap();
+    for d in drain(&mut a, t(0)) {
+        deliver(&mut b, t(0), &d);
+    }
+    let mut k2 = key(ReliableMode::Rud);
+    k2.job = JobId::from_masked(2);
+    let p2 = a.pds.open(t(0), k2).unwrap();
+    assert_ne!(p1, p2);
+    a.pds.enqueue(t(0), p2, pkts(2, 1, 10)).unwrap();
+    for d in drain(&mut a, t(0)) {
+        deliver(&mut b, t(0), &d);
+    }
+    let out = drain(&mut b, t(0));
+    let nack = out
+        .iter()
+        .find_map(|d| match d.pds() {
+            PdsRepr::Nack(n) => Some(n),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(nack.code, NackCode::NoPdcAvail);
+    assert_eq!(nack.spdcid, None, "no PDC at the target");
+    assert_eq!(nack.dpdcid, Some(p2));
+    assert_eq!(b.pds.counters().drops(DropReason::NoPdcAvailable), 1);
+    // A non-SYN request for a PDC that does not exist.
+    let mut forged = drain(&mut a, t(0));
+    assert!(forged.is_empty());
+    let mut bytes = [0u8; 12];
+    PdsRepr::Request(uet_wire::pds::PdsRequestRepr {
+        mode: ReliableMode::Rud,
+        next_hdr: NextHeader::None,
+        retx: false,
+        ar: false,
+        clear_psn_offset: -1,
+        psn: Psn(5),
+        spdcid: uet_wire::PdcId::new(9),
+        dpdcid: DpdcidField::Dpdcid(uet_wire::PdcId::new(777)),
+        cc: None,
+    })
+    .emit(&mut bytes);
+    forged.push(Dgram {
+        src: A,
+        ev: EntropyValue::from_masked(1),
+        bytes: bytes.to_vec(),
+        ecn: Ecn::Ect0,
+        trimmed: None,
+    });
+    deliver(&mut b, t(1), &forged[0]);
+    let out = drain(&mut b, t(1));
+    let PdsRepr::Nack(n) = out[0].pds() else {
+        panic!()
+    };
+    assert_eq!(n.code, NackCode::InvDpdcid);
+    // Garbage is a counted drop.
+    let junk = Dgram {
+        bytes: vec![0xff; 3],
+        ..forged[0].clone()
+    };
+    deliver(&mut b, t(1), &junk);
+    assert_eq!(b.pds.counters().drops(DropReason::Malformed), 1);
+}
+
+#[test]
+fn rud_sack_covers_a_hole_and_the_gap_is_resent() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 5, 100)).unwrap();
+    let out = drain(&mut a, t(0));
+    for (i, d) in out.iter().enumerate() {
+        if i != 1 {
+            deliver(&mut b, t(1), d);
+        }
+    }
+    let acks = drain(&mut b, t(1));
+    for d in &acks {
+        let PdsRepr::Ack(ack) = d.pds() else { panic!() };
+        let PdsAckExt::Cc(cc) = ack.ext else { panic!() };
+        let base = ack.sack_base().unwrap();
+        assert_eq!(base, ack.cack_psn.next());
+        assert_eq!(cc.sack_bitmap & 1, 0, "the hole");
+        deliver(&mut a, t(2), d);
+    }
+    // 4 of 5 acknowledged (1 cumulatively, 3 by SACK).
+    assert_eq!(a.up.acked.len(), 4);
+    // The hole is recovered by RTO.
+    let when = a.pds.poll_timeout().unwrap();
+    a.pds.handle_timeout(when, &mut a.up);
+    let re = drain(&mut a, when);
+    assert_eq!(re.len(), 1);
+    deliver(&mut b, when, &re[0]);
+    for d in drain(&mut b, when) {
+        deliver(&mut a, when, &d);
+    }
+    assert_eq!(a.up.acked.len(), 5);
+    assert_eq!(b.up.requests.len(), 5);
+}
+
+#[test]
+fn rod_drops_out_of_order_and_goes_back_n() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rod)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 4, 100)).unwrap();
+    let out = drain(&mut a, t(0));
+    let evs: Vec<_> = out.iter().map(|d| d.ev).collect();
+    assert!(evs.windows(2).all(|w| w[0] == w[1]), "ROD is single path");
+    deliver(&mut b, t(1), &out[0]);
+    deliver(&mut b, t(1), &out[2]); // out of order: dropped, one NACK
+    deliver(&mut b, t(1), &out[3]); // dropped, no second NACK
+    let replies = drain(&mut b, t(1));
+    let nacks: Vec<_> = replies
+        .iter()
+        .filter_map(|d| match d.pds() {
+            PdsRepr::Nack(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(nacks.len(), 1);
+    assert_eq!(nacks[0].code, NackCode::RodOoo);
+    assert_eq!(
+        b.up.requests.len(),
+        1,
+        "only in-order packets are delivered"
+    );
+    for d in &replies {
+        deliver(&mut a, t(2), d);
+    }
+    let re = drain(&mut a, t(2));
+    assert_eq!(
+        re.len(),
+        3,
+        "go back to the expected PSN and resend all after it"
+    );
+    for d in &re {
+        deliver(&mut b, t(3), d);
+    }
+    let psns: Vec<_> = b.up.requests.iter().map(|(p, _)| p.0).collect();
+    assert!(
+        psns.windows(2).all(|w| w[1] == w[0] + 1),
+        "delivered in order: {psns:?}"
+    );
+    assert_eq!(psns.len(), 4);
+}
+
+#[test]
+fn guaranteed_response_survives_a_lost_ack_and_is_cleared() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    b.up.reply_error = Some(ReturnCode::BadMkey);
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 1, 100)).unwrap();
+    let d = drain(&mut a, t(0)).remove(0);
+    deliver(&mut b, t(1), &d);
+    let lost_ack = drain(&mut b, t(1));
+    assert_eq!(lost_ack.len(), 1);
+    let PdsRepr::Ack(ack) = lost_ack[0].pds() else {
+        panic!()
+    };
+    assert_eq!(ack.next_hdr, NextHeader::Response);
+    assert_eq!(
+        ack.req,
+        PdsAckRequest::Clear,
+        "the target holds a guaranteed response"
+    );
+    let PdsRepr::Request(r) = d.pds() else {
+        panic!()
+    };
+    assert_eq!(
+        ack.cack_psn,
+        r.psn.sub(1),
+        "CACK does not pass an uncleared response"
+    );
+    let PdsAckExt::Cc(cc) = ack.ext else { panic!() };
+    assert_eq!(
+        cc.sack_bitmap, 0,
+        "nor does the SACK: the response must be fetched"
+    );
+    // The ACK is lost; the RTO resends the request; the duplicate gets the
+    // stored response, and no second placement happens.
+    let when = a.pds.poll_timeout().unwrap();
+    a.pds.handle_timeout(when, &mut a.up);
+    let re = drain(&mut a, when);
+    deliver(&mut b, when, &re[0]);
+    assert_eq!(b.up.requests.len(), 1);
+    let acks = drain(&mut b, when);
+    deliver(&mut a, when, &acks[0]);
+    assert_eq!(a.up.responses.len(), 1);
+    assert_eq!(a.up.responses[0].1, ReturnCode::BadMkey);
+    assert_eq!(a.up.acked.len(), 1);
+    // The initiator clears it: a CLEAR CP covering the PSN.
+    let out = drain(&mut a, when);
+    let clear = out
+        .iter()
+        .find(|d| matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::Clear { .. })))
+        .expect("a CLEAR");
+    deliver(&mut b, when, clear);
+    let acks = drain(&mut b, when);
+    let PdsRepr::Ack(ack) = acks[0].pds() else {
+        panic!()
+    };
+    assert_eq!(ack.cack_psn, r.psn, "cleared: CACK advances");
+    assert_eq!(ack.req, PdsAckRequest::None);
+}
+
+#[test]
+fn idle_pdcs_close_on_both_sides() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 1, 10)).unwrap();
+    for d in drain(&mut a, t(0)) {
+        deliver(&mut b, t(0), &d);
+    }
+    for d in drain(&mut b, t(0)) {
+        deliver(&mut a, t(0), &d);
+    }
+    assert_eq!(b.pds.pdc_count(), 1);
+    let when = a.pds.poll_timeout().unwrap();
+    assert_eq!(when, t(0) + PdsConfig::default().idle_timeout);
+    a.pds.handle_timeout(when, &mut a.up);
+    let out = drain(&mut a, when);
+    let PdsRepr::Cp(c) = out[0].pds() else {
+        panic!()
+    };
+    assert_eq!(c.payload, CpPayload::Close);
+    assert!(c.ar);
+    deliver(&mut b, when, &out[0]);
+    let acks = drain(&mut b, when);
+    assert_eq!(
+        b.pds.pdc_count(),
+        0,
+        "the target forgets the PDC after ACKing CLOSE"
+    );
+    deliver(&mut a, when, &acks[0]);
+    assert_eq!(a.pds.pdc_count(), 0);
+    assert!(a.up.failed.is_empty());
+}
+
+#[test]
+fn thousand_pdcs_open_and_close_without_leaks() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let mut now = t(0);
+    for round in 0..1000u32 {
+        let mut k = key(ReliableMode::Rud);
+        k.job = JobId::from_masked(round);
+        let pdc = a.pds.open(now, k).unwrap();
+        a.pds
+            .enqueue(now, pdc, pkts(u64::from(round), 1, 8))
+            .unwrap();
+    }
+    assert_eq!(a.pds.pdc_count(), 1000);
+    for _ in 0..10 {
+        for d in drain(&mut a, now) {
+            deliver(&mut b, now, &d);
+        }
+        for d in drain(&mut b, now) {
+            deliver(&mut a, now, &d);
+        }
+        if let Some(w) = a.pds.poll_timeout() {
+            now = w;
+            a.pds.handle_timeout(now, &mut a.up);
+            b.pds.handle_timeout(now, &mut b.up);
+        }
+    }
+    assert_eq!(a.up.acked.len(), 1000);
+    assert_eq!(a.pds.pdc_count(), 0);
+    assert_eq!(b.pds.pdc_count(), 0);
+    assert_eq!(a.pds.counters().pdcs_opened, a.pds.counters().pdcs_closed);
+}
