@@ -25,8 +25,8 @@ use uet_wire::encap::Trim;
 use uet_wire::pds::{
     AckCcState, CpPayload, CwndPenalty, DpdcidField, NackAction, NackCode, NackTarget, NextHeader,
     NsccState, PdcInfo, PdsAckCc, PdsAckExt, PdsAckPsnField, PdsAckRepr, PdsAckRequest,
-    PdsAckState, PdsCcFlags, PdsCpRepr, PdsNackRepr, PdsRepr, PdsRequestRepr, PdsUudRepr,
-    ReliableMode, SynPsnOffset,
+    PdsAckState, PdsCcFlags, PdsCpRepr, PdsNackRepr, PdsRepr, PdsRequestRepr, PdsRudiRepr,
+    PdsUudRepr, ReliableMode, RudiKind, SynPsnOffset,
 };
 use uet_wire::rand::{Rng, Xoshiro256};
 use uet_wire::ses::{ListKind, ResponseOpcode, ReturnCode, SesRepr, SesResponseRepr};
@@ -366,8 +366,30 @@ pub struct Pds {
     acks: VecDeque<PdcId>,
     ctl: VecDeque<CtlOut>,
     uud: VecDeque<(IpAddr, PktRef)>,
+    rudi: RudiState,
     events: VecDeque<PdsEvent>,
     counters: Counters,
+}
+
+/// RUDI (§2.11): reliable at-least-once delivery of idempotent operations
+/// without a PDC. Each request has a locally unique packet ID, echoed by the
+/// RUDI response or by a NACK with `nt` = 1; the source retries on timeout.
+#[derive(Debug, Default)]
+struct RudiState {
+    next_id: u32,
+    inflight: BTreeMap<u32, RudiTx>,
+    /// Responses to send: (destination, ev, ECN-CE seen, pkt id, response).
+    replies: VecDeque<(IpAddr, EntropyValue, bool, u32, Option<SesResponseRepr>)>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RudiTx {
+    dst: IpAddr,
+    pkt: PktRef,
+    sent_at: Instant,
+    rtx_count: u32,
+    due: bool,
+    sent: bool,
 }
 
 impl Pds {
@@ -386,6 +408,7 @@ impl Pds {
             acks: VecDeque::new(),
             ctl: VecDeque::new(),
             uud: VecDeque::new(),
+            rudi: RudiState::default(),
             events: VecDeque::new(),
             counters: Counters::default(),
         }
@@ -489,6 +512,25 @@ impl Pds {
         self.uud.push_back((dst, pkt));
     }
 
+    /// Sends one RUDI request (§2.11); it is retried until a RUDI response
+    /// arrives or the retry budget runs out. Returns its packet ID.
+    pub fn send_rudi(&mut self, now: Instant, dst: IpAddr, pkt: PktRef) -> u32 {
+        let id = self.rudi.next_id;
+        self.rudi.next_id = self.rudi.next_id.wrapping_add(1);
+        self.rudi.inflight.insert(
+            id,
+            RudiTx {
+                dst,
+                pkt,
+                sent_at: now,
+                rtx_count: 0,
+                due: true,
+                sent: false,
+            },
+        );
+        id
+    }
+
     /// The next event.
     pub fn poll_event(&mut self) -> Option<PdsEvent> {
         self.events.pop_front()
@@ -512,6 +554,11 @@ impl Pds {
                 at(p.last_activity + self.idle_limit(p));
             }
         }
+        for r in self.rudi.inflight.values() {
+            if !r.due {
+                at(r.sent_at + self.config.rto(r.rtx_count));
+            }
+        }
         t
     }
 
@@ -522,6 +569,22 @@ impl Pds {
     /// Handles expired timers: retransmission timeouts (backoff, retry
     /// budget), delayed ACKs, idle PDCs.
     pub fn handle_timeout(&mut self, now: Instant, upper: &mut impl Upper) {
+        let mut failed = Vec::new();
+        for (id, r) in &mut self.rudi.inflight {
+            if !r.due && now >= r.sent_at + self.config.rto(r.rtx_count) {
+                if r.rtx_count >= self.config.max_rto_retx {
+                    failed.push(*id);
+                } else {
+                    r.due = true;
+                    self.counters.rto_fired += 1;
+                }
+            }
+        }
+        for id in failed {
+            if let Some(r) = self.rudi.inflight.remove(&id) {
+                upper.on_failed(now, r.pkt, PdsError::Timeout);
+            }
+        }
         let ids: Vec<PdcId> = self.pdcs.keys().copied().collect();
         for id in ids {
             let mut fail = false;
@@ -694,7 +757,85 @@ impl Pds {
                 };
                 let _ = upper.on_request(now, &rx);
             }
-            PdsRepr::Rudi(_) => self.counters.drop(DropReason::Unexpected),
+            PdsRepr::Rudi(r) => self.on_rudi(now, meta, &r, pkt.ses.as_ref(), pkt.payload, upper),
+        }
+    }
+
+    fn on_rudi(
+        &mut self,
+        now: Instant,
+        meta: &RxMeta,
+        r: &PdsRudiRepr,
+        ses: Option<&SesRepr>,
+        payload: &[u8],
+        upper: &mut impl Upper,
+    ) {
+        match r.kind {
+            RudiKind::Request => {
+                if let Some(t) = meta.trimmed {
+                    self.counters.drop(DropReason::Trimmed);
+                    let code = match t {
+                        Trim::Trimmed => NackCode::Trimmed,
+                        Trim::LastHop => NackCode::TrimmedLastHop,
+                    };
+                    self.ctl.push_back(CtlOut::Nack {
+                        dst: meta.src,
+                        ev: meta.ev,
+                        repr: PdsNackRepr {
+                            next_hdr: NextHeader::None,
+                            m: meta.ecn == Ecn::Ce,
+                            retx: r.retx,
+                            target: NackTarget::PktId(r.pkt_id),
+                            code,
+                            vendor_code: 0,
+                            spdcid: None,
+                            dpdcid: None,
+                            payload: 0,
+                            ccx: None,
+                        },
+                    });
+                    return;
+                }
+                // At-least-once: an idempotent request is executed again
+                // when it arrives again (BRIEF, §2.11).
+                self.counters.rx_data += 1;
+                let rx = RxRequest {
+                    pdc: None,
+                    peer: meta.src,
+                    psn: Psn(r.pkt_id),
+                    mode: DeliveryMode::Rudi,
+                    ses,
+                    payload,
+                };
+                let reply = upper.on_request(now, &rx);
+                let resp = match reply {
+                    Reply::Response { response, .. } => Some(response),
+                    Reply::None => None,
+                };
+                self.rudi.replies.push_back((
+                    meta.src,
+                    meta.ev,
+                    meta.ecn == Ecn::Ce,
+                    r.pkt_id,
+                    resp,
+                ));
+            }
+            RudiKind::Response { .. } => {
+                self.counters.rx_acks += 1;
+                match self.rudi.inflight.get(&r.pkt_id) {
+                    Some(tx) if tx.dst == meta.src => {}
+                    _ => {
+                        self.counters.drop(DropReason::StrayFeedback);
+                        return;
+                    }
+                }
+                if let Some(tx) = self.rudi.inflight.remove(&r.pkt_id) {
+                    if let Some(s) = ses {
+                        upper.on_response(now, tx.pkt, s, payload);
+                    }
+                    upper.on_acked(now, tx.pkt);
+                }
+            }
         }
     }
 
@@ -1145,6 +1286,27 @@ impl Pds {
 
     fn on_nack(&mut self, now: Instant, meta: &RxMeta, n: &PdsNackRepr, upper: &mut impl Upper) {
         self.counters.rx_nacks += 1;
+        if let NackTarget::PktId(pid) = n.target {
+            let max = self.config.max_nack_retx;
+            let action = n.code.sender_action();
+            let Some(tx) = self
+                .rudi
+                .inflight
+                .get_mut(&pid)
+                .filter(|t| t.dst == meta.src)
+            else {
+                self.counters.drop(DropReason::StrayFeedback);
+                return;
+            };
+            if action == NackAction::Retransmit && tx.rtx_count < max {
+                tx.due = true;
+            } else if action != NackAction::Drop
+                && let Some(tx) = self.rudi.inflight.remove(&pid)
+            {
+                upper.on_failed(now, tx.pkt, PdsError::Nack(n.code));
+            }
+            return;
+        }
         let (Some(id), NackTarget::Psn(psn)) = (n.dpdcid, n.target) else {
             self.counters.drop(DropReason::StrayFeedback);
             return;
@@ -1321,6 +1483,9 @@ impl Pds {
         if let Some((dst, pkt)) = self.uud.pop_front() {
             return self.write_uud(now, dst, pkt, buf, upper);
         }
+        if let Some(t) = self.write_rudi(now, buf, upper) {
+            return Some(t);
+        }
         let mut spins = self.active.len();
         while spins > 0 {
             spins -= 1;
@@ -1444,6 +1609,70 @@ impl Pds {
             dscp: self.config.dscp_control,
             ecn: Ecn::Ect0,
             len,
+        })
+    }
+
+    fn write_rudi(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        upper: &mut impl Upper,
+    ) -> Option<Transmit> {
+        if let Some((dst, ev, m, pkt_id, resp)) = self.rudi.replies.pop_front() {
+            let hl = 8;
+            let (nh, rl) = match resp {
+                Some(r) => {
+                    let rl = r.buffer_len();
+                    let out = buf.get_mut(hl..hl + rl)?;
+                    r.emit(&mut uet_wire::ses::SesResponsePacket::new_unchecked(out));
+                    (NextHeader::Response, rl)
+                }
+                None => (NextHeader::None, 0),
+            };
+            PdsRepr::Rudi(PdsRudiRepr {
+                kind: RudiKind::Response { m },
+                next_hdr: nh,
+                retx: false,
+                pkt_id,
+            })
+            .emit(buf.get_mut(..hl)?);
+            self.counters.tx_acks += 1;
+            return Some(Transmit {
+                dst,
+                ev,
+                dscp: self.config.dscp_control,
+                ecn: Ecn::Ect0,
+                len: hl + rl,
+            });
+        }
+        let (&pkt_id, tx) = self.rudi.inflight.iter_mut().find(|(_, t)| t.due)?;
+        let first = !tx.sent;
+        tx.sent = true;
+        tx.due = false;
+        if !first {
+            tx.rtx_count += 1;
+            self.counters.tx_retransmits += 1;
+        } else {
+            self.counters.tx_data += 1;
+        }
+        tx.sent_at = now;
+        let (dst, pkt) = (tx.dst, tx.pkt);
+        let hl = 8;
+        let ses = buf.get_mut(hl..hl + pkt.len as usize)?;
+        let nh = upper.write_request(now, &pkt, ses);
+        PdsRepr::Rudi(PdsRudiRepr {
+            kind: RudiKind::Request,
+            next_hdr: nh,
+            retx: !first,
+            pkt_id,
+        })
+        .emit(buf.get_mut(..hl)?);
+        Some(Transmit {
+            dst,
+            ev: EntropyValue::from_masked(self.rng.next_u32() as u16),
+            dscp: self.config.dscp_data,
+            ecn: Ecn::Ect0,
+            len: hl + pkt.len as usize,
         })
     }
 

@@ -557,3 +557,69 @@ fn thousand_pdcs_open_and_close_without_leaks() {
     assert_eq!(b.pds.pdc_count(), 0);
     assert_eq!(a.pds.counters().pdcs_opened, a.pds.counters().pdcs_closed);
 }
+
+#[test]
+fn rudi_retries_until_answered_and_fails_after_its_budget() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let pkt = PktRef {
+        token: 3,
+        frag: 0,
+        len: 16,
+        last: true,
+    };
+    let id = a.pds.send_rudi(t(0), B, pkt);
+    let first = drain(&mut a, t(0));
+    let PdsRepr::Rudi(r) = first[0].pds() else {
+        panic!()
+    };
+    assert_eq!(r.pkt_id, id);
+    assert!(!r.retx);
+    // Lost: the retry carries retx and the same packet ID.
+    let when = a.pds.poll_timeout().unwrap();
+    a.pds.handle_timeout(when, &mut a.up);
+    let retry = drain(&mut a, when);
+    let PdsRepr::Rudi(r2) = retry[0].pds() else {
+        panic!()
+    };
+    assert!(r2.retx);
+    assert_eq!(r2.pkt_id, id);
+    // Both copies arrive: at-least-once, both are executed and answered.
+    deliver(&mut b, when, &first[0]);
+    deliver(&mut b, when, &retry[0]);
+    assert_eq!(b.up.requests.len(), 2);
+    let resp = drain(&mut b, when);
+    assert_eq!(resp.len(), 2);
+    deliver(&mut a, when, &resp[0]);
+    deliver(&mut a, when, &resp[1]);
+    assert_eq!(a.up.acked, vec![pkt], "completes once");
+    assert_eq!(a.pds.counters().drops(DropReason::StrayFeedback), 1);
+    // A request nobody answers fails after the retry budget.
+    a.pds.send_rudi(when, B, pkt);
+    assert_eq!(drain(&mut a, when).len(), 1);
+    while let Some(w) = a.pds.poll_timeout() {
+        a.pds.handle_timeout(w, &mut a.up);
+        drain(&mut a, w);
+    }
+    assert_eq!(a.up.failed, vec![(pkt, PdsError::Timeout)]);
+}
+
+#[test]
+fn uud_is_fire_and_forget() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let pkt = PktRef {
+        token: 1,
+        frag: 0,
+        len: 20,
+        last: true,
+    };
+    a.pds.send_unreliable(B, pkt);
+    let out = drain(&mut a, t(0));
+    assert_eq!(out.len(), 1);
+    assert!(matches!(out[0].pds(), PdsRepr::Uud(_)));
+    assert_eq!(a.pds.poll_timeout(), None, "nothing to retry");
+    deliver(&mut b, t(1), &out[0]);
+    assert_eq!(b.up.requests.len(), 1);
+    assert!(drain(&mut b, t(1)).is_empty(), "no acknowledgement");
+}
