@@ -6,3 +6,4 @@
 
 pub mod fabric;
 pub mod frame_ops;
+pub mod host;
