@@ -162,3 +162,20 @@ impl<E: Engine> Host for SimHost<E> {
         self.engine.poll_timeout()
     }
 }
+
+/// A shared engine: the scenario keeps a handle to submit work and read
+/// completions while the fabric drives it.
+impl<E: Engine> Engine for std::rc::Rc<core::cell::RefCell<E>> {
+    fn handle_datagram(&mut self, now: Instant, meta: &RxMeta, bytes: &[u8]) {
+        self.borrow_mut().handle_datagram(now, meta, bytes);
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.borrow_mut().handle_timeout(now);
+    }
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        self.borrow_mut().poll_transmit(now, buf)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.borrow().poll_timeout()
+    }
+}

@@ -7,3 +7,4 @@
 pub mod fabric;
 pub mod frame_ops;
 pub mod host;
+pub mod topology;

@@ -222,3 +222,72 @@ fn rod_under_loss_and_reordering() {
     };
     check(ReliableMode::Rod, imp);
 }
+
+/// RUD sprays over every spine of a leaf–spine; ROD keeps to one path.
+#[test]
+fn leaf_spine_spraying() {
+    use uet_tests::topology::{host_addr, leaf_spine};
+    for (mode, min_paths, max_paths) in [(ReliableMode::Rud, 4, 4), (ReliableMode::Rod, 1, 1)] {
+        let tx_log = Rc::new(RefCell::new(Log::default()));
+        let rx_log = Rc::new(RefCell::new(Log::default()));
+        let (a_addr, b_addr) = (host_addr(0), host_addr(1));
+        let mut a = PdsEngine {
+            pds: Pds::new(PdsConfig::default(), 1),
+            up: Up(tx_log.clone()),
+        };
+        let b = PdsEngine {
+            pds: Pds::new(PdsConfig::default(), 2),
+            up: Up(rx_log.clone()),
+        };
+        let pdc = a
+            .pds
+            .open(
+                Instant::ZERO,
+                InitiatorKey {
+                    job: JobId::from_masked(1),
+                    dst: b_addr,
+                    tc: TrafficClass::from_masked(0),
+                    mode,
+                },
+            )
+            .unwrap();
+        let v: Vec<PktRef> = (0..512)
+            .map(|f| PktRef {
+                token: 1,
+                frag: f,
+                len: 4096,
+                last: f == 511,
+            })
+            .collect();
+        a.pds.enqueue(Instant::ZERO, pdc, v).unwrap();
+        let enc = EncapConfig::default();
+        let mut f = Fabric::new(UetFrameOps::default(), 3);
+        let link = LinkParams::new(100_000_000_000, Duration::from_micros(1), 1 << 20);
+        let built = leaf_spine(
+            &mut f,
+            vec![
+                Box::new(SimHost::new(a, a_addr, enc)),
+                Box::new(SimHost::new(b, b_addr, enc)),
+            ],
+            2,
+            4,
+            &link,
+            &link,
+        );
+        let log = tx_log.clone();
+        assert!(
+            f.run_while(Instant::from_nanos(10_000_000_000), |_| log.borrow().acked
+                == 512)
+        );
+        assert_eq!(rx_log.borrow().delivered.len(), 512);
+        // Leaf 0's four uplinks are the first four.
+        let used = built.uplinks[..4]
+            .iter()
+            .filter(|p| f.port_stats(**p).tx_packets > 0)
+            .count();
+        assert!(
+            (min_paths..=max_paths).contains(&used),
+            "{mode:?} used {used} spines"
+        );
+    }
+}
