@@ -316,6 +316,8 @@ struct Pdc {
     rx: Option<RxHalf>,
     last_activity: Instant,
     close_requested: bool,
+    /// On the send round robin.
+    scheduled: bool,
 }
 
 impl Pdc {
@@ -464,6 +466,7 @@ impl Pds {
             rx: None,
             last_activity: now,
             close_requested: false,
+            scheduled: false,
         };
         self.ensure_ccc(key.dst, key.tc);
         self.pdcs.insert(id, pdc);
@@ -502,7 +505,7 @@ impl Pds {
             if let Some(c) = self.cccs.get_mut(&key) {
                 c.on_new_data(now, bytes);
             }
-            self.active.push_back(pdc);
+            self.schedule(pdc);
         }
         Ok(())
     }
@@ -606,7 +609,10 @@ impl Pds {
                         lost = Some((u64::from(cfg.nominal(item_len(&e.token))), e.ev));
                     }
                     self.counters.rto_fired += 1;
-                    self.active.push_back(id);
+                    if !p.scheduled {
+                        p.scheduled = true;
+                        self.active.push_back(id);
+                    }
                 }
             }
             if let Some(rx) = &mut p.rx
@@ -645,7 +651,7 @@ impl Pds {
             if let Some(e) = p.ledger.iter_mut().last() {
                 e.needs_rtx = true;
             }
-            self.active.push_back(id);
+            self.schedule(id);
         } else if !p.closing || !p.initiator {
             // Never established, or a silent peer: just forget it.
             self.remove_pdc(id, None);
@@ -690,6 +696,16 @@ impl Pds {
             self.counters.pdcs_closed += 1;
             self.events
                 .push_back(PdsEvent::PdcClosed { pdc: id, error });
+        }
+    }
+
+    /// Puts a PDC on the send round robin once (fair service per PDC).
+    fn schedule(&mut self, id: PdcId) {
+        if let Some(p) = self.pdcs.get_mut(&id)
+            && !p.scheduled
+        {
+            p.scheduled = true;
+            self.active.push_back(id);
         }
     }
 
@@ -922,6 +938,7 @@ impl Pds {
                         rx: None,
                         last_activity: now,
                         close_requested: false,
+                        scheduled: false,
                     };
                     let start = pdc.start;
                     let mut pdc = pdc;
@@ -1246,9 +1263,7 @@ impl Pds {
             PdsAckRequest::Close => p.close_requested = true,
             _ => {}
         }
-        if p.clear_needed {
-            self.active.push_back(id);
-        }
+        let reschedule = p.clear_needed;
         let key = p.ccc;
         let (rcv_pend, restore) = match a.ext {
             PdsAckExt::Cc(PdsAckCc {
@@ -1257,6 +1272,9 @@ impl Pds {
             }) => (n.rcv_cwnd_pend.get(), n.rc),
             _ => (0, false),
         };
+        if reschedule {
+            self.schedule(id);
+        }
         if acked_pkts > 0
             && let Some(c) = self.cccs.get_mut(&key)
         {
@@ -1277,7 +1295,7 @@ impl Pds {
                     credit: None,
                 },
             );
-            self.active.push_back(id);
+            self.schedule(id);
         }
         if closed {
             self.remove_pdc(id, None);
@@ -1349,7 +1367,7 @@ impl Pds {
                     return;
                 }
                 if !lost.is_empty() {
-                    self.active.push_back(id);
+                    self.schedule(id);
                 }
                 if let Some(c) = self.cccs.get_mut(&key) {
                     for (bytes, ev) in lost {
@@ -1492,10 +1510,13 @@ impl Pds {
             let Some(id) = self.active.pop_front() else {
                 break;
             };
+            if let Some(p) = self.pdcs.get_mut(&id) {
+                p.scheduled = false;
+            }
             if let Some(t) = self.write_data(now, id, buf, upper) {
                 // Round robin: the PDC goes to the back while it has work.
                 if self.pdcs.get(&id).is_some_and(Pdc::has_tx_work) {
-                    self.active.push_back(id);
+                    self.schedule(id);
                 }
                 return Some(t);
             }
