@@ -7,7 +7,7 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
 use uet_wire::encap::EncapConfig;
 use uetd::decode;
@@ -71,11 +71,12 @@ fn run_decode(args: &DecodeArgs) -> Result<()> {
         udp_port: args.port,
         ip_protocol: args.ip_proto,
         crc_trailer: args.crc,
+        ..EncapConfig::default()
     };
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     for h in &args.hex {
-        let bytes = decode::parse_hex(h).context("--hex")?;
+        let bytes = decode::parse_hex(h).map_err(|e| anyhow!("--hex {h:?}: {e}"))?;
         emit(&mut out, &bytes, &cfg, args.json)?;
     }
     if let Some(path) = &args.pcap {
