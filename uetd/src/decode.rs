@@ -18,8 +18,8 @@
 //! | `entropy` | always | the entropy value: the UDP source port, or the entropy header of UET directly over IP (§1) |
 //! | `transport_pktsize` | always | §1: UDP length, or entropy header to trailer end |
 //! | `tss` | TSS present | `sdi`, `sp`, `ssi`, `an`, `epoch`, `tsc`, `header_len`; the SES part is ciphertext and not decoded |
-//! | `pds` | always | see [`pds`](self::pds) |
-//! | `ses` | an SES header follows | see [`ses`](self::ses) |
+//! | `pds` | always | see [`pds`] |
+//! | `ses` | an SES header follows | see [`ses`] |
 //! | `payload_len` | always | bytes after the SES header, before the trailer |
 //! | `trimmed` | trimmed packet (DSCP) | `"TRIMMED"` or `"TRIMMED_LASTHOP"` |
 //! | `crc32c` | CRC trailer verified (`--crc`) | the trailer, as a hex string |

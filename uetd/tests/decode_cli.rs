@@ -265,3 +265,15 @@ fn closed_stdout_is_not_an_error() {
     assert!(o.status.success(), "{o:?}");
     assert_eq!(stderr(&o), "");
 }
+
+#[test]
+fn readme_shows_real_output() {
+    // The README quotes the fifth sample frame in both forms and the
+    // malformed frame's error object: they must stay what the tool prints.
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let text = stdout_lines(&uet(&["decode", "--pcap", sample::SAMPLE_PATH]));
+    let json = stdout_lines(&uet(&["decode", "--pcap", sample::SAMPLE_PATH, "--json"]));
+    for line in [&text[4], &json[4], &json[sample::MALFORMED_INDEX]] {
+        assert!(readme.contains(line.as_str()), "README lacks {line}");
+    }
+}
