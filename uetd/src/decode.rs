@@ -1,0 +1,222 @@
+//! `uet decode`: frames to one line of text or one JSON object each.
+//!
+//! The JSON shape (issue "uet decode"): `{"ip": {"src","dst","dscp","ecn"},
+//! "udp": {"src_port","dst_port"}, "pds": {"type", "next_hdr", "flags":
+//! {…}, <fields>}, "ses": {"opcode", <fields>}, "payload_len": n}`, every
+//! field by its spec name (`uet-spec-notes.md` §1, §2, §4) in snake_case. A
+//! frame that does not parse becomes `{"error": "<layer>: <what> at byte
+//! <n>"}` (the `Display` of [`uet_wire::Error`]).
+//!
+//! The full object, key by key:
+//!
+//! | key | when | content |
+//! |---|---|---|
+//! | `frame_len` | always | bytes in the frame |
+//! | `eth` | always | `src`, `dst`, `ethertype`, `vlan` (`null` or `{vid, pcp, dei}`) |
+//! | `ip` | always | `version`, `src`, `dst`, `dscp`, `ecn` (RFC 3168 name: `Not-ECT`, `ECT(0)`, `ECT(1)`, `CE`), `payload_len`; IPv4: `ttl`, `protocol`, `ident`, `dont_frag`; IPv6: `hop_limit`, `next_header`, `flow_label` |
+//! | `udp` | UET over UDP | `src_port`, `dst_port` |
+//! | `entropy` | always | the entropy value: the UDP source port, or the entropy header of UET directly over IP (§1) |
+//! | `transport_pktsize` | always | §1: UDP length, or entropy header to trailer end |
+//! | `tss` | TSS present | `sdi`, `sp`, `ssi`, `an`, `epoch`, `tsc`, `header_len`; the SES part is ciphertext and not decoded |
+//! | `pds` | always | see [`pds`] |
+//! | `ses` | an SES header follows | see [`ses`] |
+//! | `payload_len` | always | bytes after the SES header, before the trailer |
+//! | `trimmed` | trimmed packet (DSCP) | `"TRIMMED"` or `"TRIMMED_LASTHOP"` |
+//! | `crc32c` | CRC trailer verified (`--crc`) | the trailer, as a hex string |
+//!
+//! Conventions: enumerations are strings in their spec spelling (their
+//! `Display`, so a reserved value keeps its number, e.g.
+//! `"UNKNOWN(0x1b)"`); flag bits are booleans in a `flags` object; PSNs,
+//! IDs, lengths and offsets are numbers; opaque bit patterns (SACK bitmap,
+//! memory keys and match bits, header data, CC extension state) are hex
+//! strings. Values derived from other fields (`clear_psn`, `ack_psn`,
+//! `sack_base`, `start_psn`, …) sit next to the fields they come from and are
+//! named after the spec quantity they compute. Keys come out sorted (the
+//! `serde_json` map is ordered by key).
+
+use serde_json::{Map, Value, json};
+use uet_wire::encap::{EncapConfig, Transport, Trim};
+use uet_wire::inet::{EthernetRepr, IpRepr};
+use uet_wire::pds::TssRepr;
+use uet_wire::{Frame, parse_frame_with};
+
+pub mod pds;
+pub mod ses;
+
+#[cfg(test)]
+mod tests;
+
+/// A JSON object under construction.
+type Obj = Map<String, Value>;
+
+/// Decodes one frame (starting at the Ethernet header) into its JSON object,
+/// or `{"error": …}` when it does not parse.
+#[must_use]
+pub fn frame_json(frame: &[u8], cfg: &EncapConfig) -> Value {
+    match parse_frame_with(frame, cfg) {
+        Ok(f) => frame_to_json(&f, frame.len()),
+        Err(e) => error_json(&e),
+    }
+}
+
+/// Decodes one frame into one line of text: the `Display` of
+/// [`uet_wire::Frame`], or `error: <layer>: <what> at byte <n>`.
+#[must_use]
+pub fn frame_text(frame: &[u8], cfg: &EncapConfig) -> String {
+    match parse_frame_with(frame, cfg) {
+        Ok(f) => f.to_string(),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// The error object of a frame that does not parse.
+#[must_use]
+pub fn error_json(e: &uet_wire::Error) -> Value {
+    json!({ "error": e.to_string() })
+}
+
+/// The JSON object of a parsed frame; `frame_len` is the length of the
+/// buffer it was parsed from.
+#[must_use]
+pub fn frame_to_json(f: &Frame<'_>, frame_len: usize) -> Value {
+    let h = &f.headers;
+    let mut o = Obj::new();
+    put(&mut o, "frame_len", frame_len);
+    put(&mut o, "eth", eth_json(&h.ethernet));
+    put(&mut o, "ip", ip_json(&h.ip));
+    if let Transport::Udp { src_port, dst_port } = h.transport {
+        put(
+            &mut o,
+            "udp",
+            json!({ "src_port": src_port, "dst_port": dst_port }),
+        );
+    }
+    put(&mut o, "entropy", h.entropy.get());
+    put(&mut o, "transport_pktsize", h.transport_pktsize);
+    if let Some(t) = &f.uet.tss {
+        put(&mut o, "tss", tss_json(t));
+    }
+    put(&mut o, "pds", pds::pds_json(&f.uet.pds));
+    if let Some(s) = &f.uet.ses {
+        put(&mut o, "ses", ses::ses_json(s));
+    }
+    put(&mut o, "payload_len", f.uet.payload.len());
+    if let Some(t) = h.trimmed {
+        put(&mut o, "trimmed", trim_name(t));
+    }
+    if let Some(crc) = h.trailer {
+        put(&mut o, "crc32c", format!("{crc:#010x}"));
+    }
+    Value::Object(o)
+}
+
+/// The spec-style name of a trim state (after the NACK codes `UET_TRIMMED`
+/// and `UET_TRIMMED_LASTHOP`, §2.9).
+const fn trim_name(t: Trim) -> &'static str {
+    match t {
+        Trim::Trimmed => "TRIMMED",
+        Trim::LastHop => "TRIMMED_LASTHOP",
+    }
+}
+
+fn eth_json(e: &EthernetRepr) -> Value {
+    let vlan = e.vlan.map_or(
+        Value::Null,
+        |t| json!({ "vid": t.vid(), "pcp": t.pcp(), "dei": t.dei() }),
+    );
+    json!({
+        "src": e.src.to_string(),
+        "dst": e.dst.to_string(),
+        "ethertype": e.ethertype.to_string(),
+        "vlan": vlan,
+    })
+}
+
+fn ip_json(ip: &IpRepr) -> Value {
+    match ip {
+        IpRepr::V4(r) => json!({
+            "version": 4,
+            "src": r.src.to_string(),
+            "dst": r.dst.to_string(),
+            "dscp": r.dscp.get(),
+            "ecn": r.ecn.name(),
+            "ttl": r.ttl,
+            "protocol": r.protocol,
+            "ident": r.ident,
+            "dont_frag": r.dont_frag,
+            "payload_len": r.payload_len,
+        }),
+        IpRepr::V6(r) => json!({
+            "version": 6,
+            "src": r.src.to_string(),
+            "dst": r.dst.to_string(),
+            "dscp": r.dscp.get(),
+            "ecn": r.ecn.name(),
+            "hop_limit": r.hop_limit,
+            "next_header": r.next_header,
+            "flow_label": r.flow_label.get(),
+            "payload_len": r.payload_len,
+        }),
+    }
+}
+
+fn tss_json(t: &TssRepr) -> Value {
+    json!({
+        "sdi": t.sdi.get(),
+        "sp": t.ssi.is_some(),
+        "ssi": t.ssi,
+        "an": t.an,
+        "epoch": t.epoch,
+        "tsc": t.tsc.get(),
+        "header_len": t.buffer_len(),
+    })
+}
+
+/// Inserts `key: value` into `o`.
+fn put(o: &mut Obj, key: &str, value: impl Into<Value>) {
+    o.insert(key.to_owned(), value.into());
+}
+
+/// A 64-bit bit pattern as a fixed-width hex string (`0x` + 16 digits).
+fn hex64(v: u64) -> String {
+    format!("{v:#018x}")
+}
+
+/// A value as a hex string without padding (`0xabc`).
+fn hex(v: impl std::fmt::LowerHex) -> String {
+    format!("{v:#x}")
+}
+
+/// Parses a hex string; whitespace, `:`/`-` separators and a `0x` prefix are
+/// ignored.
+pub fn parse_hex(s: &str) -> Result<Vec<u8>, String> {
+    let s = s.trim();
+    let s = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
+    let digits: Vec<u8> = s
+        .bytes()
+        .filter(|b| !b.is_ascii_whitespace() && *b != b':' && *b != b'-')
+        .collect();
+    if !digits.len().is_multiple_of(2) {
+        return Err(format!("odd number of hex digits ({})", digits.len()));
+    }
+    digits
+        .chunks(2)
+        .enumerate()
+        .map(|(i, pair)| {
+            let hi = hex_val(pair[0]).ok_or_else(|| bad_digit(pair[0], 2 * i))?;
+            let lo = hex_val(pair[1]).ok_or_else(|| bad_digit(pair[1], 2 * i + 1))?;
+            Ok(hi << 4 | lo)
+        })
+        .collect()
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+fn bad_digit(c: u8, at: usize) -> String {
+    format!("{:?} is not a hex digit (digit {at})", c as char)
+}
