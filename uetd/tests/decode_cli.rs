@@ -277,3 +277,30 @@ fn readme_shows_real_output() {
         assert!(readme.contains(line.as_str()), "README lacks {line}");
     }
 }
+
+#[test]
+fn trimmed_dscp_is_configurable() {
+    let pcap = root().join("samples/uet-sample.pcap");
+    let pcap = pcap.to_str().unwrap();
+    let count = |o: &Output| {
+        stdout_lines(o)
+            .iter()
+            .filter(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v.get("trimmed").is_some_and(|t| !t.is_null())
+            })
+            .count()
+    };
+    let default = uet(&["decode", "--pcap", pcap, "--json"]);
+    assert!(count(&default) > 0, "the sample has a trimmed packet");
+    let off = uet(&["decode", "--pcap", pcap, "--json", "--trimmed-dscp", "none"]);
+    assert!(off.status.success());
+    assert_eq!(
+        count(&off),
+        0,
+        "with trimming off nothing is reported trimmed"
+    );
+    let bad = uet(&["decode", "--hex", "00", "--trimmed-dscp", "64"]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("out of range"), "{}", stderr(&bad));
+}

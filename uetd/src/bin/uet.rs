@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
+use uet_wire::Dscp;
 use uet_wire::encap::EncapConfig;
 use uetd::decode;
 
@@ -47,6 +48,30 @@ struct DecodeArgs {
     /// Frames end with the 4-byte CRC32C trailer.
     #[arg(long)]
     crc: bool,
+    /// DSCP that marks a packet trimmed by a switch (spec DSCP_TRIMMED);
+    /// `none` when the fabric does not trim.
+    #[arg(long, value_name = "DSCP|none", default_value = "16", value_parser = parse_dscp)]
+    trimmed_dscp: TrimDscp,
+    /// DSCP of a packet trimmed at the last hop (DSCP_TRIMMED_LASTHOP), or `none`.
+    #[arg(long, value_name = "DSCP|none", default_value = "18", value_parser = parse_dscp)]
+    trimmed_lasthop_dscp: TrimDscp,
+}
+
+/// A DSCP code point, or none.
+#[derive(Debug, Clone, Copy)]
+struct TrimDscp(Option<Dscp>);
+
+/// Parses a DSCP (0-63) or `none`.
+fn parse_dscp(s: &str) -> Result<TrimDscp, String> {
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(TrimDscp(None));
+    }
+    let v: u8 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a DSCP (0-63) or none"))?;
+    Dscp::new(v)
+        .map(|d| TrimDscp(Some(d)))
+        .map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -79,7 +104,8 @@ fn run_decode(args: &DecodeArgs) -> Result<()> {
         udp_port: args.port,
         ip_protocol: args.ip_proto,
         crc_trailer: args.crc,
-        ..EncapConfig::default()
+        dscp_trimmed: args.trimmed_dscp.0,
+        dscp_trimmed_lasthop: args.trimmed_lasthop_dscp.0,
     };
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
