@@ -286,7 +286,7 @@ fn trimmed_dscp_is_configurable() {
         stdout_lines(o)
             .iter()
             .filter(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let v: Value = serde_json::from_str(l).unwrap();
                 v.get("trimmed").is_some_and(|t| !t.is_null())
             })
             .count()
