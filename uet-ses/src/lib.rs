@@ -49,6 +49,8 @@ pub mod error;
 pub mod initiator;
 pub mod memory;
 mod ranges;
+pub mod read;
+pub mod target;
 #[cfg(test)]
 mod testutil;
 pub mod types;
@@ -59,6 +61,11 @@ pub use initiator::{Operation, OutgoingMessage, ReadIgnored, ReadProgress, ReadS
 pub use memory::{
     Access, AccessRequest, Addressing, Checked, MemEntry, MemError, MemoryTable, RegionSpec,
     RegisteredMemory, Registration,
+};
+pub use read::ReadResponder;
+pub use target::{
+    PostError, RecvBuffer, RecvEvent, RecvKind, RecvSpec, SesTarget, TargetConfig, TargetEvent,
+    TargetOutcome, TargetResponse, WriteEvent,
 };
 pub use types::{
     FepAddr, InitiatorId, LocalBuf, LocalRegion, MatchBits, MemoryKey, RecvId, RegionAddr, Source,

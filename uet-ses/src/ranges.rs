@@ -56,8 +56,7 @@ impl RangeSet {
     }
 
     /// Number of disjoint ranges.
-    #[cfg(test)]
-    pub(crate) fn fragments(&self) -> usize {
+    pub(crate) const fn fragments(&self) -> usize {
         self.ranges.len()
     }
 }
