@@ -519,7 +519,10 @@ impl<M> fmt::Debug for Checked<'_, M> {
 type RiTable<M> = HashMap<ResourceIndex, Slot<M>>;
 
 /// The registered regions of one endpoint, keyed by [`RegionAddr`].
-pub struct MemoryTable<M = Box<dyn RegisteredMemory>> {
+///
+/// `M` is the memory type; the default, a boxed `Send` trait object, lets
+/// one table hold differently backed regions and move between threads.
+pub struct MemoryTable<M = Box<dyn RegisteredMemory + Send>> {
     jobs: HashMap<JobId, HashMap<PidOnFep, RiTable<M>>>,
     live: usize,
 }

@@ -370,7 +370,10 @@ struct Unexpected {
 
 /// The target side of SES for one endpoint: registered memory, receive
 /// queues, partly received messages and application events.
-pub struct SesTarget<M = Box<dyn RegisteredMemory>> {
+///
+/// `M` is the memory type of its [`MemoryTable`] (by default a boxed `Send`
+/// trait object).
+pub struct SesTarget<M = Box<dyn RegisteredMemory + Send>> {
     config: TargetConfig,
     memory: MemoryTable<M>,
     inflight: HashMap<MsgKey, Inbound>,

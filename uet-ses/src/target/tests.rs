@@ -593,6 +593,31 @@ fn scattered_packets_cannot_grow_state_without_bound() {
     assert_eq!(rc(&last), ReturnCode::OpViolation);
 }
 
+#[test]
+fn the_default_target_holds_boxed_memory_and_is_send() {
+    fn is_send<T: Send>(_: &T) {}
+    let mut t: SesTarget = SesTarget::default();
+    is_send(&t);
+    let reg = t
+        .memory_mut()
+        .register(RegionSpec::new(addr(5), KEY, RW), Box::new(vec![0u8; 8]))
+        .unwrap();
+    let m = OutgoingMessage::new(write_op(&reg, 2, 3, None), msg_id(1), 100).unwrap();
+    let pkt = &packets(&m, &[1, 2, 3])[0];
+    let repr = SesRepr::parse(uet_wire::pds::NextHeader::RequestStd, pkt)
+        .unwrap()
+        .unwrap();
+    let out = t.handle_request(src(1), &repr, &pkt[44..]);
+    assert_eq!(rc(&out), ReturnCode::Ok);
+    let mut back = [0u8; 8];
+    t.memory()
+        .get(reg.addr())
+        .unwrap()
+        .memory()
+        .read_at(0, &mut back);
+    assert_eq!(back, [0, 0, 1, 2, 3, 0, 0, 0]);
+}
+
 // ---------------------------------------------------------------------------
 // Sends
 // ---------------------------------------------------------------------------
