@@ -1,0 +1,1016 @@
+//! Registered memory and the checks every remote access passes
+//! (`uet-spec-notes.md` §4.1 addressing fields, §4.7 return codes).
+//!
+//! A [`MemoryTable`] maps a [`RegionAddr`] `(job, pid_on_fep,
+//! resource_index)` to a registered region: its memory key, resource-index
+//! generation, access rights, length, absolute base address and enable
+//! state. [`MemoryTable::check`] validates one remote access and hands back a
+//! [`Checked`] window: the only way this crate writes into registered memory,
+//! and it cannot reach outside the window it validated.
+//!
+//! # Check order
+//!
+//! [`MemoryTable::check`] stops at the first failure, in this order:
+//!
+//! | # | condition | return code |
+//! |---|---|---|
+//! | 1 | no region registered under the job | `BAD_JOB_ID` |
+//! | 2 | the job has no region for this `pid_on_fep` | `BAD_PID` |
+//! | 3 | the RI was never registered for this pid | `BAD_INDEX` |
+//! | 4 | the RI was deregistered (a tombstone, see below) | `BAD_GENERATION` |
+//! | 5 | the region is disabled ([`MemoryTable::disable`]) | `DISABLED` |
+//! | 6 | its current generation is disabled ([`MemoryTable::disable_generation`]) | `DISABLED_GEN` |
+//! | 7 | `ri_generation` differs from the region's | `BAD_GENERATION` |
+//! | 8 | `memory_key` differs (or the request has no key and the region is not [`Access::UNKEYED`]) | `BAD_MKEY` |
+//! | 9 | the region lacks a needed right | `PERM_VIOLATION` |
+//! | 10 | the access length exceeds the region length | `TOO_LONG` |
+//! | 11 | the start lies before the region (absolute addressing), `offset + len` overflows `u64`, or the end lies beyond the region | `BAD_ADDR` |
+//!
+//! The order runs from the coarsest identity to the finest detail, so a
+//! request always gets the code for the first thing it got wrong; REFPROV
+//! checks disabled-generation before generation mismatch, then the key, then
+//! rights, then the address range (§4.7, `uet_rx_rd_req_pkt`). Steps 10/11 are
+//! this crate's mapping: `TOO_LONG` when the access could not fit the region
+//! at any offset, `BAD_ADDR` when it could but not at this one.
+//!
+//! # Relative and absolute addressing
+//!
+//! Both forms name the region by `(job, pid, ri)` through this table (the
+//! notes list addressing semantics as a gap, §10). With `rel` = 1 the
+//! request's `buffer_offset` is an offset from the region start: the only
+//! mode the daemon offers and the mode this crate's initiator sends. With
+//! `rel` = 0 `buffer_offset` is an absolute address that must fall in
+//! `base..base + len`, where `base` is given at registration (default 0, in
+//! which case both modes coincide).
+//!
+//! # Generations
+//!
+//! A new RI starts at generation 0. [`MemoryTable::deregister`] leaves a
+//! tombstone holding the next generation, so a request still carrying the old
+//! key and generation fails with `BAD_GENERATION`, and the next registration
+//! of that RI gets the bumped generation (wrapping after 255). Tombstones keep
+//! the job and pid known; [`MemoryTable::remove_pid`] forgets a process
+//! entirely (its RIs restart at generation 0 afterwards).
+
+use core::fmt;
+use core::ops::{BitOr, BitOrAssign, Range};
+use std::collections::HashMap;
+
+use uet_wire::ses::ReturnCode;
+use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
+
+use crate::types::{MemoryKey, RegionAddr};
+
+/// Memory that remote operations may read and write.
+///
+/// The daemon backs it with shared memory (a memfd mapping); tests use
+/// `Vec<u8>`. Callers in this crate only ever pass ranges inside
+/// `0..len()` that a [`MemoryTable::check`] validated, so implementations may
+/// assume in-range arguments, but must stay memory safe regardless (plain
+/// slices do: the provided impls ignore an out-of-range call).
+pub trait RegisteredMemory {
+    /// Length in bytes. Must not change while the memory is registered.
+    fn len(&self) -> u64;
+
+    /// Whether the memory is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies `data` to `offset..offset + data.len()`.
+    fn write_at(&mut self, offset: u64, data: &[u8]);
+
+    /// Copies `offset..offset + out.len()` into `out`.
+    fn read_at(&self, offset: u64, out: &mut [u8]);
+}
+
+/// The index range `offset..offset + n` in a slice of `len` bytes, if it fits.
+fn span(len: usize, offset: u64, n: usize) -> Option<Range<usize>> {
+    let start = usize::try_from(offset).ok()?;
+    let end = start.checked_add(n)?;
+    (end <= len).then_some(start..end)
+}
+
+impl RegisteredMemory for [u8] {
+    fn len(&self) -> u64 {
+        u64::try_from(<[u8]>::len(self)).unwrap_or(u64::MAX)
+    }
+
+    fn write_at(&mut self, offset: u64, data: &[u8]) {
+        if let Some(r) = span(<[u8]>::len(self), offset, data.len()) {
+            self[r].copy_from_slice(data);
+        }
+    }
+
+    fn read_at(&self, offset: u64, out: &mut [u8]) {
+        if let Some(r) = span(<[u8]>::len(self), offset, out.len()) {
+            out.copy_from_slice(&self[r]);
+        }
+    }
+}
+
+impl RegisteredMemory for Vec<u8> {
+    fn len(&self) -> u64 {
+        RegisteredMemory::len(self.as_slice())
+    }
+
+    fn write_at(&mut self, offset: u64, data: &[u8]) {
+        self.as_mut_slice().write_at(offset, data);
+    }
+
+    fn read_at(&self, offset: u64, out: &mut [u8]) {
+        self.as_slice().read_at(offset, out);
+    }
+}
+
+impl<T: RegisteredMemory + ?Sized> RegisteredMemory for Box<T> {
+    fn len(&self) -> u64 {
+        (**self).len()
+    }
+
+    fn write_at(&mut self, offset: u64, data: &[u8]) {
+        (**self).write_at(offset, data);
+    }
+
+    fn read_at(&self, offset: u64, out: &mut [u8]) {
+        (**self).read_at(offset, out);
+    }
+}
+
+/// Access rights of a registered region (a small bit set).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Access(u8);
+
+impl Access {
+    /// No rights.
+    pub const NONE: Self = Self(0);
+    /// Target of `UET_WRITE`.
+    pub const REMOTE_WRITE: Self = Self(0x01);
+    /// Source of `UET_READ`.
+    pub const REMOTE_READ: Self = Self(0x02);
+    /// Target of atomics (not implemented yet; reserved so the daemon can
+    /// register with it).
+    pub const ATOMIC: Self = Self(0x04);
+    /// Receive buffer for `UET_SEND` / `UET_TAGGED_SEND` (see
+    /// [`crate::SesTarget::post_recv`]).
+    pub const SEND: Self = Self(0x08);
+    /// Accepts requests without a memory key: the small request form
+    /// (`UET_HDR_REQUEST_SMALL`, §4.3) has no `memory_key` field, so it can
+    /// only reach regions registered with this right. Not a remote right on
+    /// its own.
+    pub const UNKEYED: Self = Self(0x10);
+
+    const NAMES: [(Self, &'static str); 5] = [
+        (Self::REMOTE_WRITE, "REMOTE_WRITE"),
+        (Self::REMOTE_READ, "REMOTE_READ"),
+        (Self::ATOMIC, "ATOMIC"),
+        (Self::SEND, "SEND"),
+        (Self::UNKEYED, "UNKEYED"),
+    ];
+
+    /// Both sets.
+    #[must_use]
+    pub const fn union(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    /// Whether every right in `other` is in `self`.
+    #[must_use]
+    pub const fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The raw bits.
+    #[must_use]
+    pub const fn bits(self) -> u8 {
+        self.0
+    }
+
+    /// From raw bits; unknown bits are dropped.
+    #[must_use]
+    pub const fn from_bits_truncate(bits: u8) -> Self {
+        Self(bits & 0x1f)
+    }
+}
+
+impl BitOr for Access {
+    type Output = Self;
+
+    fn bitor(self, rhs: Self) -> Self {
+        self.union(rhs)
+    }
+}
+
+impl BitOrAssign for Access {
+    fn bitor_assign(&mut self, rhs: Self) {
+        *self = self.union(rhs);
+    }
+}
+
+impl fmt::Debug for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == 0 {
+            return f.write_str("NONE");
+        }
+        let mut first = true;
+        for (a, name) in Self::NAMES {
+            if self.contains(a) {
+                if !first {
+                    f.write_str(" | ")?;
+                }
+                f.write_str(name)?;
+                first = false;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How `buffer_offset` is read (the request's `rel` flag, §4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Addressing {
+    /// `rel` = 1: an offset from the start of the region.
+    Relative,
+    /// `rel` = 0: an absolute address in `base..base + len`.
+    Absolute,
+}
+
+impl Addressing {
+    /// From the `rel` flag.
+    #[must_use]
+    pub const fn from_rel(rel: bool) -> Self {
+        if rel { Self::Relative } else { Self::Absolute }
+    }
+}
+
+/// What to register: the address, key, rights and absolute base of a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegionSpec {
+    /// Where the region is reachable.
+    pub addr: RegionAddr,
+    /// The key remote requests must carry.
+    pub key: MemoryKey,
+    /// Granted rights.
+    pub access: Access,
+    /// The absolute address of byte 0, for `rel` = 0 requests.
+    pub base: u64,
+}
+
+impl RegionSpec {
+    /// A region at `addr` with `key` and `access`, base 0.
+    #[must_use]
+    pub const fn new(addr: RegionAddr, key: MemoryKey, access: Access) -> Self {
+        Self {
+            addr,
+            key,
+            access,
+            base: 0,
+        }
+    }
+
+    /// The same with absolute base address `base`.
+    #[must_use]
+    pub const fn with_base(mut self, base: u64) -> Self {
+        self.base = base;
+        self
+    }
+}
+
+/// What a successful registration returns: everything a remote peer needs
+/// to address the region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registration {
+    /// `job_id`.
+    pub job: JobId,
+    /// `pid_on_fep`.
+    pub pid: PidOnFep,
+    /// `resource_index`.
+    pub ri: ResourceIndex,
+    /// The memory key.
+    pub key: MemoryKey,
+    /// The generation requests must carry.
+    pub generation: RiGeneration,
+}
+
+impl Registration {
+    /// The region's address.
+    #[must_use]
+    pub const fn addr(&self) -> RegionAddr {
+        RegionAddr::new(self.job, self.pid, self.ri)
+    }
+}
+
+/// Local misuse of the [`MemoryTable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemError {
+    /// The RI already holds a registered region.
+    RiInUse,
+    /// No region is registered at that address.
+    NotRegistered,
+    /// `base + len` overflows `u64`.
+    BaseOverflow,
+}
+
+impl fmt::Display for MemError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::RiInUse => "resource index already registered",
+            Self::NotRegistered => "no region registered at that address",
+            Self::BaseOverflow => "base address + length overflows",
+        })
+    }
+}
+
+impl core::error::Error for MemError {}
+
+/// One registered region.
+pub struct MemEntry<M> {
+    key: MemoryKey,
+    generation: RiGeneration,
+    access: Access,
+    len: u64,
+    base: u64,
+    enabled: bool,
+    generation_enabled: bool,
+    memory: M,
+}
+
+impl<M> MemEntry<M> {
+    /// The memory key.
+    #[must_use]
+    pub const fn key(&self) -> MemoryKey {
+        self.key
+    }
+
+    /// The current generation.
+    #[must_use]
+    pub const fn generation(&self) -> RiGeneration {
+        self.generation
+    }
+
+    /// The rights.
+    #[must_use]
+    pub const fn access(&self) -> Access {
+        self.access
+    }
+
+    /// Length in bytes (fixed at registration).
+    #[must_use]
+    pub const fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the region has no bytes.
+    #[must_use]
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The absolute address of byte 0.
+    #[must_use]
+    pub const fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// Whether requests may reach it: neither the region nor its
+    /// generation is disabled.
+    #[must_use]
+    pub const fn is_enabled(&self) -> bool {
+        self.enabled && self.generation_enabled
+    }
+
+    /// The memory.
+    pub const fn memory(&self) -> &M {
+        &self.memory
+    }
+
+    /// The memory, writable (for the owner; remote writes go through
+    /// [`MemoryTable::check`]).
+    pub const fn memory_mut(&mut self) -> &mut M {
+        &mut self.memory
+    }
+
+    /// The first failure of check steps 5-6 (module docs), if any.
+    pub(crate) const fn disabled_code(&self) -> Option<ReturnCode> {
+        if !self.enabled {
+            Some(ReturnCode::Disabled)
+        } else if !self.generation_enabled {
+            Some(ReturnCode::DisabledGen)
+        } else {
+            None
+        }
+    }
+}
+
+impl<M> fmt::Debug for MemEntry<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemEntry")
+            .field("key", &self.key)
+            .field("generation", &self.generation)
+            .field("access", &self.access)
+            .field("len", &self.len)
+            .field("base", &self.base)
+            .field("enabled", &self.enabled)
+            .field("generation_enabled", &self.generation_enabled)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A slot of the RI table: a live region, or the tombstone of a
+/// deregistered one holding the generation the next registration gets.
+enum Slot<M> {
+    Live(MemEntry<M>),
+    Retired { next: RiGeneration },
+}
+
+/// One remote access to validate (see the check order in the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessRequest {
+    /// `(job, pid, ri)` from the request header.
+    pub addr: RegionAddr,
+    /// `ri_generation` from the request header.
+    pub generation: RiGeneration,
+    /// `memory_key`; `None` for the small request form, which has none.
+    pub key: Option<MemoryKey>,
+    /// Rights the operation needs.
+    pub needed: Access,
+    /// The `rel` flag.
+    pub addressing: Addressing,
+    /// `buffer_offset`: where the access starts.
+    pub offset: u64,
+    /// How many bytes it covers.
+    pub len: u64,
+}
+
+/// A validated window `start..start + len` (region-relative) of one region:
+/// proof that [`MemoryTable::check`] passed, and the only handle through
+/// which remote data is written.
+pub struct Checked<'a, M> {
+    entry: &'a mut MemEntry<M>,
+    start: u64,
+    len: u64,
+}
+
+impl<M: RegisteredMemory> Checked<'_, M> {
+    /// Region-relative offset of the window.
+    #[must_use]
+    pub const fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// Length of the window.
+    #[must_use]
+    pub const fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the window is empty.
+    #[must_use]
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The region.
+    #[must_use]
+    pub fn entry(&self) -> &MemEntry<M> {
+        self.entry
+    }
+
+    /// Writes `data` at `at` bytes into the window; `false` (and nothing
+    /// written) if it does not fit in the window.
+    pub fn write(&mut self, at: u64, data: &[u8]) -> bool {
+        match self.offset_of(at, data.len()) {
+            Some(off) => {
+                self.entry.memory.write_at(off, data);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Reads `out.len()` bytes from `at` bytes into the window; `false` (and
+    /// `out` untouched) if that is not inside the window.
+    pub fn read(&self, at: u64, out: &mut [u8]) -> bool {
+        match self.offset_of(at, out.len()) {
+            Some(off) => {
+                self.entry.memory.read_at(off, out);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn offset_of(&self, at: u64, n: usize) -> Option<u64> {
+        let end = at.checked_add(u64::try_from(n).ok()?)?;
+        (end <= self.len).then(|| self.start + at)
+    }
+}
+
+impl<M> fmt::Debug for Checked<'_, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Checked")
+            .field("start", &self.start)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+type RiTable<M> = HashMap<ResourceIndex, Slot<M>>;
+
+/// The registered regions of one endpoint, keyed by [`RegionAddr`].
+///
+/// `M` is the memory type; the default, a boxed `Send` trait object, lets
+/// one table hold differently backed regions and move between threads.
+pub struct MemoryTable<M = Box<dyn RegisteredMemory + Send>> {
+    jobs: HashMap<JobId, HashMap<PidOnFep, RiTable<M>>>,
+    live: usize,
+}
+
+impl<M> Default for MemoryTable<M> {
+    fn default() -> Self {
+        Self {
+            jobs: HashMap::new(),
+            live: 0,
+        }
+    }
+}
+
+impl<M> fmt::Debug for MemoryTable<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryTable")
+            .field("jobs", &self.jobs.len())
+            .field("regions", &self.live)
+            .finish()
+    }
+}
+
+impl<M: RegisteredMemory> MemoryTable<M> {
+    /// An empty table.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of live (registered) regions.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// Whether no region is registered.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Registers `memory` as described by `spec`. The generation is 0 for an
+    /// RI never used before, or the tombstone's next generation after a
+    /// [`MemoryTable::deregister`].
+    pub fn register(&mut self, spec: RegionSpec, memory: M) -> Result<Registration, MemError> {
+        let len = memory.len();
+        if spec.base.checked_add(len).is_none() {
+            return Err(MemError::BaseOverflow);
+        }
+        let ris = self
+            .jobs
+            .entry(spec.addr.job)
+            .or_default()
+            .entry(spec.addr.pid)
+            .or_default();
+        let generation = match ris.get(&spec.addr.ri) {
+            Some(Slot::Live(_)) => return Err(MemError::RiInUse),
+            Some(Slot::Retired { next }) => *next,
+            None => RiGeneration::default(),
+        };
+        ris.insert(
+            spec.addr.ri,
+            Slot::Live(MemEntry {
+                key: spec.key,
+                generation,
+                access: spec.access,
+                len,
+                base: spec.base,
+                enabled: true,
+                generation_enabled: true,
+                memory,
+            }),
+        );
+        self.live += 1;
+        Ok(Registration {
+            job: spec.addr.job,
+            pid: spec.addr.pid,
+            ri: spec.addr.ri,
+            key: spec.key,
+            generation,
+        })
+    }
+
+    /// Removes a region and returns its memory. The RI keeps a tombstone
+    /// with the generation bumped, so stale requests fail `BAD_GENERATION`.
+    pub fn deregister(&mut self, addr: RegionAddr) -> Result<M, MemError> {
+        let slot = self
+            .jobs
+            .get_mut(&addr.job)
+            .and_then(|p| p.get_mut(&addr.pid))
+            .and_then(|r| r.get_mut(&addr.ri))
+            .ok_or(MemError::NotRegistered)?;
+        let next = match slot {
+            Slot::Live(e) => RiGeneration::from_masked(e.generation.get().wrapping_add(1)),
+            Slot::Retired { .. } => return Err(MemError::NotRegistered),
+        };
+        match core::mem::replace(slot, Slot::Retired { next }) {
+            Slot::Live(e) => {
+                self.live -= 1;
+                Ok(e.memory)
+            }
+            Slot::Retired { .. } => Err(MemError::NotRegistered),
+        }
+    }
+
+    /// Disables a region: requests get `DISABLED` until [`MemoryTable::enable`].
+    pub fn disable(&mut self, addr: RegionAddr) -> Result<(), MemError> {
+        self.entry_mut(addr)?.enabled = false;
+        Ok(())
+    }
+
+    /// Disables the region's current generation: requests get
+    /// `DISABLED_GEN` until [`MemoryTable::enable`] (or a deregister and
+    /// re-register, which moves to a new generation).
+    pub fn disable_generation(&mut self, addr: RegionAddr) -> Result<(), MemError> {
+        self.entry_mut(addr)?.generation_enabled = false;
+        Ok(())
+    }
+
+    /// Clears both kinds of disable.
+    pub fn enable(&mut self, addr: RegionAddr) -> Result<(), MemError> {
+        let e = self.entry_mut(addr)?;
+        e.enabled = true;
+        e.generation_enabled = true;
+        Ok(())
+    }
+
+    /// Forgets a process: all its regions (returned) and tombstones. Its job
+    /// and pid become unknown (`BAD_JOB_ID` / `BAD_PID`) unless other
+    /// entries keep them.
+    pub fn remove_pid(&mut self, job: JobId, pid: PidOnFep) -> Vec<M> {
+        let Some(pids) = self.jobs.get_mut(&job) else {
+            return Vec::new();
+        };
+        let removed: Vec<M> = pids
+            .remove(&pid)
+            .into_iter()
+            .flat_map(HashMap::into_values)
+            .filter_map(|s| match s {
+                Slot::Live(e) => Some(e.memory),
+                Slot::Retired { .. } => None,
+            })
+            .collect();
+        if pids.is_empty() {
+            self.jobs.remove(&job);
+        }
+        self.live -= removed.len();
+        removed
+    }
+
+    /// The live region at `addr`.
+    #[must_use]
+    pub fn get(&self, addr: RegionAddr) -> Option<&MemEntry<M>> {
+        match self.jobs.get(&addr.job)?.get(&addr.pid)?.get(&addr.ri)? {
+            Slot::Live(e) => Some(e),
+            Slot::Retired { .. } => None,
+        }
+    }
+
+    /// The live region at `addr`, writable.
+    pub fn get_mut(&mut self, addr: RegionAddr) -> Option<&mut MemEntry<M>> {
+        match self
+            .jobs
+            .get_mut(&addr.job)?
+            .get_mut(&addr.pid)?
+            .get_mut(&addr.ri)?
+        {
+            Slot::Live(e) => Some(e),
+            Slot::Retired { .. } => None,
+        }
+    }
+
+    /// Check steps 1-2 alone: `BAD_JOB_ID` if the job is unknown, `BAD_PID`
+    /// if the pid is unknown in it. Used for sends, which name a process
+    /// rather than a region.
+    pub fn check_process(&self, job: JobId, pid: PidOnFep) -> Result<(), ReturnCode> {
+        let pids = self.jobs.get(&job).ok_or(ReturnCode::BadJobId)?;
+        pids.get(&pid).map(|_| ()).ok_or(ReturnCode::BadPid)
+    }
+
+    /// Validates one remote access (the order is in the module docs) and
+    /// returns the window it may touch.
+    pub fn check(&mut self, req: &AccessRequest) -> Result<Checked<'_, M>, ReturnCode> {
+        let start = self.resolve(req)?;
+        let entry = self.get_mut(req.addr).ok_or(ReturnCode::BadIndex)?;
+        Ok(Checked {
+            entry,
+            start,
+            len: req.len,
+        })
+    }
+
+    /// [`MemoryTable::check`] without borrowing the region: the
+    /// region-relative start of the validated window.
+    pub fn resolve(&self, req: &AccessRequest) -> Result<u64, ReturnCode> {
+        let pids = self.jobs.get(&req.addr.job).ok_or(ReturnCode::BadJobId)?;
+        let ris = pids.get(&req.addr.pid).ok_or(ReturnCode::BadPid)?;
+        let entry = match ris.get(&req.addr.ri) {
+            None => return Err(ReturnCode::BadIndex),
+            Some(Slot::Retired { .. }) => return Err(ReturnCode::BadGeneration),
+            Some(Slot::Live(e)) => e,
+        };
+        if let Some(rc) = entry.disabled_code() {
+            return Err(rc);
+        }
+        if req.generation != entry.generation {
+            return Err(ReturnCode::BadGeneration);
+        }
+        let key_ok = match req.key {
+            Some(k) => k == entry.key,
+            None => entry.access.contains(Access::UNKEYED),
+        };
+        if !key_ok {
+            return Err(ReturnCode::BadMkey);
+        }
+        if !entry.access.contains(req.needed) {
+            return Err(ReturnCode::PermViolation);
+        }
+        if req.len > entry.len {
+            return Err(ReturnCode::TooLong);
+        }
+        let start = match req.addressing {
+            Addressing::Relative => req.offset,
+            Addressing::Absolute => req
+                .offset
+                .checked_sub(entry.base)
+                .ok_or(ReturnCode::BadAddr)?,
+        };
+        let end = start.checked_add(req.len).ok_or(ReturnCode::BadAddr)?;
+        if end > entry.len {
+            return Err(ReturnCode::BadAddr);
+        }
+        Ok(start)
+    }
+
+    fn entry_mut(&mut self, addr: RegionAddr) -> Result<&mut MemEntry<M>, MemError> {
+        self.get_mut(addr).ok_or(MemError::NotRegistered)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(job: u32, pid: u16, ri: u16) -> RegionAddr {
+        RegionAddr::new(
+            JobId::new(job).unwrap(),
+            PidOnFep::new(pid).unwrap(),
+            ResourceIndex::new(ri).unwrap(),
+        )
+    }
+
+    const KEY: MemoryKey = MemoryKey(0xabcd);
+    const RW: Access = Access::REMOTE_WRITE.union(Access::REMOTE_READ);
+
+    /// Job 7, pid 3, ri 5: a 64-byte region, key 0xabcd, read+write.
+    fn table() -> (MemoryTable<Vec<u8>>, Registration) {
+        let mut t = MemoryTable::new();
+        let reg = t
+            .register(RegionSpec::new(addr(7, 3, 5), KEY, RW), vec![0u8; 64])
+            .unwrap();
+        (t, reg)
+    }
+
+    fn req(reg: &Registration, offset: u64, len: u64) -> AccessRequest {
+        AccessRequest {
+            addr: reg.addr(),
+            generation: reg.generation,
+            key: Some(reg.key),
+            needed: Access::REMOTE_WRITE,
+            addressing: Addressing::Relative,
+            offset,
+            len,
+        }
+    }
+
+    fn code(t: &mut MemoryTable<Vec<u8>>, r: AccessRequest) -> Result<u64, ReturnCode> {
+        t.check(&r).map(|c| c.start())
+    }
+
+    #[test]
+    fn register_returns_generation_zero_and_rejects_reuse() {
+        let (mut t, reg) = table();
+        assert_eq!(reg.generation.get(), 0);
+        assert_eq!(reg.key, KEY);
+        assert_eq!(t.len(), 1);
+        assert_eq!(
+            t.register(RegionSpec::new(addr(7, 3, 5), KEY, RW), vec![]),
+            Err(MemError::RiInUse)
+        );
+        assert_eq!(
+            t.register(
+                RegionSpec::new(addr(7, 3, 6), KEY, RW).with_base(u64::MAX),
+                vec![0; 2]
+            ),
+            Err(MemError::BaseOverflow)
+        );
+    }
+
+    #[test]
+    fn each_failure_has_its_code_in_order() {
+        let (mut t, reg) = table();
+        assert_eq!(code(&mut t, req(&reg, 8, 8)), Ok(8));
+
+        let mut r = req(&reg, 0, 1);
+        r.addr.job = JobId::new(8).unwrap();
+        assert_eq!(code(&mut t, r), Err(ReturnCode::BadJobId));
+        let mut r = req(&reg, 0, 1);
+        r.addr.pid = PidOnFep::new(4).unwrap();
+        assert_eq!(code(&mut t, r), Err(ReturnCode::BadPid));
+        let mut r = req(&reg, 0, 1);
+        r.addr.ri = ResourceIndex::new(6).unwrap();
+        assert_eq!(code(&mut t, r), Err(ReturnCode::BadIndex));
+        let mut r = req(&reg, 0, 1);
+        r.generation = RiGeneration::new(1).unwrap();
+        assert_eq!(code(&mut t, r), Err(ReturnCode::BadGeneration));
+        let mut r = req(&reg, 0, 1);
+        r.key = Some(MemoryKey(1));
+        assert_eq!(code(&mut t, r), Err(ReturnCode::BadMkey));
+        let mut r = req(&reg, 0, 1);
+        r.key = None;
+        assert_eq!(code(&mut t, r), Err(ReturnCode::BadMkey));
+        let mut r = req(&reg, 0, 1);
+        r.needed = Access::ATOMIC;
+        assert_eq!(code(&mut t, r), Err(ReturnCode::PermViolation));
+        assert_eq!(code(&mut t, req(&reg, 0, 65)), Err(ReturnCode::TooLong));
+        assert_eq!(code(&mut t, req(&reg, 60, 8)), Err(ReturnCode::BadAddr));
+        assert_eq!(
+            code(&mut t, req(&reg, u64::MAX, 2)),
+            Err(ReturnCode::BadAddr)
+        );
+        assert_eq!(code(&mut t, req(&reg, 64, 0)), Ok(64));
+        assert_eq!(code(&mut t, req(&reg, 65, 0)), Err(ReturnCode::BadAddr));
+
+        // An earlier failure wins over a later one: bad key and too long.
+        let mut r = req(&reg, 0, 100);
+        r.key = Some(MemoryKey(1));
+        assert_eq!(code(&mut t, r), Err(ReturnCode::BadMkey));
+    }
+
+    #[test]
+    fn disable_and_disable_generation() {
+        let (mut t, reg) = table();
+        t.disable_generation(reg.addr()).unwrap();
+        assert_eq!(code(&mut t, req(&reg, 0, 1)), Err(ReturnCode::DisabledGen));
+        t.disable(reg.addr()).unwrap();
+        assert_eq!(code(&mut t, req(&reg, 0, 1)), Err(ReturnCode::Disabled));
+        // DISABLED comes before a generation mismatch.
+        let mut r = req(&reg, 0, 1);
+        r.generation = RiGeneration::new(9).unwrap();
+        assert_eq!(code(&mut t, r), Err(ReturnCode::Disabled));
+        t.enable(reg.addr()).unwrap();
+        assert_eq!(code(&mut t, req(&reg, 0, 1)), Ok(0));
+        assert!(t.get(reg.addr()).unwrap().is_enabled());
+        assert_eq!(t.disable(addr(1, 1, 1)), Err(MemError::NotRegistered));
+    }
+
+    #[test]
+    fn deregister_bumps_the_generation() {
+        let (mut t, reg) = table();
+        let mem = t.deregister(reg.addr()).unwrap();
+        assert_eq!(mem.len(), 64);
+        assert!(t.is_empty());
+        // The tombstone answers stale requests with BAD_GENERATION.
+        assert_eq!(
+            code(&mut t, req(&reg, 0, 1)),
+            Err(ReturnCode::BadGeneration)
+        );
+        assert_eq!(
+            t.deregister(reg.addr()).err(),
+            Some(MemError::NotRegistered)
+        );
+        let again = t
+            .register(RegionSpec::new(reg.addr(), KEY, RW), vec![0; 64])
+            .unwrap();
+        assert_eq!(again.generation.get(), 1);
+        assert_eq!(
+            code(&mut t, req(&reg, 0, 1)),
+            Err(ReturnCode::BadGeneration)
+        );
+        assert_eq!(code(&mut t, req(&again, 0, 1)), Ok(0));
+    }
+
+    #[test]
+    fn generation_wraps() {
+        let (mut t, reg) = table();
+        let mut g = reg.generation;
+        for _ in 0..256 {
+            t.deregister(reg.addr()).unwrap();
+            g = t
+                .register(RegionSpec::new(reg.addr(), KEY, RW), vec![0; 64])
+                .unwrap()
+                .generation;
+        }
+        assert_eq!(g.get(), 0);
+    }
+
+    #[test]
+    fn absolute_addressing_uses_the_base() {
+        let mut t = MemoryTable::new();
+        let reg = t
+            .register(
+                RegionSpec::new(addr(1, 1, 1), KEY, RW).with_base(0x1000),
+                vec![0u8; 16],
+            )
+            .unwrap();
+        let mut r = req(&reg, 0x1008, 8);
+        r.addressing = Addressing::Absolute;
+        assert_eq!(code(&mut t, r), Ok(8));
+        r.offset = 0xfff;
+        assert_eq!(code(&mut t, r), Err(ReturnCode::BadAddr));
+        r.offset = 0x1009;
+        assert_eq!(code(&mut t, r), Err(ReturnCode::BadAddr));
+        // The same offset read relative is beyond the region.
+        let r = req(&reg, 0x1008, 8);
+        assert_eq!(code(&mut t, r), Err(ReturnCode::BadAddr));
+    }
+
+    #[test]
+    fn unkeyed_regions_accept_keyless_requests() {
+        let mut t = MemoryTable::new();
+        let reg = t
+            .register(
+                RegionSpec::new(addr(1, 1, 1), KEY, Access::REMOTE_WRITE | Access::UNKEYED),
+                vec![0u8; 16],
+            )
+            .unwrap();
+        let mut r = req(&reg, 0, 4);
+        r.key = None;
+        assert_eq!(code(&mut t, r), Ok(0));
+        // With a key present, it must still be right.
+        r.key = Some(MemoryKey(5));
+        assert_eq!(code(&mut t, r), Err(ReturnCode::BadMkey));
+    }
+
+    #[test]
+    fn checked_window_cannot_write_outside() {
+        let (mut t, reg) = table();
+        let mut c = t.check(&req(&reg, 8, 4)).unwrap();
+        assert!(c.write(0, &[1, 2, 3, 4]));
+        assert!(!c.write(1, &[9, 9, 9, 9]));
+        assert!(!c.write(u64::MAX, &[9]));
+        let mut out = [0u8; 4];
+        assert!(c.read(0, &mut out));
+        assert_eq!(out, [1, 2, 3, 4]);
+        let mem = t.get(reg.addr()).unwrap().memory();
+        assert_eq!(&mem[6..14], &[0, 0, 1, 2, 3, 4, 0, 0]);
+    }
+
+    #[test]
+    fn process_check_and_remove_pid() {
+        let (mut t, reg) = table();
+        assert_eq!(t.check_process(reg.job, reg.pid), Ok(()));
+        assert_eq!(
+            t.check_process(reg.job, PidOnFep::new(9).unwrap()),
+            Err(ReturnCode::BadPid)
+        );
+        assert_eq!(
+            t.check_process(JobId::new(1).unwrap(), reg.pid),
+            Err(ReturnCode::BadJobId)
+        );
+        t.deregister(reg.addr()).unwrap();
+        // A tombstone keeps the process known.
+        assert_eq!(t.check_process(reg.job, reg.pid), Ok(()));
+        assert!(t.remove_pid(reg.job, reg.pid).is_empty());
+        assert_eq!(t.check_process(reg.job, reg.pid), Err(ReturnCode::BadJobId));
+    }
+
+    #[test]
+    fn slices_ignore_out_of_range_calls() {
+        let mut v = vec![0u8; 4];
+        v.write_at(3, &[1, 2]);
+        v.write_at(u64::MAX, &[1]);
+        assert_eq!(v, [0, 0, 0, 0]);
+        let mut out = [7u8; 2];
+        v.read_at(3, &mut out);
+        assert_eq!(out, [7, 7]);
+        let b: Box<dyn RegisteredMemory> = Box::new(vec![1u8, 2]);
+        assert_eq!(b.len(), 2);
+        assert!(!b.is_empty());
+    }
+
+    #[test]
+    fn access_debug() {
+        assert_eq!(format!("{:?}", Access::NONE), "NONE");
+        assert_eq!(format!("{RW:?}"), "REMOTE_WRITE | REMOTE_READ");
+        assert!(RW.contains(Access::REMOTE_READ));
+        assert!(!RW.contains(Access::SEND));
+        assert_eq!(Access::from_bits_truncate(0xff).bits(), 0x1f);
+    }
+}
