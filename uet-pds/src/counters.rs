@@ -54,6 +54,8 @@ reasons! {
     BogusAck => "bogus_ack",
     /// A packet type this engine does not accept in this direction.
     Unexpected => "unexpected",
+    /// The layer above refused the packet for now (NACKed, resent later).
+    Refused => "refused",
 }
 
 /// Counters of one engine.

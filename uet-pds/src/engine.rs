@@ -89,6 +89,10 @@ pub enum Reply {
         /// Guaranteed delivery.
         guaranteed: bool,
     },
+    /// The layer above cannot take the packet now (e.g. no message-tracking
+    /// state): NACK it with this code and leave its PSN unreceived, so the
+    /// initiator sends it again (`NO_SES_MSG_AVAIL` is a retransmit code).
+    Reject(NackCode),
 }
 
 /// Why the engine gave up on a packet.
@@ -240,8 +244,9 @@ struct RxHalf {
     ev: EntropyValue,
     ecn: bool,
     retx: bool,
-    /// A response to carry in the next ACK, with its PSN.
-    response: Option<(Psn, SesResponseRepr)>,
+    /// Responses to carry, one per ACK, with their PSNs (several packets
+    /// can each hold one, e.g. errors on every packet of a message).
+    responses: VecDeque<(Psn, SesResponseRepr)>,
     /// Probe to answer (`p` = 1, `probe_opaque`).
     probe: Option<u16>,
     /// Guaranteed-delivery responses not yet cleared, by PSN.
@@ -266,7 +271,7 @@ impl RxHalf {
             ev: CONTROL_EV,
             ecn: false,
             retx: false,
-            response: None,
+            responses: VecDeque::new(),
             probe: None,
             gtd: BTreeMap::new(),
             rcvd_bytes: 0,
@@ -310,6 +315,9 @@ struct Pdc {
     ledger: TxLedger<TxItem>,
     queue: VecDeque<PktRef>,
     clear_needed: bool,
+    /// The last CLEAR_PSN sent in a CLEAR CP: another is sent only when
+    /// CLEAR_PSN moves past it.
+    clear_sent: Option<Psn>,
     closing: bool,
     rod_ev: EntropyValue,
     // Receive half (created by the first packet from the peer).
@@ -461,6 +469,7 @@ impl Pds {
             ledger: TxLedger::new(start),
             queue: VecDeque::new(),
             clear_needed: false,
+            clear_sent: None,
             closing: false,
             rod_ev,
             rx: None,
@@ -826,7 +835,7 @@ impl Pds {
                 let reply = upper.on_request(now, &rx);
                 let resp = match reply {
                     Reply::Response { response, .. } => Some(response),
-                    Reply::None => None,
+                    Reply::None | Reply::Reject(_) => None,
                 };
                 self.rudi.replies.push_back((
                     meta.src,
@@ -933,6 +942,7 @@ impl Pds {
                         ledger: TxLedger::new(Psn(0)),
                         queue: VecDeque::new(),
                         clear_needed: false,
+                        clear_sent: None,
                         closing: false,
                         rod_ev: meta.ev,
                         rx: None,
@@ -1099,7 +1109,7 @@ impl Pds {
                     job_id: JobId::from_masked(0),
                     modified_length: 0,
                 });
-                rx.response = Some((r.psn, resp));
+                rx.responses.push_back((r.psn, resp));
                 rx.trigger = r.psn;
                 rx.ev = meta.ev;
                 rx.retx |= r.retx;
@@ -1109,13 +1119,6 @@ impl Pds {
             }
             RxOutcome::New => {}
         }
-        rx.win.receive(r.psn);
-        rx.rod_nacked = false;
-        rx.rcvd_bytes += u64::from(meta.nominal_size);
-        if rx.win.has_gap() {
-            rx.ooo_count = rx.ooo_count.saturating_add(1);
-        }
-        self.counters.rx_data += 1;
         let mode = match r.mode {
             ReliableMode::Rud => DeliveryMode::Rud,
             ReliableMode::Rod => DeliveryMode::Rod,
@@ -1128,13 +1131,28 @@ impl Pds {
             ses,
             payload,
         };
+        // The layer above sees the packet before its PSN is recorded, so a
+        // packet it cannot take (no message state) stays unreceived and the
+        // initiator resends it after the NACK.
         let reply = upper.on_request(now, &req);
+        if let Reply::Reject(code) = reply {
+            self.counters.drop(DropReason::Refused);
+            self.nack(meta, code, r.psn, Some(local), peer, 0);
+            return;
+        }
         let Some(p) = self.pdcs.get_mut(&id) else {
             return;
         };
         let Some(rx) = p.rx.as_mut() else {
             return;
         };
+        rx.win.receive(r.psn);
+        rx.rod_nacked = false;
+        rx.rcvd_bytes += u64::from(meta.nominal_size);
+        if rx.win.has_gap() {
+            rx.ooo_count = rx.ooo_count.saturating_add(1);
+        }
+        self.counters.rx_data += 1;
         rx.ev = meta.ev;
         rx.trigger = r.psn;
         rx.retx |= r.retx;
@@ -1153,7 +1171,7 @@ impl Pds {
             if guaranteed {
                 rx.gtd.insert(r.psn.0, response);
             }
-            rx.response = Some((r.psn, response));
+            rx.responses.push_back((r.psn, response));
             now_ack = true;
         }
         if now_ack {
@@ -1213,25 +1231,22 @@ impl Pds {
         let mut rtx_count = 0;
         let cfg = &self.config;
         let mut closed = false;
-        // The SES response, if any, answers ack_psn (§2.6).
+        // The SES response, if any, answers ack_psn (§2.6); whether to
+        // CLEAR is decided from `req` below.
         if let Some(resp) = ses
             && let Some(ack_psn) = a.ack_psn()
             && let Some(e) = p.ledger.get_mut(ack_psn)
+            && let TxItem::Data(pkt) = e.token
         {
-            if let TxItem::Data(pkt) = e.token {
-                upper.on_response(now, pkt, resp, data);
-                if !e.sacked {
-                    e.sacked = true;
-                    e.needs_rtx = false;
-                    acked_bytes += u64::from(cfg.nominal(pkt.len));
-                    acked_pkts += 1;
-                    tx_time = Some(e.sent_at);
-                    rtx_count = e.rtx_count;
-                    upper.on_acked(now, pkt);
-                }
-            }
-            if a.req == PdsAckRequest::Clear {
-                p.clear_needed = true;
+            upper.on_response(now, pkt, resp, data);
+            if !e.sacked {
+                e.sacked = true;
+                e.needs_rtx = false;
+                acked_bytes += u64::from(cfg.nominal(pkt.len));
+                acked_pkts += 1;
+                tx_time = Some(e.sent_at);
+                rtx_count = e.rtx_count;
+                upper.on_acked(now, pkt);
             }
         }
         if let PdsAckExt::Cc(cc) = a.ext {
@@ -1259,7 +1274,9 @@ impl Pds {
             TxItem::Close => closed = true,
         });
         match a.req {
-            PdsAckRequest::Clear => p.clear_needed = true,
+            PdsAckRequest::Clear => {
+                p.clear_needed = p.clear_sent.is_none_or(|c| p.clear_psn().is_after(c));
+            }
             PdsAckRequest::Close => p.close_requested = true,
             _ => {}
         }
@@ -1439,7 +1456,9 @@ impl Pds {
             CpPayload::AckReq { .. } => {
                 if rx.win.contains(c.psn) {
                     rx.trigger = c.psn;
-                    rx.response = rx.gtd.get(&c.psn.0).map(|r| (c.psn, *r));
+                    if let Some(r) = rx.gtd.get(&c.psn.0) {
+                        rx.responses.push_back((c.psn, *r));
+                    }
                     rx.ev = meta.ev;
                     rx.due = AckDue::Now;
                     self.acks.push_back(id);
@@ -1564,7 +1583,12 @@ impl Pds {
                 bitmap |= 1 << i;
             }
         }
-        let (next_hdr, resp_psn) = match rx.response {
+        // Bounded: a peer replaying duplicates cannot grow the queue.
+        while rx.responses.len() > 256 {
+            rx.responses.pop_front();
+        }
+        let response = rx.responses.pop_front();
+        let (next_hdr, resp_psn) = match response {
             Some((psn, _)) => (NextHeader::Response, Some(psn)),
             None => (NextHeader::None, None),
         };
@@ -1606,13 +1630,26 @@ impl Pds {
         let hl = repr.buffer_len();
         let mut len = hl;
         repr.emit(buf.get_mut(..hl)?);
-        if let Some((_, resp)) = rx.response.take() {
+        if let Some((_, resp)) = response {
             let rl = resp.buffer_len();
             let out = buf.get_mut(hl..hl + rl)?;
             resp.emit(&mut uet_wire::ses::SesResponsePacket::new_unchecked(out));
             len += rl;
         }
         let ev = rx.ev;
+        if !rx.responses.is_empty() {
+            // More responses wait: another ACK goes next.
+            self.acks.push_back(id);
+            let dst = p.peer;
+            self.counters.tx_acks += 1;
+            return Some(Transmit {
+                dst,
+                ev,
+                dscp: self.config.dscp_control,
+                ecn: Ecn::Ect0,
+                len,
+            });
+        }
         rx.due = AckDue::No;
         rx.ack_bytes = 0;
         rx.ecn = false;
@@ -1758,6 +1795,7 @@ impl Pds {
                 };
                 if p.clear_needed {
                     p.clear_needed = false;
+                    p.clear_sent = Some(p.clear_psn());
                     let clear = PdsCpRepr {
                         payload: CpPayload::Clear {
                             clear_psn: p.clear_psn(),
@@ -1789,6 +1827,7 @@ impl Pds {
         // 2. A CLEAR the target asked for and no request to carry it.
         if p.clear_needed && p.queue.is_empty() {
             p.clear_needed = false;
+            p.clear_sent = Some(p.clear_psn());
             let repr = PdsRepr::Cp(PdsCpRepr {
                 mode: p.mode,
                 retx: false,

@@ -45,6 +45,7 @@
 )]
 
 pub mod completion;
+pub mod endpoint;
 pub mod error;
 pub mod initiator;
 pub mod memory;
@@ -56,6 +57,10 @@ mod testutil;
 pub mod types;
 
 pub use completion::{Completion, CompletionError, LocalError};
+pub use endpoint::{
+    Endpoint, EndpointConfig, OpCompletion, OpError, OpId, SesCounters,
+    SubmitError as EndpointSubmitError,
+};
 pub use error::{EmitError, SubmitError};
 pub use initiator::{Operation, OutgoingMessage, ReadIgnored, ReadProgress, ReadSink, RemoteAddr};
 pub use memory::{
@@ -70,3 +75,6 @@ pub use target::{
 pub use types::{
     FepAddr, InitiatorId, LocalBuf, LocalRegion, MatchBits, MemoryKey, RecvId, RegionAddr, Source,
 };
+
+#[cfg(test)]
+mod endpoint_tests;

@@ -1,0 +1,684 @@
+//! The `Endpoint`: PDS + SES (+ CMS through the PDS) as one sans-IO object,
+//! the thing the daemon's workers and the simulator drive (`design.md` §2,
+//! §3).
+//!
+//! Inputs: [`Endpoint::submit`], [`Endpoint::handle_datagram`],
+//! [`Endpoint::handle_timeout`]. Outputs: [`Endpoint::poll_transmit`],
+//! [`Endpoint::poll_timeout`], [`Endpoint::poll_completion`] (the
+//! initiator's operations) and [`Endpoint::poll_event`] (what arrived for
+//! the target's application: writes with header data, receives).
+//!
+//! Completion (delivery complete): a write or send completes when the
+//! target's final response arrives — the target sends it, flagged for
+//! guaranteed delivery, once every byte of the message is placed — or with
+//! the first error response; a read completes when its last byte is placed
+//! locally. A lost final response is recovered by the PDS's guaranteed
+//! delivery, never guessed from ACKs.
+//!
+//! Zero copy: a request's payload is read from the local buffer when the
+//! PDS transmits (or retransmits) the packet, and incoming writes are placed
+//! straight into registered memory; read-response data is read from
+//! registered memory at transmit time and placed straight into the local
+//! buffer.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+
+use uet_pds::{
+    InitiatorKey, Pds, PdsConfig, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, Transmit,
+    Upper,
+};
+use uet_wire::pds::{NackCode, NextHeader, ReliableMode};
+use uet_wire::ses::{ReturnCode, SesRepr, SesResponseRepr};
+use uet_wire::time::Instant;
+use uet_wire::{MessageId, PdcId, TrafficClass};
+
+use crate::completion::{Completion, CompletionError, LocalError};
+use crate::initiator::{Operation, OutgoingMessage, ReadProgress, ReadSink};
+use crate::memory::{MemError, MemoryTable, RegionSpec, RegisteredMemory, Registration};
+use crate::read::ReadResponder;
+use crate::target::{PostError, RecvSpec, SesTarget, TargetConfig, TargetEvent, TargetOutcome};
+use crate::types::{LocalRegion, RecvId, RegionAddr, Source};
+
+/// Configuration of an endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointConfig {
+    /// Packet delivery (and, inside it, congestion control).
+    pub pds: PdsConfig,
+    /// The target side's limits.
+    pub target: TargetConfig,
+    /// Default traffic class of operations.
+    pub tc: TrafficClass,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        Self {
+            pds: PdsConfig::default(),
+            target: TargetConfig::default(),
+            tc: TrafficClass::from_masked(0),
+        }
+    }
+}
+
+/// Handle of a submitted operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(pub u64);
+
+/// Why an operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpError {
+    /// The target answered with an error return code.
+    Remote(ReturnCode),
+    /// A local buffer problem.
+    Local(LocalError),
+    /// Packet delivery gave up (retry budget, NACK, PDC closed).
+    Transport(PdsError),
+}
+
+impl core::fmt::Display for OpError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Remote(rc) => write!(f, "target returned {}", rc.name()),
+            Self::Local(e) => write!(f, "local error: {e:?}"),
+            Self::Transport(e) => write!(f, "delivery failed: {e:?}"),
+        }
+    }
+}
+
+impl std::error::Error for OpError {}
+
+/// The end of an operation, as the initiator sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpCompletion {
+    /// The operation.
+    pub op: OpId,
+    /// Success, or why not.
+    pub status: Result<(), OpError>,
+    /// Bytes placed at the destination (the response's `modified_length`)
+    /// or, for a read, bytes received.
+    pub modified_length: u64,
+}
+
+/// Why [`Endpoint::submit`] refused an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SubmitError {
+    /// The local buffer is not registered with [`Endpoint::register_local`].
+    UnknownLocalRegion,
+    /// The local buffer is shorter than offset + length.
+    LocalOutOfBounds,
+    /// No PDC could be opened (table full).
+    NoPdc,
+    /// Every message ID is in use towards this PDC.
+    TooManyInFlight,
+    /// The message could not be built.
+    Message(crate::error::SubmitError),
+}
+
+impl core::fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::UnknownLocalRegion => f.write_str("local region not registered"),
+            Self::LocalOutOfBounds => f.write_str("local buffer too short"),
+            Self::NoPdc => f.write_str("no PDC available"),
+            Self::TooManyInFlight => f.write_str("too many operations in flight"),
+            Self::Message(e) => write!(f, "{e:?}"),
+        }
+    }
+}
+
+impl std::error::Error for SubmitError {}
+
+/// Counters of the SES part.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SesCounters {
+    /// Operations completed successfully.
+    pub ops_ok: u64,
+    /// Operations completed with an error.
+    pub ops_failed: u64,
+    /// Request packets the target placed or answered.
+    pub requests: u64,
+    /// Requests refused for lack of message state (NACKed, resent).
+    pub refused: u64,
+    /// Packets that were not for any known operation (late or stray).
+    pub stray: u64,
+}
+
+#[derive(Debug)]
+enum Slot {
+    /// Our operation: a message we send.
+    Out {
+        id: OpId,
+        msg: OutgoingMessage,
+        pending: u32,
+        /// The final SES response (writes, sends) or the read sink state.
+        result: Option<Result<u64, OpError>>,
+        sink: Option<ReadSink>,
+        done: bool,
+    },
+    /// Read-response data we send back as the target.
+    ReadBack { resp: ReadResponder, pending: u32 },
+}
+
+struct Core<M> {
+    target: SesTarget<M>,
+    locals: Vec<Option<M>>,
+    slots: HashMap<u64, Slot>,
+    /// Read message IDs (ours) → slot token, for return-direction data.
+    reads: HashMap<u16, u64>,
+    next_token: u64,
+    next_op: u64,
+    next_msg: u16,
+    in_flight_msgs: HashMap<u16, u64>,
+    completions: VecDeque<OpCompletion>,
+    /// Read responders to queue on a PDC once the PDS returns.
+    return_q: Vec<(PdcId, ReadResponder)>,
+    counters: SesCounters,
+}
+
+impl<M> core::fmt::Debug for Core<M> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Core")
+            .field("slots", &self.slots.len())
+            .field("counters", &self.counters)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M: RegisteredMemory> Core<M> {
+    fn finish(&mut self, token: u64) {
+        let Some(Slot::Out {
+            id,
+            result: Some(r),
+            done,
+            msg,
+            ..
+        }) = self.slots.get_mut(&token)
+        else {
+            return;
+        };
+        if *done {
+            return;
+        }
+        *done = true;
+        let (status, len) = match *r {
+            Ok(n) => (Ok(()), n),
+            Err(e) => (Err(e), 0),
+        };
+        if status.is_ok() {
+            self.counters.ops_ok += 1;
+        } else {
+            self.counters.ops_failed += 1;
+        }
+        let mid = msg.message_id().get();
+        self.in_flight_msgs.remove(&mid);
+        self.reads.remove(&mid);
+        self.completions.push_back(OpCompletion {
+            op: *id,
+            status,
+            modified_length: len,
+        });
+    }
+
+    /// Drops a slot once it is complete and no packet of it is in the PDS.
+    fn reap(&mut self, token: u64) {
+        let gone = match self.slots.get(&token) {
+            Some(Slot::Out { pending, done, .. }) => *pending == 0 && *done,
+            Some(Slot::ReadBack { pending, .. }) => *pending == 0,
+            None => false,
+        };
+        if gone {
+            self.slots.remove(&token);
+        }
+    }
+
+    fn set_result(&mut self, token: u64, r: Result<u64, OpError>) {
+        if let Some(Slot::Out { result, .. }) = self.slots.get_mut(&token)
+            && (result.is_none() || r.is_err() && result.is_some_and(|x| x.is_ok()))
+        {
+            *result = Some(r);
+        }
+        self.finish(token);
+    }
+
+    fn on_read_data(&mut self, hdr_ses: &SesRepr, data: &[u8]) {
+        let (mid, is_data) = match hdr_ses {
+            SesRepr::ResponseData(h) => (h.read_request_message_id.get(), true),
+            SesRepr::Response(r) => (r.message_id.get(), false),
+            _ => return,
+        };
+        let Some(&token) = self.reads.get(&mid) else {
+            self.counters.stray += 1;
+            return;
+        };
+        let Some(Slot::Out {
+            sink: Some(sink), ..
+        }) = self.slots.get_mut(&token)
+        else {
+            self.counters.stray += 1;
+            return;
+        };
+        let progress = match (hdr_ses, is_data) {
+            (SesRepr::ResponseData(h), true) => {
+                let region = sink.destination().region;
+                match self
+                    .locals
+                    .get_mut(region.0 as usize)
+                    .and_then(Option::as_mut)
+                {
+                    Some(mem) => sink.on_data(h, data, mem),
+                    None => ReadProgress::Complete(Completion {
+                        message_id: sink.message_id(),
+                        status: Err(CompletionError::Local(LocalError::LocalOutOfBounds)),
+                        modified_length: 0,
+                    }),
+                }
+            }
+            (SesRepr::Response(r), _) => sink.on_response(r),
+            _ => return,
+        };
+        if let ReadProgress::Complete(c) = progress {
+            let r = completion_result(&c);
+            self.set_result(token, r);
+            self.reap(token);
+        }
+    }
+}
+
+fn completion_result(c: &Completion) -> Result<u64, OpError> {
+    match c.status {
+        Ok(()) => Ok(c.modified_length),
+        Err(CompletionError::Remote(rc)) => Err(OpError::Remote(rc)),
+        Err(CompletionError::Local(l)) => Err(OpError::Local(l)),
+    }
+}
+
+impl<M: RegisteredMemory> Upper for Core<M> {
+    fn write_request(&mut self, _now: Instant, pkt: &PktRef, buf: &mut [u8]) -> NextHeader {
+        match self.slots.get(&pkt.token) {
+            Some(Slot::Out { msg, .. }) => {
+                let region = msg.operation().local().region;
+                if let Some(Some(mem)) = self.locals.get(region.0 as usize)
+                    && let Ok((nh, _)) = msg.write_packet(pkt.frag as usize, mem, buf)
+                {
+                    return nh;
+                }
+            }
+            Some(Slot::ReadBack { resp, .. })
+                if resp
+                    .write_fragment(pkt.frag as usize, self.target.memory(), buf)
+                    .is_ok() =>
+            {
+                return NextHeader::ResponseData;
+            }
+            _ => {}
+        }
+        // Submission checked bounds; reaching here means local memory went
+        // away. Send an empty header-less packet; the target refuses it.
+        buf.fill(0);
+        NextHeader::None
+    }
+
+    fn on_request(&mut self, _now: Instant, rx: &RxRequest<'_>) -> Reply {
+        let Some(ses) = rx.ses else {
+            self.counters.stray += 1;
+            return Reply::None;
+        };
+        // Return-direction read data (or a read's error) for one of ours.
+        if matches!(ses, SesRepr::ResponseData(_) | SesRepr::Response(_)) {
+            self.on_read_data(ses, rx.payload);
+            return Reply::None;
+        }
+        let Some(pdc) = rx.pdc else {
+            // UUD/RUDI requests have no PDC to key message state by.
+            self.counters.stray += 1;
+            return Reply::None;
+        };
+        self.counters.requests += 1;
+        let src = Source::new(rx.peer, pdc);
+        match self.target.handle_request(src, ses, rx.payload) {
+            TargetOutcome::Accepted | TargetOutcome::Duplicate | TargetOutcome::NotARequest => {
+                Reply::None
+            }
+            TargetOutcome::Respond(r) => Reply::Response {
+                response: r.header,
+                guaranteed: r.guaranteed,
+            },
+            TargetOutcome::Read(resp) => {
+                self.return_q.push((pdc, resp));
+                Reply::None
+            }
+            TargetOutcome::NoResource => {
+                self.counters.refused += 1;
+                Reply::Reject(NackCode::NoSesMsgAvail)
+            }
+        }
+    }
+
+    fn on_acked(&mut self, _now: Instant, pkt: PktRef) {
+        match self.slots.get_mut(&pkt.token) {
+            Some(Slot::Out { pending, .. } | Slot::ReadBack { pending, .. }) => {
+                *pending = pending.saturating_sub(1);
+            }
+            None => {
+                self.counters.stray += 1;
+                return;
+            }
+        }
+        self.reap(pkt.token);
+    }
+
+    fn on_response(&mut self, _now: Instant, pkt: PktRef, response: &SesRepr, data: &[u8]) {
+        let token = pkt.token;
+        match self.slots.get(&token) {
+            Some(Slot::Out {
+                sink: Some(_), msg, ..
+            }) => {
+                // A read's request was answered in the ACK: an error, or
+                // (from other implementations) data in the ACK.
+                let _ = msg;
+                self.on_read_data(response, data);
+            }
+            Some(Slot::Out { msg, .. }) => {
+                if let SesRepr::Response(r) = response
+                    && !is_default(r)
+                {
+                    let c = msg.complete(r);
+                    let r = completion_result(&c);
+                    self.set_result(token, r);
+                }
+            }
+            _ => self.counters.stray += 1,
+        }
+    }
+
+    fn on_failed(&mut self, _now: Instant, pkt: PktRef, error: PdsError) {
+        match self.slots.get_mut(&pkt.token) {
+            Some(Slot::Out { pending, .. } | Slot::ReadBack { pending, .. }) => {
+                *pending = pending.saturating_sub(1);
+            }
+            None => return,
+        }
+        if matches!(self.slots.get(&pkt.token), Some(Slot::Out { .. })) {
+            self.set_result(pkt.token, Err(OpError::Transport(error)));
+        }
+        self.reap(pkt.token);
+    }
+}
+
+/// The "default response" a target sends for duplicates (§3): no news.
+fn is_default(r: &SesResponseRepr) -> bool {
+    r.opcode == uet_wire::ses::ResponseOpcode::DefaultResponse
+}
+
+/// A UET endpoint: one FEP's PDS, SES and CMS state.
+pub struct Endpoint<M = Box<dyn RegisteredMemory + Send>> {
+    config: EndpointConfig,
+    pds: Pds,
+    core: Core<M>,
+    peers: HashMap<PdcId, IpAddr>,
+}
+
+impl<M> core::fmt::Debug for Endpoint<M> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("pds", &self.pds)
+            .field("core", &self.core)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M: RegisteredMemory> Endpoint<M> {
+    /// A new endpoint; `seed` drives every random choice.
+    pub fn new(config: EndpointConfig, seed: u64) -> Self {
+        let pds = Pds::new(config.pds.clone(), seed);
+        let target = SesTarget::new(config.target.clone());
+        Self {
+            config,
+            pds,
+            core: Core {
+                target,
+                locals: Vec::new(),
+                slots: HashMap::new(),
+                reads: HashMap::new(),
+                next_token: 1,
+                next_op: 1,
+                next_msg: 1,
+                in_flight_msgs: HashMap::new(),
+                completions: VecDeque::new(),
+                return_q: Vec::new(),
+                counters: SesCounters::default(),
+            },
+            peers: HashMap::new(),
+        }
+    }
+
+    /// Registers memory that remote peers may access (writes land in it,
+    /// reads come from it); the registration names what a peer needs.
+    pub fn register(&mut self, spec: RegionSpec, mem: M) -> Result<Registration, MemError> {
+        self.core.target.memory_mut().register(spec, mem)
+    }
+
+    /// Deregisters a region; its generation moves on, so stale keys fail
+    /// with `BAD_GENERATION`.
+    pub fn deregister(&mut self, addr: RegionAddr) -> Result<M, MemError> {
+        self.core.target.memory_mut().deregister(addr)
+    }
+
+    /// The registered-memory table.
+    pub fn memory(&self) -> &MemoryTable<M> {
+        self.core.target.memory()
+    }
+
+    /// Registers a local buffer that operations send from or read into.
+    pub fn register_local(&mut self, mem: M) -> LocalRegion {
+        let r = LocalRegion(self.core.locals.len() as u32);
+        self.core.locals.push(Some(mem));
+        r
+    }
+
+    /// A local buffer.
+    pub fn local(&self, r: LocalRegion) -> Option<&M> {
+        self.core.locals.get(r.0 as usize).and_then(Option::as_ref)
+    }
+
+    /// A local buffer, mutably (e.g. to fill it before a write).
+    pub fn local_mut(&mut self, r: LocalRegion) -> Option<&mut M> {
+        self.core
+            .locals
+            .get_mut(r.0 as usize)
+            .and_then(Option::as_mut)
+    }
+
+    /// Posts a receive buffer for sends.
+    pub fn post_recv(&mut self, spec: RecvSpec) -> Result<RecvId, PostError> {
+        self.core.target.post_recv(spec)
+    }
+
+    /// The PDS engine (counters, PDC count).
+    pub fn pds(&self) -> &Pds {
+        &self.pds
+    }
+
+    /// SES counters.
+    pub fn counters(&self) -> SesCounters {
+        self.core.counters
+    }
+
+    /// Operations not yet completed.
+    pub fn in_flight(&self) -> usize {
+        self.core.in_flight_msgs.len()
+    }
+
+    /// Submits an operation to `dst` over RUD in the default traffic class.
+    pub fn submit(
+        &mut self,
+        now: Instant,
+        dst: IpAddr,
+        op: Operation,
+    ) -> Result<OpId, SubmitError> {
+        self.submit_with(now, dst, op, ReliableMode::Rud, self.config.tc)
+    }
+
+    /// Submits an operation with an explicit delivery mode and class.
+    pub fn submit_with(
+        &mut self,
+        now: Instant,
+        dst: IpAddr,
+        op: Operation,
+        mode: ReliableMode,
+        tc: TrafficClass,
+    ) -> Result<OpId, SubmitError> {
+        let local = op.local();
+        let mem = self
+            .core
+            .locals
+            .get(local.region.0 as usize)
+            .and_then(Option::as_ref)
+            .ok_or(SubmitError::UnknownLocalRegion)?;
+        let end = local
+            .offset
+            .checked_add(u64::from(op.len()))
+            .ok_or(SubmitError::LocalOutOfBounds)?;
+        if end > mem.len() {
+            return Err(SubmitError::LocalOutOfBounds);
+        }
+        let job = match &op {
+            Operation::Write { dst, .. } => dst.region.job,
+            Operation::Read { src, .. } => src.region.job,
+            Operation::Send { dst, .. } | Operation::TaggedSend { dst, .. } => dst.job,
+        };
+        // A message ID not in flight (16 bits, wrapping, 0 avoided).
+        let mut mid = None;
+        for _ in 0..=u16::MAX {
+            let m = self.core.next_msg;
+            self.core.next_msg = self.core.next_msg.wrapping_add(1).max(1);
+            if !self.core.in_flight_msgs.contains_key(&m) {
+                mid = Some(m);
+                break;
+            }
+        }
+        let mid = mid.ok_or(SubmitError::TooManyInFlight)?;
+        let max_ses = self.config.pds.max_ses_len;
+        let msg = OutgoingMessage::new(op, MessageId::from_masked(mid), max_ses)
+            .map_err(SubmitError::Message)?;
+        let pdc = self
+            .pds
+            .open(now, InitiatorKey { job, dst, tc, mode })
+            .map_err(|_| SubmitError::NoPdc)?;
+        let token = self.core.next_token;
+        self.core.next_token += 1;
+        let id = OpId(self.core.next_op);
+        self.core.next_op += 1;
+        let n = msg.packet_count();
+        let pkts: Vec<PktRef> = (0..n)
+            .map(|i| PktRef {
+                token,
+                frag: i as u32,
+                len: msg.packet_len(i).unwrap_or(0) as u32,
+                last: i + 1 == n,
+            })
+            .collect();
+        let sink = msg.read_sink();
+        if sink.is_some() {
+            self.core.reads.insert(mid, token);
+        }
+        self.core.in_flight_msgs.insert(mid, token);
+        self.core.slots.insert(
+            token,
+            Slot::Out {
+                id,
+                msg,
+                pending: n as u32,
+                result: None,
+                sink,
+                done: false,
+            },
+        );
+        if self.pds.enqueue(now, pdc, pkts).is_err() {
+            self.core.slots.remove(&token);
+            self.core.in_flight_msgs.remove(&mid);
+            self.core.reads.remove(&mid);
+            return Err(SubmitError::NoPdc);
+        }
+        Ok(id)
+    }
+
+    /// A datagram's UET bytes arrived.
+    pub fn handle_datagram(&mut self, now: Instant, meta: &RxMeta, bytes: &[u8]) {
+        self.pds.handle_datagram(now, meta, bytes, &mut self.core);
+        self.after(now);
+    }
+
+    /// Timers are due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.pds.handle_timeout(now, &mut self.core);
+        self.after(now);
+    }
+
+    /// Writes the next datagram's UET bytes into `buf`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let t = self.pds.poll_transmit(now, buf, &mut self.core);
+        self.after(now);
+        t
+    }
+
+    /// Next timer.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.pds.poll_timeout()
+    }
+
+    /// The next finished operation.
+    pub fn poll_completion(&mut self) -> Option<OpCompletion> {
+        self.core.completions.pop_front()
+    }
+
+    /// The next thing that arrived for the application (writes with header
+    /// data, completed receives).
+    pub fn poll_event(&mut self) -> Option<TargetEvent> {
+        self.core.target.poll_event()
+    }
+
+    /// Work the PDS callbacks could not do themselves: queue read
+    /// responses, forget state of closed PDCs.
+    fn after(&mut self, now: Instant) {
+        for (pdc, resp) in std::mem::take(&mut self.core.return_q) {
+            let token = self.core.next_token;
+            self.core.next_token += 1;
+            let n = resp.fragment_count();
+            let pkts: Vec<PktRef> = (0..n)
+                .map(|i| PktRef {
+                    token,
+                    frag: i as u32,
+                    len: resp.fragment_len(i).unwrap_or(0) as u32,
+                    last: i + 1 == n,
+                })
+                .collect();
+            self.core.slots.insert(
+                token,
+                Slot::ReadBack {
+                    resp,
+                    pending: n as u32,
+                },
+            );
+            if self.pds.enqueue(now, pdc, pkts).is_err() {
+                self.core.slots.remove(&token);
+            }
+        }
+        while let Some(ev) = self.pds.poll_event() {
+            match ev {
+                PdsEvent::PdcOpened { pdc, peer, .. } => {
+                    self.peers.insert(pdc, peer);
+                }
+                PdsEvent::PdcClosed { pdc, .. } => {
+                    if let Some(peer) = self.peers.remove(&pdc) {
+                        self.core.target.forget_source(Source::new(peer, pdc));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}

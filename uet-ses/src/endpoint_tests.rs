@@ -1,0 +1,354 @@
+//! Two endpoints joined by a hand-driven wire: operations end to end.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use uet_pds::RxMeta;
+use uet_wire::ses::{ListKind, ReturnCode};
+use uet_wire::time::Instant;
+use uet_wire::{Ecn, JobId, PidOnFep, ResourceIndex};
+
+use crate::endpoint::{Endpoint, EndpointConfig, OpCompletion, OpError};
+use crate::initiator::{Operation, RemoteAddr};
+use crate::memory::{Access, RegionSpec, Registration};
+use crate::target::{RecvBuffer, RecvKind, RecvSpec, TargetEvent};
+use crate::types::{LocalBuf, MatchBits, MemoryKey, RegionAddr};
+
+const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+
+type Ep = Endpoint<Vec<u8>>;
+
+fn addr(ri: u16) -> RegionAddr {
+    RegionAddr {
+        job: JobId::new(7).unwrap(),
+        pid: PidOnFep::new(3).unwrap(),
+        ri: ResourceIndex::new(ri).unwrap(),
+    }
+}
+
+/// Moves every datagram between the two until both are quiet; `drop_nth`
+/// loses the n-th datagram from A (to exercise recovery). Returns the time.
+fn pump(a: &mut Ep, b: &mut Ep, mut now: Instant, mut drop_nth: Option<usize>) -> Instant {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut sent_by_a = 0;
+    for _ in 0..100_000 {
+        let mut moved = false;
+        while let Some(t) = a.poll_transmit(now, &mut buf) {
+            moved = true;
+            sent_by_a += 1;
+            if drop_nth == Some(sent_by_a) {
+                drop_nth = None;
+                continue;
+            }
+            let meta = RxMeta {
+                src: A,
+                ev: t.ev,
+                ecn: Ecn::Ect0,
+                trimmed: None,
+                nominal_size: t.len as u32 + 48,
+            };
+            let bytes = buf[..t.len].to_vec();
+            b.handle_datagram(now, &meta, &bytes);
+        }
+        while let Some(t) = b.poll_transmit(now, &mut buf) {
+            moved = true;
+            let meta = RxMeta {
+                src: B,
+                ev: t.ev,
+                ecn: Ecn::Ect0,
+                trimmed: None,
+                nominal_size: t.len as u32 + 48,
+            };
+            let bytes = buf[..t.len].to_vec();
+            a.handle_datagram(now, &meta, &bytes);
+        }
+        if !moved {
+            // Only completions matter here: stop once nothing is in flight
+            // and no timer other than idle close is pending.
+            if a.in_flight() == 0 {
+                return now;
+            }
+            let next = [a.poll_timeout(), b.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min();
+            let Some(next) = next else { return now };
+            now = next.max(now);
+            a.handle_timeout(now);
+            b.handle_timeout(now);
+        }
+    }
+    panic!(
+        "did not settle: a={:?} b={:?} in_flight={}",
+        a.pds().counters(),
+        b.pds().counters(),
+        a.in_flight()
+    );
+}
+
+fn setup(len: usize) -> (Ep, Ep, Registration, crate::types::LocalRegion) {
+    let mut a = Ep::new(EndpointConfig::default(), 1);
+    let mut b = Ep::new(EndpointConfig::default(), 2);
+    let reg = b
+        .register(
+            RegionSpec {
+                addr: addr(12),
+                key: MemoryKey(0xabc),
+                access: Access::REMOTE_WRITE.union(Access::REMOTE_READ),
+                base: 0,
+            },
+            vec![0u8; len],
+        )
+        .unwrap();
+    let data: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+    let local = a.register_local(data);
+    (a, b, reg, local)
+}
+
+fn remote(reg: &Registration, offset: u64) -> RemoteAddr {
+    RemoteAddr {
+        region: RegionAddr {
+            job: reg.job,
+            pid: reg.pid,
+            ri: reg.ri,
+        },
+        generation: reg.generation,
+        key: reg.key,
+        offset,
+    }
+}
+
+fn completions(a: &mut Ep) -> Vec<OpCompletion> {
+    core::iter::from_fn(|| a.poll_completion()).collect()
+}
+
+#[test]
+fn write_lands_byte_exact_and_completes_once() {
+    let (mut a, mut b, reg, local) = setup(100_000);
+    let op = a
+        .submit(
+            Instant::ZERO,
+            B,
+            Operation::Write {
+                dst: remote(&reg, 1000),
+                src: LocalBuf {
+                    region: local,
+                    offset: 10,
+                },
+                len: 50_000,
+                header_data: Some(42),
+            },
+        )
+        .unwrap();
+    pump(&mut a, &mut b, Instant::ZERO, None);
+    let c = completions(&mut a);
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].op, op);
+    assert_eq!(c[0].status, Ok(()));
+    assert_eq!(c[0].modified_length, 50_000);
+    let target = b.memory().get(addr(12)).unwrap().memory();
+    let src = a.local(local).unwrap();
+    assert_eq!(&target[1000..51_000], &src[10..50_010]);
+    assert!(
+        target[..1000].iter().all(|b| *b == 0),
+        "nothing before the range"
+    );
+    assert!(target[51_000..].iter().all(|b| *b == 0), "nothing after it");
+    assert!(matches!(b.poll_event(), Some(TargetEvent::WriteWithData(w)) if w.header_data == 42));
+}
+
+#[test]
+fn write_survives_a_lost_packet() {
+    let (mut a, mut b, reg, local) = setup(40_000);
+    a.submit(
+        Instant::ZERO,
+        B,
+        Operation::Write {
+            dst: remote(&reg, 0),
+            src: LocalBuf {
+                region: local,
+                offset: 0,
+            },
+            len: 40_000,
+            header_data: None,
+        },
+    )
+    .unwrap();
+    pump(&mut a, &mut b, Instant::ZERO, Some(3));
+    let c = completions(&mut a);
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].status, Ok(()));
+    assert_eq!(
+        b.memory().get(addr(12)).unwrap().memory()[..],
+        a.local(local).unwrap()[..]
+    );
+    assert!(a.pds().counters().tx_retransmits > 0);
+}
+
+#[test]
+fn read_returns_the_remote_bytes() {
+    let (mut a, mut b, reg, _) = setup(30_000);
+    // Fill B's region by a write first, then read it back into a fresh buffer.
+    let src: Vec<u8> = (0..30_000).map(|i| (i % 251) as u8).collect();
+    let s = a.register_local(src.clone());
+    let d = a.register_local(vec![0u8; 30_000]);
+    a.submit(
+        Instant::ZERO,
+        B,
+        Operation::Write {
+            dst: remote(&reg, 0),
+            src: LocalBuf {
+                region: s,
+                offset: 0,
+            },
+            len: 30_000,
+            header_data: None,
+        },
+    )
+    .unwrap();
+    let now = pump(&mut a, &mut b, Instant::ZERO, None);
+    assert_eq!(completions(&mut a).len(), 1);
+    let op = a
+        .submit(
+            now,
+            B,
+            Operation::Read {
+                src: remote(&reg, 0),
+                dst: LocalBuf {
+                    region: d,
+                    offset: 0,
+                },
+                len: 30_000,
+            },
+        )
+        .unwrap();
+    pump(&mut a, &mut b, now, None);
+    let c = completions(&mut a);
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].op, op);
+    assert_eq!(c[0].status, Ok(()));
+    assert_eq!(a.local(d).unwrap(), &src);
+}
+
+#[test]
+fn bad_key_fails_with_bad_mkey_and_writes_nothing() {
+    let (mut a, mut b, reg, local) = setup(10_000);
+    let mut r = remote(&reg, 0);
+    r.key = MemoryKey(0xdead);
+    a.submit(
+        Instant::ZERO,
+        B,
+        Operation::Write {
+            dst: r,
+            src: LocalBuf {
+                region: local,
+                offset: 0,
+            },
+            len: 9_000,
+            header_data: None,
+        },
+    )
+    .unwrap();
+    pump(&mut a, &mut b, Instant::ZERO, None);
+    let c = completions(&mut a);
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].status, Err(OpError::Remote(ReturnCode::BadMkey)));
+    assert!(
+        b.memory()
+            .get(addr(12))
+            .unwrap()
+            .memory()
+            .iter()
+            .all(|x| *x == 0)
+    );
+}
+
+#[test]
+fn tagged_send_matches_a_posted_receive() {
+    let (mut a, mut b, _, local) = setup(8_000);
+    b.register(
+        RegionSpec {
+            addr: addr(20),
+            key: MemoryKey(1),
+            access: Access::SEND,
+            base: 0,
+        },
+        vec![0u8; 8_000],
+    )
+    .unwrap();
+    b.post_recv(RecvSpec {
+        job: JobId::new(7).unwrap(),
+        pid: PidOnFep::new(3).unwrap(),
+        buffer: RecvBuffer {
+            ri: ResourceIndex::new(20).unwrap(),
+            offset: 0,
+            len: 8_000,
+        },
+        kind: RecvKind::Tagged {
+            match_bits: MatchBits(0x1200),
+            ignore_bits: MatchBits(0x00ff),
+        },
+    })
+    .unwrap();
+    a.submit(
+        Instant::ZERO,
+        B,
+        Operation::TaggedSend {
+            dst: addr(20),
+            src: LocalBuf {
+                region: local,
+                offset: 0,
+            },
+            len: 6_000,
+            match_bits: MatchBits(0x1234),
+            header_data: Some(9),
+        },
+    )
+    .unwrap();
+    pump(&mut a, &mut b, Instant::ZERO, None);
+    assert_eq!(completions(&mut a)[0].status, Ok(()));
+    let Some(TargetEvent::Recv(ev)) = b.poll_event() else {
+        panic!("no receive")
+    };
+    assert_eq!(ev.completion.modified_length, 6_000);
+    assert_eq!(ev.match_bits, Some(MatchBits(0x1234)));
+    assert_eq!(ev.list, ListKind::Expected);
+    assert_eq!(
+        &b.memory().get(addr(20)).unwrap().memory()[..6_000],
+        &a.local(local).unwrap()[..6_000]
+    );
+}
+
+#[test]
+fn unreachable_target_fails_every_operation() {
+    let (mut a, _b, reg, local) = setup(5_000);
+    for _ in 0..3 {
+        a.submit(
+            Instant::ZERO,
+            B,
+            Operation::Write {
+                dst: remote(&reg, 0),
+                src: LocalBuf {
+                    region: local,
+                    offset: 0,
+                },
+                len: 5_000,
+                header_data: None,
+            },
+        )
+        .unwrap();
+    }
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut now = Instant::ZERO;
+    while a.in_flight() > 0 {
+        while a.poll_transmit(now, &mut buf).is_some() {}
+        now = a.poll_timeout().expect("a timer while work is pending");
+        a.handle_timeout(now);
+    }
+    let c = completions(&mut a);
+    assert_eq!(c.len(), 3);
+    assert!(
+        c.iter()
+            .all(|c| matches!(c.status, Err(OpError::Transport(_))))
+    );
+}
