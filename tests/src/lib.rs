@@ -7,4 +7,5 @@
 pub mod fabric;
 pub mod frame_ops;
 pub mod host;
+pub mod scenario;
 pub mod topology;

@@ -227,6 +227,23 @@ impl Ccc {
         self.update_state(now);
     }
 
+    /// A PDC closed in error: its packets will never be acknowledged or
+    /// resent, so their bytes leave `inflight` (and the retransmit backlog)
+    /// without a congestion signal — otherwise the CCC, shared with other
+    /// PDCs to the destination, would stay blocked forever.
+    pub fn abandon(
+        &mut self,
+        now: Instant,
+        inflight_bytes: u64,
+        inflight_pkts: u32,
+        rtx_bytes: u64,
+    ) {
+        self.inflight = self.inflight.saturating_sub(inflight_bytes as i64).max(0);
+        self.inflight_pkts = self.inflight_pkts.saturating_sub(inflight_pkts);
+        self.rtx_backlog = self.rtx_backlog.saturating_sub(rtx_bytes);
+        self.update_state(now);
+    }
+
     /// `CanSend`: whether a packet of `bytes` may leave now — the AND of the
     /// enabled algorithms.
     pub fn can_send(&self, bytes: u32) -> bool {

@@ -32,6 +32,12 @@ pub struct PdsConfig {
     pub max_nack_retx: u32,
     /// A PDC with nothing in flight and nothing queued for this long closes.
     pub idle_timeout: Duration,
+    /// SACK loss inference: a packet this many PSNs behind the highest
+    /// delivered one is presumed lost (TCP's DupThresh, 3).
+    pub dupthresh: u32,
+    /// ... and only if it was sent at least this long before the newest
+    /// packet the ACK delivered (0: merely before it).
+    pub reorder_window: Duration,
     /// Longest an ACK is held back waiting for more packets to coalesce
     /// (a safety net under the byte trigger and the sender's `ar`).
     pub ack_delay: Duration,
@@ -63,6 +69,8 @@ impl Default for PdsConfig {
             max_nack_retx: 64,
             idle_timeout: Duration::from_secs(2),
             ack_delay: Duration::from_micros(20),
+            dupthresh: 3,
+            reorder_window: Duration::ZERO,
             max_ses_len: 4096,
             dscp_data: Dscp::from_masked(0),
             dscp_control: Dscp::from_masked(46),

@@ -68,6 +68,8 @@ pub struct Counters {
     pub tx_retransmits: u64,
     /// Retransmission timeouts that fired.
     pub rto_fired: u64,
+    /// Packets presumed lost from SACK information and resent early.
+    pub sack_inferred: u64,
     /// ACKs sent.
     pub tx_acks: u64,
     /// NACKs sent.

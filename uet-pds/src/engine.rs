@@ -118,7 +118,9 @@ pub trait Upper {
     fn on_acked(&mut self, now: Instant, pkt: PktRef);
     /// An ACK carried an SES response for one of our packets.
     fn on_response(&mut self, now: Instant, pkt: PktRef, response: &SesRepr, data: &[u8]);
-    /// The engine gave up on one of our packets.
+    /// The engine gave up on one of our packets (also on packets already
+    /// reported acknowledged by SACK, whose PDC failed before the
+    /// cumulative ACK or a response cleared them).
     fn on_failed(&mut self, now: Instant, pkt: PktRef, error: PdsError);
 }
 
@@ -672,10 +674,11 @@ impl Pds {
             return;
         };
         let mut withdrawn = 0u64;
+        // Every packet still in the ledger is reported, SACKed ones too: an
+        // operation whose data arrived but whose final response did not
+        // can no longer learn its outcome, and must not wait forever.
         for e in p.ledger.iter() {
-            if let TxItem::Data(pkt) = e.token
-                && !e.sacked
-            {
+            if let TxItem::Data(pkt) = e.token {
                 upper.on_failed(now, pkt, error);
             }
         }
@@ -683,8 +686,22 @@ impl Pds {
             withdrawn += u64::from(self.config.nominal(pkt.len));
             upper.on_failed(now, pkt, error);
         }
+        // Hand the PDC's share of the CCC back: queued bytes leave the
+        // backlog, unacknowledged ones leave inflight, marked ones leave the
+        // retransmit backlog.
+        let (mut infl, mut infl_pkts, mut rtx) = (0u64, 0u32, 0u64);
+        for e in p.ledger.iter() {
+            let b = u64::from(self.config.nominal(item_len(&e.token)));
+            if e.needs_rtx {
+                rtx += b;
+            } else if !e.sacked {
+                infl += b;
+                infl_pkts += 1;
+            }
+        }
         if let Some(c) = self.cccs.get_mut(&p.ccc) {
             c.withdraw(now, withdrawn);
+            c.abandon(now, infl, infl_pkts, rtx);
         }
         self.pdcs.insert(id, p);
         self.remove_pdc(id, Some(error));
@@ -1227,7 +1244,9 @@ impl Pds {
         }
         let mut acked_bytes = 0u64;
         let mut acked_pkts = 0u32;
-        let mut tx_time = None;
+        let mut tx_time: Option<Instant> = None;
+        // Send time of the most recently sent packet this ACK delivered.
+        let mut newest_delivered: Option<Instant> = None;
         let mut rtx_count = 0;
         let cfg = &self.config;
         let mut closed = false;
@@ -1252,6 +1271,7 @@ impl Pds {
         if let PdsAckExt::Cc(cc) = a.ext {
             let base = cack.offset(cc.sack_psn_offset);
             p.ledger.ack_selective(base, cc.sack_bitmap, |e| {
+                newest_delivered = Some(newest_delivered.map_or(e.sent_at, |t| t.max(e.sent_at)));
                 if let TxItem::Data(pkt) = e.token {
                     acked_bytes += u64::from(cfg.nominal(pkt.len));
                     acked_pkts += 1;
@@ -1264,6 +1284,8 @@ impl Pds {
         p.ledger.ack_cumulative(cack, |e| match e.token {
             TxItem::Data(pkt) => {
                 if !e.sacked {
+                    newest_delivered =
+                        Some(newest_delivered.map_or(e.sent_at, |t| t.max(e.sent_at)));
                     acked_bytes += u64::from(cfg.nominal(pkt.len));
                     acked_pkts += 1;
                     tx_time = Some(e.sent_at);
@@ -1273,6 +1295,44 @@ impl Pds {
             }
             TxItem::Close => closed = true,
         });
+        // Loss inference from SACK (the sender-side OnInferredLoss of
+        // §5.1): a packet `dupthresh` or more PSNs behind the highest
+        // delivered one, and sent before the newest packet this ACK
+        // delivered (so a fresh retransmission is not marked again), is
+        // presumed lost and resent at once instead of waiting for its RTO.
+        let mut inferred: Vec<(u64, EntropyValue)> = Vec::new();
+        if let Some(latest) = newest_delivered {
+            let reo = self.config.reorder_window;
+            let dupthresh = self.config.dupthresh;
+            // Highest PSN known delivered (SACKed or cumulatively ACKed).
+            let highest = p
+                .ledger
+                .iter()
+                .filter(|e| e.sacked)
+                .map(|e| e.psn)
+                .last()
+                .unwrap_or(cack);
+            for e in p.ledger.iter_mut() {
+                if highest.diff(e.psn) < dupthresh as i32 {
+                    break;
+                }
+                // A packet never resent was sent no later than any higher
+                // PSN; a resent one must predate the newest delivery, or
+                // its retransmission is still on the way.
+                let old_enough = if e.rtx_count == 0 {
+                    e.sent_at + reo <= latest
+                } else {
+                    e.sent_at + reo < latest
+                };
+                if !e.sacked && !e.needs_rtx && old_enough {
+                    e.needs_rtx = true;
+                    inferred.push((u64::from(cfg.nominal(item_len(&e.token))), e.ev));
+                }
+            }
+        }
+        if !inferred.is_empty() {
+            self.counters.sack_inferred += inferred.len() as u64;
+        }
         match a.req {
             PdsAckRequest::Clear => {
                 p.clear_needed = p.clear_sent.is_none_or(|c| p.clear_psn().is_after(c));
@@ -1312,6 +1372,14 @@ impl Pds {
                     credit: None,
                 },
             );
+            self.schedule(id);
+        }
+        if !inferred.is_empty() {
+            if let Some(c) = self.cccs.get_mut(&key) {
+                for (bytes, ev) in &inferred {
+                    c.on_inferred_loss(now, *bytes, Some(*ev));
+                }
+            }
             self.schedule(id);
         }
         if closed {
@@ -1793,7 +1861,11 @@ impl Pds {
                         message_id: MessageId::from_masked(0),
                     },
                 };
-                if p.clear_needed {
+                // A probe for a SACKed packet usually means the target holds
+                // a guaranteed response we already have and waits for the
+                // CLEAR: the CLEAR CP is unreliable, so every probe carries a
+                // fresh one (idempotent, cumulative).
+                if p.clear_psn().diff(p.ledger.una()) >= 0 || p.clear_needed {
                     p.clear_needed = false;
                     p.clear_sent = Some(p.clear_psn());
                     let clear = PdsCpRepr {

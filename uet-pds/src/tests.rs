@@ -240,6 +240,13 @@ fn rto_backs_off_then_fails_every_operation() {
     assert!(gaps.windows(2).all(|w| w[1] >= w[0]));
     assert_eq!(a.pds.pdc_count(), 0, "the PDC closed in error");
     assert!(a.pds.counters().rto_fired >= 5);
+    // The failed PDC handed its share of the shared CCC back: a new PDC to
+    // the same destination sends a full window at once.
+    let ccc = a.pds.ccc(B, TrafficClass::from_masked(0)).unwrap();
+    assert_eq!(ccc.inflight(), 0);
+    let pdc = a.pds.open(now, key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(now, pdc, pkts(2, 3, 100)).unwrap();
+    assert_eq!(drain(&mut a, now).len(), 3);
 }
 
 #[test]
@@ -371,11 +378,12 @@ fn rud_sack_covers_a_hole_and_the_gap_is_resent() {
     }
     // 4 of 5 acknowledged (1 cumulatively, 3 by SACK).
     assert_eq!(a.up.acked.len(), 4);
-    // The hole is recovered by RTO.
-    let when = a.pds.poll_timeout().unwrap();
-    a.pds.handle_timeout(when, &mut a.up);
+    // Three later packets arrived: the hole is presumed lost and resent at
+    // once, without an RTO.
+    let when = t(2);
     let re = drain(&mut a, when);
     assert_eq!(re.len(), 1);
+    assert_eq!(a.pds.counters().rto_fired, 0);
     deliver(&mut b, when, &re[0]);
     for d in drain(&mut b, when) {
         deliver(&mut a, when, &d);
@@ -622,4 +630,51 @@ fn uud_is_fire_and_forget() {
     deliver(&mut b, t(1), &out[0]);
     assert_eq!(b.up.requests.len(), 1);
     assert!(drain(&mut b, t(1)).is_empty(), "no acknowledgement");
+}
+
+#[test]
+fn sack_infers_a_loss_three_packets_later_without_waiting_for_rto() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    // Establish first, so later ACKs are plain coalescing ACKs.
+    a.pds.enqueue(t(0), pdc, pkts(1, 1, 100)).unwrap();
+    for d in drain(&mut a, t(0)) {
+        deliver(&mut b, t(0), &d);
+    }
+    for d in drain(&mut b, t(0)) {
+        deliver(&mut a, t(0), &d);
+    }
+    a.pds.enqueue(t(1), pdc, pkts(2, 5, 100)).unwrap();
+    let out: Vec<Dgram> = (0..5).flat_map(|i| drain(&mut a, t(1 + i))).collect();
+    assert_eq!(out.len(), 5);
+    let lost = out[0].pds();
+    // Two later packets arrive: not yet enough to presume the first lost.
+    for d in &out[1..3] {
+        deliver(&mut b, t(10), d);
+    }
+    for d in drain(&mut b, t(10)) {
+        deliver(&mut a, t(11), &d);
+    }
+    assert!(
+        drain(&mut a, t(11)).is_empty(),
+        "two later deliveries: wait"
+    );
+    deliver(&mut b, t(12), &out[3]);
+    for d in drain(&mut b, t(12)) {
+        deliver(&mut a, t(13), &d);
+    }
+    let re = drain(&mut a, t(13));
+    assert_eq!(
+        re.len(),
+        1,
+        "three later deliveries: resend now, long before the 5 ms RTO"
+    );
+    let (PdsRepr::Request(orig), PdsRepr::Request(r)) = (lost, re[0].pds()) else {
+        panic!()
+    };
+    assert_eq!(r.psn, orig.psn);
+    assert!(r.retx);
+    assert_eq!(a.pds.counters().sack_inferred, 1);
+    assert_eq!(a.pds.counters().rto_fired, 0);
 }

@@ -1,0 +1,372 @@
+//! Named scenarios over the fabric with real endpoints, each ending in a
+//! [`Summary`] (what `uet-sim` prints as JSON).
+//!
+//! Data check without keeping every byte sent: the source buffer and the
+//! destination region share one position-dependent pseudo-random pattern
+//! space, and every write copies `src[off..off+len]` to
+//! `dst[off..off+len]`. Whatever the order, overlap or repetition of writes,
+//! a correct stack leaves `dst == src` on every byte any completed write
+//! covered; a misplaced, corrupted, lost or doubly-applied stale byte shows
+//! up as a mismatch.
+
+use core::cell::RefCell;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::rc::Rc;
+
+use uet_pds::PdsConfig;
+use uet_ses::initiator::{Operation, RemoteAddr};
+use uet_ses::memory::{Access, RegionSpec};
+use uet_ses::types::{LocalBuf, MemoryKey, RegionAddr};
+use uet_ses::{Endpoint, EndpointConfig, OpCompletion, OpError};
+use uet_wire::encap::EncapConfig;
+use uet_wire::pds::ReliableMode;
+use uet_wire::rand::{Rng, Xoshiro256};
+use uet_wire::time::{Duration, Instant};
+use uet_wire::{JobId, PidOnFep, ResourceIndex, TrafficClass};
+
+use crate::fabric::{Fabric, Impairments, LinkParams};
+use crate::frame_ops::UetFrameOps;
+use crate::host::{Engine, SimHost};
+use crate::topology::single_switch;
+
+/// The endpoint type scenarios use: memory is plain `Vec<u8>`.
+pub type Ep = Endpoint<Vec<u8>>;
+
+impl Engine for Ep {
+    fn handle_datagram(&mut self, now: Instant, meta: &uet_pds::RxMeta, bytes: &[u8]) {
+        Self::handle_datagram(self, now, meta, bytes);
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Self::handle_timeout(self, now);
+    }
+    fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<uet_pds::Transmit> {
+        Self::poll_transmit(self, now, buf)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Self::poll_timeout(self)
+    }
+}
+
+/// Parameters of a many-writes scenario: `senders` hosts write to one
+/// receiver through one switch.
+#[derive(Debug, Clone)]
+pub struct Writes {
+    /// Sending hosts.
+    pub senders: usize,
+    /// Bytes each sender writes in total.
+    pub bytes_per_sender: u64,
+    /// Smallest and largest message.
+    pub msg_size: (u32, u32),
+    /// Region (and source buffer) size per sender.
+    pub region: usize,
+    /// Operations in flight per sender.
+    pub in_flight: usize,
+    /// RUD or ROD.
+    pub mode: ReliableMode,
+    /// Host links (both ways).
+    pub link: LinkParams,
+    /// Faults on every link.
+    pub impair: Impairments,
+    /// PDS configuration of every endpoint.
+    pub pds: PdsConfig,
+    /// Seed of everything random.
+    pub seed: u64,
+    /// Simulated time limit.
+    pub deadline: Duration,
+}
+
+impl Default for Writes {
+    fn default() -> Self {
+        Self {
+            senders: 1,
+            bytes_per_sender: 16 << 20,
+            msg_size: (4096, 1 << 20),
+            region: 8 << 20,
+            in_flight: 8,
+            mode: ReliableMode::Rud,
+            link: LinkParams::new(100_000_000_000, Duration::from_micros(2), 4 << 20),
+            impair: Impairments::default(),
+            pds: PdsConfig {
+                rto_init: Duration::from_micros(200),
+                max_rto_retx: 10,
+                ..PdsConfig::default()
+            },
+            seed: 1,
+            deadline: Duration::from_secs(600),
+        }
+    }
+}
+
+/// What a scenario did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Summary {
+    /// Bytes of successfully completed writes.
+    pub bytes_placed: u64,
+    /// Operations completed successfully.
+    pub completions_ok: u64,
+    /// Operations completed with an error, by reason.
+    pub completions_err: BTreeMap<String, u64>,
+    /// Data packets sent for the first time (all senders).
+    pub data_packets: u64,
+    /// Retransmissions (all endpoints).
+    pub retransmits: u64,
+    /// Retransmission timeouts (all endpoints).
+    pub rtos: u64,
+    /// Packets dropped by switch queues.
+    pub queue_drops: u64,
+    /// Packets lost, duplicated or corrupted by impairments.
+    pub impaired: u64,
+    /// Peak switch queue in bytes.
+    pub peak_queue: u64,
+    /// Per sender: time of its last completion, in nanoseconds.
+    pub flow_completion_ns: Vec<u64>,
+    /// Whether every byte covered by a completed write matched.
+    pub verified: bool,
+    /// Bytes that did not match (0 when verified).
+    pub mismatched_bytes: u64,
+    /// Whether every submitted operation completed before the deadline.
+    pub finished: bool,
+    /// Simulated time at the end, in nanoseconds.
+    pub sim_time_ns: u64,
+    /// PDCs still open at the end (all endpoints).
+    pub pdcs_open: usize,
+}
+
+impl Summary {
+    /// The summary as a JSON object.
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "bytes_placed": self.bytes_placed,
+            "completions_ok": self.completions_ok,
+            "completions_err": self.completions_err,
+            "data_packets": self.data_packets,
+            "retransmits": self.retransmits,
+            "rtos": self.rtos,
+            "queue_drops": self.queue_drops,
+            "impaired": self.impaired,
+            "peak_queue_bytes": self.peak_queue,
+            "flow_completion_ns": self.flow_completion_ns,
+            "verified": self.verified,
+            "mismatched_bytes": self.mismatched_bytes,
+            "finished": self.finished,
+            "sim_time_ns": self.sim_time_ns,
+            "pdcs_open": self.pdcs_open,
+        })
+    }
+}
+
+/// The shared byte pattern: byte `i` of sender `s`'s space.
+fn pattern(seed: u64, s: usize, len: usize) -> Vec<u8> {
+    let mut r = Xoshiro256::seed_from_u64(seed ^ (s as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut v = vec![0u8; len];
+    for c in v.chunks_mut(8) {
+        let x = r.next_u64().to_le_bytes();
+        c.copy_from_slice(&x[..c.len()]);
+    }
+    v
+}
+
+struct Sender {
+    ep: Rc<RefCell<Ep>>,
+    local: uet_ses::types::LocalRegion,
+    region: RegionAddr,
+    rng: Xoshiro256,
+    submitted: u64,
+    in_flight: usize,
+    /// Ranges of completed writes (offset, len) — merged at the end.
+    done: Vec<(u64, u64)>,
+    ops: BTreeMap<u64, (u64, u64)>,
+    last_completion: Instant,
+}
+
+fn err_name(e: &OpError) -> String {
+    match e {
+        OpError::Remote(rc) => rc.name().to_owned(),
+        OpError::Local(l) => format!("{l:?}"),
+        OpError::Transport(t) => format!("{t:?}"),
+        _ => format!("{e:?}"),
+    }
+}
+
+/// Runs a many-writes scenario.
+pub fn run_writes(p: &Writes) -> Summary {
+    let recv_addr = crate::topology::host_addr(p.senders);
+    let cfg = EndpointConfig {
+        pds: p.pds.clone(),
+        ..EndpointConfig::default()
+    };
+    let receiver = Rc::new(RefCell::new(Ep::new(cfg.clone(), p.seed)));
+    let mut senders = Vec::new();
+    for s in 0..p.senders {
+        let region = RegionAddr {
+            job: JobId::from_masked(1),
+            pid: PidOnFep::from_masked(1),
+            ri: ResourceIndex::from_masked(s as u16 + 1),
+        };
+        receiver
+            .borrow_mut()
+            .register(
+                RegionSpec {
+                    addr: region,
+                    key: MemoryKey(0x1000 + s as u64),
+                    access: Access::REMOTE_WRITE,
+                    base: 0,
+                },
+                vec![0u8; p.region],
+            )
+            .ok();
+        let mut ep = Ep::new(cfg.clone(), p.seed + 1 + s as u64);
+        let local = ep.register_local(pattern(p.seed, s, p.region));
+        senders.push(Sender {
+            ep: Rc::new(RefCell::new(ep)),
+            local,
+            region,
+            rng: Xoshiro256::seed_from_u64(p.seed * 31 + s as u64),
+            submitted: 0,
+            in_flight: 0,
+            done: Vec::new(),
+            ops: BTreeMap::new(),
+            last_completion: Instant::ZERO,
+        });
+    }
+    let mut link = p.link.clone();
+    link.impair = p.impair.clone();
+    let mut fabric = Fabric::new(UetFrameOps::default(), p.seed);
+    let enc = EncapConfig::default();
+    let mut hosts: Vec<Box<dyn crate::fabric::Host>> = senders
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            Box::new(SimHost::new(
+                s.ep.clone(),
+                crate::topology::host_addr(i),
+                enc,
+            )) as Box<dyn crate::fabric::Host>
+        })
+        .collect();
+    hosts.push(Box::new(SimHost::new(receiver.clone(), recv_addr, enc)));
+    single_switch(&mut fabric, hosts, &link);
+
+    let mut summary = Summary::default();
+    let deadline = Instant::ZERO + p.deadline;
+    let finished = fabric.run_while(deadline, |f| {
+        let now = f.now();
+        let mut all_done = true;
+        for (i, s) in senders.iter_mut().enumerate() {
+            let ep_rc = s.ep.clone();
+            let mut ep = ep_rc.borrow_mut();
+            while let Some(c) = ep.poll_completion() {
+                complete(s, &c, &mut summary, now);
+            }
+            while s.in_flight < p.in_flight && s.submitted < p.bytes_per_sender {
+                let left = p.bytes_per_sender - s.submitted;
+                let span = u64::from(p.msg_size.1 - p.msg_size.0) + 1;
+                let len = (u64::from(p.msg_size.0) + s.rng.below(span))
+                    .min(left)
+                    .min(p.region as u64);
+                let off = s.rng.below(p.region as u64 - len + 1);
+                let op = Operation::Write {
+                    dst: RemoteAddr {
+                        region: s.region,
+                        generation: uet_wire::RiGeneration::from_masked(0),
+                        key: MemoryKey(0x1000 + i as u64),
+                        offset: off,
+                    },
+                    src: LocalBuf {
+                        region: s.local,
+                        offset: off,
+                    },
+                    len: len as u32,
+                    header_data: None,
+                };
+                let mode = p.mode;
+                match ep.submit_with(now, recv_addr, op, mode, TrafficClass::from_masked(0)) {
+                    Ok(id) => {
+                        s.ops.insert(id.0, (off, len));
+                        s.in_flight += 1;
+                        s.submitted += len;
+                    }
+                    Err(_) => break,
+                }
+            }
+            if s.in_flight > 0 || s.submitted < p.bytes_per_sender {
+                all_done = false;
+            }
+        }
+        all_done
+    });
+    // Verify every byte a completed write covered.
+    let recv = receiver.borrow();
+    let mut mismatched = 0u64;
+    for (s, snd) in senders.iter().enumerate() {
+        let Some(entry) = recv.memory().get(snd.region) else {
+            mismatched += 1;
+            continue;
+        };
+        let dst = entry.memory();
+        let src = pattern(p.seed, s, p.region);
+        let mut ranges = snd.done.clone();
+        ranges.sort_unstable();
+        let mut covered_to = 0u64;
+        for (off, len) in ranges {
+            let start = off.max(covered_to);
+            let end = off + len;
+            if end > start {
+                let (a, b) = (start as usize, end as usize);
+                mismatched += dst[a..b]
+                    .iter()
+                    .zip(&src[a..b])
+                    .filter(|(x, y)| x != y)
+                    .count() as u64;
+                covered_to = end;
+            }
+        }
+        summary
+            .flow_completion_ns
+            .push(snd.last_completion.as_nanos());
+    }
+    let mut eps: Vec<std::cell::Ref<'_, Ep>> = senders.iter().map(|s| s.ep.borrow()).collect();
+    eps.push(recv);
+    for e in &eps {
+        let c = e.pds().counters();
+        summary.retransmits += c.tx_retransmits;
+        summary.rtos += c.rto_fired;
+        summary.pdcs_open += e.pds().pdc_count();
+    }
+    for s in &senders {
+        summary.data_packets += s.ep.borrow().pds().counters().tx_data;
+    }
+    let st = fabric.total_stats();
+    summary.queue_drops = st.drops;
+    summary.impaired = st.impaired;
+    summary.peak_queue = st.peak_queue;
+    summary.mismatched_bytes = mismatched;
+    summary.verified = mismatched == 0;
+    summary.finished = finished;
+    summary.sim_time_ns = fabric.now().as_nanos();
+    summary
+}
+
+fn complete(s: &mut Sender, c: &OpCompletion, summary: &mut Summary, now: Instant) {
+    s.in_flight = s.in_flight.saturating_sub(1);
+    s.last_completion = now;
+    let Some((off, len)) = s.ops.remove(&c.op.0) else {
+        return;
+    };
+    match &c.status {
+        Ok(()) => {
+            summary.completions_ok += 1;
+            summary.bytes_placed += len;
+            s.done.push((off, len));
+        }
+        Err(e) => *summary.completions_err.entry(err_name(e)).or_default() += 1,
+    }
+}
+
+/// A host address for logs.
+#[must_use]
+pub fn addr(i: usize) -> IpAddr {
+    crate::topology::host_addr(i)
+}
