@@ -68,6 +68,8 @@ pub struct Writes {
     pub link: LinkParams,
     /// Faults on every link.
     pub impair: Impairments,
+    /// Trimming on every switch port (spec §7), if any.
+    pub trim: Option<crate::fabric::Trimming>,
     /// PDS configuration of every endpoint.
     pub pds: PdsConfig,
     /// Seed of everything random.
@@ -87,6 +89,7 @@ impl Default for Writes {
             mode: ReliableMode::Rud,
             link: LinkParams::new(100_000_000_000, Duration::from_micros(2), 4 << 20),
             impair: Impairments::default(),
+            trim: None,
             pds: PdsConfig {
                 rto_init: Duration::from_micros(200),
                 max_rto_retx: 10,
@@ -119,6 +122,8 @@ pub struct Summary {
     pub impaired: u64,
     /// Peak switch queue in bytes.
     pub peak_queue: u64,
+    /// Packets trimmed by switches.
+    pub trimmed: u64,
     /// Per sender: time of its last completion, in nanoseconds.
     pub flow_completion_ns: Vec<u64>,
     /// Whether every byte covered by a completed write matched.
@@ -147,6 +152,7 @@ impl Summary {
             "queue_drops": self.queue_drops,
             "impaired": self.impaired,
             "peak_queue_bytes": self.peak_queue,
+            "trimmed": self.trimmed,
             "flow_completion_ns": self.flow_completion_ns,
             "verified": self.verified,
             "mismatched_bytes": self.mismatched_bytes,
@@ -233,6 +239,7 @@ pub fn run_writes(p: &Writes) -> Summary {
     }
     let mut link = p.link.clone();
     link.impair = p.impair.clone();
+    link.trim = p.trim;
     let mut fabric = Fabric::new(UetFrameOps::default(), p.seed);
     let enc = EncapConfig::default();
     let mut hosts: Vec<Box<dyn crate::fabric::Host>> = senders
@@ -342,6 +349,7 @@ pub fn run_writes(p: &Writes) -> Summary {
     summary.queue_drops = st.drops;
     summary.impaired = st.impaired;
     summary.peak_queue = st.peak_queue;
+    summary.trimmed = st.trimmed;
     summary.mismatched_bytes = mismatched;
     summary.verified = mismatched == 0;
     summary.finished = finished;

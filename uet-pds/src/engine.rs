@@ -1442,7 +1442,14 @@ impl Pds {
                     && !e.sacked
                     && !e.needs_rtx
                 {
-                    e.nack_count += 1;
+                    // Trim NACKs do not count against Max_NACK_Retx_Cnt
+                    // [I]: a trimmed packet reached the destination's last
+                    // switches, so repeated trims are congestion (the CMS's
+                    // job), not a broken path; the RTO budget still bounds
+                    // dead paths. The spec's counter default is a gap (§10).
+                    if !matches!(n.code, NackCode::Trimmed | NackCode::TrimmedLastHop) {
+                        e.nack_count += 1;
+                    }
                     exhausted = e.nack_count > max_nack;
                     e.needs_rtx = true;
                     lost.push((u64::from(item_len(&e.token)), e.ev));
@@ -1835,7 +1842,16 @@ impl Pds {
         let range = self.config.mp_range;
         let p = self.pdcs.get_mut(&id)?;
         let ccc = self.cccs.get_mut(&p.ccc)?;
-        // 1. Retransmissions (SACKed ones become ACK_REQ probes, §3).
+        // 1. Retransmissions (SACKed ones become ACK_REQ probes, §3). Data
+        // retransmissions go through the CCC like new data: a NACK or loss
+        // already moved their bytes from inflight to the retransmit backlog.
+        let rtx_blocked =
+            p.ledger.iter().find(|e| e.needs_rtx).is_some_and(|e| {
+                !e.sacked && !ccc.can_send(self.config.nominal(item_len(&e.token)))
+            });
+        if rtx_blocked {
+            return None;
+        }
         if let Some(e) = p.ledger.first_needing_rtx() {
             e.needs_rtx = false;
             e.sent_at = now;
