@@ -328,10 +328,18 @@ struct Pdc {
     close_requested: bool,
     /// On the send round robin.
     scheduled: bool,
+    /// Holds by the layer above, which awaits return-direction data (a
+    /// read's response) on this PDC: a held PDC is not idle.
+    holds: u32,
 }
 
 impl Pdc {
     fn idle(&self) -> bool {
+        self.ledger.is_empty() && self.queue.is_empty() && self.holds == 0
+    }
+
+    /// Nothing to send and nothing unacknowledged (holds aside).
+    fn quiet(&self) -> bool {
         self.ledger.is_empty() && self.queue.is_empty()
     }
 
@@ -478,6 +486,7 @@ impl Pds {
             last_activity: now,
             close_requested: false,
             scheduled: false,
+            holds: 0,
         };
         self.ensure_ccc(key.dst, key.tc);
         self.pdcs.insert(id, pdc);
@@ -519,6 +528,24 @@ impl Pds {
             self.schedule(pdc);
         }
         Ok(())
+    }
+
+    /// Keeps a PDC open while the layer above awaits return-direction data
+    /// on it (a read's response data). A held PDC is not closed for being
+    /// idle; one that stays silent for four idle timeouts while held fails
+    /// with [`PdsError::Timeout`], so nothing waits forever.
+    pub fn hold(&mut self, pdc: PdcId) {
+        if let Some(p) = self.pdcs.get_mut(&pdc) {
+            p.holds += 1;
+        }
+    }
+
+    /// Releases a [`Pds::hold`].
+    pub fn release(&mut self, now: Instant, pdc: PdcId) {
+        if let Some(p) = self.pdcs.get_mut(&pdc) {
+            p.holds = p.holds.saturating_sub(1);
+            p.last_activity = now;
+        }
     }
 
     /// Sends one UUD packet (best effort, single packet, no PDC; §2.11).
@@ -566,6 +593,8 @@ impl Pds {
             }
             if p.idle() {
                 at(p.last_activity + self.idle_limit(p));
+            } else if p.holds > 0 && p.quiet() {
+                at(p.last_activity + self.config.idle_timeout * 4);
             }
         }
         for r in self.rudi.inflight.values() {
@@ -634,6 +663,11 @@ impl Pds {
                 self.acks.push_back(id);
             }
             let idle_expired = p.idle() && now >= p.last_activity + idle_limit(&self.config, p);
+            let hold_expired =
+                p.holds > 0 && p.quiet() && now >= p.last_activity + self.config.idle_timeout * 4;
+            if hold_expired {
+                fail = true;
+            }
             let key = p.ccc;
             if let Some((bytes, ev)) = lost
                 && let Some(c) = self.cccs.get_mut(&key)
@@ -954,7 +988,19 @@ impl Pds {
                         mode,
                         key: None,
                         ccc: (meta.src, tc),
-                        start: Psn((1 << 16) + self.rng.below((1 << 31) - (1 << 16)) as u32),
+                        // The return direction (target → initiator, e.g.
+                        // read data) starts at the initiator's Start_PSN,
+                        // which the SYN gives us: the initiator then knows
+                        // where our PSN space starts without a SYN of ours,
+                        // and we address it by its PDC ID from the first
+                        // packet [I: the public sources do not say how the
+                        // return direction's start is chosen].
+                        start: match dpdcid {
+                            DpdcidField::Syn { psn_offset, .. } => {
+                                psn.sub(u32::from(psn_offset.get()))
+                            }
+                            DpdcidField::Dpdcid(_) => psn,
+                        },
                         established: false,
                         ledger: TxLedger::new(Psn(0)),
                         queue: VecDeque::new(),
@@ -966,6 +1012,7 @@ impl Pds {
                         last_activity: now,
                         close_requested: false,
                         scheduled: false,
+                        holds: 0,
                     };
                     let start = pdc.start;
                     let mut pdc = pdc;
@@ -1016,9 +1063,13 @@ impl Pds {
             DpdcidField::Dpdcid(_) => None,
         };
         if p.rx.is_none() {
-            let Some(start) = syn_start else {
+            let start = match syn_start {
+                Some(s) => s,
+                // Return-direction traffic on our own PDC starts at our
+                // Start_PSN (the target mirrors it).
+                None if p.initiator => p.start,
                 // A non-SYN packet for a direction we never saw open.
-                return Err(NackCode::PdcHdrMismatch);
+                None => return Err(NackCode::PdcHdrMismatch),
             };
             p.rx = Some(RxHalf::new(start, range));
         }
@@ -1978,7 +2029,9 @@ impl Pds {
     }
 
     fn dst_field(p: &Pdc, psn: Psn) -> DpdcidField {
-        if p.established {
+        // Only the initiator establishes with SYN; the target always knows
+        // the initiator's PDC ID (see the return-direction start above).
+        if p.established || !p.initiator {
             DpdcidField::Dpdcid(p.peer_id)
         } else {
             DpdcidField::Syn {

@@ -151,6 +151,8 @@ enum Slot {
     /// Our operation: a message we send.
     Out {
         id: OpId,
+        /// The PDC carrying it.
+        pdc: PdcId,
         msg: OutgoingMessage,
         pending: u32,
         /// The final SES response (writes, sends) or the read sink state.
@@ -175,6 +177,8 @@ struct Core<M> {
     completions: VecDeque<OpCompletion>,
     /// Read responders to queue on a PDC once the PDS returns.
     return_q: Vec<(PdcId, ReadResponder)>,
+    /// Holds (for reads awaiting data) to release once the PDS returns.
+    release_q: Vec<PdcId>,
     counters: SesCounters,
 }
 
@@ -191,9 +195,11 @@ impl<M: RegisteredMemory> Core<M> {
     fn finish(&mut self, token: u64) {
         let Some(Slot::Out {
             id,
+            pdc,
             result: Some(r),
             done,
             msg,
+            sink,
             ..
         }) = self.slots.get_mut(&token)
         else {
@@ -203,6 +209,9 @@ impl<M: RegisteredMemory> Core<M> {
             return;
         }
         *done = true;
+        if sink.is_some() {
+            self.release_q.push(*pdc);
+        }
         let (status, len) = match *r {
             Ok(n) => (Ok(()), n),
             Err(e) => (Err(e), 0),
@@ -449,6 +458,7 @@ impl<M: RegisteredMemory> Endpoint<M> {
                 in_flight_msgs: HashMap::new(),
                 completions: VecDeque::new(),
                 return_q: Vec::new(),
+                release_q: Vec::new(),
                 counters: SesCounters::default(),
             },
             peers: HashMap::new(),
@@ -590,6 +600,7 @@ impl<M: RegisteredMemory> Endpoint<M> {
             token,
             Slot::Out {
                 id,
+                pdc,
                 msg,
                 pending: n as u32,
                 result: None,
@@ -602,6 +613,11 @@ impl<M: RegisteredMemory> Endpoint<M> {
             self.core.in_flight_msgs.remove(&mid);
             self.core.reads.remove(&mid);
             return Err(SubmitError::NoPdc);
+        }
+        if self.core.reads.contains_key(&mid) {
+            // The read's data comes back as return-direction requests after
+            // its request is acknowledged: keep the PDC until it is done.
+            self.pds.hold(pdc);
         }
         Ok(id)
     }
@@ -644,6 +660,9 @@ impl<M: RegisteredMemory> Endpoint<M> {
     /// Work the PDS callbacks could not do themselves: queue read
     /// responses, forget state of closed PDCs.
     fn after(&mut self, now: Instant) {
+        for pdc in std::mem::take(&mut self.core.release_q) {
+            self.pds.release(now, pdc);
+        }
         for (pdc, resp) in std::mem::take(&mut self.core.return_q) {
             let token = self.core.next_token;
             self.core.next_token += 1;
@@ -672,9 +691,27 @@ impl<M: RegisteredMemory> Endpoint<M> {
                 PdsEvent::PdcOpened { pdc, peer, .. } => {
                     self.peers.insert(pdc, peer);
                 }
-                PdsEvent::PdcClosed { pdc, .. } => {
+                PdsEvent::PdcClosed { pdc, error } => {
                     if let Some(peer) = self.peers.remove(&pdc) {
                         self.core.target.forget_source(Source::new(peer, pdc));
+                    }
+                    // Every unfinished operation on the PDC ends now: no
+                    // packet of it may be left in the PDS to fail later (a
+                    // read whose request was acknowledged waits for data).
+                    let err = OpError::Transport(error.unwrap_or(PdsError::Closed));
+                    let bound: Vec<u64> = self
+                        .core
+                        .slots
+                        .iter()
+                        .filter(|(_, s)| matches!(s, Slot::Out { pdc: p, done: false, .. } if *p == pdc))
+                        .map(|(t, _)| *t)
+                        .collect();
+                    for t in bound {
+                        self.core.set_result(t, Err(err));
+                        if let Some(Slot::Out { pending, .. }) = self.core.slots.get_mut(&t) {
+                            *pending = 0;
+                        }
+                        self.core.reap(t);
                     }
                 }
                 _ => {}
