@@ -136,6 +136,8 @@ pub struct Summary {
     pub sim_time_ns: u64,
     /// PDCs still open at the end (all endpoints).
     pub pdcs_open: usize,
+    /// PDCs still open at the senders.
+    pub sender_pdcs_open: usize,
 }
 
 impl Summary {
@@ -159,6 +161,7 @@ impl Summary {
             "finished": self.finished,
             "sim_time_ns": self.sim_time_ns,
             "pdcs_open": self.pdcs_open,
+            "sender_pdcs_open": self.sender_pdcs_open,
         })
     }
 }
@@ -344,6 +347,7 @@ pub fn run_writes(p: &Writes) -> Summary {
     }
     for s in &senders {
         summary.data_packets += s.ep.borrow().pds().counters().tx_data;
+        summary.sender_pdcs_open += s.ep.borrow().pds().pdc_count();
     }
     let st = fabric.total_stats();
     summary.queue_drops = st.drops;

@@ -106,7 +106,7 @@ fn blackout_longer_than_the_retry_budget_fails_cleanly() {
         "operations failed with errors"
     );
     assert!(s.verified, "what did complete is byte-exact");
-    assert_eq!(s.pdcs_open, 0, "failed PDCs are gone");
+    assert_eq!(s.sender_pdcs_open, 0, "failed PDCs are gone");
 }
 
 /// An 8:1 incast through a shallow buffer with trimming: the switch trims

@@ -186,6 +186,13 @@ pub enum PdsEvent {
         /// Local ID.
         pdc: PdcId,
     },
+    /// A PROBE was answered.
+    ProbeAnswered {
+        /// Local ID.
+        pdc: PdcId,
+        /// Round trip of the probe.
+        rtt: Duration,
+    },
     /// A PDC closed.
     PdcClosed {
         /// Local ID.
@@ -331,6 +338,8 @@ struct Pdc {
     /// Holds by the layer above, which awaits return-direction data (a
     /// read's response) on this PDC: a held PDC is not idle.
     holds: u32,
+    /// The outstanding PROBE: its opaque value and when it was sent.
+    probe: Option<(u16, Instant)>,
 }
 
 impl Pdc {
@@ -487,6 +496,7 @@ impl Pds {
             close_requested: false,
             scheduled: false,
             holds: 0,
+            probe: None,
         };
         self.ensure_ccc(key.dst, key.tc);
         self.pdcs.insert(id, pdc);
@@ -538,6 +548,35 @@ impl Pds {
         if let Some(p) = self.pdcs.get_mut(&pdc) {
             p.holds += 1;
         }
+    }
+
+    /// Sends a PROBE control packet on an established PDC (§2.10): the
+    /// target answers with an ACK whose `p` flag is set and whose
+    /// `probe_opaque` echoes ours, and [`PdsEvent::ProbeAnswered`] reports
+    /// the round trip. It uses the control traffic class, so it measures the
+    /// path without data queueing (NSCC base-RTT probing, §5.2).
+    pub fn probe(&mut self, now: Instant, pdc: PdcId) -> Result<(), OpenError> {
+        let p = self.pdcs.get_mut(&pdc).ok_or(OpenError::UnknownPdc)?;
+        if !p.established {
+            return Err(OpenError::UnknownPdc);
+        }
+        let opaque = (self.rng.next_u32() as u16).max(1);
+        p.probe = Some((opaque, now));
+        let repr = PdsCpRepr {
+            mode: p.mode,
+            retx: false,
+            ar: true,
+            psn: p.ledger.next_psn(),
+            spdcid: Some(pdc),
+            dpdcid: DpdcidField::Dpdcid(p.peer_id),
+            payload: CpPayload::Probe {
+                probe_opaque: opaque,
+                sack_base: p.ledger.una(),
+            },
+        };
+        let dst = p.peer;
+        self.ctl.push_back(CtlOut::Cp { dst, repr });
+        Ok(())
     }
 
     /// Releases a [`Pds::hold`].
@@ -697,6 +736,22 @@ impl Pds {
                 e.needs_rtx = true;
             }
             self.schedule(id);
+        } else if !p.initiator && !p.close_requested && p.peer_id.is_some() {
+            // A target asks its initiator to close an idle PDC (CLOSE_REQ,
+            // §2.10); if no CLOSE follows it forgets the PDC later.
+            p.close_requested = true;
+            p.last_activity = now;
+            let repr = PdsCpRepr {
+                mode: p.mode,
+                retx: false,
+                ar: false,
+                psn: Psn(0),
+                spdcid: Some(id),
+                dpdcid: DpdcidField::Dpdcid(p.peer_id),
+                payload: CpPayload::CloseReq,
+            };
+            let dst = p.peer;
+            self.ctl.push_back(CtlOut::Cp { dst, repr });
         } else if !p.closing || !p.initiator {
             // Never established, or a silent peer: just forget it.
             self.remove_pdc(id, None);
@@ -1013,6 +1068,7 @@ impl Pds {
                         close_requested: false,
                         scheduled: false,
                         holds: 0,
+                        probe: None,
                     };
                     let start = pdc.start;
                     let mut pdc = pdc;
@@ -1287,6 +1343,16 @@ impl Pds {
                 self.events.push_back(PdsEvent::PdcEstablished { pdc: id });
             }
         }
+        if let PdsAckPsnField::ProbeOpaque(o) = a.ack_psn_offset
+            && let Some((want, sent)) = p.probe
+            && want == o
+        {
+            p.probe = None;
+            self.events.push_back(PdsEvent::ProbeAnswered {
+                pdc: id,
+                rtt: now - sent,
+            });
+        }
         let cack = a.cack_psn;
         // An ACK for PSNs never sent is a peer violation: drop it whole.
         if cack.diff(p.ledger.next_psn()) >= 0 || cack.diff(p.ledger.una()) < -(1 << 30) {
@@ -1545,7 +1611,7 @@ impl Pds {
                     && let Some(p) = self.pdcs.get_mut(&id)
                 {
                     p.close_requested = true;
-                    p.last_activity = Instant::ZERO;
+                    p.last_activity = now;
                 }
                 return;
             }
@@ -2112,11 +2178,14 @@ impl Pds {
 }
 
 fn idle_limit(config: &PdsConfig, p: &Pdc) -> Duration {
-    if p.initiator {
+    if p.initiator && p.close_requested {
+        // The target asked (CLOSE_REQ or ACK req=CLOSE): close once idle.
+        Duration::ZERO
+    } else if p.initiator || !p.close_requested {
         config.idle_timeout
     } else {
-        // A target reaps a PDC whose initiator went silent without CLOSE.
-        config.idle_timeout * 4
+        // A target reaps a PDC whose initiator ignored its CLOSE_REQ.
+        config.idle_timeout * 3
     }
 }
 

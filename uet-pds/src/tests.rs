@@ -678,3 +678,95 @@ fn sack_infers_a_loss_three_packets_later_without_waiting_for_rto() {
     assert_eq!(a.pds.counters().sack_inferred, 1);
     assert_eq!(a.pds.counters().rto_fired, 0);
 }
+
+/// Sets up an established PDC A→B and returns its ID and the time.
+fn established(a: &mut Host, b: &mut Host) -> (uet_wire::PdcId, Instant) {
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 1, 10)).unwrap();
+    for d in drain(a, t(0)) {
+        deliver(b, t(1), &d);
+    }
+    for d in drain(b, t(1)) {
+        deliver(a, t(2), &d);
+    }
+    while a.pds.poll_event().is_some() {}
+    (pdc, t(2))
+}
+
+#[test]
+fn probe_is_answered_with_p_and_its_opaque_value() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let (pdc, now) = established(&mut a, &mut b);
+    a.pds.probe(now, pdc).unwrap();
+    let out = drain(&mut a, now);
+    let PdsRepr::Cp(c) = out[0].pds() else {
+        panic!()
+    };
+    let CpPayload::Probe { probe_opaque, .. } = c.payload else {
+        panic!()
+    };
+    deliver(&mut b, now + Duration::from_micros(3), &out[0]);
+    let acks = drain(&mut b, now + Duration::from_micros(3));
+    let PdsRepr::Ack(ack) = acks[0].pds() else {
+        panic!()
+    };
+    assert!(ack.p());
+    assert_eq!(ack.probe_opaque(), Some(probe_opaque));
+    deliver(&mut a, now + Duration::from_micros(7), &acks[0]);
+    assert_eq!(
+        a.pds.poll_event(),
+        Some(PdsEvent::ProbeAnswered {
+            pdc,
+            rtt: Duration::from_micros(7)
+        })
+    );
+}
+
+#[test]
+fn an_idle_target_asks_for_close_and_the_initiator_closes() {
+    let cfg = PdsConfig {
+        // The initiator would wait longer than the target.
+        idle_timeout: Duration::from_secs(2),
+        ..PdsConfig::default()
+    };
+    let mut a = host(
+        A,
+        1,
+        PdsConfig {
+            idle_timeout: Duration::from_secs(60),
+            ..cfg.clone()
+        },
+    );
+    let mut b = host(B, 2, cfg);
+    let (_pdc, now) = established(&mut a, &mut b);
+    let when = b.pds.poll_timeout().unwrap();
+    assert_eq!(
+        when,
+        t(1) + Duration::from_secs(2),
+        "B last heard from A at t(1)"
+    );
+    let _ = now;
+    b.pds.handle_timeout(when, &mut b.up);
+    let out = drain(&mut b, when);
+    let PdsRepr::Cp(c) = out[0].pds() else {
+        panic!()
+    };
+    assert_eq!(c.payload, CpPayload::CloseReq);
+    deliver(&mut a, when, &out[0]);
+    // The initiator closes at once instead of after its own 60 s.
+    let w = a.pds.poll_timeout().unwrap();
+    assert!(w <= when, "close is due now");
+    a.pds.handle_timeout(when, &mut a.up);
+    let close = drain(&mut a, when);
+    let PdsRepr::Cp(c) = close[0].pds() else {
+        panic!()
+    };
+    assert_eq!(c.payload, CpPayload::Close);
+    deliver(&mut b, when, &close[0]);
+    for d in drain(&mut b, when) {
+        deliver(&mut a, when, &d);
+    }
+    assert_eq!(a.pds.pdc_count(), 0);
+    assert_eq!(b.pds.pdc_count(), 0);
+}
