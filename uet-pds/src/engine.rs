@@ -168,6 +168,30 @@ pub struct Transmit {
     pub len: usize,
 }
 
+impl Transmit {
+    /// A request (data DSCP, ECN-capable).
+    fn data(config: &PdsConfig, dst: IpAddr, ev: EntropyValue, len: usize) -> Self {
+        Self {
+            dst,
+            ev,
+            dscp: config.dscp_data,
+            ecn: Ecn::Ect0,
+            len,
+        }
+    }
+
+    /// An ACK, NACK or control packet (control DSCP, ECN-capable).
+    fn control(config: &PdsConfig, dst: IpAddr, ev: EntropyValue, len: usize) -> Self {
+        Self {
+            dst,
+            ev,
+            dscp: config.dscp_control,
+            ecn: Ecn::Ect0,
+            len,
+        }
+    }
+}
+
 /// Something that happened, for the layer above and for tracing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -1748,13 +1772,7 @@ impl Pds {
         };
         let len = repr.buffer_len();
         repr.emit(buf.get_mut(..len)?);
-        Some(Transmit {
-            dst,
-            ev,
-            dscp: self.config.dscp_control,
-            ecn: Ecn::Ect0,
-            len,
-        })
+        Some(Transmit::control(&self.config, dst, ev, len))
     }
 
     fn write_ack(&mut self, now: Instant, id: PdcId, buf: &mut [u8]) -> Option<Transmit> {
@@ -1834,13 +1852,7 @@ impl Pds {
             self.acks.push_back(id);
             let dst = p.peer;
             self.counters.tx_acks += 1;
-            return Some(Transmit {
-                dst,
-                ev,
-                dscp: self.config.dscp_control,
-                ecn: Ecn::Ect0,
-                len,
-            });
+            return Some(Transmit::control(&self.config, dst, ev, len));
         }
         rx.due = AckDue::No;
         rx.ack_bytes = 0;
@@ -1853,13 +1865,7 @@ impl Pds {
             // The ACK of the CLOSE is out: the target forgets the PDC.
             self.remove_pdc(id, None);
         }
-        Some(Transmit {
-            dst,
-            ev,
-            dscp: self.config.dscp_control,
-            ecn: Ecn::Ect0,
-            len,
-        })
+        Some(Transmit::control(&self.config, dst, ev, len))
     }
 
     fn write_rudi(
@@ -1887,13 +1893,7 @@ impl Pds {
             })
             .emit(buf.get_mut(..hl)?);
             self.counters.tx_acks += 1;
-            return Some(Transmit {
-                dst,
-                ev,
-                dscp: self.config.dscp_control,
-                ecn: Ecn::Ect0,
-                len: hl + rl,
-            });
+            return Some(Transmit::control(&self.config, dst, ev, hl + rl));
         }
         let (&pkt_id, tx) = self.rudi.inflight.iter_mut().find(|(_, t)| t.due)?;
         let first = !tx.sent;
@@ -1917,13 +1917,12 @@ impl Pds {
             pkt_id,
         })
         .emit(buf.get_mut(..hl)?);
-        Some(Transmit {
+        Some(Transmit::data(
+            &self.config,
             dst,
-            ev: EntropyValue::from_masked(self.rng.next_u32() as u16),
-            dscp: self.config.dscp_data,
-            ecn: Ecn::Ect0,
-            len: hl + pkt.len as usize,
-        })
+            EntropyValue::from_masked(self.rng.next_u32() as u16),
+            hl + pkt.len as usize,
+        ))
     }
 
     fn write_uud(
@@ -1940,13 +1939,12 @@ impl Pds {
         PdsRepr::Uud(PdsUudRepr { next_hdr: nh }).emit(buf.get_mut(..hl)?);
         upper.on_acked(now, pkt);
         self.counters.tx_data += 1;
-        Some(Transmit {
+        Some(Transmit::data(
+            &self.config,
             dst,
-            ev: EntropyValue::from_masked(self.rng.next_u32() as u16),
-            dscp: self.config.dscp_data,
-            ecn: Ecn::Ect0,
-            len: hl + pkt.len as usize,
-        })
+            EntropyValue::from_masked(self.rng.next_u32() as u16),
+            hl + pkt.len as usize,
+        ))
     }
 
     fn write_data(
@@ -2017,13 +2015,7 @@ impl Pds {
                 let repr = PdsRepr::Cp(cp);
                 let len = repr.buffer_len();
                 repr.emit(buf.get_mut(..len)?);
-                return Some(Transmit {
-                    dst: p.peer,
-                    ev,
-                    dscp: self.config.dscp_control,
-                    ecn: Ecn::Ect0,
-                    len,
-                });
+                return Some(Transmit::control(&self.config, p.peer, ev, len));
             }
             let bytes = item_len(&item);
             ccc.on_send(now, u64::from(self.config.nominal(bytes)), true);
@@ -2047,13 +2039,7 @@ impl Pds {
             let len = repr.buffer_len();
             repr.emit(buf.get_mut(..len)?);
             self.counters.tx_control += 1;
-            return Some(Transmit {
-                dst: p.peer,
-                ev: CONTROL_EV,
-                dscp: self.config.dscp_control,
-                ecn: Ecn::Ect0,
-                len,
-            });
+            return Some(Transmit::control(&self.config, p.peer, CONTROL_EV, len));
         }
         // 3. New data, within the MPR window, the SYN range and the CCC.
         let pkt = *p.queue.front()?;
@@ -2137,13 +2123,7 @@ impl Pds {
                 });
                 let len = repr.buffer_len();
                 repr.emit(buf.get_mut(..len)?);
-                Some(Transmit {
-                    dst: p.peer,
-                    ev: CONTROL_EV,
-                    dscp: config.dscp_control,
-                    ecn: Ecn::Ect0,
-                    len,
-                })
+                Some(Transmit::control(config, p.peer, CONTROL_EV, len))
             }
             TxItem::Data(pkt) => {
                 let hl = 12;
@@ -2165,13 +2145,7 @@ impl Pds {
                     // The request carried the CLEAR.
                     p.clear_needed = false;
                 }
-                Some(Transmit {
-                    dst: p.peer,
-                    ev,
-                    dscp: config.dscp_data,
-                    ecn: Ecn::Ect0,
-                    len: hl + pkt.len as usize,
-                })
+                Some(Transmit::data(config, p.peer, ev, hl + pkt.len as usize))
             }
         }
     }
