@@ -382,3 +382,138 @@ fn complete(s: &mut Sender, c: &OpCompletion, summary: &mut Summary, now: Instan
 pub fn addr(i: usize) -> IpAddr {
     crate::topology::host_addr(i)
 }
+
+/// The `cc-eval.md` metrics of a synchronized incast (every sender writes
+/// `size` bytes at time 0 into one receiver through one switch).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IncastReport {
+    /// Senders.
+    pub senders: usize,
+    /// Bytes per sender.
+    pub size: u64,
+    /// Bottleneck rate, bits/s.
+    pub rate_bps: u64,
+    /// Idle round trip T0, ns.
+    pub t0_ns: u64,
+    /// ICT / (ΣW/R + T0).
+    pub ict_over_ideal: f64,
+    /// Incast completion time, ns.
+    pub ict_ns: u64,
+    /// Ideal ICT, ns.
+    pub ideal_ns: u64,
+    /// max FCT / min FCT.
+    pub spread: f64,
+    /// Jain index of per-flow goodput.
+    pub jain: f64,
+    /// Packets dropped by switch queues.
+    pub drops: u64,
+    /// Retransmissions per data packet sent.
+    pub retransmits_per_packet: f64,
+    /// Retransmission timeouts.
+    pub rtos: u64,
+    /// Peak switch queue, bytes.
+    pub peak_queue_bytes: u64,
+    /// ΣW / (R · ICT).
+    pub utilisation: f64,
+    /// Whether every byte verified and every operation succeeded.
+    pub ok: bool,
+}
+
+impl IncastReport {
+    /// As JSON.
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "senders": self.senders,
+            "size": self.size,
+            "rate_bps": self.rate_bps,
+            "t0_ns": self.t0_ns,
+            "ict_over_ideal": self.ict_over_ideal,
+            "ict_ns": self.ict_ns,
+            "ideal_ns": self.ideal_ns,
+            "spread": self.spread,
+            "jain": self.jain,
+            "drops": self.drops,
+            "retransmits_per_packet": self.retransmits_per_packet,
+            "rtos": self.rtos,
+            "peak_queue_bytes": self.peak_queue_bytes,
+            "utilisation": self.utilisation,
+            "ok": self.ok,
+        })
+    }
+}
+
+/// Frame bytes of a packet carrying `payload` bytes of a write: Ethernet
+/// 14 + IPv4 20 + UDP 8 + PDS request 12 + SES standard header 44.
+pub const WRITE_OVERHEAD: u64 = 14 + 20 + 8 + 12 + 44;
+
+/// Runs a synchronized incast and computes its `cc-eval.md` metrics.
+pub fn run_incast(
+    senders: usize,
+    size: u64,
+    link: &LinkParams,
+    pds: &PdsConfig,
+    seed: u64,
+) -> IncastReport {
+    let payload = (pds.max_ses_len as u64).saturating_sub(44).max(1);
+    let w = Writes {
+        senders,
+        bytes_per_sender: size,
+        msg_size: (
+            size.min(u64::from(u32::MAX)) as u32,
+            size.min(u64::from(u32::MAX)) as u32,
+        ),
+        region: (size as usize).max(4096),
+        in_flight: 1,
+        link: link.clone(),
+        impair: link.impair.clone(),
+        trim: link.trim,
+        pds: pds.clone(),
+        seed,
+        ..Writes::default()
+    };
+    let s = run_writes(&w);
+    let rate = link.rate_bps as f64;
+    let pkts = size.div_ceil(payload);
+    let wire_per_flow = pkts * (payload + WRITE_OVERHEAD) - (pkts * payload - size);
+    let total_wire = wire_per_flow * senders as u64;
+    // T0: a full data frame over two hops plus an ACK_CC frame (14+20+8+32)
+    // back over two hops, plus four propagation delays.
+    let ser = |bytes: u64| bytes as f64 * 8.0 / rate * 1e9;
+    let t0 =
+        2.0 * ser(payload + WRITE_OVERHEAD) + 2.0 * ser(74) + 4.0 * link.latency.as_nanos() as f64;
+    let ideal = total_wire as f64 * 8.0 / rate * 1e9 + t0;
+    let ict = s.flow_completion_ns.iter().copied().max().unwrap_or(0) as f64;
+    let fcts: Vec<f64> = s.flow_completion_ns.iter().map(|x| *x as f64).collect();
+    let min = fcts.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = fcts.iter().copied().fold(0.0, f64::max);
+    let goodput: Vec<f64> = fcts.iter().map(|f| size as f64 / f.max(1.0)).collect();
+    let sum: f64 = goodput.iter().sum();
+    let sq: f64 = goodput.iter().map(|x| x * x).sum();
+    let jain = if sq > 0.0 {
+        sum * sum / (goodput.len() as f64 * sq)
+    } else {
+        0.0
+    };
+    IncastReport {
+        senders,
+        size,
+        rate_bps: link.rate_bps,
+        t0_ns: t0 as u64,
+        ict_over_ideal: ict / ideal,
+        ict_ns: ict as u64,
+        ideal_ns: ideal as u64,
+        spread: if min > 0.0 { max / min } else { f64::INFINITY },
+        jain,
+        drops: s.queue_drops,
+        retransmits_per_packet: s.retransmits as f64 / s.data_packets.max(1) as f64,
+        rtos: s.rtos,
+        peak_queue_bytes: s.peak_queue,
+        utilisation: if ict > 0.0 {
+            total_wire as f64 * 8.0 / rate / (ict / 1e9)
+        } else {
+            0.0
+        },
+        ok: s.finished && s.verified && s.completions_err.is_empty(),
+    }
+}

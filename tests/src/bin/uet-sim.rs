@@ -30,9 +30,10 @@ struct Cli {
 enum Scenario {
     /// One sender writes to one receiver through a switch.
     Writes(Common),
-    /// N senders write to one receiver at once (incast) through one switch
-    /// whose port to the receiver is the bottleneck.
-    Incast(Common),
+    /// N senders each write SIZE bytes to one receiver at the same instant
+    /// (synchronized incast) through one switch whose port to the receiver
+    /// is the bottleneck; prints the `cc-eval.md` metrics.
+    Incast(IncastArgs),
     /// Writes while every link is black for a while.
     Blackout {
         #[command(flatten)]
@@ -44,6 +45,41 @@ enum Scenario {
         #[arg(long, default_value_t = 10_000)]
         duration_ms: u64,
     },
+}
+
+#[derive(Args, Debug)]
+struct IncastArgs {
+    /// Senders.
+    #[arg(long, default_value_t = 8)]
+    senders: usize,
+    /// Bytes each sender writes (one message).
+    #[arg(long, default_value = "256KiB", value_parser = parse_size)]
+    size: u64,
+    /// Congestion control: none (the fixed window; NSCC, RCCC and PFT
+    /// arrive with the CMS issue).
+    #[arg(long, default_value = "none")]
+    cc: String,
+    /// Link rate (every link, so the receiver's port is the bottleneck).
+    #[arg(long, default_value = "100Gbps", value_parser = parse_rate)]
+    rate: u64,
+    /// One-way link latency in µs.
+    #[arg(long, default_value_t = 2)]
+    latency_us: u64,
+    /// Switch buffer per port.
+    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
+    buffer: u64,
+    /// Trim instead of dropping above this queue depth.
+    #[arg(long, value_parser = parse_size)]
+    trim_at: Option<u64>,
+    /// SES header + payload per packet (4096 → 4052 B of payload).
+    #[arg(long, default_value_t = 4096)]
+    max_ses_len: usize,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON (the only format; accepted for scripts).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -154,9 +190,12 @@ fn writes(c: &Common) -> Result<Writes, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Scenario::Incast(a) = &cli.scenario {
+        return incast(a);
+    }
     let params = match &cli.scenario {
         Scenario::Writes(c) => writes(c),
-        Scenario::Incast(c) => writes(c),
+        Scenario::Incast(_) => unreachable_incast(),
         Scenario::Blackout {
             common,
             start_us,
@@ -184,6 +223,43 @@ fn main() -> ExitCode {
         Scenario::Incast(_) => "incast",
         Scenario::Blackout { .. } => "blackout",
     });
+    json["wall_ms"] = serde_json::Value::from(started.elapsed().as_millis() as u64);
+    println!("{json}");
+    ExitCode::SUCCESS
+}
+
+fn unreachable_incast() -> Result<Writes, String> {
+    Err("incast is handled separately".into())
+}
+
+fn incast(a: &IncastArgs) -> ExitCode {
+    if a.cc != "none" {
+        eprintln!(
+            "uet-sim: --cc {}: only `none` exists until the CMS issue lands",
+            a.cc
+        );
+        return ExitCode::from(2);
+    }
+    let mut link = LinkParams::new(a.rate, Duration::from_micros(a.latency_us), a.buffer);
+    if let Some(t) = a.trim_at {
+        link.trim = Some(uet_tests::fabric::Trimming {
+            threshold: t,
+            ip_payload: 24,
+            dscp: 16,
+        });
+    }
+    let pds = uet_pds::PdsConfig {
+        max_ses_len: a.max_ses_len,
+        rto_init: Duration::from_micros(200),
+        max_rto_retx: 12,
+        ..uet_pds::PdsConfig::default()
+    };
+    let started = std::time::Instant::now();
+    let r = uet_tests::scenario::run_incast(a.senders.max(1), a.size, &link, &pds, a.seed);
+    let mut json = r.to_json();
+    json["scenario"] = serde_json::Value::from("incast");
+    json["cc"] = serde_json::Value::from(a.cc.as_str());
+    json["seed"] = serde_json::Value::from(a.seed);
     json["wall_ms"] = serde_json::Value::from(started.elapsed().as_millis() as u64);
     println!("{json}");
     ExitCode::SUCCESS
