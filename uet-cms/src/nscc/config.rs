@@ -95,10 +95,10 @@ pub struct NsccConfig {
     pub ack_gen_trigger: u64,
     /// How long an unanswered base-RTT probe waits before
     /// [`Nscc::wants_probe`](crate::nscc::Nscc::wants_probe) asks again.
-    /// [I] Not in the spec (§3.6.13.7 says nothing on lost probes):
+    /// \[I] Not in the spec (§3.6.13.7 says nothing on lost probes):
     /// `8 * config_base_rtt`.
     pub probe_timeout: Duration,
-    /// How many base-RTT probes to send at most ([I], 3).
+    /// How many base-RTT probes to send at most (\[I], 3).
     pub probe_attempts: u8,
 }
 
@@ -200,7 +200,10 @@ impl NsccConfig {
     }
 
     /// `max_wnd` for a base RTT: `1.5 * sender.linkspeed * base_rtt`, at
-    /// least one MTU (`update_base_rtt`, §5.2).
+    /// least one MTU (`update_base_rtt`, §5.2). The spec and HTSIM both use
+    /// the *sender's* speed here, while the initial MaxWnd uses the slower
+    /// end; with a slower receiver a lower base RTT can therefore raise
+    /// `max_wnd`. Kept as the spec writes it.
     #[must_use]
     pub fn max_wnd_for(&self, base_rtt: Duration) -> u64 {
         (bdp_bytes(self.sender_linkspeed, duration_ns(base_rtt)).saturating_mul(3) / 2)

@@ -6,7 +6,7 @@
 //! 2^24 ([`Units256`]). `service_time` is 16 bits whose unit is not confirmed
 //! by any source read: PMR says 128 ns (0xFFFF = ≥ 8.388 ms), which matches
 //! the 128 ns precision the spec asks for `tx_timestamp` and `base_rtt`
-//! (§2.7 [I]). This module assumes 128 ns; change [`SERVICE_TIME_UNIT`] if
+//! (§2.7 \[I]). This module assumes 128 ns; change [`SERVICE_TIME_UNIT`] if
 //! the spec says otherwise.
 
 use uet_wire::Units256;
@@ -39,7 +39,7 @@ pub fn service_time_from_wire(v: u16) -> Duration {
 }
 
 /// Source side: turns the cumulative `rcvd_bytes` of one PDC's ACKs into
-/// `newly_rcvd_bytes` (§5.2 [I]: `((new - old) mod 2^24) * 256`).
+/// `newly_rcvd_bytes` (§5.2 \[I]: `((new - old) mod 2^24) * 256`).
 ///
 /// An ACK that arrives after a later one (its value is *behind* the last
 /// seen, i.e. the modular difference is 2^23 units or more) reports 0 newly

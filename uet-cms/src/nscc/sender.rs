@@ -430,7 +430,7 @@ impl Nscc {
     /// now (§3.6.13.7): after the first ACK or NACK of this CCC, unless a
     /// cached base RTT was given, the transfer is at most one BDP, or a probe
     /// already answered. An unanswered probe is repeated after
-    /// `probe_timeout`, at most `probe_attempts` times in all ([I]).
+    /// `probe_timeout`, at most `probe_attempts` times in all (\[I]).
     #[must_use]
     pub fn wants_probe(&self, now: Instant) -> bool {
         let p = &self.probe;
@@ -661,7 +661,9 @@ impl Nscc {
     }
 
     /// `update_delay(delay)`: `avg = w * delay + (1 - w) * avg` (implementation
-    /// defined; HTSIM's weight 0.0125).
+    /// defined; HTSIM's weight 0.0125). The spec's `update_delay` sees only
+    /// the delay, so HTSIM's variant — feeding `0.25 * base_rtt` instead of
+    /// an unmarked sample above target — is not applied.
     fn update_delay(&mut self, delay_ns: u64) {
         let w = self.cfg.delay_ewma_weight;
         self.avg_delay = w * delay_ns as f64 + (1.0 - w) * self.avg_delay;
