@@ -25,4 +25,4 @@ mod ccc;
 mod entropy;
 
 pub use ccc::{AckEvent, Algorithm, Ccc, CccConfig, CccState, CmsEvent, NackEvent, SendParams};
-pub use entropy::{EvFeedback, EvSelector};
+pub use entropy::{Bitmap, EvConfig, EvFeedback, EvMode, EvSelector, Mixed, Reps};
