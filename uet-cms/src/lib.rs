@@ -23,6 +23,8 @@
 
 mod ccc;
 mod entropy;
+pub mod pft;
 
 pub use ccc::{AckEvent, Algorithm, Ccc, CccConfig, CccState, CmsEvent, NackEvent, SendParams};
 pub use entropy::{Bitmap, EvConfig, EvFeedback, EvMode, EvSelector, Mixed, Reps};
+pub use pft::{Pft, PftConfig, PftEvent, ThrottleState};
