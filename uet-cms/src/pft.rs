@@ -34,11 +34,11 @@
 //!
 //! * `c` ([`Pft::credit`]) is the bytes sent and neither acknowledged nor
 //!   declared lost (the CCC's in-flight bytes), in units of
-//!   [`PftConfig::credit_bytes`] (rounded up). Default 256 B [I]: the unit of
+//!   [`PftConfig::credit_bytes`] (rounded up). Default 256 B \[I\]: the unit of
 //!   UET's `rcvd_bytes`; it puts the paper's thresholds 0x250/0x2a0 at
 //!   148/168 KiB, about one BDP of the 100 Gb/s × 12 µs reference network.
 //! * A cycle is a [`PftConfig::tick`], and what the paper does per flit is
-//!   done per packet: full speed is one packet per tick. Default 333 ns [I]:
+//!   done per packet: full speed is one packet per tick. Default 333 ns \[I\]:
 //!   one 4 160-B packet (the CCC's default nominal MTU) at the paper's
 //!   100 Gb/s. AT samples `c` once per tick on a grid that starts at the
 //!   first event; FI spaces departures by `f(c)` ticks; RI draws one `r` per
@@ -46,7 +46,7 @@
 //! * `f(c)` is evaluated with the current `c`: an ACK that lowers `c`
 //!   shortens the wait at once (FI), or redraws the remaining RI wait (which
 //!   is memoryless, so the per-tick draw with a changing `c` is preserved).
-//! * Intervals are capped at [`PftConfig::max_interval`] ticks [I]: the
+//! * Intervals are capped at [`PftConfig::max_interval`] ticks \[I\]: the
 //!   paper's `c` is bounded by the downstream buffer, ours is not, and RI
 //!   with `f(c) ≥ 2^r_bits` would otherwise never send — not even the
 //!   retransmission that would bring `c` down.
@@ -130,7 +130,7 @@ pub enum Pacing {
     /// RI: each tick, a departure is allowed if a uniform `r` in
     /// `[0, 2^r_bits)` is ≥ `f(c)`.
     RandomInterval {
-        /// Width of `r` (1–64). The paper does not give it; 32 [I] makes
+        /// Width of `r` (1–64). The paper does not give it; 32 \[I\] makes
         /// its RI range `m` = 15–22 move the send probability from near 1
         /// to 0 as `c` grows through 2^10 – 2^17 credits.
         r_bits: u8,
@@ -152,11 +152,11 @@ pub struct PftConfig {
     pub n: u8,
     /// `k` of `f(c)`, in ticks (FI) or units of `r` (RI).
     pub k: u64,
-    /// Bytes per credit (default 256 [I], see the module notes).
+    /// Bytes per credit (default 256 \[I\], see the module notes).
     pub credit_bytes: u64,
-    /// The cycle (default 333 ns [I], see the module notes).
+    /// The cycle (default 333 ns \[I\], see the module notes).
     pub tick: Duration,
-    /// Longest interval between departures, in ticks (default 1024 [I]).
+    /// Longest interval between departures, in ticks (default 1024 \[I\]).
     pub max_interval: u64,
 }
 
@@ -166,7 +166,7 @@ impl Default for PftConfig {
             state_machine: StateMachine::AverageThreshold {
                 enter: 0x250,
                 exit: 0x2a0,
-                // Not given in the paper [I]: ~2 base RTTs (12 µs) of
+                // Not given in the paper \[I\]: ~2 base RTTs (12 µs) of
                 // ticks, three quarters of it above the threshold.
                 enter_window: 64,
                 enter_count: 48,
