@@ -286,7 +286,7 @@ impl Reps {
 
     fn next(&mut self, now: Option<Instant>, rng: &mut impl Rng) -> EntropyValue {
         // HTSIM checks the exit only on feedback; a sender whose feedback
-        // stopped would stay frozen, so the pick checks too \[I\].
+        // stopped would stay frozen, so the pick checks too [I].
         self.maybe_thaw(now);
         if self.explore_left > 0 {
             self.explore_left -= 1;
@@ -398,7 +398,7 @@ impl Bitmap {
                 self.decrement(i as usize);
             }
             // Saturated: use it anyway (its point still decays, or the
-            // penalties — which only decay here — would never let go) \[I\].
+            // penalties — which only decay here — would never let go) [I].
             // And never loop past a whole rotation (HTSIM's guard).
             if saturated || skipped >= self.space.size() {
                 break;

@@ -166,7 +166,7 @@ impl Default for PftConfig {
             state_machine: StateMachine::AverageThreshold {
                 enter: 0x250,
                 exit: 0x2a0,
-                // Not given in the paper \[I\]: ~2 base RTTs (12 µs) of
+                // Not given in the paper [I]: ~2 base RTTs (12 µs) of
                 // ticks, three quarters of it above the threshold.
                 enter_window: 64,
                 enter_count: 48,
