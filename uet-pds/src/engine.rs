@@ -17,7 +17,9 @@
 //! (§3 "Read responses"). Each PDC therefore has a send half (ledger, queue)
 //! and a receive half (PSN window, ACK state).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 use uet_cms::{AckEvent, Ccc, NackEvent};
@@ -38,6 +40,7 @@ use uet_wire::{
 
 use crate::config::PdsConfig;
 use crate::counters::{Counters, DropReason};
+use crate::pdc_table::PdcTable;
 use crate::rx_window::{RxOutcome, RxWindow};
 use crate::tx_ledger::TxLedger;
 
@@ -410,7 +413,7 @@ enum CtlOut {
 pub struct Pds {
     config: PdsConfig,
     rng: Xoshiro256,
-    pdcs: HashMap<PdcId, Pdc>,
+    pdcs: PdcTable<Pdc>,
     by_peer: HashMap<(IpAddr, PdcId), PdcId>,
     reuse: HashMap<InitiatorKey, PdcId>,
     cccs: HashMap<(IpAddr, TrafficClass), Ccc>,
@@ -452,10 +455,10 @@ impl Pds {
         Self {
             config,
             rng: Xoshiro256::seed_from_u64(seed),
-            pdcs: HashMap::new(),
-            by_peer: HashMap::new(),
-            reuse: HashMap::new(),
-            cccs: HashMap::new(),
+            pdcs: PdcTable::new(),
+            by_peer: HashMap::default(),
+            reuse: HashMap::default(),
+            cccs: HashMap::default(),
             next_id: 1,
             active: VecDeque::new(),
             acks: VecDeque::new(),
@@ -691,7 +694,7 @@ impl Pds {
                 upper.on_failed(now, r.pkt, PdsError::Timeout);
             }
         }
-        let ids: Vec<PdcId> = self.pdcs.keys().copied().collect();
+        let ids: Vec<PdcId> = self.pdcs.keys().collect();
         for id in ids {
             let mut fail = false;
             let mut lost: Option<(u64, EntropyValue)> = None;
@@ -1786,11 +1789,13 @@ impl Pds {
         }
         let cack = rx.cack();
         let sack_base = cack.next();
-        let mut bitmap = 0u64;
-        for i in 0..64u32 {
-            let psn = sack_base.add(i);
-            if rx.win.contains(psn) && !rx.gtd.contains_key(&psn.0) {
-                bitmap |= 1 << i;
+        // PSNs holding an uncleared guaranteed response are not SACKed: the
+        // initiator must fetch the response (§3).
+        let mut bitmap = rx.win.sack_bitmap(sack_base);
+        for k in rx.gtd.keys() {
+            let d = Psn(*k).diff(sack_base);
+            if (0..64).contains(&d) {
+                bitmap &= !(1u64 << d);
             }
         }
         // Bounded: a peer replaying duplicates cannot grow the queue.

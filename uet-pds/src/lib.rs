@@ -14,6 +14,7 @@
 pub mod config;
 pub mod counters;
 pub mod engine;
+mod pdc_table;
 pub mod rx_window;
 pub mod tx_ledger;
 

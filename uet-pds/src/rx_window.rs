@@ -154,11 +154,38 @@ impl RxWindow {
     /// The 64-bit SACK bitmap starting at `sack_base` (bit i ↔ `sack_base + i`).
     #[must_use]
     pub fn sack_bitmap(&self, sack_base: Psn) -> u64 {
+        let d = sack_base.diff(self.base);
+        if d >= 0 && d as u32 >= self.range {
+            return 0;
+        }
         let mut bm = 0u64;
-        for i in 0..64u32 {
-            if self.contains(sack_base.add(i)) {
-                bm |= 1 << i;
+        // Bits before `base` are received (all ones); the rest come from
+        // the ring, read a word at a time.
+        let (mut i, mut psn) = (0u32, sack_base);
+        while i < 64 && psn.is_before(self.base) {
+            bm |= 1 << i;
+            i += 1;
+            psn = psn.next();
+        }
+        while i < 64 {
+            let off = psn.diff(self.base) as u32;
+            if off >= self.range {
+                break;
             }
+            let slot = psn.0 % self.range;
+            let (w, b) = ((slot / 64) as usize, slot % 64);
+            // Take as many bits as remain in this ring word, the window and
+            // the bitmap.
+            let take = (64 - b).min(64 - i).min(self.range - off);
+            let word = self.bits[w] >> b;
+            let mask = if take == 64 {
+                u64::MAX
+            } else {
+                (1u64 << take) - 1
+            };
+            bm |= (word & mask) << i;
+            i += take;
+            psn = psn.add(take);
         }
         bm
     }

@@ -21,7 +21,9 @@
 //! registered memory at transmit time and placed straight into the local
 //! buffer.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 use uet_pds::{
@@ -450,18 +452,18 @@ impl<M: RegisteredMemory> Endpoint<M> {
             core: Core {
                 target,
                 locals: Vec::new(),
-                slots: HashMap::new(),
-                reads: HashMap::new(),
+                slots: HashMap::default(),
+                reads: HashMap::default(),
                 next_token: 1,
                 next_op: 1,
                 next_msg: 1,
-                in_flight_msgs: HashMap::new(),
+                in_flight_msgs: HashMap::default(),
                 completions: VecDeque::new(),
                 return_q: Vec::new(),
                 release_q: Vec::new(),
                 counters: SesCounters::default(),
             },
-            peers: HashMap::new(),
+            peers: HashMap::default(),
         }
     }
 

@@ -54,7 +54,7 @@
 
 use core::fmt;
 use core::ops::{BitOr, BitOrAssign, Range};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use uet_wire::ses::ReturnCode;
 use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
@@ -530,7 +530,7 @@ pub struct MemoryTable<M = Box<dyn RegisteredMemory + Send>> {
 impl<M> Default for MemoryTable<M> {
     fn default() -> Self {
         Self {
-            jobs: HashMap::new(),
+            jobs: HashMap::default(),
             live: 0,
         }
     }

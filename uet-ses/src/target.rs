@@ -83,7 +83,9 @@
 mod incoming;
 mod matching;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use uet_wire::ses::{ListKind, Opcode, ReturnCode, SesRepr, SesResponseRepr};
 use uet_wire::{JobId, MessageId, PidOnFep};
@@ -417,12 +419,15 @@ impl<M: RegisteredMemory> SesTarget<M> {
     #[must_use]
     pub fn new(config: TargetConfig) -> Self {
         Self {
-            inflight: HashMap::with_capacity(config.max_inflight_messages.min(1 << 12)),
+            inflight: HashMap::with_capacity_and_hasher(
+                config.max_inflight_messages.min(1 << 12),
+                Default::default(),
+            ),
             config,
             memory: MemoryTable::new(),
-            recent: HashMap::new(),
-            queues: HashMap::new(),
-            unexpected: HashMap::new(),
+            recent: HashMap::default(),
+            queues: HashMap::default(),
+            unexpected: HashMap::default(),
             unexpected_bytes: 0,
             next_unexpected: 0,
             next_recv: 0,
