@@ -662,10 +662,10 @@ impl<M: RegisteredMemory> Endpoint<M> {
     /// Work the PDS callbacks could not do themselves: queue read
     /// responses, forget state of closed PDCs.
     fn after(&mut self, now: Instant) {
-        for pdc in std::mem::take(&mut self.core.release_q) {
+        while let Some(pdc) = self.core.release_q.pop() {
             self.pds.release(now, pdc);
         }
-        for (pdc, resp) in std::mem::take(&mut self.core.return_q) {
+        while let Some((pdc, resp)) = self.core.return_q.pop() {
             let token = self.core.next_token;
             self.core.next_token += 1;
             let n = resp.fragment_count();
