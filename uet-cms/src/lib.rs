@@ -23,6 +23,8 @@
 
 mod ccc;
 mod entropy;
+pub mod rccc;
 
 pub use ccc::{AckEvent, Algorithm, Ccc, CccConfig, CccState, CmsEvent, NackEvent, SendParams};
 pub use entropy::{EvFeedback, EvSelector};
+pub use rccc::{RcccConfig, RcccReceiver, RcccSource};
