@@ -47,8 +47,9 @@
 //! A 24-bit field cannot carry the seed's absolute backlog (256 MB >
 //! 16 MiB), so `credit_target` is, as HTSIM's pull target, the **cumulative
 //! credit value at which the source's (capped) demand would be met**:
-//! `cum + min(backlog + rtx_backlog, cap) - credit`. The receiver reads the
-//! outstanding demand as `credit_target - granted` (mod 2^24).
+//! `cum + min(backlog + rtx_backlog, cap) - credit`, and a data packet carries
+//! the value after its own send [HTSIM]. The receiver reads the outstanding
+//! demand as `credit_target - granted` (mod 2^24).
 //!
 //! ## Choices, in one place (each is repeated next to its code)
 //!
@@ -85,6 +86,8 @@
 
 mod receiver;
 mod source;
+#[cfg(test)]
+mod tests;
 
 use core::fmt;
 
@@ -130,7 +133,8 @@ pub struct RcccConfig {
     /// 100 Gb/s [seed], BDP/12 on the reference network.
     pub initial_window: u64,
     /// Most credit a source asks for ahead of its sending, and most it holds.
-    /// Default 1.5 × BDP = `MaxWnd` [HTSIM `configured_maxwnd`, §5.2].
+    /// Default 1.5 × BDP = `MaxWnd` [HTSIM `configured_maxwnd`, §5.2], at
+    /// least 4 × `mtu` [I], at most [`MAX_CREDIT_LIMIT`].
     pub max_credit: u64,
     /// Smallest grant the pacer hands one sender when the slice has to be
     /// shared by many (a sender may still get less if that finishes its
@@ -173,8 +177,13 @@ impl RcccConfig {
         // Seed: the initial burst is one slice at line rate (12.5 KB at
         // 100 Gb/s and 1 µs).
         c.initial_window = c.line_rate_bytes(slice);
-        // HTSIM: configured_maxwnd = 1.5 × BDP.
-        c.max_credit = c.bdp().saturating_mul(3) / 2;
+        // HTSIM: configured_maxwnd = 1.5 × BDP; at least four packets [I] so
+        // a source on a tiny-BDP fabric can ask for the next packet while one
+        // is in flight; above 2 MiB (≈ 930 Gb/s at 12 µs) clamped so the
+        // 24-bit counters stay unambiguous.
+        c.max_credit = (c.bdp().saturating_mul(3) / 2)
+            .max(4 * u64::from(mtu))
+            .min(MAX_CREDIT_LIMIT);
         c
     }
 

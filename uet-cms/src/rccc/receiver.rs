@@ -127,7 +127,8 @@ pub struct RcccReceiver<S> {
     resuming: bool,
     /// Fraction of a byte carried between ticks, in bit·ppm·ns units.
     frac: u128,
-    /// Budget (< `min_grant`) carried until a packet-sized grant is possible.
+    /// Budget (always < `min_grant`) carried until a packet-sized grant is
+    /// possible.
     carry: u64,
     stats: RcccReceiverStats,
     events: VecDeque<RcccReceiverEvent<S>>,
@@ -223,13 +224,17 @@ impl<S: Copy + Ord> RcccReceiver<S> {
     }
 
     /// A CREDIT_REQ CP (§2.10 ctl_type 8) from `sender` with its target:
-    /// updates the demand like [`on_rx`](Self::on_rx) and answers with a
-    /// CREDIT CP carrying the current cumulative count, even if unchanged —
-    /// the source may have lost the last one.
+    /// updates the demand like [`on_rx`](Self::on_rx). If that leaves the
+    /// sender without demand, it is answered at once with a CREDIT CP
+    /// carrying the current cumulative count, even if unchanged: the source
+    /// may have lost the last grant. A sender with demand gets its next
+    /// (cumulative) grant at its turn, which answers it as well [I].
     pub fn on_credit_request(&mut self, now: Instant, sender: S, credit_target: Credit24) {
         self.stats.credit_requests += 1;
         self.heard(now, sender, credit_target, 0);
-        self.queue_cp(sender);
+        if !self.is_active(sender) {
+            self.queue_cp(sender);
+        }
     }
 
     /// The cumulative credit for an ACK_CC (`cc_type` CREDIT, §2.7) to
@@ -385,23 +390,23 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         // 6,250 B each at 100 Gb/s); otherwise only as many as get
         // `min_grant` each, continuing round robin next slice [HTSIM pulls
         // of a few MTUs, round robin]. Shares are water-filled: a sender
-        // whose demand is below its share takes only its demand and the rest
-        // is shared among the following ones.
+        // whose demand is below its share takes only its demand, and the
+        // share of the next one is worked out again from what is left.
         let min_grant = self.config.min_grant;
-        let mut slots = (budget / min_grant).clamp(1, n as u64);
         let mut served = 0;
-        while slots > 0 && served < n && budget > 0 {
+        while served < n && budget > 0 {
             let s = self.ring[served];
             let Some(e) = self.senders.get(&s) else {
                 served += 1;
                 continue;
             };
             let demand = e.demand();
+            let slots = (budget / min_grant).clamp(1, (n - served) as u64);
             let portion = budget.div_ceil(slots);
             if portion < min_grant && demand > portion {
-                // Less than a packet's worth for a sender that wants more:
-                // keep the budget for the next slice rather than grant
-                // sub-packet credit [I].
+                // Less than a packet's worth (so `budget < min_grant`) for a
+                // sender that wants more: keep it for the next slice rather
+                // than grant sub-packet credit [I].
                 self.carry = budget;
                 break;
             }
@@ -409,9 +414,6 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             self.grant(now, s, g);
             budget -= g;
             served += 1;
-            if g == portion {
-                slots -= 1;
-            }
         }
         // Budget nobody could use is not banked: unused credit is
         // reclaimed [I].

@@ -115,11 +115,14 @@ pub struct RcccSource {
     speculating: bool,
     request: Option<RequestCause>,
     /// Since when the source has been blocked (backlog, no credit) without
-    /// news; `None` while not blocked.
+    /// a new grant; `None` while not blocked.
+    blocked_since: Option<Instant>,
+    /// Start of the running credit timer: `blocked_since`, or the last
+    /// CREDIT_REQ sent; `None` while not blocked.
     wait_start: Option<Instant>,
     /// Requests sent since the last new grant (the backoff exponent).
     retries: u32,
-    /// How long the last grant took to come while the source waited.
+    /// How long the source last waited, blocked, for a new grant.
     last_wait: Option<Duration>,
     stats: RcccSourceStats,
     events: VecDeque<RcccSourceEvent>,
@@ -136,6 +139,7 @@ impl RcccSource {
             backlog: 0,
             rtx_backlog: 0,
             request: None,
+            blocked_since: None,
             wait_start: None,
             retries: 0,
             last_wait: None,
@@ -229,18 +233,38 @@ impl RcccSource {
         self.refresh(now);
     }
 
-    /// `computeCreditTarget` (§5.1 GetSendParams): the `credit_target` for
-    /// the next packet's `req_cc_state`, or for a CREDIT_REQ CP.
+    /// `computeCreditTarget` (§5.1 GetSendParams): the current credit
+    /// target, as a CREDIT_REQ CP carries it.
     ///
     /// `cum + min(backlog + rtx_backlog, cap, max_credit) - credit`, modulo
     /// 2^24 [HTSIM `computePullTarget`]. `cap` is `cwnd + MTU` when NSCC also
     /// runs on this CCC (§5.2 "NSCC + RCCC together"), else `None`.
     ///
-    /// Sending leaves the target unchanged (need and credit drop together),
-    /// as does a grant (cum and credit rise together); it moves only when the
-    /// need, the cap or the balance otherwise changes.
+    /// A data packet carries the target *after* its own send [HTSIM
+    /// `sendNewPacket` computes the pull target after spending]: call this
+    /// after [`on_send`](Self::on_send), or use
+    /// [`credit_target_after`](Self::credit_target_after) while the header
+    /// is written first. Otherwise, when the cap binds (a long backlog), the
+    /// receiver learns each packet's demand one packet late, and a source
+    /// whose last packet used up its credit waits for the credit timeout.
     pub fn credit_target(&self, cap: Option<u64>) -> Credit24 {
         add24(self.cum, self.ahead(cap))
+    }
+
+    /// The credit target a packet of `bytes` carries: the value
+    /// [`credit_target`](Self::credit_target) will have once
+    /// [`on_send`](Self::on_send)`(bytes, is_rtx)` has run.
+    pub fn credit_target_after(&self, bytes: u64, is_rtx: bool, cap: Option<u64>) -> Credit24 {
+        let (backlog, rtx) = if is_rtx {
+            (self.backlog, self.rtx_backlog.saturating_sub(bytes))
+        } else {
+            (self.backlog.saturating_sub(bytes), self.rtx_backlog)
+        };
+        let credit = self.credit.saturating_sub(to_i64(bytes));
+        add24(
+            self.cum,
+            self.ahead_with(backlog.saturating_add(rtx), credit, cap),
+        )
     }
 
     /// `RCCC.OnACK` (§5.1): feedback from the receiver ends speculation
@@ -298,9 +322,10 @@ impl RcccSource {
                 self.stats.clamped_bytes += (self.credit - max).unsigned_abs();
                 self.credit = max;
             }
-            if let Some(w) = self.wait_start {
+            if let Some(w) = self.blocked_since {
                 self.last_wait = Some(now.saturating_since(w));
             }
+            self.blocked_since = None;
             self.wait_start = None;
             self.retries = 0;
             self.push_event(RcccSourceEvent::Credit {
@@ -360,11 +385,14 @@ impl RcccSource {
     /// Demand ahead of the accepted cumulative count: the credit target minus
     /// `cum`, in `-max_credit ..= max_credit + MTU` [HTSIM].
     fn ahead(&self, cap: Option<u64>) -> i64 {
-        let need = self
-            .need()
+        self.ahead_with(self.need(), self.credit, cap)
+    }
+
+    fn ahead_with(&self, need: u64, credit: i64, cap: Option<u64>) -> i64 {
+        let need = need
             .min(cap.unwrap_or(u64::MAX))
             .min(self.config.max_credit);
-        to_i64(need).saturating_sub(self.credit)
+        to_i64(need).saturating_sub(credit)
     }
 
     fn blocked(&self) -> bool {
@@ -413,10 +441,12 @@ impl RcccSource {
     /// Re-derives the credit timer after any input.
     fn refresh(&mut self, now: Instant) {
         if self.blocked() {
-            if self.wait_start.is_none() {
+            if self.blocked_since.is_none() {
+                self.blocked_since = Some(now);
                 self.wait_start = Some(now);
             }
         } else {
+            self.blocked_since = None;
             self.wait_start = None;
             self.retries = 0;
             // Whatever the request was for, the next data packet carries the
@@ -568,7 +598,24 @@ mod tests {
     }
 
     #[test]
-    fn sending_and_granting_leave_the_target_unchanged() {
+    fn a_packet_carries_the_target_after_its_send() {
+        let mut s = RcccSource::new(seed_config()).unwrap();
+        s.on_new_data(us(0), 1_000_000);
+        // The cap binds (backlog ≫ max_credit): each packet sent asks for
+        // its own bytes again.
+        let before = s.credit_target(None);
+        let carried = s.credit_target_after(4160, false, None);
+        assert_eq!(diff24(carried, before), 4160);
+        s.on_send(us(0), 4160, false);
+        assert_eq!(s.credit_target(None), carried);
+        s.on_nack(us(1), 4160, true);
+        let carried = s.credit_target_after(4160, true, Some(44_160));
+        s.on_send(us(1), 4160, true);
+        assert_eq!(s.credit_target(Some(44_160)), carried);
+    }
+
+    #[test]
+    fn sending_and_granting_leave_the_target_unchanged_below_the_cap() {
         let mut s = RcccSource::new(seed_config()).unwrap();
         s.on_new_data(us(0), 100_000);
         s.on_ack(us(0));
