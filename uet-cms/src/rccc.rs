@@ -6,9 +6,9 @@
 //! `credit_target` and `credit` fields, CREDIT / CREDIT_REQ CPs), §10 (gaps),
 //! and `seeds/rccc-blog.txt` for the worked numbers. The normative text
 //! (spec §3.6.14) is **not** public; every rule below says where it comes
-//! from: **[seed]** the RCCC blog, **[HTSIM]** UEC's simulator
+//! from: **\[seed\]** the RCCC blog, **\[HTSIM\]** UEC's simulator
 //! (`uec.cpp`: `UecSrc::computePullTarget`, `handlePull`, `stopSpeculating`,
-//! `UecPullPacer`), **[C]** confirmed in the notes, **[I]** our own choice.
+//! `UecPullPacer`), **\[C\]** confirmed in the notes, **\[I\]** our own choice.
 //!
 //! Two halves, both pure (time comes in as `now`):
 //!
@@ -28,9 +28,35 @@
 //!  can_send: credit > 0                                             pacer tick every slice:
 //!  on_send: credit -= bytes                                           budget = rate × slice
 //!  credit_target = cum + min(need, cap) - credit                      split among active senders
+//!    (after the packet's own send)
 //!                  ◄──────────── CREDIT CP / ACK_CC credit (cumulative) ──
 //!  on_credit_update: credit += (new - cum) mod 2^24
 //! ```
+//!
+//! ## Wiring it into the CCC and the PDS
+//!
+//! * Source CCC (RCCC on): `can_send` ANDs [`RcccSource::can_send`];
+//!   GetSendParams puts [`RcccSource::credit_target_after`] (or
+//!   `credit_target` read after `on_send`) into `req_cc_state.credit_target`
+//!   with `cap = Some(cwnd + MTU)` when NSCC also runs; `OnSend`, `OnNewData`,
+//!   `OnACK`, `OnNACK`, `OnInferredLoss` and `OnCreditUpdate` call the hooks
+//!   of the same name; `poll_timeout`/`handle_timeout` join the CCC's timers;
+//!   when [`RcccSource::needs_credit_request`] the PDS sends a CREDIT_REQ CP
+//!   whose payload is [`RcccSource::poll_credit_request`].
+//! * Destination: one [`RcccReceiver`] per FEP (or port), keyed by whatever
+//!   names the source CCC (source FA + `ccc_id`). `OnRX` of every
+//!   RUD_CC_REQ / ROD_CC_REQ (and of last-hop-trimmed ones) calls
+//!   [`RcccReceiver::on_rx`]; a CREDIT_REQ CP calls
+//!   [`RcccReceiver::on_credit_request`]; every ACK_CC with `cc_type` CREDIT
+//!   takes its `credit` from [`RcccReceiver::grant_for`]; CREDIT CPs come from
+//!   [`RcccReceiver::poll_grant`], sent on the control class like ACKs;
+//!   [`RcccReceiver::remove_sender`] when the destination CCC is released.
+//! * Both ends must use the same `initial_window` (one deployment config),
+//!   and a source CCC and its destination entry must be created and released
+//!   together: the cumulative counters only make sense as a pair.
+//! * Not paced: the initial windows of new senders (speculation). In an
+//!   incast of N new senders up to N × (initial window + one packet) arrive
+//!   unpaced in the first RTT; that is where `cc-eval.md` allows drops.
 //!
 //! ## Units on the wire [I, documented gap §10]
 //!
@@ -48,30 +74,30 @@
 //! 16 MiB), so `credit_target` is, as HTSIM's pull target, the **cumulative
 //! credit value at which the source's (capped) demand would be met**:
 //! `cum + min(backlog + rtx_backlog, cap) - credit`, and a data packet carries
-//! the value after its own send [HTSIM]. The receiver reads the outstanding
+//! the value after its own send \[HTSIM\]. The receiver reads the outstanding
 //! demand as `credit_target - granted` (mod 2^24).
 //!
 //! ## Choices, in one place (each is repeated next to its code)
 //!
-//! * **Time slice** 1 µs [seed]; the pacer grants `link_rate × pacing × slice`
-//!   per slice (12,500 B at 100 Gb/s and pacing 1.0 [seed]; 12,375 B with the
+//! * **Time slice** 1 µs \[seed\]; the pacer grants `link_rate × pacing × slice`
+//!   per slice (12,500 B at 100 Gb/s and pacing 1.0 \[seed\]; 12,375 B with the
 //!   default pacing 0.99 [HTSIM `pull_rate_modifier`]).
-//! * **Division** [seed]: the slice's budget is split equally among the active
+//! * **Division** \[seed\]: the slice's budget is split equally among the active
 //!   senders (6,250 B each for two). When an equal share would be smaller
 //!   than [`RcccConfig::min_grant`] (many senders), the slice goes to as
 //!   many senders as get at least `min_grant`, in round-robin order [HTSIM:
 //!   one pull of several MTUs per sender, round robin], so grants stay
 //!   packet-sized and the long-run shares stay equal.
-//! * **Initial window** `link_rate × slice` = 12,500 B at 100 Gb/s [seed], i.e.
+//! * **Initial window** `link_rate × slice` = 12,500 B at 100 Gb/s \[seed\], i.e.
 //!   one slice at line rate = BDP/12 on the 100 Gb/s × 12 µs reference
 //!   network (BDP 150,000 B). Both sides count it as already granted: the
 //!   receiver's cumulative counter for a new sender starts there, which is why
-//!   its first grant reads 25,000 [seed]. Speculation ends with the first
+//!   its first grant reads 25,000 \[seed\]. Speculation ends with the first
 //!   feedback (ACK, NACK, credit) or a loss, and unspent speculative credit is
 //!   dropped then [HTSIM `stopSpeculating`].
 //! * **Max credit** 1.5 BDP = `MaxWnd` [HTSIM `configured_maxwnd`]: caps the
 //!   demand a source advertises and the credit it holds.
-//! * **Reclaim** [I]: unused slice budget is never banked; a sender whose
+//! * **Reclaim** \[I\]: unused slice budget is never banked; a sender whose
 //!   demand is met, or that has not answered a grant within
 //!   [`RcccConfig::idle_timeout`], leaves the active table and its share goes
 //!   to the others at the next slice. Grants already sent cannot be revoked
@@ -80,7 +106,8 @@
 //! * **Credit timeout** [I, HTSIM sends an RTS on RTO]: a source with backlog,
 //!   no credit and no new grant for [`RcccConfig::credit_timeout`] (or twice
 //!   its last wait for a grant, whichever is longer; doubled after each
-//!   unanswered request) asks for a CREDIT_REQ CP. Need that grows while the
+//!   unanswered request, at most 64 × `credit_timeout`) asks for a
+//!   CREDIT_REQ CP. Need that grows while the
 //!   source is blocked (new data, a NACK, a loss) asks at once, because no
 //!   data packet will carry the new target.
 
@@ -104,7 +131,7 @@ const BYTE_PPM_NS: u128 = 8 * 1_000_000 * 1_000_000_000;
 /// The largest `max_credit` [`RcccConfig::validate`] accepts: 2 MiB. With
 /// in-flight grants and one packet of debt, differences between the two
 /// sides' counters stay within ±(2·max_credit + MTU) < 2^23, so the signed
-/// 24-bit comparison is never ambiguous [I].
+/// 24-bit comparison is never ambiguous \[I\].
 pub const MAX_CREDIT_LIMIT: u64 = 1 << 21;
 
 /// RCCC parameters, shared by the source and the receiver side (both must
@@ -112,7 +139,7 @@ pub const MAX_CREDIT_LIMIT: u64 = 1 << 21;
 /// network (`uet-spec-notes.md` §5.2; HTSIM; seed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RcccConfig {
-    /// Receiver link rate in bits per second. Default 100 Gb/s [seed].
+    /// Receiver link rate in bits per second. Default 100 Gb/s \[seed\].
     pub link_rate_bps: u64,
     /// Pacing factor in parts per million of the link rate: credit is handed
     /// out just under line rate so queues drain. Default 990,000 (0.99)
@@ -130,18 +157,18 @@ pub struct RcccConfig {
     /// Credit a new source may spend before it hears from the receiver (the
     /// speculative first window), and the receiver's starting cumulative
     /// count for a new sender. Default `link_rate × slice` = 12,500 B at
-    /// 100 Gb/s [seed], BDP/12 on the reference network.
+    /// 100 Gb/s \[seed\], BDP/12 on the reference network.
     pub initial_window: u64,
     /// Most credit a source asks for ahead of its sending, and most it holds.
     /// Default 1.5 × BDP = `MaxWnd` [HTSIM `configured_maxwnd`, §5.2], at
-    /// least 4 × `mtu` [I], at most [`MAX_CREDIT_LIMIT`].
+    /// least 4 × `mtu` \[I\], at most [`MAX_CREDIT_LIMIT`].
     pub max_credit: u64,
     /// Smallest grant the pacer hands one sender when the slice has to be
     /// shared by many (a sender may still get less if that finishes its
-    /// demand). Default one `mtu` [I].
+    /// demand). Default one `mtu` \[I\].
     pub min_grant: u64,
     /// Most slices' worth of budget one late pacer tick may hand out (the
-    /// daemon's poll loop is not exact). Default 2 [I].
+    /// daemon's poll loop is not exact). Default 2 \[I\].
     pub max_burst_slices: u32,
     /// An active sender that has not been heard from this long after a grant
     /// leaves the active table (its demand is dropped). Default 8 × base RTT

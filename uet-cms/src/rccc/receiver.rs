@@ -77,7 +77,7 @@ pub struct RcccReceiverStats {
 #[derive(Debug, Clone)]
 struct Entry {
     /// Cumulative bytes granted, extended beyond 24 bits; starts at the
-    /// initial window [seed].
+    /// initial window \[seed\].
     granted: u64,
     /// Highest cumulative target seen, extended; `target - granted` is the
     /// outstanding demand.
@@ -106,7 +106,7 @@ impl Entry {
 /// `ccc_id`, or the PDC). The table is ordered by `S`, so every run with the
 /// same inputs grants the same way.
 ///
-/// Lifetime [I]: an entry (with its cumulative count) lives as long as the
+/// Lifetime \[I\]: an entry (with its cumulative count) lives as long as the
 /// destination CCC for that source; the PDS removes it with
 /// [`remove_sender`](Self::remove_sender) when that CCC is released. Leaving
 /// the *active* table (demand met, idle) keeps the entry, because the
@@ -197,13 +197,13 @@ impl<S: Copy + Ord> RcccReceiver<S> {
     /// `trimmed_last_hop` the packet was trimmed at the last hop (DSCP
     /// `DSCP_TRIMMED_LASTHOP`): its data did not arrive and the source will
     /// retransmit it (§7: last-hop trims belong to RCCC), so the receiver
-    /// counts those bytes as demand already [I]; the source's own target will
+    /// counts those bytes as demand already \[I\]; the source's own target will
     /// say the same once it has the NACK (the larger of the two is kept, so
     /// they are not added twice). Packets trimmed elsewhere are NSCC's
     /// signal; pass them with `bytes = 0` and `trimmed_last_hop = false`.
     ///
     /// An unknown sender gets an entry whose cumulative count starts at the
-    /// initial window it may already have spent [seed].
+    /// initial window it may already have spent \[seed\].
     pub fn on_rx(
         &mut self,
         now: Instant,
@@ -228,7 +228,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
     /// sender without demand, it is answered at once with a CREDIT CP
     /// carrying the current cumulative count, even if unchanged: the source
     /// may have lost the last grant. A sender with demand gets its next
-    /// (cumulative) grant at its turn, which answers it as well [I].
+    /// (cumulative) grant at its turn, which answers it as well \[I\].
     pub fn on_credit_request(&mut self, now: Instant, sender: S, credit_target: Credit24) {
         self.stats.credit_requests += 1;
         self.heard(now, sender, credit_target, 0);

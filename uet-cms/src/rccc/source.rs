@@ -9,7 +9,7 @@ use uet_wire::time::{Duration, Instant};
 
 use super::{RcccConfig, RcccConfigError, add24, diff24, wire24};
 
-/// Most doublings of the credit timeout after unanswered requests (×64) [I].
+/// Most doublings of the credit timeout after unanswered requests (×64) \[I\].
 const MAX_BACKOFF_EXP: u32 = 6;
 
 /// Events kept for a consumer that does not poll; older ones are dropped.
@@ -110,7 +110,7 @@ pub struct RcccSource {
     /// packet may leave whenever the balance is positive (§5.3 "credit > 0").
     credit: i64,
     /// Last cumulative value accepted from the receiver. Starts at the
-    /// initial window, which both sides count as granted [seed].
+    /// initial window, which both sides count as granted \[seed\].
     cum: Credit24,
     speculating: bool,
     request: Option<RequestCause>,
@@ -383,7 +383,7 @@ impl RcccSource {
     }
 
     /// Demand ahead of the accepted cumulative count: the credit target minus
-    /// `cum`, in `-max_credit ..= max_credit + MTU` [HTSIM].
+    /// `cum`, in `-max_credit ..= max_credit + MTU` \[HTSIM\].
     fn ahead(&self, cap: Option<u64>) -> i64 {
         self.ahead_with(self.need(), self.credit, cap)
     }
@@ -458,7 +458,7 @@ impl RcccSource {
     /// `max(credit_timeout, 2 × last wait for a grant) × 2^retries`, at most
     /// `credit_timeout × 64`: in a large incast grants come rarely (every
     /// `senders / grants-per-slice` slices), and re-requesting faster than
-    /// they come only adds CPs to the congested link [I].
+    /// they come only adds CPs to the congested link \[I\].
     fn wait_timeout(&self) -> Duration {
         let base = self.config.credit_timeout;
         let adaptive = self

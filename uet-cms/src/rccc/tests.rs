@@ -396,6 +396,59 @@ fn clean(rtt_us: u64) -> Net {
     }
 }
 
+/// The seed's walk-through as a packet trace: a 256 MB RMA write at
+/// 100 Gb/s, one sender, then a second one joining.
+#[test]
+fn seed_walk_through() {
+    let cfg = RcccConfig {
+        pacing_ppm: 1_000_000,
+        ..RcccConfig::default()
+    };
+    let mut a = RcccSource::new(cfg.clone()).unwrap();
+    let mut rx: RcccReceiver<u8> = RcccReceiver::new(cfg).unwrap();
+    let t0 = Instant::ZERO;
+    // Source CCC 0xA1: backlog 0 → 256 MB; pre-provisioned 12.5 KB.
+    a.on_new_data(t0, 256_000_000);
+    assert_eq!(a.credit(), 12_500);
+    // The initial amount leaves in RUD_CC_REQs (4,160 + 4,160 + 4,180 B).
+    for b in [4160, 4160, 4180] {
+        a.on_send(t0, b, false);
+        rx.on_rx(
+            t0 + Duration::from_micros(6),
+            0xA1,
+            a.credit_target(None),
+            b,
+            false,
+        );
+    }
+    assert_eq!(a.backlog(), 255_987_500);
+    assert_eq!(a.credit(), 0);
+    // The target: cumulative 12,500 plus the backlog, capped at max_credit
+    // (a 24-bit field cannot hold 255,987,500).
+    assert_eq!(a.credit_target(None), wire24(12_500 + 225_000));
+    assert_eq!(rx.demand(0xA1), Some(225_000));
+    // Active sender table: one sender; 12.5 GB/s × 1 µs ÷ 1 = 12.5 KB.
+    let t1 = t0 + Duration::from_micros(6);
+    rx.handle_timeout(t1);
+    let (s, cum) = rx.poll_grant().unwrap();
+    assert_eq!((s, cum), (0xA1, wire24(25_000)));
+    // Source: 25,000 − 12,500 = 12,500 newly granted.
+    let t2 = t1 + Duration::from_micros(6);
+    assert_eq!(
+        a.on_credit_update(t2, cum),
+        super::CreditUpdate::New(12_500)
+    );
+    a.on_send(t2, 12_500, false);
+    assert_eq!(a.backlog(), 255_975_000);
+    // A second sender (0xA2) joins: the same slice is now 6.25 KB each.
+    rx.on_rx(t1, 0xA2, wire24(12_500 + 225_000), 4160, false);
+    rx.on_rx(t1, 0xA1, a.credit_target(None), 4160, false);
+    rx.handle_timeout(t1 + Duration::from_micros(1));
+    let mut g: Vec<_> = core::iter::from_fn(|| rx.poll_grant()).collect();
+    g.sort();
+    assert_eq!(g, vec![(0xA1, wire24(31_250)), (0xA2, wire24(18_750))]);
+}
+
 #[test]
 fn incast_finishes_near_ideal_and_fair() {
     // 8:1 × 1 MB at 100 Gb/s, 12 µs RTT, pacing 0.99.
