@@ -97,8 +97,9 @@ pub struct RcccSourceStats {
 ///
 /// Byte counts are nominal sizes (§1). The CCC calls the hooks in the order
 /// of the spec's common code (§5.1): `on_new_data` when data is queued,
-/// `can_send` before a packet, `credit_target` for its `req_cc_state`
-/// (GetSendParams), `on_send` once it leaves, `on_ack` / `on_nack` /
+/// `can_send` before a packet, `credit_target_after` for its
+/// `req_cc_state` (GetSendParams), `on_send` once it leaves, `on_ack` /
+/// `on_nack` /
 /// `on_inferred_loss` on feedback, `on_credit_update` for every CREDIT CP or
 /// ACK_CC with `cc_type` CREDIT.
 #[derive(Debug, Clone)]

@@ -543,7 +543,7 @@ fn large_incast_does_not_flood_credit_requests() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(128))]
 
     /// The closed loop under delay, reordering, loss, trims, a late pacer and
     /// an NSCC cap: invariants 1–5.
