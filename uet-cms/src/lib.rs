@@ -25,8 +25,10 @@ mod ccc;
 mod entropy;
 pub mod nscc;
 pub mod pft;
+pub mod rccc;
 
 pub use ccc::{AckEvent, Algorithm, Ccc, CccConfig, CccState, CmsEvent, NackEvent, SendParams};
 pub use entropy::{Bitmap, EvConfig, EvFeedback, EvMode, EvSelector, Mixed, Reps};
 pub use nscc::{Nscc, NsccAck, NsccConfig, NsccDest, NsccEvent, NsccNack};
 pub use pft::{Pft, PftConfig, PftEvent, ThrottleState};
+pub use rccc::{RcccConfig, RcccReceiver, RcccSource};

@@ -1,0 +1,800 @@
+//! The receiver half of RCCC: the active sender table and the credit pacer
+//! of one receiving FEP or port (`uet-spec-notes.md` §5.1 `RCCC.OnRX`, §5.3;
+//! `seeds/rccc-blog.txt` "Target RCCC Operation").
+
+use std::collections::{BTreeMap, VecDeque};
+
+use uet_wire::Credit24;
+use uet_wire::time::{Duration, Instant};
+
+use super::{BYTE_PPM_NS, RcccConfig, RcccConfigError, diff24, wire24};
+
+/// Events kept for a consumer that does not poll; older ones are dropped.
+const EVENT_CAP: usize = 1024;
+
+/// Why a sender left the active table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaveReason {
+    /// Everything it asked for has been granted.
+    DemandMet,
+    /// It did not answer a grant within the idle timeout; its demand was
+    /// dropped and its share went to the others.
+    Idle,
+    /// The PDS removed it ([`RcccReceiver::remove_sender`]).
+    Removed,
+}
+
+/// A change in the active sender table, for tracing and plots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RcccReceiverEvent<S> {
+    /// A sender with demand joined the active table.
+    Joined {
+        /// When.
+        now: Instant,
+        /// Who.
+        sender: S,
+    },
+    /// A sender left the active table.
+    Left {
+        /// When.
+        now: Instant,
+        /// Who.
+        sender: S,
+        /// Why.
+        reason: LeaveReason,
+    },
+    /// A packet from `sender` was trimmed at the last hop (§7): the
+    /// receiver's own link was oversubscribed, typically by speculative
+    /// first windows.
+    LastHopTrim {
+        /// When.
+        now: Instant,
+        /// Whose packet.
+        sender: S,
+    },
+}
+
+/// Counters of a receiver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RcccReceiverStats {
+    /// Grants handed out by the pacer.
+    pub grants: u64,
+    /// Bytes granted by the pacer (not counting initial windows).
+    pub granted_bytes: u64,
+    /// Pacer ticks run.
+    pub ticks: u64,
+    /// Data bytes received (nominal sizes, untrimmed packets).
+    pub received_bytes: u64,
+    /// Packets trimmed at the last hop.
+    pub last_hop_trims: u64,
+    /// CREDIT_REQ CPs received.
+    pub credit_requests: u64,
+    /// Senders dropped from the active table for not answering grants.
+    pub idle_evictions: u64,
+}
+
+/// What the table keeps per sender.
+#[derive(Debug, Clone)]
+struct Entry {
+    /// Cumulative bytes granted, extended beyond 24 bits; starts at the
+    /// initial window \[seed\].
+    granted: u64,
+    /// Highest cumulative target seen, extended; `target - granted` is the
+    /// outstanding demand.
+    target: u64,
+    /// In the active ring.
+    active: bool,
+    /// In the CREDIT CP queue.
+    queued: bool,
+    /// A CREDIT CP should carry the current `granted`.
+    cp_pending: bool,
+    /// The first grant the sender has not answered (by a packet or a
+    /// CREDIT_REQ) since.
+    unanswered_since: Option<Instant>,
+}
+
+impl Entry {
+    fn demand(&self) -> u64 {
+        self.target.saturating_sub(self.granted)
+    }
+}
+
+/// The RCCC receiver of one FEP (or port): the active sender table and the
+/// pacer that divides `link_rate × pacing` among active senders.
+///
+/// `S` identifies a source CCC (for example the source FEP address and its
+/// `ccc_id`, or the PDC). The table is ordered by `S`, so every run with the
+/// same inputs grants the same way.
+///
+/// Lifetime \[I\]: an entry (with its cumulative count) lives as long as the
+/// destination CCC for that source; the PDS removes it with
+/// [`remove_sender`](Self::remove_sender) when that CCC is released. Leaving
+/// the *active* table (demand met, idle) keeps the entry, because the
+/// source's cumulative counter carries on.
+#[derive(Debug, Clone)]
+pub struct RcccReceiver<S> {
+    config: RcccConfig,
+    senders: BTreeMap<S, Entry>,
+    /// Active senders in round-robin order; the front is served first.
+    ring: VecDeque<S>,
+    /// Senders owed a CREDIT CP.
+    cps: VecDeque<S>,
+    /// The pacer's next tick; `None` while no sender has demand.
+    next_tick: Option<Instant>,
+    last_tick: Option<Instant>,
+    /// The next tick is the first after an idle period: it grants exactly
+    /// one slice (no credit is banked while idle).
+    resuming: bool,
+    /// Fraction of a byte carried between ticks, in bit·ppm·ns units.
+    frac: u128,
+    /// Budget (always < `min_grant`) carried until a packet-sized grant is
+    /// possible.
+    carry: u64,
+    stats: RcccReceiverStats,
+    events: VecDeque<RcccReceiverEvent<S>>,
+}
+
+impl<S: Copy + Ord> RcccReceiver<S> {
+    /// An empty table.
+    pub fn new(config: RcccConfig) -> Result<Self, RcccConfigError> {
+        config.validate()?;
+        Ok(Self {
+            config,
+            senders: BTreeMap::new(),
+            ring: VecDeque::new(),
+            cps: VecDeque::new(),
+            next_tick: None,
+            last_tick: None,
+            resuming: true,
+            frac: 0,
+            carry: 0,
+            stats: RcccReceiverStats::default(),
+            events: VecDeque::new(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RcccConfig {
+        &self.config
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &RcccReceiverStats {
+        &self.stats
+    }
+
+    /// Senders with demand (the active sender table).
+    pub fn active_senders(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// Senders known, active or not.
+    pub fn known_senders(&self) -> usize {
+        self.senders.len()
+    }
+
+    /// Whether `sender` is in the active table.
+    pub fn is_active(&self, sender: S) -> bool {
+        self.senders.get(&sender).is_some_and(|e| e.active)
+    }
+
+    /// Bytes `sender` still asks for, if known.
+    pub fn demand(&self, sender: S) -> Option<u64> {
+        self.senders.get(&sender).map(Entry::demand)
+    }
+
+    /// Cumulative bytes granted to `sender` (initial window included),
+    /// beyond 24 bits.
+    pub fn granted(&self, sender: S) -> Option<u64> {
+        self.senders.get(&sender).map(|e| e.granted)
+    }
+
+    /// `RCCC.OnRX` (§5.1): a packet from `sender` carrying `credit_target`
+    /// in its `req_cc_state` (RUD_CC_REQ / ROD_CC_REQ, §2.5).
+    ///
+    /// `bytes` is the packet's nominal size as sent; a trimmed packet keeps
+    /// its UDP length (§7), so it is known for those too. With
+    /// `trimmed_last_hop` the packet was trimmed at the last hop (DSCP
+    /// `DSCP_TRIMMED_LASTHOP`): its data did not arrive and the source will
+    /// retransmit it (§7: last-hop trims belong to RCCC), so the receiver
+    /// counts those bytes as demand already \[I\]; the source's own target will
+    /// say the same once it has the NACK (the larger of the two is kept, so
+    /// they are not added twice). Packets trimmed elsewhere are NSCC's
+    /// signal; pass them with `bytes = 0` and `trimmed_last_hop = false`.
+    ///
+    /// An unknown sender gets an entry whose cumulative count starts at the
+    /// initial window it may already have spent \[seed\].
+    pub fn on_rx(
+        &mut self,
+        now: Instant,
+        sender: S,
+        credit_target: Credit24,
+        bytes: u64,
+        trimmed_last_hop: bool,
+    ) {
+        let extra = if trimmed_last_hop {
+            self.stats.last_hop_trims += 1;
+            self.push_event(RcccReceiverEvent::LastHopTrim { now, sender });
+            bytes
+        } else {
+            self.stats.received_bytes = self.stats.received_bytes.saturating_add(bytes);
+            0
+        };
+        self.heard(now, sender, credit_target, extra);
+    }
+
+    /// A CREDIT_REQ CP (§2.10 ctl_type 8) from `sender` with its target:
+    /// updates the demand like [`on_rx`](Self::on_rx). If that leaves the
+    /// sender without demand, it is answered at once with a CREDIT CP
+    /// carrying the current cumulative count, even if unchanged: the source
+    /// may have lost the last grant. A sender with demand gets its next
+    /// (cumulative) grant at its turn, which answers it as well \[I\].
+    pub fn on_credit_request(&mut self, now: Instant, sender: S, credit_target: Credit24) {
+        self.stats.credit_requests += 1;
+        self.heard(now, sender, credit_target, 0);
+        if !self.is_active(sender) {
+            self.queue_cp(sender);
+        }
+    }
+
+    /// The cumulative credit for an ACK_CC (`cc_type` CREDIT, §2.7) to
+    /// `sender`, or `None` for an unknown sender. The ACK carries it, so a
+    /// CREDIT CP queued with the same value is no longer needed and is
+    /// dropped.
+    pub fn grant_for(&mut self, sender: S) -> Option<Credit24> {
+        let e = self.senders.get_mut(&sender)?;
+        e.cp_pending = false;
+        Some(wire24(e.granted))
+    }
+
+    /// The next CREDIT CP to send (§2.10 ctl_type 7): the sender and its
+    /// cumulative credit. Several grants to one sender before the PDS polls
+    /// coalesce into one CP (the value is cumulative).
+    pub fn poll_grant(&mut self) -> Option<(S, Credit24)> {
+        while let Some(s) = self.cps.pop_front() {
+            if let Some(e) = self.senders.get_mut(&s) {
+                e.queued = false;
+                if e.cp_pending {
+                    e.cp_pending = false;
+                    return Some((s, wire24(e.granted)));
+                }
+            }
+        }
+        None
+    }
+
+    /// Forgets `sender` (its destination CCC was released). Credit already
+    /// granted stays with the source. Returns whether it was known.
+    pub fn remove_sender(&mut self, now: Instant, sender: S) -> bool {
+        let Some(e) = self.senders.remove(&sender) else {
+            return false;
+        };
+        if e.active {
+            self.ring.retain(|s| *s != sender);
+            self.push_event(RcccReceiverEvent::Left {
+                now,
+                sender,
+                reason: LeaveReason::Removed,
+            });
+        }
+        true
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should run: the next
+    /// pacer tick, while any sender has demand.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.next_tick
+    }
+
+    /// Runs a pacer tick if one is due.
+    ///
+    /// A tick hands out the credit of the time since the previous tick —
+    /// one slice when on time [seed: `rate × 1 µs ÷ active senders`], at
+    /// most `max_burst_slices` when the caller is late, exactly one after an
+    /// idle period — and schedules the next tick one slice later. Senders
+    /// that have not answered a grant within the idle timeout leave first.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.next_tick {
+            Some(t) if now >= t => self.tick(now),
+            _ => {}
+        }
+    }
+
+    /// The next event, for tracing.
+    pub fn poll_event(&mut self) -> Option<RcccReceiverEvent<S>> {
+        self.events.pop_front()
+    }
+
+    fn heard(&mut self, now: Instant, sender: S, credit_target: Credit24, extra: u64) {
+        let initial = self.config.initial_window;
+        // Defensive bound on what one sender may claim: a correct source asks
+        // at most max_credit ahead plus one packet of debt [I].
+        let max_demand = self
+            .config
+            .max_credit
+            .saturating_add(u64::from(self.config.mtu));
+        let e = self.senders.entry(sender).or_insert(Entry {
+            granted: initial,
+            target: initial,
+            active: false,
+            queued: false,
+            cp_pending: false,
+            unanswered_since: None,
+        });
+        e.unanswered_since = None;
+        // The target relative to what was granted, by serial arithmetic; a
+        // reordered older packet or a source that holds more credit than it
+        // needs gives a value at or behind `granted`: no demand from it.
+        let ahead = diff24(credit_target, wire24(e.granted)).saturating_add_unsigned(extra);
+        if ahead > 0 {
+            let candidate = e.granted + ahead.unsigned_abs().min(max_demand);
+            // Keep the highest target seen [HTSIM `_highest_pull_target`]:
+            // spraying reorders packets, so an older, lower target must not
+            // undo a newer one. A target that really shrank (the source's
+            // NSCC cap fell, data was withdrawn) costs at most that much
+            // extra credit, which the source keeps for later data.
+            if candidate > e.target {
+                e.target = candidate;
+            }
+        }
+        if e.demand() > 0 && !e.active {
+            e.active = true;
+            self.ring.push_back(sender);
+            self.push_event(RcccReceiverEvent::Joined { now, sender });
+            self.wake(now);
+        }
+    }
+
+    /// Starts the pacer if it is idle: first tick now, but never sooner than
+    /// a slice after the previous tick, so no window of one slice ever sees
+    /// two ticks.
+    fn wake(&mut self, now: Instant) {
+        if self.next_tick.is_none() {
+            let earliest = self
+                .last_tick
+                .map_or(now, |t| t.saturating_add(self.config.slice));
+            self.next_tick = Some(now.max(earliest));
+            self.resuming = true;
+            self.carry = 0;
+        }
+    }
+
+    fn tick(&mut self, now: Instant) {
+        self.stats.ticks += 1;
+        let slice_ns = self.config.slice.as_nanos();
+        let elapsed = if self.resuming {
+            slice_ns
+        } else {
+            let since = self
+                .last_tick
+                .map_or(Duration::ZERO, |t| now.saturating_since(t));
+            since
+                .as_nanos()
+                .min(slice_ns * u128::from(self.config.max_burst_slices))
+        };
+        self.resuming = false;
+        self.last_tick = Some(now);
+        let mut budget = self.carry.saturating_add(self.paced_bytes(elapsed));
+        self.carry = 0;
+
+        self.evict_idle(now);
+        let n = self.ring.len();
+        if n == 0 {
+            self.next_tick = None;
+            return;
+        }
+
+        // Time-slice division [seed]: the slice's budget is split equally
+        // among the senders it serves. It serves every active sender when
+        // each share is at least `min_grant` (one sender: 12,500 B; two:
+        // 6,250 B each at 100 Gb/s); otherwise only as many as get
+        // `min_grant` each, continuing round robin next slice [HTSIM pulls
+        // of a few MTUs, round robin]. Shares are water-filled: a sender
+        // whose demand is below its share takes only its demand, and the
+        // share of the next one is worked out again from what is left.
+        let min_grant = self.config.min_grant;
+        let mut served = 0;
+        while served < n && budget > 0 {
+            let s = self.ring[served];
+            let Some(e) = self.senders.get(&s) else {
+                served += 1;
+                continue;
+            };
+            let demand = e.demand();
+            let slots = (budget / min_grant).clamp(1, (n - served) as u64);
+            let portion = budget.div_ceil(slots);
+            if portion < min_grant && demand > portion {
+                // Less than a packet's worth (so `budget < min_grant`) for a
+                // sender that wants more: keep it for the next slice rather
+                // than grant sub-packet credit [I].
+                self.carry = budget;
+                break;
+            }
+            let g = portion.min(demand);
+            self.grant(now, s, g);
+            budget -= g;
+            served += 1;
+        }
+        // Budget nobody could use is not banked: unused credit is
+        // reclaimed [I].
+
+        // Round robin: the senders served go to the back, in order; those
+        // whose demand is met leave the active table.
+        for _ in 0..served {
+            if let Some(s) = self.ring.pop_front() {
+                self.requeue_or_leave(now, s);
+            }
+        }
+        if served == n && self.ring.len() > 1 {
+            // Everybody was served: rotate once more so that the rounding
+            // byte of `div_ceil` goes to a different sender each slice.
+            if let Some(s) = self.ring.pop_front() {
+                self.ring.push_back(s);
+            }
+        }
+        self.next_tick = if self.ring.is_empty() {
+            None
+        } else {
+            Some(now.saturating_add(self.config.slice))
+        };
+    }
+
+    fn requeue_or_leave(&mut self, now: Instant, s: S) {
+        let Some(e) = self.senders.get_mut(&s) else {
+            return;
+        };
+        if e.demand() > 0 {
+            self.ring.push_back(s);
+        } else {
+            e.active = false;
+            self.push_event(RcccReceiverEvent::Left {
+                now,
+                sender: s,
+                reason: LeaveReason::DemandMet,
+            });
+        }
+    }
+
+    /// Drops senders that have not answered a grant for the idle timeout:
+    /// they leave the active table and their demand is forgotten until they
+    /// speak again; their share goes to the others from this tick on.
+    fn evict_idle(&mut self, now: Instant) {
+        let timeout = self.config.idle_timeout;
+        let mut i = 0;
+        while i < self.ring.len() {
+            let s = self.ring[i];
+            let idle = self.senders.get_mut(&s).and_then(|e| {
+                let stale = e
+                    .unanswered_since
+                    .is_some_and(|t| now.saturating_since(t) >= timeout);
+                let gone = e.demand() == 0;
+                (stale || gone).then(|| {
+                    e.active = false;
+                    e.target = e.granted;
+                    e.unanswered_since = None;
+                    if stale {
+                        LeaveReason::Idle
+                    } else {
+                        LeaveReason::DemandMet
+                    }
+                })
+            });
+            if let Some(reason) = idle {
+                self.ring.remove(i);
+                if reason == LeaveReason::Idle {
+                    self.stats.idle_evictions += 1;
+                }
+                self.push_event(RcccReceiverEvent::Left {
+                    now,
+                    sender: s,
+                    reason,
+                });
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    fn grant(&mut self, now: Instant, s: S, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        if let Some(e) = self.senders.get_mut(&s) {
+            e.granted += bytes;
+            e.unanswered_since.get_or_insert(now);
+            self.stats.grants += 1;
+            self.stats.granted_bytes = self.stats.granted_bytes.saturating_add(bytes);
+        }
+        self.queue_cp(s);
+    }
+
+    fn queue_cp(&mut self, s: S) {
+        if let Some(e) = self.senders.get_mut(&s) {
+            e.cp_pending = true;
+            if !e.queued {
+                e.queued = true;
+                self.cps.push_back(s);
+            }
+        }
+    }
+
+    /// Whole bytes of paced credit for `ns` nanoseconds, carrying the
+    /// fraction so the long-run rate is exact.
+    fn paced_bytes(&mut self, ns: u128) -> u64 {
+        self.frac += self.config.paced_units(ns);
+        let bytes = self.frac / BYTE_PPM_NS;
+        self.frac %= BYTE_PPM_NS;
+        u64::try_from(bytes).unwrap_or(u64::MAX)
+    }
+
+    fn push_event(&mut self, e: RcccReceiverEvent<S>) {
+        if self.events.len() >= EVENT_CAP {
+            self.events.pop_front();
+        }
+        self.events.push_back(e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> Instant {
+        Instant::from_nanos(n * 1000)
+    }
+
+    fn seed_config() -> RcccConfig {
+        RcccConfig {
+            pacing_ppm: 1_000_000,
+            ..RcccConfig::default()
+        }
+    }
+
+    fn c24(v: u64) -> Credit24 {
+        wire24(v)
+    }
+
+    /// The target a source with a 256 MB backlog sends after its initial
+    /// 12,500 B: cumulative 12,500 plus `max_credit` ahead.
+    const SEED_TARGET: u64 = 12_500 + 225_000;
+
+    #[test]
+    fn one_sender_gets_the_whole_slice() {
+        let mut r = RcccReceiver::new(seed_config()).unwrap();
+        r.on_rx(us(0), 1u32, c24(SEED_TARGET), 4160, false);
+        assert_eq!(r.demand(1), Some(225_000));
+        assert!(r.is_active(1));
+        assert_eq!(r.poll_timeout(), Some(us(0)));
+        r.handle_timeout(us(0));
+        // 12.5 GB/s × 1 µs ÷ 1 = 12.5 KB; cumulative 12,500 → 25,000.
+        assert_eq!(r.poll_grant(), Some((1, c24(25_000))));
+        assert_eq!(r.poll_grant(), None);
+        assert_eq!(r.poll_timeout(), Some(us(1)));
+        r.handle_timeout(us(1));
+        assert_eq!(r.poll_grant(), Some((1, c24(37_500))));
+        assert_eq!(r.stats().granted_bytes, 25_000);
+    }
+
+    #[test]
+    fn two_senders_share_a_slice_equally() {
+        let mut r = RcccReceiver::new(seed_config()).unwrap();
+        r.on_rx(us(0), 1u32, c24(SEED_TARGET), 4160, false);
+        r.on_rx(us(0), 2u32, c24(SEED_TARGET), 4160, false);
+        assert_eq!(r.active_senders(), 2);
+        r.handle_timeout(us(0));
+        // 12.5 KB ÷ 2 = 6.25 KB each.
+        assert_eq!(r.poll_grant(), Some((1, c24(18_750))));
+        assert_eq!(r.poll_grant(), Some((2, c24(18_750))));
+        r.handle_timeout(us(1));
+        let mut g: Vec<_> = core::iter::from_fn(|| r.poll_grant()).collect();
+        g.sort();
+        assert_eq!(g, vec![(1, c24(25_000)), (2, c24(25_000))]);
+    }
+
+    #[test]
+    fn default_pacing_is_just_under_line_rate() {
+        let mut r = RcccReceiver::new(RcccConfig::default()).unwrap();
+        r.on_rx(us(0), 1u32, c24(SEED_TARGET), 4160, false);
+        for t in 0..10 {
+            r.handle_timeout(us(t));
+        }
+        assert_eq!(r.stats().granted_bytes, 10 * 12_375);
+    }
+
+    #[test]
+    fn many_senders_take_packet_sized_turns() {
+        let mut r = RcccReceiver::new(seed_config()).unwrap();
+        for s in 0..32u32 {
+            r.on_rx(us(0), s, c24(SEED_TARGET), 4160, false);
+        }
+        // 12,500 / 4,160 → 3 grants of ~4,167 per slice, round robin.
+        r.handle_timeout(us(0));
+        let g: Vec<_> = core::iter::from_fn(|| r.poll_grant()).collect();
+        assert_eq!(
+            g,
+            vec![
+                (0, c24(12_500 + 4167)),
+                (1, c24(12_500 + 4167)),
+                (2, c24(12_500 + 4166))
+            ]
+        );
+        for t in 1..64 {
+            // Keep everyone "answering" so nobody idles out.
+            for s in 0..32u32 {
+                r.on_rx(us(t), s, c24(SEED_TARGET), 0, false);
+            }
+            r.handle_timeout(us(t));
+        }
+        // 64 slices × 12,500 B, shared equally to within one grant.
+        let got: Vec<u64> = (0..32u32).map(|s| r.granted(s).unwrap() - 12_500).collect();
+        assert_eq!(got.iter().sum::<u64>(), 64 * 12_500);
+        let (lo, hi) = (got.iter().min().unwrap(), got.iter().max().unwrap());
+        assert!(hi - lo <= 4167, "{got:?}");
+    }
+
+    #[test]
+    fn demand_met_leaves_and_stops_the_pacer() {
+        let mut r = RcccReceiver::new(seed_config()).unwrap();
+        // Source wants 20,000 more beyond its initial window.
+        r.on_rx(us(0), 7u32, c24(12_500 + 20_000), 4160, false);
+        r.handle_timeout(us(0));
+        assert_eq!(r.poll_grant(), Some((7, c24(25_000))));
+        r.handle_timeout(us(1));
+        assert_eq!(r.poll_grant(), Some((7, c24(32_500))));
+        assert!(!r.is_active(7));
+        assert_eq!(r.poll_timeout(), None);
+        assert!(core::iter::from_fn(|| r.poll_event()).any(|e| e
+            == RcccReceiverEvent::Left {
+                now: us(1),
+                sender: 7,
+                reason: LeaveReason::DemandMet
+            }));
+        // A later packet with a new target brings it back, no sooner than a
+        // slice after the last tick.
+        r.on_rx(us(1), 7u32, c24(32_500 + 5_000), 4160, false);
+        assert_eq!(r.poll_timeout(), Some(us(2)));
+    }
+
+    #[test]
+    fn idle_sender_leaves_and_its_share_goes_to_the_other() {
+        // A short idle timeout, so sender 2's demand is not met before it.
+        let cfg = RcccConfig {
+            idle_timeout: Duration::from_micros(20),
+            ..seed_config()
+        };
+        let idle = cfg.idle_timeout;
+        let mut r = RcccReceiver::new(cfg).unwrap();
+        r.on_rx(us(0), 1u32, c24(SEED_TARGET), 4160, false);
+        r.on_rx(us(0), 2u32, c24(SEED_TARGET), 4160, false);
+        let mut t = 0;
+        // Sender 1 keeps answering; sender 2 falls silent after t = 0.
+        while us(t) < us(0) + idle {
+            r.on_rx(us(t), 1u32, c24(SEED_TARGET + 12_500 * t), 4160, false);
+            r.handle_timeout(us(t));
+            t += 1;
+        }
+        assert_eq!(r.granted(2), Some(12_500 + 6_250 * t));
+        // At the idle timeout sender 2 leaves; sender 1 gets the whole slice.
+        let before = r.granted(1).unwrap();
+        r.on_rx(us(t), 1u32, c24(SEED_TARGET + 12_500 * t), 4160, false);
+        r.handle_timeout(us(t));
+        assert!(!r.is_active(2));
+        assert_eq!(r.demand(2), Some(0));
+        assert_eq!(r.granted(1).unwrap() - before, 12_500);
+        assert_eq!(r.stats().idle_evictions, 1);
+        // Sender 2 speaks again and rejoins.
+        r.on_rx(us(t), 2u32, c24(12_500 + 6_250 * t + 50_000), 4160, false);
+        assert!(r.is_active(2));
+    }
+
+    #[test]
+    fn last_hop_trim_anticipates_the_retransmission() {
+        let mut r = RcccReceiver::new(seed_config()).unwrap();
+        // The trimmed packet's target says "no more" (speculative credit
+        // covers the rest), but its 4,160 bytes will be resent.
+        r.on_rx(us(0), 3u32, c24(12_500), 4160, true);
+        assert_eq!(r.demand(3), Some(4160));
+        assert_eq!(r.stats().last_hop_trims, 1);
+        // The source's NACK-driven target says the same: not added twice.
+        r.on_rx(us(1), 3u32, c24(12_500 + 4160), 0, false);
+        assert_eq!(r.demand(3), Some(4160));
+    }
+
+    #[test]
+    fn older_targets_do_not_undo_newer_ones() {
+        let mut r = RcccReceiver::new(seed_config()).unwrap();
+        r.on_rx(us(0), 1u32, c24(100_000), 4160, false);
+        r.on_rx(us(0), 1u32, c24(50_000), 4160, false);
+        assert_eq!(r.demand(1), Some(100_000 - 12_500));
+        // A target behind the cumulative count (the source holds more than
+        // it needs) asks for nothing.
+        r.on_rx(us(0), 9u32, c24(2_000), 4160, false);
+        assert_eq!(r.demand(9), Some(0));
+        assert!(!r.is_active(9));
+        // A runaway target is clamped to max_credit + one MTU.
+        r.on_rx(us(0), 8u32, c24(12_500 + 8_000_000), 4160, false);
+        assert_eq!(r.demand(8), Some(225_000 + 4160));
+    }
+
+    #[test]
+    fn credit_request_is_answered_and_acks_replace_cps() {
+        let mut r = RcccReceiver::new(seed_config()).unwrap();
+        r.on_rx(us(0), 1u32, c24(12_500), 4160, false);
+        // Known, no demand: the request still gets the current count back.
+        r.on_credit_request(us(5), 1, c24(12_500));
+        assert_eq!(r.poll_grant(), Some((1, c24(12_500))));
+        r.on_credit_request(us(6), 1, c24(12_500 + 30_000));
+        r.handle_timeout(us(6));
+        // The ACK_CC carries the new count: the queued CP is dropped.
+        assert_eq!(r.grant_for(1), Some(c24(25_000)));
+        assert_eq!(r.poll_grant(), None);
+        assert_eq!(r.grant_for(2), None);
+        assert_eq!(r.stats().credit_requests, 2);
+    }
+
+    #[test]
+    fn late_ticks_catch_up_at_most_the_burst_limit() {
+        let mut r = RcccReceiver::new(seed_config()).unwrap();
+        r.on_rx(us(0), 1u32, c24(SEED_TARGET), 4160, false);
+        r.handle_timeout(us(0));
+        // Half a slice late: the tick grants the 1.5 slices since the last.
+        r.handle_timeout(Instant::from_nanos(1_500));
+        assert_eq!(r.granted(1), Some(12_500 + 12_500 + 18_750));
+        assert_eq!(r.poll_timeout(), Some(Instant::from_nanos(2_500)));
+        // Ten slices late: at most `max_burst_slices` (2) of credit.
+        r.on_rx(us(12), 1u32, c24(SEED_TARGET + 60_000), 0, false);
+        r.handle_timeout(Instant::from_nanos(12_500));
+        assert_eq!(r.granted(1), Some(12_500 + 12_500 + 18_750 + 25_000));
+    }
+
+    #[test]
+    fn slow_links_carry_budget_until_a_packet_fits() {
+        // 10 Gb/s: 1,250 B per 1 µs slice, less than one MTU.
+        let cfg = RcccConfig {
+            pacing_ppm: 1_000_000,
+            ..RcccConfig::for_link(10_000_000_000, Duration::from_micros(12))
+        };
+        assert_eq!(cfg.initial_window, 1_250);
+        let mut r = RcccReceiver::new(cfg).unwrap();
+        r.on_rx(us(0), 1u32, c24(1_250 + 20_000), 4160, false);
+        for t in 0..3 {
+            r.handle_timeout(us(t));
+            assert_eq!(r.poll_grant(), None);
+        }
+        // Four slices' budget (5,000 B) is the first packet-sized grant.
+        r.handle_timeout(us(3));
+        assert_eq!(r.poll_grant(), Some((1, c24(1_250 + 5_000))));
+    }
+
+    #[test]
+    fn removed_sender_is_forgotten() {
+        let mut r = RcccReceiver::new(seed_config()).unwrap();
+        r.on_rx(us(0), 1u32, c24(SEED_TARGET), 4160, false);
+        r.handle_timeout(us(0));
+        assert!(r.remove_sender(us(0), 1));
+        assert!(!r.remove_sender(us(0), 1));
+        assert_eq!(r.poll_grant(), None);
+        assert_eq!(r.known_senders(), 0);
+        r.handle_timeout(us(1));
+        assert_eq!(r.poll_timeout(), None);
+    }
+
+    #[test]
+    fn grants_wrap_at_24_bits() {
+        let mut r = RcccReceiver::new(seed_config()).unwrap();
+        let mut t = 0;
+        let mut last = c24(12_500);
+        while r.granted(1).unwrap_or(0) < (1 << 24) + 100_000 {
+            let g = r.granted(1).unwrap_or(12_500);
+            // The source keeps asking max_credit ahead of what it has.
+            r.on_rx(us(t), 1u32, c24(g + 225_000), 4160, false);
+            r.handle_timeout(us(t));
+            if let Some((_, c)) = r.poll_grant() {
+                assert_eq!(diff24(c, last), 12_500);
+                last = c;
+            }
+            t += 1;
+        }
+        assert!(r.is_active(1));
+    }
+}

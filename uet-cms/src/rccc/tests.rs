@@ -1,0 +1,781 @@
+//! Model-based tests of RCCC: a closed credit loop between sources and one
+//! receiver over a network that delays, reorders, trims and loses, plus
+//! operation fuzzers for each half. Invariants:
+//!
+//! 1. a source never spends more than it was granted, plus its speculative
+//!    first window, plus less than one packet (the `credit > 0` rule);
+//! 2. a source never accepts more than the receiver issued;
+//! 3. the receiver's grants over any window stay within link rate × pacing
+//!    (one slice per on-time tick; at most `max_burst_slices` when late);
+//! 4. every sender with demand is eventually served: all data is delivered;
+//! 5. nothing panics.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use proptest::prelude::*;
+use uet_wire::Credit24;
+use uet_wire::rand::{Rng, Xoshiro256};
+use uet_wire::time::{Duration, Instant};
+
+use super::{RcccConfig, RcccReceiver, RcccSource, diff24, wire24};
+
+/// A message in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Msg {
+    /// A data packet to the receiver.
+    Data {
+        src: usize,
+        target: Credit24,
+        bytes: u64,
+        trimmed: bool,
+    },
+    /// A CREDIT CP or a piggybacked ACK_CC credit to a source.
+    Credit { src: usize, cum: Credit24 },
+    /// An ACK (with optional credit) to a source.
+    Ack { src: usize, cum: Option<Credit24> },
+    /// A NACK for a last-hop-trimmed packet.
+    Nack { src: usize, bytes: u64 },
+    /// The sender's RTO firing for a dropped packet (the model knows).
+    Loss { src: usize, bytes: u64 },
+    /// A CREDIT_REQ CP to the receiver.
+    Request { src: usize, target: Credit24 },
+    /// The application queues data at a source.
+    NewData { src: usize, bytes: u64 },
+}
+
+#[derive(Debug, Clone)]
+struct Net {
+    /// One-way delay.
+    delay: Duration,
+    /// Extra random delay up to this (reorders messages).
+    jitter_ns: u64,
+    /// Probability (per mille) that a CREDIT CP, ACK or CREDIT_REQ is lost.
+    ctrl_loss: u64,
+    /// Probability (per mille) that a data packet is trimmed at the last hop.
+    trim: u64,
+    /// Probability (per mille) that a data packet is dropped (RTO later).
+    drop: u64,
+    /// The pacer is driven up to this late (0: on time).
+    late_ns: u64,
+    /// Cap on the credit request, as NSCC's `cwnd + MTU` would be.
+    nscc_cap: Option<u64>,
+}
+
+struct Sim {
+    cfg: RcccConfig,
+    net: Net,
+    rng: Xoshiro256,
+    now: Instant,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(Instant, u64, Msg)>>,
+    sources: Vec<RcccSource>,
+    rx: RcccReceiver<usize>,
+    injected: Vec<u64>,
+    delivered: Vec<u64>,
+    /// (tick time, bytes granted by that tick).
+    ticks: Vec<(Instant, u64)>,
+    /// When the receiver's pending tick will be driven (late by design).
+    rx_due: Option<Instant>,
+    /// When the last data byte arrived.
+    last_delivery: Instant,
+}
+
+const RTO: Duration = Duration::from_micros(200);
+
+impl Sim {
+    fn new(cfg: RcccConfig, net: Net, n: usize, seed: u64) -> Self {
+        Self {
+            sources: (0..n)
+                .map(|_| RcccSource::new(cfg.clone()).unwrap())
+                .collect(),
+            rx: RcccReceiver::new(cfg.clone()).unwrap(),
+            cfg,
+            net,
+            rng: Xoshiro256::seed_from_u64(seed),
+            now: Instant::ZERO,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            injected: vec![0; n],
+            delivered: vec![0; n],
+            ticks: Vec::new(),
+            rx_due: None,
+            last_delivery: Instant::ZERO,
+        }
+    }
+
+    fn chance(&mut self, per_mille: u64) -> bool {
+        per_mille > 0 && self.rng.below(1000) < per_mille
+    }
+
+    fn at(&mut self, t: Instant, m: Msg) {
+        self.seq += 1;
+        self.queue.push(Reverse((t, self.seq, m)));
+    }
+
+    /// Sends `m` over the network (delay + jitter), or loses it.
+    fn send(&mut self, m: Msg, loss: u64) {
+        if self.chance(loss) {
+            return;
+        }
+        let j = if self.net.jitter_ns > 0 {
+            self.rng.below(self.net.jitter_ns + 1)
+        } else {
+            0
+        };
+        let t = self.now + self.net.delay + Duration::from_nanos(j);
+        self.at(t, m);
+    }
+
+    /// Lets every source send what its credit allows, and send requests.
+    fn pump_sources(&mut self) {
+        let mtu = u64::from(self.cfg.mtu);
+        for i in 0..self.sources.len() {
+            loop {
+                let s = &self.sources[i];
+                if s.need() == 0 || !s.can_send(mtu) {
+                    break;
+                }
+                let is_rtx = s.rtx_backlog() > 0;
+                let bytes = if is_rtx {
+                    s.rtx_backlog().min(mtu)
+                } else {
+                    s.backlog().min(mtu)
+                };
+                let target = s.credit_target_after(bytes, is_rtx, self.net.nscc_cap);
+                self.sources[i].on_send(self.now, bytes, is_rtx);
+                assert_eq!(target, self.sources[i].credit_target(self.net.nscc_cap));
+                if self.chance(self.net.drop) {
+                    self.at(self.now + RTO, Msg::Loss { src: i, bytes });
+                } else {
+                    let trimmed = self.chance(self.net.trim);
+                    self.send(
+                        Msg::Data {
+                            src: i,
+                            target,
+                            bytes,
+                            trimmed,
+                        },
+                        0,
+                    );
+                }
+            }
+            let cap = self.net.nscc_cap;
+            if let Some(target) = self.sources[i].poll_credit_request(self.now, cap) {
+                let loss = self.net.ctrl_loss;
+                self.send(Msg::Request { src: i, target }, loss);
+            }
+        }
+    }
+
+    fn pump_receiver(&mut self) {
+        while let Some((src, cum)) = self.rx.poll_grant() {
+            let loss = self.net.ctrl_loss;
+            self.send(Msg::Credit { src, cum }, loss);
+        }
+    }
+
+    fn deliver(&mut self, m: Msg) {
+        let now = self.now;
+        match m {
+            Msg::Data {
+                src,
+                target,
+                bytes,
+                trimmed,
+            } => {
+                self.rx.on_rx(now, src, target, bytes, trimmed);
+                if trimmed {
+                    // NACKs travel on the control class and are not lost here.
+                    self.send(Msg::Nack { src, bytes }, 0);
+                } else {
+                    self.delivered[src] += bytes;
+                    self.last_delivery = now;
+                    let cum = if self.rng.below(2) == 0 {
+                        self.rx.grant_for(src)
+                    } else {
+                        None
+                    };
+                    let loss = self.net.ctrl_loss;
+                    self.send(Msg::Ack { src, cum }, loss);
+                }
+            }
+            Msg::Credit { src, cum } => {
+                self.sources[src].on_credit_update(now, cum);
+            }
+            Msg::Ack { src, cum } => {
+                self.sources[src].on_ack(now);
+                if let Some(c) = cum {
+                    self.sources[src].on_credit_update(now, c);
+                }
+            }
+            Msg::Nack { src, bytes } => self.sources[src].on_nack(now, bytes, true),
+            Msg::Loss { src, bytes } => self.sources[src].on_inferred_loss(now, bytes, true),
+            Msg::Request { src, target } => self.rx.on_credit_request(now, src, target),
+            Msg::NewData { src, bytes } => {
+                self.injected[src] += bytes;
+                self.sources[src].on_new_data(now, bytes);
+            }
+        }
+    }
+
+    /// The receiver's tick, driven `late_ns` at most after it is due.
+    fn rx_deadline(&mut self) -> Option<Instant> {
+        let due = self.rx.poll_timeout()?;
+        if self.rx_due.is_none_or(|d| d < due) {
+            let late = if self.net.late_ns > 0 {
+                self.rng.below(self.net.late_ns + 1)
+            } else {
+                0
+            };
+            self.rx_due = Some(due + Duration::from_nanos(late));
+        }
+        self.rx_due
+    }
+
+    /// Everything delivered, nothing in flight, and the pacer idle (it may
+    /// still owe the debt of a last overdrawn packet after the data is in).
+    fn done(&self) -> bool {
+        self.queue.is_empty() && self.injected == self.delivered && self.rx.poll_timeout().is_none()
+    }
+
+    /// Runs until everything injected is delivered or `limit`; returns
+    /// whether it finished.
+    fn run(&mut self, limit: Instant) -> bool {
+        loop {
+            self.check();
+            if self.done() {
+                return true;
+            }
+            let mut next = self.queue.peek().map(|Reverse((t, _, _))| *t);
+            let rx_t = self.rx_deadline();
+            for t in rx_t
+                .into_iter()
+                .chain(self.sources.iter().filter_map(RcccSource::poll_timeout))
+            {
+                next = Some(next.map_or(t, |n: Instant| n.min(t)));
+            }
+            let Some(t) = next else {
+                return self.done();
+            };
+            if t > limit {
+                return false;
+            }
+            self.now = self.now.max(t);
+            let now = self.now;
+            if rx_t.is_some_and(|d| d <= now) {
+                self.rx_due = None;
+                let before = self.rx.stats().granted_bytes;
+                self.rx.handle_timeout(now);
+                let granted = self.rx.stats().granted_bytes - before;
+                self.ticks.push((now, granted));
+            }
+            for s in &mut self.sources {
+                s.handle_timeout(now);
+            }
+            while let Some(Reverse((t, _, _))) = self.queue.peek() {
+                if *t > now {
+                    break;
+                }
+                let Some(Reverse((_, _, m))) = self.queue.pop() else {
+                    break;
+                };
+                self.deliver(m);
+            }
+            self.pump_receiver();
+            self.pump_sources();
+        }
+    }
+
+    /// Invariants 1 and 2, after every step.
+    fn check(&self) {
+        let mtu = u64::from(self.cfg.mtu);
+        for (i, s) in self.sources.iter().enumerate() {
+            let st = s.stats();
+            // 1. spent < initial window + granted + one packet.
+            assert!(
+                st.spent_bytes < self.cfg.initial_window + st.granted_bytes + mtu,
+                "source {i} spent {} of {} granted",
+                st.spent_bytes,
+                st.granted_bytes
+            );
+            assert_eq!(st.overdrafts, 0, "the model only sends when allowed");
+            assert!(s.credit() <= self.cfg.max_credit as i64);
+            // 2. accepted ≤ issued.
+            let issued = self
+                .rx
+                .granted(i)
+                .map_or(0, |g| g - self.cfg.initial_window);
+            assert!(
+                st.granted_bytes <= issued,
+                "source {i} accepted {} but the receiver issued {issued}",
+                st.granted_bytes
+            );
+            // The target stays within the range the receiver can read.
+            let ahead = diff24(s.credit_target(None), s.cumulative());
+            assert!(ahead.unsigned_abs() <= self.cfg.max_credit + mtu);
+        }
+        assert!(self.rx.active_senders() <= self.sources.len());
+    }
+
+    /// Invariant 3 over the tick log.
+    fn check_rate(&self) {
+        let cfg = &self.cfg;
+        let slice = cfg.slice;
+        let b = cfg.slice_budget() + 1;
+        // Exact paced bytes for a duration, rounded up.
+        let paced = |d: Duration| -> u64 {
+            let units = u128::from(cfg.link_rate_bps) * u128::from(cfg.pacing_ppm) * d.as_nanos();
+            u64::try_from(units.div_ceil(super::BYTE_PPM_NS)).unwrap()
+        };
+        // On-time ticks never see two in one slice.
+        if self.net.late_ns == 0 {
+            for w in self.ticks.windows(2) {
+                assert!(w[1].0 - w[0].0 >= slice, "{:?}", w);
+            }
+        }
+        for k in [1u32, 2, 4, 8] {
+            let win = slice * k;
+            let mut sum = 0u64;
+            let mut lo = 0;
+            for hi in 0..self.ticks.len() {
+                sum += self.ticks[hi].1;
+                while self.ticks[hi].0 - self.ticks[lo].0 >= win {
+                    sum -= self.ticks[lo].1;
+                    lo += 1;
+                }
+                let bound = if self.net.late_ns == 0 {
+                    // k ticks of one slice each, plus budget carried
+                    // (< min_grant) into the window.
+                    u64::from(k) * b + cfg.min_grant
+                } else {
+                    paced(win + slice * cfg.max_burst_slices) + cfg.min_grant + 1
+                };
+                assert!(
+                    sum <= bound,
+                    "{sum} B granted in a window of {k} slices (bound {bound})"
+                );
+            }
+        }
+    }
+}
+
+fn config_for(rate_idx: usize, pacing: u32, rtt_us: u64) -> RcccConfig {
+    let rates = [
+        10_000_000_000,
+        25_000_000_000,
+        100_000_000_000,
+        400_000_000_000,
+    ];
+    RcccConfig {
+        pacing_ppm: pacing,
+        ..RcccConfig::for_link(rates[rate_idx % rates.len()], Duration::from_micros(rtt_us))
+    }
+}
+
+fn run_incast(cfg: RcccConfig, net: Net, n: usize, bytes: u64, seed: u64) -> Sim {
+    let mut sim = Sim::new(cfg, net, n, seed);
+    for src in 0..n {
+        sim.at(Instant::ZERO, Msg::NewData { src, bytes });
+    }
+    let limit = Instant::ZERO + Duration::from_secs(1);
+    assert!(sim.run(limit), "incast did not finish");
+    sim.check_rate();
+    sim
+}
+
+fn clean(rtt_us: u64) -> Net {
+    Net {
+        delay: Duration::from_micros(rtt_us) / 2,
+        jitter_ns: 0,
+        ctrl_loss: 0,
+        trim: 0,
+        drop: 0,
+        late_ns: 0,
+        nscc_cap: None,
+    }
+}
+
+/// The seed's walk-through as a packet trace: a 256 MB RMA write at
+/// 100 Gb/s, one sender, then a second one joining.
+#[test]
+fn seed_walk_through() {
+    let cfg = RcccConfig {
+        pacing_ppm: 1_000_000,
+        ..RcccConfig::default()
+    };
+    let mut a = RcccSource::new(cfg.clone()).unwrap();
+    let mut rx: RcccReceiver<u8> = RcccReceiver::new(cfg).unwrap();
+    let t0 = Instant::ZERO;
+    // Source CCC 0xA1: backlog 0 → 256 MB; pre-provisioned 12.5 KB.
+    a.on_new_data(t0, 256_000_000);
+    assert_eq!(a.credit(), 12_500);
+    // The initial amount leaves in RUD_CC_REQs (4,160 + 4,160 + 4,180 B).
+    for b in [4160, 4160, 4180] {
+        a.on_send(t0, b, false);
+        rx.on_rx(
+            t0 + Duration::from_micros(6),
+            0xA1,
+            a.credit_target(None),
+            b,
+            false,
+        );
+    }
+    assert_eq!(a.backlog(), 255_987_500);
+    assert_eq!(a.credit(), 0);
+    // The target: cumulative 12,500 plus the backlog, capped at max_credit
+    // (a 24-bit field cannot hold 255,987,500).
+    assert_eq!(a.credit_target(None), wire24(12_500 + 225_000));
+    assert_eq!(rx.demand(0xA1), Some(225_000));
+    // Active sender table: one sender; 12.5 GB/s × 1 µs ÷ 1 = 12.5 KB.
+    let t1 = t0 + Duration::from_micros(6);
+    rx.handle_timeout(t1);
+    let (s, cum) = rx.poll_grant().unwrap();
+    assert_eq!((s, cum), (0xA1, wire24(25_000)));
+    // Source: 25,000 − 12,500 = 12,500 newly granted.
+    let t2 = t1 + Duration::from_micros(6);
+    assert_eq!(
+        a.on_credit_update(t2, cum),
+        super::CreditUpdate::New(12_500)
+    );
+    a.on_send(t2, 12_500, false);
+    assert_eq!(a.backlog(), 255_975_000);
+    // A second sender (0xA2) joins: the same slice is now 6.25 KB each.
+    rx.on_rx(t1, 0xA2, wire24(12_500 + 225_000), 4160, false);
+    rx.on_rx(t1, 0xA1, a.credit_target(None), 4160, false);
+    rx.handle_timeout(t1 + Duration::from_micros(1));
+    let mut g: Vec<_> = core::iter::from_fn(|| rx.poll_grant()).collect();
+    g.sort();
+    assert_eq!(g, vec![(0xA1, wire24(31_250)), (0xA2, wire24(18_750))]);
+}
+
+#[test]
+fn incast_finishes_near_ideal_and_fair() {
+    // 8:1 × 1 MB at 100 Gb/s, 12 µs RTT, pacing 0.99.
+    let cfg = RcccConfig::default();
+    let n = 8;
+    let bytes = 1_000_000;
+    let sim = run_incast(cfg.clone(), clean(12), n, bytes, 1);
+    let total = n as u64 * bytes;
+    // Ideal: total / (rate × pacing) + one RTT.
+    let ideal_ns = total * 8 * 1_000_000_000 / 100_000_000_000 * 1_000_000 / 990_000 + 12_000;
+    let end = sim.last_delivery.as_nanos();
+    assert!(
+        end as f64 <= 1.05 * ideal_ns as f64,
+        "ICT {end} ns vs ideal {ideal_ns} ns"
+    );
+    // Every source was granted the same to within one slice share.
+    let g: Vec<u64> = (0..n).map(|s| sim.rx.granted(s).unwrap()).collect();
+    let (lo, hi) = (g.iter().min().unwrap(), g.iter().max().unwrap());
+    assert!(hi - lo <= cfg.slice_budget(), "{g:?}");
+    assert_eq!(sim.rx.active_senders(), 0);
+    assert_eq!(sim.rx.poll_timeout(), None);
+}
+
+#[test]
+fn lost_last_grant_is_recovered_by_the_credit_timeout() {
+    let cfg = RcccConfig {
+        pacing_ppm: 1_000_000,
+        ..RcccConfig::default()
+    };
+    let timeout = cfg.credit_timeout;
+    let mut src = RcccSource::new(cfg.clone()).unwrap();
+    let mut rx: RcccReceiver<u8> = RcccReceiver::new(cfg).unwrap();
+    let t0 = Instant::ZERO;
+    src.on_new_data(t0, 20_000);
+    // The speculative window: four packets, the last one overdrawn.
+    while src.can_send(4160) {
+        src.on_send(t0, 4160, false);
+        rx.on_rx(t0, 1, src.credit_target(None), 4160, false);
+    }
+    assert_eq!(src.need(), 20_000 - 4 * 4160);
+    rx.handle_timeout(t0);
+    // The grant that covers the rest is lost on the way.
+    assert_eq!(rx.poll_grant(), Some((1, wire24(20_000))));
+    assert!(!rx.is_active(1));
+    // Blocked with backlog: the credit timer asks again.
+    assert_eq!(src.poll_timeout(), Some(t0 + timeout));
+    src.handle_timeout(t0 + timeout);
+    let target = src.poll_credit_request(t0 + timeout, None).unwrap();
+    assert_eq!(target, wire24(20_000));
+    // The receiver answers with its cumulative count, unchanged.
+    rx.on_credit_request(t0 + timeout, 1, target);
+    let (_, cum) = rx.poll_grant().unwrap();
+    assert_eq!(
+        src.on_credit_update(t0 + timeout, cum),
+        super::CreditUpdate::New(7_500)
+    );
+    assert!(src.can_send(4160));
+    src.on_send(t0 + timeout, src.need(), false);
+    assert_eq!(src.credit(), 0);
+    assert_eq!(src.poll_timeout(), None);
+}
+
+#[test]
+fn lossy_control_traffic_still_completes() {
+    let net = Net {
+        ctrl_loss: 500,
+        jitter_ns: 3_000,
+        ..clean(12)
+    };
+    // Cumulative grants make most losses harmless: the next CP or ACK
+    // carries the count; the credit timer covers the last one.
+    let sim = run_incast(RcccConfig::default(), net, 8, 300_000, 7);
+    let stale: u64 = sim.sources.iter().map(|s| s.stats().stale_updates).sum();
+    assert!(stale > 0, "jitter reorders credit updates");
+}
+
+#[test]
+fn large_incast_does_not_flood_credit_requests() {
+    // 256 senders at 100 Gb/s: two grants per slice, so each waits ~128
+    // slices for its turn, longer than the credit timeout (96 µs). The
+    // timeout learns the wait after the first one: at most about one
+    // CREDIT_REQ per sender for the whole incast.
+    let cfg = RcccConfig::default();
+    let n = 256;
+    let sim = run_incast(cfg, clean(12), n, 40_000, 3);
+    let requests: u64 = sim.sources.iter().map(|s| s.stats().requests).sum();
+    assert!(
+        requests <= n as u64,
+        "{requests} CREDIT_REQs from {n} senders"
+    );
+    assert_eq!(sim.rx.stats().idle_evictions, 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// The closed loop under delay, reordering, loss, trims, a late pacer and
+    /// an NSCC cap: invariants 1–5.
+    #[test]
+    fn closed_loop_invariants(
+        n in 1usize..10,
+        rate_idx in 0usize..4,
+        pacing in prop_oneof![Just(990_000u32), Just(1_000_000), 500_000u32..1_000_000],
+        rtt_us in prop_oneof![Just(2u64), Just(12), 1u64..40],
+        jitter_ns in prop_oneof![Just(0u64), 0u64..20_000],
+        ctrl_loss in prop_oneof![Just(0u64), 0u64..200],
+        trim in prop_oneof![Just(0u64), 0u64..100],
+        drop in prop_oneof![Just(0u64), 0u64..30],
+        late_ns in prop_oneof![Just(0u64), 0u64..3_000],
+        nscc_cap in prop::option::of(4160u64..300_000),
+        jobs in prop::collection::vec((0usize..10, 1u64..300_000, 0u64..400), 1..20),
+        seed in any::<u64>(),
+    ) {
+        let cfg = config_for(rate_idx, pacing, rtt_us);
+        let net = Net {
+            delay: Duration::from_micros(rtt_us) / 2,
+            jitter_ns,
+            ctrl_loss,
+            trim,
+            drop,
+            late_ns,
+            nscc_cap,
+        };
+        let mut sim = Sim::new(cfg, net, n, seed);
+        for (src, bytes, at_us) in jobs {
+            sim.at(Instant::from_nanos(at_us * 1000), Msg::NewData { src: src % n, bytes });
+        }
+        // 4. no starvation: everything is delivered in bounded time.
+        let finished = sim.run(Instant::ZERO + Duration::from_secs(2));
+        prop_assert!(finished, "not delivered: {:?} of {:?}", sim.delivered, sim.injected);
+        sim.check_rate();
+        for s in &sim.sources {
+            prop_assert_eq!(s.need(), 0);
+            prop_assert_eq!(s.poll_timeout(), None);
+        }
+    }
+
+    /// Receiver fuzz: arbitrary (also hostile) targets, requests, removals
+    /// and tick timing. Grants stay within the rate bound and within what
+    /// senders asked; CPs carry the current cumulative count.
+    #[test]
+    fn receiver_fuzz(ops in prop::collection::vec(rx_op(), 1..300), late in any::<bool>()) {
+        let cfg = RcccConfig::default();
+        let mut rx: RcccReceiver<u8> = RcccReceiver::new(cfg.clone()).unwrap();
+        let mut now = Instant::ZERO;
+        let mut ticks = Vec::new();
+        for op in ops {
+            match op {
+                RxOp::Rx { s, ahead, bytes, trimmed } => {
+                    let g = rx.granted(s).unwrap_or(cfg.initial_window);
+                    let t = wire24(g.wrapping_add_signed(ahead));
+                    rx.on_rx(now, s, t, bytes, trimmed);
+                }
+                RxOp::Raw { s, target } => rx.on_rx(now, s, Credit24::from_masked(target), 0, false),
+                RxOp::Request { s, ahead } => {
+                    let g = rx.granted(s).unwrap_or(cfg.initial_window);
+                    rx.on_credit_request(now, s, wire24(g.wrapping_add_signed(ahead)));
+                }
+                RxOp::GrantFor { s } => {
+                    let v = rx.grant_for(s);
+                    prop_assert_eq!(v, rx.granted(s).map(wire24));
+                }
+                RxOp::Remove { s } => {
+                    rx.remove_sender(now, s);
+                }
+                RxOp::Advance { ns } => {
+                    let target = now + Duration::from_nanos(ns);
+                    while let Some(t) = rx.poll_timeout() {
+                        if t > target {
+                            break;
+                        }
+                        let at = if late { target } else { t.max(now) };
+                        now = at;
+                        let before = rx.stats().granted_bytes;
+                        rx.handle_timeout(now);
+                        ticks.push((now, rx.stats().granted_bytes - before));
+                        if late {
+                            break;
+                        }
+                    }
+                    now = now.max(target);
+                }
+            }
+            while let Some((s, c)) = rx.poll_grant() {
+                prop_assert_eq!(Some(c), rx.granted(s).map(wire24));
+            }
+            for s in 0..8u8 {
+                if let Some(d) = rx.demand(s) {
+                    prop_assert!(d <= cfg.max_credit + u64::from(cfg.mtu) * 2);
+                }
+            }
+        }
+        let sim_like = Sim {
+            ticks,
+            net: Net { late_ns: u64::from(late), ..clean(12) },
+            ..Sim::new(cfg, clean(12), 0, 0)
+        };
+        sim_like.check_rate();
+    }
+
+    /// Source fuzz: arbitrary hook sequences (a caller that only sends when
+    /// `can_send`), credit values in any order, duplicates and wraps.
+    #[test]
+    fn source_fuzz(ops in prop::collection::vec(src_op(), 1..300)) {
+        let cfg = RcccConfig::default();
+        let mtu = u64::from(cfg.mtu);
+        let mut s = RcccSource::new(cfg.clone()).unwrap();
+        let mut now = Instant::ZERO;
+        // What a receiver issued, extended; the source sees it out of order.
+        let mut issued = cfg.initial_window;
+        let mut history = VecDeque::from([issued]);
+        for op in ops {
+            match op {
+                SrcOp::NewData(b) => s.on_new_data(now, b),
+                SrcOp::Send(rtx) => {
+                    if s.need() > 0 && s.can_send(mtu) {
+                        let use_rtx = s.rtx_backlog() > 0 && (rtx || s.backlog() == 0);
+                        let b = if use_rtx { s.rtx_backlog() } else { s.backlog() };
+                        s.on_send(now, b.min(mtu), use_rtx);
+                    }
+                }
+                SrcOp::Grant(b) => {
+                    issued += b;
+                    // Reordering reaches back a few grants (< 2^23 bytes), as
+                    // any real network does.
+                    if history.len() == 16 {
+                        history.pop_front();
+                    }
+                    history.push_back(issued);
+                    s.on_credit_update(now, wire24(issued));
+                }
+                SrcOp::Replay(i) => {
+                    let v = history[i % history.len()];
+                    s.on_credit_update(now, wire24(v));
+                }
+                SrcOp::Ack => s.on_ack(now),
+                SrcOp::Nack(b, p) => s.on_nack(now, b, p),
+                SrcOp::Loss(b, p) => s.on_inferred_loss(now, b, p),
+                SrcOp::Withdraw(a, b) => s.withdraw(now, a, b),
+                SrcOp::Advance(ns) => {
+                    now += Duration::from_nanos(ns);
+                    s.handle_timeout(now);
+                }
+                SrcOp::TakeRequest => {
+                    let wanted = s.needs_credit_request();
+                    prop_assert_eq!(s.poll_credit_request(now, None).is_some(), wanted);
+                }
+            }
+            let st = s.stats();
+            prop_assert!(st.spent_bytes < cfg.initial_window + st.granted_bytes + mtu);
+            prop_assert!(st.granted_bytes <= issued - cfg.initial_window);
+            prop_assert!(s.credit() <= cfg.max_credit as i64);
+            prop_assert!(s.credit() > -(mtu as i64));
+            let ahead = diff24(s.credit_target(None), s.cumulative());
+            prop_assert!(ahead.unsigned_abs() <= cfg.max_credit + mtu);
+            // The timer runs only while blocked with backlog.
+            if s.poll_timeout().is_some() {
+                prop_assert!(s.need() > 0 && s.credit() <= 0);
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum RxOp {
+    Rx {
+        s: u8,
+        ahead: i64,
+        bytes: u64,
+        trimmed: bool,
+    },
+    Raw {
+        s: u8,
+        target: u32,
+    },
+    Request {
+        s: u8,
+        ahead: i64,
+    },
+    GrantFor {
+        s: u8,
+    },
+    Remove {
+        s: u8,
+    },
+    Advance {
+        ns: u64,
+    },
+}
+
+fn rx_op() -> impl Strategy<Value = RxOp> {
+    prop_oneof![
+        4 => (0u8..8, -50_000i64..300_000, 0u64..9000, any::<bool>())
+            .prop_map(|(s, ahead, bytes, trimmed)| RxOp::Rx { s, ahead, bytes, trimmed }),
+        1 => (0u8..8, any::<u32>()).prop_map(|(s, target)| RxOp::Raw { s, target }),
+        1 => (0u8..8, -50_000i64..300_000).prop_map(|(s, ahead)| RxOp::Request { s, ahead }),
+        1 => (0u8..8).prop_map(|s| RxOp::GrantFor { s }),
+        1 => (0u8..8).prop_map(|s| RxOp::Remove { s }),
+        4 => (0u64..200_000).prop_map(|ns| RxOp::Advance { ns }),
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum SrcOp {
+    NewData(u64),
+    Send(bool),
+    Grant(u64),
+    Replay(usize),
+    Ack,
+    Nack(u64, bool),
+    Loss(u64, bool),
+    Withdraw(u64, u64),
+    Advance(u64),
+    TakeRequest,
+}
+
+fn src_op() -> impl Strategy<Value = SrcOp> {
+    prop_oneof![
+        2 => (0u64..2_000_000).prop_map(SrcOp::NewData),
+        6 => any::<bool>().prop_map(SrcOp::Send),
+        3 => (1u64..300_000).prop_map(SrcOp::Grant),
+        1 => any::<usize>().prop_map(SrcOp::Replay),
+        1 => Just(SrcOp::Ack),
+        1 => (1u64..9000, any::<bool>()).prop_map(|(b, p)| SrcOp::Nack(b, p)),
+        1 => (1u64..9000, any::<bool>()).prop_map(|(b, p)| SrcOp::Loss(b, p)),
+        1 => (0u64..100_000, 0u64..10_000).prop_map(|(a, b)| SrcOp::Withdraw(a, b)),
+        2 => (0u64..2_000_000).prop_map(SrcOp::Advance),
+        1 => Just(SrcOp::TakeRequest),
+    ]
+}
