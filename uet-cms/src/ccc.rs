@@ -7,20 +7,24 @@ use uet_wire::rand::Rng;
 use uet_wire::time::{Duration, Instant};
 use uet_wire::{Credit24, EntropyValue};
 
-use crate::entropy::{EvFeedback, EvSelector};
+use crate::entropy::{EvConfig, EvFeedback, EvSelector};
+use crate::nscc::{Nscc, NsccAck, NsccConfig, NsccNack};
+use crate::pft::{Pft, PftConfig};
+use crate::rccc::{RcccConfig, RcccSource};
 
-/// Configuration of one CCC.
+/// Configuration of one CCC: every CMS parameter lives below it, with the
+/// spec defaults (`NsccConfig`, `RcccConfig`, `EvConfig`, `PftConfig`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CccConfig {
     /// Nominal size of a full packet (`transport_pktsize + 40`, §1), the unit
     /// of `can_send`.
     pub mtu: u32,
-    /// The algorithm.
+    /// The congestion-control algorithm(s).
     pub algorithm: Algorithm,
-    /// log2 of the EV space for spraying (spec "typically 256" → 8).
-    pub ev_bits: u8,
-    /// Base of the EV space (bits above the sprayed ones).
-    pub ev_base: u16,
+    /// Entropy-value selection (§6); ROD PDCs use a single path regardless.
+    pub ev: EvConfig,
+    /// Optional PFT source throttle on top of the algorithm (seed paper).
+    pub pft: Option<PftConfig>,
 }
 
 impl Default for CccConfig {
@@ -28,13 +32,14 @@ impl Default for CccConfig {
         Self {
             mtu: 4096 + 64,
             algorithm: Algorithm::Fixed { window: 64 * 4096 },
-            ev_bits: 8,
-            ev_base: 0xc000,
+            ev: EvConfig::default(),
+            pft: None,
         }
     }
 }
 
-/// The congestion-control algorithm of a CCC.
+/// The congestion-control algorithm(s) of a CCC (`can_send` is the AND of
+/// the enabled ones, §5.1).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Algorithm {
     /// A fixed window of `window` bytes in flight ("none" in `cc-eval.md`).
@@ -42,6 +47,21 @@ pub enum Algorithm {
         /// Bytes allowed in flight.
         window: u64,
     },
+    /// NSCC alone (§5.2).
+    Nscc(NsccConfig),
+    /// RCCC alone (§5.3).
+    Rccc(RcccConfig),
+    /// NSCC and RCCC together: last-hop trims belong to RCCC and the credit
+    /// request is capped at cwnd + MTU (§5.2 "NSCC + RCCC together").
+    NsccRccc(NsccConfig, RcccConfig),
+}
+
+impl Algorithm {
+    /// Whether RCCC is on.
+    #[must_use]
+    pub fn has_rccc(&self) -> bool {
+        matches!(self, Self::Rccc(_) | Self::NsccRccc(..))
+    }
 }
 
 /// CCC states (§5.1): IDLE → ACTIVE (has data) → READY (has data and the
@@ -102,6 +122,12 @@ pub struct NackEvent {
     pub trimmed: bool,
     /// The packet was trimmed at the last hop.
     pub trimmed_last_hop: bool,
+    /// When the NACKed packet was (last) sent.
+    pub tx_time: Instant,
+    /// How often it had been retransmitted.
+    pub rtx_count: u32,
+    /// The NACK's `retx` flag.
+    pub retx: bool,
 }
 
 /// What `GetSendParams` returns (§5.1).
@@ -150,13 +176,40 @@ pub struct Ccc {
     inflight: i64,
     inflight_pkts: u32,
     ev: EvSelector,
+    nscc: Option<Nscc>,
+    rccc: Option<RcccSource>,
+    pft: Option<Pft>,
     events: VecDeque<CmsEvent>,
 }
 
 impl Ccc {
     /// A new CCC in the IDLE state.
-    pub fn new(config: CccConfig, rng: &mut impl Rng) -> Self {
-        let ev = EvSelector::oblivious(config.ev_base, config.ev_bits, rng);
+    pub fn new(config: CccConfig, now: Instant, rng: &mut impl Rng) -> Self {
+        let ev = EvSelector::from_config(&config.ev, rng);
+        Self::with_ev(config, now, ev, rng)
+    }
+
+    /// A CCC that uses one EV for every packet (ROD single-path mode, §6).
+    pub fn single_path(
+        config: CccConfig,
+        now: Instant,
+        ev: EntropyValue,
+        rng: &mut impl Rng,
+    ) -> Self {
+        Self::with_ev(config, now, EvSelector::Single(ev), rng)
+    }
+
+    fn with_ev(config: CccConfig, now: Instant, ev: EvSelector, rng: &mut impl Rng) -> Self {
+        let (nscc, rccc) = match &config.algorithm {
+            Algorithm::Fixed { .. } => (None, None),
+            Algorithm::Nscc(n) => (Some(Nscc::new(n.clone(), now)), None),
+            Algorithm::Rccc(r) => (None, RcccSource::new(r.clone()).ok()),
+            Algorithm::NsccRccc(n, r) => (
+                Some(Nscc::new(n.clone(), now)),
+                RcccSource::new(r.clone()).ok(),
+            ),
+        };
+        let pft = config.pft.map(|p| Pft::new(p, rng));
         Self {
             config,
             state: CccState::Idle,
@@ -165,22 +218,26 @@ impl Ccc {
             inflight: 0,
             inflight_pkts: 0,
             ev,
+            nscc,
+            rccc,
+            pft,
             events: VecDeque::new(),
         }
     }
 
-    /// A CCC that uses one EV for every packet (ROD single-path mode, §6).
-    pub fn single_path(config: CccConfig, ev: EntropyValue) -> Self {
-        Self {
-            config,
-            state: CccState::Idle,
-            backlog: 0,
-            rtx_backlog: 0,
-            inflight: 0,
-            inflight_pkts: 0,
-            ev: EvSelector::Single(ev),
-            events: VecDeque::new(),
-        }
+    /// NSCC, when enabled.
+    pub fn nscc(&self) -> Option<&Nscc> {
+        self.nscc.as_ref()
+    }
+
+    /// NSCC, mutably (probing: `wants_probe`, `on_probe_rtt`).
+    pub fn nscc_mut(&mut self) -> Option<&mut Nscc> {
+        self.nscc.as_mut()
+    }
+
+    /// RCCC's source side, when enabled.
+    pub fn rccc(&self) -> Option<&RcccSource> {
+        self.rccc.as_ref()
     }
 
     /// The configuration.
@@ -210,20 +267,69 @@ impl Ccc {
 
     /// The congestion window in bytes.
     pub fn cwnd(&self) -> u64 {
-        match self.config.algorithm {
-            Algorithm::Fixed { window } => window,
+        match (&self.config.algorithm, &self.nscc) {
+            (Algorithm::Fixed { window }, _) => *window,
+            (_, Some(n)) => n.cwnd(),
+            // RCCC alone: the credit held is the window.
+            _ => self.rccc.as_ref().map_or(0, |r| r.credit().max(0) as u64),
         }
+    }
+
+    /// The RCCC credit target to advertise now (cumulative, §5.3), capped
+    /// at cwnd + MTU when NSCC is also on.
+    pub fn credit_target(&self) -> Option<Credit24> {
+        let cap = self
+            .nscc
+            .as_ref()
+            .map(|n| n.cwnd() + u64::from(self.config.mtu));
+        self.rccc.as_ref().map(|r| r.credit_target(cap))
+    }
+
+    /// A CREDIT_REQ payload when RCCC's credit timeout says the source needs
+    /// credit it has not been given (§5.3).
+    pub fn poll_credit_request(&mut self, now: Instant) -> Option<Credit24> {
+        let cap = self
+            .nscc
+            .as_ref()
+            .map(|n| n.cwnd() + u64::from(self.config.mtu));
+        self.rccc
+            .as_mut()
+            .and_then(|r| r.poll_credit_request(now, cap))
+    }
+
+    /// The CMS timers (RCCC credit timeout, PFT pacing).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let a = self.rccc.as_ref().and_then(RcccSource::poll_timeout);
+        let b = self.pft.as_ref().and_then(Pft::poll_timeout);
+        a.into_iter().chain(b).min()
+    }
+
+    /// Runs the CMS timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(r) = &mut self.rccc {
+            r.handle_timeout(now);
+        }
+        if let Some(p) = &mut self.pft {
+            p.handle_timeout(now);
+        }
+        self.update_state(now);
     }
 
     /// `OnNewData`: `bytes` of new data became ready to send.
     pub fn on_new_data(&mut self, now: Instant, bytes: u64) {
         self.backlog = self.backlog.saturating_add(bytes);
+        if let Some(r) = &mut self.rccc {
+            r.on_new_data(now, bytes);
+        }
         self.update_state(now);
     }
 
     /// Withdraws backlog that will not be sent (an operation failed).
     pub fn withdraw(&mut self, now: Instant, bytes: u64) {
         self.backlog = self.backlog.saturating_sub(bytes);
+        if let Some(r) = &mut self.rccc {
+            r.withdraw(now, bytes, 0);
+        }
         self.update_state(now);
     }
 
@@ -245,22 +351,27 @@ impl Ccc {
     }
 
     /// `CanSend`: whether a packet of `bytes` may leave now — the AND of the
-    /// enabled algorithms.
-    pub fn can_send(&self, bytes: u32) -> bool {
-        match self.config.algorithm {
+    /// enabled algorithms (§5.1), and PFT's pacing when it throttles.
+    pub fn can_send(&self, now: Instant, bytes: u32) -> bool {
+        let b = u64::from(bytes);
+        let window_ok = match self.config.algorithm {
             Algorithm::Fixed { window } => {
                 self.inflight.saturating_add(i64::from(bytes)) <= window as i64
                     || self.inflight <= 0
             }
-        }
+            _ => self.nscc.as_ref().is_none_or(|n| n.can_send(b)),
+        };
+        window_ok
+            && self.rccc.as_ref().is_none_or(|r| r.can_send(b))
+            && self.pft.as_ref().is_none_or(|p| p.can_send(now))
     }
 
     /// `GetSendParams`: EV, credit target and ACK request for the next packet.
-    pub fn send_params(&mut self, _now: Instant, rng: &mut impl Rng) -> SendParams {
+    pub fn send_params(&mut self, now: Instant, rng: &mut impl Rng) -> SendParams {
         SendParams {
-            ev: self.ev.next_ev(rng),
-            credit_target: None,
-            ack_req: false,
+            ev: self.ev.next_ev_at(now, rng),
+            credit_target: self.credit_target(),
+            ack_req: self.nscc.as_ref().is_some_and(Nscc::ack_request),
         }
     }
 
@@ -273,6 +384,15 @@ impl Ccc {
         }
         self.inflight = self.inflight.saturating_add(bytes as i64);
         self.inflight_pkts = self.inflight_pkts.saturating_add(1);
+        if let Some(n) = &mut self.nscc {
+            n.on_send(bytes);
+        }
+        if let Some(r) = &mut self.rccc {
+            r.on_send(now, bytes, is_rtx);
+        }
+        if let Some(p) = &mut self.pft {
+            p.on_send(now, bytes);
+        }
         self.update_state(now);
     }
 
@@ -283,9 +403,40 @@ impl Ccc {
         } else {
             EvFeedback::Good
         };
-        self.ev.process_ev(ack.ev, feedback);
+        self.ev.process_ev_at(now, ack.ev, feedback);
         self.inflight = self.inflight.saturating_sub(ack.acked_bytes as i64);
         self.inflight_pkts = self.inflight_pkts.saturating_sub(ack.acked_pkts);
+        if let Some(n) = &mut self.nscc {
+            let before = n.cwnd();
+            n.on_ack(
+                now,
+                &NsccAck {
+                    // From the ACK's rcvd_bytes when it carried NSCC state;
+                    // otherwise (CREDIT state) from the ledger.
+                    newly_rcvd_bytes: ack.newly_rcvd_bytes.unwrap_or(ack.acked_bytes),
+                    ecn: ack.ecn_marked,
+                    tx_time: ack.tx_time,
+                    rtx_count: ack.rtx_count,
+                    retx: ack.retx,
+                    service_time: ack.service_time,
+                    rcv_cwnd_pend: ack.rcv_cwnd_pend,
+                    restore_cwnd: ack.restore_cwnd,
+                },
+            );
+            let after = n.cwnd();
+            if after != before {
+                self.push_event(CmsEvent::Window { now, cwnd: after });
+            }
+        }
+        if let Some(r) = &mut self.rccc {
+            r.on_ack(now);
+            if let Some(c) = ack.credit {
+                r.on_credit_update(now, c);
+            }
+        }
+        if let Some(p) = &mut self.pft {
+            p.on_ack(now, ack.acked_bytes);
+        }
         self.update_state(now);
     }
 
@@ -298,26 +449,69 @@ impl Ccc {
         } else {
             EvFeedback::Good
         };
-        self.ev.process_ev(nack.ev, feedback);
+        self.ev.process_ev_at(now, nack.ev, feedback);
         self.mark_for_retransmit(nack.bytes);
+        let rccc_on = self.rccc.is_some();
+        if let Some(n) = &mut self.nscc {
+            n.on_nack(
+                now,
+                &NsccNack {
+                    bytes: nack.bytes,
+                    tx_time: nack.tx_time,
+                    rtx_count: nack.rtx_count,
+                    retx: nack.retx,
+                    trimmed: nack.trimmed || nack.trimmed_last_hop,
+                    last_hop: nack.trimmed_last_hop,
+                    rccc_enabled: rccc_on,
+                },
+            );
+        }
+        if let Some(r) = &mut self.rccc {
+            r.on_nack(now, nack.bytes, true);
+        }
+        if let Some(p) = &mut self.pft {
+            p.on_loss(now, nack.bytes);
+        }
         self.update_state(now);
     }
 
     /// `OnInferredLoss`: an RTO (or SACK inference) declared `bytes` lost.
     pub fn on_inferred_loss(&mut self, now: Instant, bytes: u64, ev: Option<EntropyValue>) {
         if let Some(ev) = ev {
-            self.ev.process_ev(ev, EvFeedback::Timeout);
+            self.ev.process_ev_at(now, ev, EvFeedback::Timeout);
         }
         self.mark_for_retransmit(bytes);
+        if let Some(n) = &mut self.nscc {
+            n.on_inferred_loss(now, bytes);
+        }
+        if let Some(r) = &mut self.rccc {
+            r.on_inferred_loss(now, bytes, true);
+        }
+        if let Some(p) = &mut self.pft {
+            p.on_loss(now, bytes);
+        }
         self.update_state(now);
     }
 
     /// `OnCreditUpdate`: cumulative credit from the destination (RCCC).
-    pub fn on_credit_update(&mut self, _now: Instant, _credit: Credit24) {}
+    pub fn on_credit_update(&mut self, now: Instant, credit: Credit24) {
+        if let Some(r) = &mut self.rccc {
+            r.on_credit_update(now, credit);
+        }
+        self.update_state(now);
+    }
 
     /// The next state change, for tracing.
     pub fn poll_event(&mut self) -> Option<CmsEvent> {
         self.events.pop_front()
+    }
+
+    fn push_event(&mut self, ev: CmsEvent) {
+        // Bounded: a consumer that never polls loses old events, not memory.
+        if self.events.len() >= 1024 {
+            self.events.pop_front();
+        }
+        self.events.push_back(ev);
     }
 
     fn mark_for_retransmit(&mut self, bytes: u64) {
@@ -329,7 +523,7 @@ impl Ccc {
     fn update_state(&mut self, now: Instant) {
         let waiting = self.backlog > 0 || self.rtx_backlog > 0;
         let next = if waiting {
-            if self.can_send(self.config.mtu) {
+            if self.can_send(now, self.config.mtu) {
                 CccState::Ready
             } else {
                 CccState::Active
@@ -341,11 +535,7 @@ impl Ccc {
         };
         if next != self.state {
             self.state = next;
-            // Bounded: a consumer that never polls loses old events, not memory.
-            if self.events.len() >= 1024 {
-                self.events.pop_front();
-            }
-            self.events.push_back(CmsEvent::State { now, state: next });
+            self.push_event(CmsEvent::State { now, state: next });
         }
     }
 }
@@ -380,14 +570,14 @@ mod tests {
             algorithm: Algorithm::Fixed { window: 2000 },
             ..CccConfig::default()
         };
-        let mut c = Ccc::new(cfg, &mut rng);
+        let mut c = Ccc::new(cfg, Instant::ZERO, &mut rng);
         let t = Instant::ZERO;
         assert_eq!(c.state(), CccState::Idle);
         c.on_new_data(t, 3000);
         assert_eq!(c.state(), CccState::Ready);
         c.on_send(t, 1000, false);
         c.on_send(t, 1000, false);
-        assert!(!c.can_send(1000));
+        assert!(!c.can_send(Instant::ZERO, 1000));
         assert_eq!(c.state(), CccState::Active);
         c.on_ack(t, &ack(1000));
         assert_eq!(c.state(), CccState::Ready);
@@ -402,6 +592,9 @@ mod tests {
                 ecn_marked: false,
                 trimmed: true,
                 trimmed_last_hop: false,
+                tx_time: Instant::ZERO,
+                rtx_count: 0,
+                retx: false,
             },
         );
         assert_eq!(c.state(), CccState::Ready);
@@ -422,7 +615,66 @@ mod tests {
             algorithm: Algorithm::Fixed { window: 100 },
             ..CccConfig::default()
         };
-        let c = Ccc::new(cfg, &mut rng);
-        assert!(c.can_send(4000));
+        let c = Ccc::new(cfg, Instant::ZERO, &mut rng);
+        assert!(c.can_send(Instant::ZERO, 4000));
+    }
+
+    #[test]
+    fn nscc_window_gates_sending() {
+        let mut rng = Xoshiro256::seed_from_u64(3);
+        let n = NsccConfig::new(
+            100_000_000_000,
+            100_000_000_000,
+            Duration::from_micros(6),
+            4096,
+            true,
+        );
+        let max = n.max_wnd;
+        let cfg = CccConfig {
+            mtu: 4096,
+            algorithm: Algorithm::Nscc(n),
+            ..CccConfig::default()
+        };
+        let mut c = Ccc::new(cfg, Instant::ZERO, &mut rng);
+        assert_eq!(
+            c.cwnd(),
+            112_500,
+            "initial cwnd = MaxWnd = 1.5 BDP at 100G x 6us"
+        );
+        assert_eq!(max, 112_500);
+        c.on_new_data(Instant::ZERO, 1 << 20);
+        let mut sent = 0u64;
+        while c.can_send(Instant::ZERO, 4096) {
+            c.on_send(Instant::ZERO, 4096, false);
+            sent += 4096;
+        }
+        assert!(
+            sent <= max && sent + 4096 > max,
+            "sent {sent} of window {max}"
+        );
+        assert_eq!(c.state(), CccState::Active, "data waits for the window");
+    }
+
+    #[test]
+    fn rccc_credit_gates_sending_and_the_target_advertises_backlog() {
+        let mut rng = Xoshiro256::seed_from_u64(3);
+        let cfg = CccConfig {
+            mtu: 4096,
+            algorithm: Algorithm::Rccc(RcccConfig::default()),
+            ..CccConfig::default()
+        };
+        let mut c = Ccc::new(cfg, Instant::ZERO, &mut rng);
+        c.on_new_data(Instant::ZERO, 1 << 20);
+        let mut sent = 0u64;
+        while c.can_send(Instant::ZERO, 4096) && sent < (1 << 20) {
+            c.on_send(Instant::ZERO, 4096, false);
+            sent += 4096;
+        }
+        assert!(
+            sent < (1 << 20),
+            "the speculative first window is bounded: {sent}"
+        );
+        assert!(c.credit_target().is_some(), "the backlog is advertised");
+        assert_eq!(c.state(), CccState::Active);
     }
 }

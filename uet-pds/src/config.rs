@@ -4,7 +4,7 @@
 use uet_wire::Dscp;
 use uet_wire::time::Duration;
 
-use uet_cms::CccConfig;
+use uet_cms::{CccConfig, RcccConfig};
 
 /// Configuration of one PDS engine.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +54,9 @@ pub struct PdsConfig {
     pub dscp_trimmed_lasthop: Dscp,
     /// Congestion control of the CCCs this engine creates.
     pub ccc: CccConfig,
+    /// Receiver-side RCCC (credit pacing to the sources that ask for it),
+    /// or `None` when this endpoint grants no credit.
+    pub rccc_receiver: Option<RcccConfig>,
 }
 
 impl Default for PdsConfig {
@@ -77,6 +80,7 @@ impl Default for PdsConfig {
             dscp_trimmed: Dscp::from_masked(16),
             dscp_trimmed_lasthop: Dscp::from_masked(18),
             ccc: CccConfig::default(),
+            rccc_receiver: None,
         }
     }
 }

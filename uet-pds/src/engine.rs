@@ -22,20 +22,21 @@ use std::collections::{BTreeMap, VecDeque};
 use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
-use uet_cms::{AckEvent, Ccc, NackEvent};
+use uet_cms::nscc::{RcvdBytesTracker, service_time_from_wire, service_time_to_wire};
+use uet_cms::{AckEvent, Ccc, NackEvent, RcccReceiver};
 use uet_wire::encap::Trim;
 use uet_wire::pds::{
-    AckCcState, CpPayload, CwndPenalty, DpdcidField, NackAction, NackCode, NackTarget, NextHeader,
-    NsccState, PdcInfo, PdsAckCc, PdsAckExt, PdsAckPsnField, PdsAckRepr, PdsAckRequest,
+    AckCcState, CpPayload, CreditState, CwndPenalty, DpdcidField, NackAction, NackCode, NackTarget,
+    NextHeader, NsccState, PdcInfo, PdsAckCc, PdsAckExt, PdsAckPsnField, PdsAckRepr, PdsAckRequest,
     PdsAckState, PdsCcFlags, PdsCpRepr, PdsNackRepr, PdsRepr, PdsRequestRepr, PdsRudiRepr,
-    PdsUudRepr, ReliableMode, RudiKind, SynPsnOffset,
+    PdsUudRepr, ReliableMode, ReqCcState, RudiKind, SynPsnOffset,
 };
 use uet_wire::rand::{Rng, Xoshiro256};
 use uet_wire::ses::{ListKind, ResponseOpcode, ReturnCode, SesRepr, SesResponseRepr};
 use uet_wire::time::{Duration, Instant};
 use uet_wire::{
-    DeliveryMode, Dscp, Ecn, EntropyValue, JobId, MessageId, PdcId, Psn, RiGeneration,
-    TrafficClass, Units256,
+    CccId, Credit24, DeliveryMode, Dscp, Ecn, EntropyValue, JobId, MessageId, PdcId, Psn,
+    RiGeneration, TrafficClass, Units256,
 };
 
 use crate::config::PdsConfig;
@@ -294,6 +295,11 @@ struct RxHalf {
     rod_nacked: bool,
     /// Highest CLEAR_PSN seen.
     cleared: Psn,
+    /// Arrival time of the packet that triggered the pending ACK (NSCC
+    /// service time, §2.7).
+    trigger_at: Instant,
+    /// The RCCC sender this direction belongs to, once a *_CC_REQ named it.
+    rccc: Option<(IpAddr, u8)>,
 }
 
 impl RxHalf {
@@ -314,6 +320,8 @@ impl RxHalf {
             ooo_count: 0,
             rod_nacked: false,
             cleared: start.sub(1),
+            trigger_at: Instant::ZERO,
+            rccc: None,
         }
     }
 
@@ -367,6 +375,8 @@ struct Pdc {
     holds: u32,
     /// The outstanding PROBE: its opaque value and when it was sent.
     probe: Option<(u16, Instant)>,
+    /// NSCC source: the last `rcvd_bytes` the target reported (§5.2).
+    rcvd: RcvdBytesTracker,
 }
 
 impl Pdc {
@@ -423,6 +433,10 @@ pub struct Pds {
     ctl: VecDeque<CtlOut>,
     uud: VecDeque<(IpAddr, PktRef)>,
     rudi: RudiState,
+    /// Receiver-side RCCC (§5.3): the active-sender table and credit pacer,
+    /// keyed by (source FEP, ccc_id), with the PDC to address CREDIT CPs.
+    rccc_rx: Option<RcccReceiver<(IpAddr, u8)>>,
+    rccc_pdc: HashMap<(IpAddr, u8), PdcId>,
     events: VecDeque<PdsEvent>,
     counters: Counters,
 }
@@ -452,6 +466,10 @@ impl Pds {
     /// A new engine; `seed` drives Start_PSN and entropy choices.
     #[must_use]
     pub fn new(config: PdsConfig, seed: u64) -> Self {
+        let rccc_rx = config
+            .rccc_receiver
+            .clone()
+            .and_then(|c| RcccReceiver::new(c).ok());
         Self {
             config,
             rng: Xoshiro256::seed_from_u64(seed),
@@ -465,6 +483,8 @@ impl Pds {
             ctl: VecDeque::new(),
             uud: VecDeque::new(),
             rudi: RudiState::default(),
+            rccc_rx,
+            rccc_pdc: HashMap::default(),
             events: VecDeque::new(),
             counters: Counters::default(),
         }
@@ -524,8 +544,9 @@ impl Pds {
             scheduled: false,
             holds: 0,
             probe: None,
+            rcvd: RcvdBytesTracker::new(),
         };
-        self.ensure_ccc(key.dst, key.tc);
+        self.ensure_ccc(now, key.dst, key.tc);
         self.pdcs.insert(id, pdc);
         self.reuse.insert(key, id);
         self.counters.pdcs_opened += 1;
@@ -558,7 +579,7 @@ impl Pds {
         p.last_activity = now;
         if p.queue.len() > before {
             let key = p.ccc;
-            self.ensure_ccc(key.0, key.1);
+            self.ensure_ccc(now, key.0, key.1);
             if let Some(c) = self.cccs.get_mut(&key) {
                 c.on_new_data(now, bytes);
             }
@@ -668,6 +689,14 @@ impl Pds {
                 at(r.sent_at + self.config.rto(r.rtx_count));
             }
         }
+        for c in self.cccs.values() {
+            if let Some(x) = c.poll_timeout() {
+                at(x);
+            }
+        }
+        if let Some(x) = self.rccc_rx.as_ref().and_then(RcccReceiver::poll_timeout) {
+            at(x);
+        }
         t
     }
 
@@ -678,6 +707,7 @@ impl Pds {
     /// Handles expired timers: retransmission timeouts (backoff, retry
     /// budget), delayed ACKs, idle PDCs.
     pub fn handle_timeout(&mut self, now: Instant, upper: &mut impl Upper) {
+        self.cms_timers(now);
         let mut failed = Vec::new();
         for (id, r) in &mut self.rudi.inflight {
             if !r.due && now >= r.sent_at + self.config.rto(r.rtx_count) {
@@ -841,6 +871,93 @@ impl Pds {
         }
     }
 
+    /// CMS timers: RCCC credit timeouts (→ CREDIT_REQ), PFT pacing gaps,
+    /// and the receiver's credit pacer.
+    fn cms_timers(&mut self, now: Instant) {
+        let due: Vec<(IpAddr, TrafficClass)> = self
+            .cccs
+            .iter()
+            .filter(|(_, c)| c.poll_timeout().is_some_and(|t| t <= now))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in due {
+            let Some(c) = self.cccs.get_mut(&key) else {
+                continue;
+            };
+            c.handle_timeout(now);
+            if let Some(target) = c.poll_credit_request(now) {
+                // Any established PDC of this CCC carries the request.
+                let pdc = self
+                    .pdcs
+                    .values()
+                    .find(|p| p.ccc == key && p.peer_id.is_some())
+                    .map(|p| (p.id, p.peer_id, p.peer, p.mode));
+                if let Some((id, peer_id, dst, mode)) = pdc {
+                    let repr = PdsCpRepr {
+                        mode,
+                        retx: false,
+                        ar: false,
+                        psn: Psn(0),
+                        spdcid: Some(id),
+                        dpdcid: DpdcidField::Dpdcid(peer_id),
+                        payload: CpPayload::CreditReq {
+                            target_credit: target.get(),
+                        },
+                    };
+                    self.ctl.push_back(CtlOut::Cp { dst, repr });
+                }
+            }
+            self.schedule_ccc(key);
+        }
+        if let Some(rr) = &mut self.rccc_rx
+            && rr.poll_timeout().is_some_and(|t| t <= now)
+        {
+            rr.handle_timeout(now);
+        }
+        self.queue_grants();
+    }
+
+    /// Turns the receiver pacer's grants into CREDIT control packets.
+    fn queue_grants(&mut self) {
+        let Some(rr) = &mut self.rccc_rx else {
+            return;
+        };
+        while let Some((key, credit)) = rr.poll_grant() {
+            let Some(p) = self.rccc_pdc.get(&key).and_then(|id| self.pdcs.get(id)) else {
+                continue;
+            };
+            let repr = PdsCpRepr {
+                mode: p.mode,
+                retx: false,
+                ar: false,
+                psn: Psn(0),
+                spdcid: Some(p.id),
+                dpdcid: DpdcidField::Dpdcid(p.peer_id),
+                payload: CpPayload::Credit {
+                    credit: credit.get(),
+                },
+            };
+            self.ctl.push_back(CtlOut::Cp { dst: key.0, repr });
+        }
+    }
+
+    /// Schedules every PDC of a CCC that has something to send (credit
+    /// arrived, a pacing gap ended).
+    fn schedule_ccc(&mut self, key: (IpAddr, TrafficClass)) {
+        let ids: Vec<PdcId> = self
+            .pdcs
+            .keys()
+            .filter(|id| {
+                self.pdcs
+                    .get(id)
+                    .is_some_and(|p| p.ccc == key && p.has_tx_work())
+            })
+            .collect();
+        for id in ids {
+            self.schedule(id);
+        }
+    }
+
     /// Puts a PDC on the send round robin once (fair service per PDC).
     fn schedule(&mut self, id: PdcId) {
         if let Some(p) = self.pdcs.get_mut(&id)
@@ -867,9 +984,9 @@ impl Pds {
         None
     }
 
-    fn ensure_ccc(&mut self, dst: IpAddr, tc: TrafficClass) {
+    fn ensure_ccc(&mut self, now: Instant, dst: IpAddr, tc: TrafficClass) {
         if !self.cccs.contains_key(&(dst, tc)) {
-            let c = Ccc::new(self.config.ccc.clone(), &mut self.rng);
+            let c = Ccc::new(self.config.ccc.clone(), now, &mut self.rng);
             self.cccs.insert((dst, tc), c);
         }
     }
@@ -1096,6 +1213,7 @@ impl Pds {
                         scheduled: false,
                         holds: 0,
                         probe: None,
+                        rcvd: RcvdBytesTracker::new(),
                     };
                     let start = pdc.start;
                     let mut pdc = pdc;
@@ -1204,6 +1322,20 @@ impl Pds {
         }
         // CLEAR_PSN rides on every request (§3).
         rx.clear_to(r.clear_psn());
+        // RCCC (§5.3): a *_CC_REQ names its source CCC and advertises its
+        // backlog; last-hop trims are RCCC's signal too.
+        if let (Some(cc), Some(rr)) = (r.cc, self.rccc_rx.as_mut()) {
+            let key = (meta.src, cc.ccc_id.get());
+            rr.on_rx(
+                now,
+                key,
+                cc.credit_target,
+                u64::from(meta.nominal_size),
+                meta.trimmed == Some(Trim::LastHop),
+            );
+            rx.rccc = Some(key);
+            self.rccc_pdc.insert(key, local);
+        }
         if let Some(t) = meta.trimmed {
             // §7: NACK the trimmed packet so it is resent at once.
             self.counters.drop(DropReason::Trimmed);
@@ -1306,6 +1438,7 @@ impl Pds {
         self.counters.rx_data += 1;
         rx.ev = meta.ev;
         rx.trigger = r.psn;
+        rx.trigger_at = now;
         rx.retx |= r.retx;
         let ce = meta.ecn == Ecn::Ce;
         rx.ecn |= ce;
@@ -1486,12 +1619,24 @@ impl Pds {
         }
         let reschedule = p.clear_needed;
         let key = p.ccc;
-        let (rcv_pend, restore) = match a.ext {
+        // CC feedback: NSCC state (rcvd_bytes → newly received bytes,
+        // service time, DFC) or CREDIT state (RCCC cumulative credit), §2.7.
+        let (rcv_pend, restore, newly, service, credit) = match a.ext {
             PdsAckExt::Cc(PdsAckCc {
                 state: PdsAckState::Cc(AckCcState::Nscc(n)),
                 ..
-            }) => (n.rcv_cwnd_pend.get(), n.rc),
-            _ => (0, false),
+            }) => (
+                n.rcv_cwnd_pend.get(),
+                n.rc,
+                Some(p.rcvd.advance(n.rcvd_bytes)),
+                service_time_from_wire(n.service_time),
+                None,
+            ),
+            PdsAckExt::Cc(PdsAckCc {
+                state: PdsAckState::Cc(AckCcState::Credit(c)),
+                ..
+            }) => (0, false, None, Duration::ZERO, Some(c.credit)),
+            _ => (0, false, None, Duration::ZERO, None),
         };
         if reschedule {
             self.schedule(id);
@@ -1504,16 +1649,16 @@ impl Pds {
                 &AckEvent {
                     acked_bytes,
                     acked_pkts,
-                    newly_rcvd_bytes: None,
+                    newly_rcvd_bytes: newly,
                     ev: meta.ev,
                     ecn_marked: a.m,
                     tx_time: tx_time.unwrap_or(now),
                     rtx_count,
                     retx: a.retx,
-                    service_time: Duration::ZERO,
+                    service_time: service,
                     rcv_cwnd_pend: rcv_pend,
                     restore_cwnd: restore,
-                    credit: None,
+                    credit,
                 },
             );
             self.schedule(id);
@@ -1579,7 +1724,12 @@ impl Pds {
                     for e in p.ledger.iter_mut() {
                         if !e.psn.is_before(from) && !e.sacked && !e.needs_rtx {
                             e.needs_rtx = true;
-                            lost.push((u64::from(item_len(&e.token)), e.ev));
+                            lost.push((
+                                u64::from(item_len(&e.token)),
+                                e.ev,
+                                e.sent_at,
+                                e.rtx_count,
+                            ));
                         }
                     }
                 } else if let Some(e) = p.ledger.get_mut(psn)
@@ -1596,7 +1746,7 @@ impl Pds {
                     }
                     exhausted = e.nack_count > max_nack;
                     e.needs_rtx = true;
-                    lost.push((u64::from(item_len(&e.token)), e.ev));
+                    lost.push((u64::from(item_len(&e.token)), e.ev, e.sent_at, e.rtx_count));
                 }
                 if exhausted {
                     self.fail_pdc(now, id, PdsError::Nack(n.code), upper);
@@ -1606,7 +1756,7 @@ impl Pds {
                     self.schedule(id);
                 }
                 if let Some(c) = self.cccs.get_mut(&key) {
-                    for (bytes, ev) in lost {
+                    for (bytes, ev, tx_time, rtx_count) in lost {
                         c.on_nack(
                             now,
                             &NackEvent {
@@ -1615,6 +1765,9 @@ impl Pds {
                                 ecn_marked: n.m,
                                 trimmed: n.code == NackCode::Trimmed,
                                 trimmed_last_hop: n.code == NackCode::TrimmedLastHop,
+                                tx_time,
+                                rtx_count,
+                                retx: n.retx,
                             },
                         );
                     }
@@ -1642,7 +1795,44 @@ impl Pds {
                 }
                 return;
             }
-            // Credit CPs belong to RCCC (CMS issue); counted, not used yet.
+            // Source side: cumulative credit from the target (§5.3).
+            CpPayload::Credit { credit } => {
+                let key = match c.dpdcid {
+                    DpdcidField::Dpdcid(Some(id)) => self
+                        .pdcs
+                        .get(&id)
+                        .filter(|p| p.peer == meta.src)
+                        .map(|p| p.ccc),
+                    _ => None,
+                };
+                match key.and_then(|k| self.cccs.get_mut(&k).map(|c| (k, c))) {
+                    Some((k, ccc)) => {
+                        ccc.on_credit_update(now, Credit24::from_masked(credit));
+                        self.schedule_ccc(k);
+                    }
+                    None => self.counters.drop(DropReason::StrayFeedback),
+                }
+                return;
+            }
+            // Target side: a source asks for credit (its credit timeout).
+            CpPayload::CreditReq { target_credit } => {
+                let key = match c.dpdcid {
+                    DpdcidField::Dpdcid(Some(id)) => self
+                        .pdcs
+                        .get(&id)
+                        .filter(|p| p.peer == meta.src)
+                        .and_then(|p| p.rx.as_ref())
+                        .and_then(|rx| rx.rccc),
+                    _ => None,
+                };
+                match (key, self.rccc_rx.as_mut()) {
+                    (Some(k), Some(rr)) => {
+                        rr.on_credit_request(now, k, Credit24::from_masked(target_credit));
+                    }
+                    _ => self.counters.drop(DropReason::StrayFeedback),
+                }
+                return;
+            }
             _ => {
                 self.counters.drop(DropReason::Unexpected);
                 return;
@@ -1728,6 +1918,7 @@ impl Pds {
         buf: &mut [u8],
         upper: &mut impl Upper,
     ) -> Option<Transmit> {
+        self.queue_grants();
         if let Some(c) = self.ctl.pop_front() {
             return self.write_ctl(c, buf);
         }
@@ -1814,6 +2005,25 @@ impl Pds {
                 PdsAckPsnField::Offset(trig.offset_from(cack).unwrap_or(0))
             }
         };
+        // An RCCC source gets its cumulative credit in the ACK (cc_type
+        // CREDIT); everyone else NSCC state: rcvd_bytes in 256-B units and
+        // the service time since the triggering packet arrived (§2.7).
+        let credit = rx
+            .rccc
+            .and_then(|k| self.rccc_rx.as_mut().and_then(|rr| rr.grant_for(k)));
+        let state = match credit {
+            Some(credit) => AckCcState::Credit(CreditState {
+                credit,
+                ooo_count: rx.ooo_count,
+            }),
+            None => AckCcState::Nscc(NsccState {
+                service_time: service_time_to_wire(rx.trigger_at, now),
+                rc: false,
+                rcv_cwnd_pend: CwndPenalty::from_masked(0),
+                rcvd_bytes: Units256::from_bytes_round_up(rx.rcvd_bytes),
+                ooo_count: rx.ooo_count,
+            }),
+        };
         let ack = PdsAckRepr {
             next_hdr,
             m: rx.ecn,
@@ -1832,13 +2042,7 @@ impl Pds {
                 mpr,
                 sack_psn_offset: 1,
                 sack_bitmap: bitmap,
-                state: PdsAckState::Cc(AckCcState::Nscc(NsccState {
-                    service_time: 0,
-                    rc: false,
-                    rcv_cwnd_pend: CwndPenalty::from_masked(0),
-                    rcvd_bytes: Units256::from_bytes_round_up(rx.rcvd_bytes),
-                    ooo_count: rx.ooo_count,
-                })),
+                state: PdsAckState::Cc(state),
             }),
         };
         let repr = PdsRepr::Ack(ack);
@@ -1965,10 +2169,9 @@ impl Pds {
         // 1. Retransmissions (SACKed ones become ACK_REQ probes, §3). Data
         // retransmissions go through the CCC like new data: a NACK or loss
         // already moved their bytes from inflight to the retransmit backlog.
-        let rtx_blocked =
-            p.ledger.iter().find(|e| e.needs_rtx).is_some_and(|e| {
-                !e.sacked && !ccc.can_send(self.config.nominal(item_len(&e.token)))
-            });
+        let rtx_blocked = p.ledger.iter().find(|e| e.needs_rtx).is_some_and(|e| {
+            !e.sacked && !ccc.can_send(now, self.config.nominal(item_len(&e.token)))
+        });
         if rtx_blocked {
             return None;
         }
@@ -2024,7 +2227,19 @@ impl Pds {
             }
             let bytes = item_len(&item);
             ccc.on_send(now, u64::from(self.config.nominal(bytes)), true);
-            return Self::write_item(&self.config, p, now, psn, item, true, true, ev, buf, upper);
+            let cc = req_cc_state(ccc, p.ccc.1);
+            return Self::write_item(
+                &self.config,
+                p,
+                now,
+                psn,
+                item,
+                (true, true),
+                cc,
+                ev,
+                buf,
+                upper,
+            );
         }
         // 2. A CLEAR the target asked for and no request to carry it.
         if p.clear_needed && p.queue.is_empty() {
@@ -2057,7 +2272,7 @@ impl Pds {
             return None;
         }
         let bytes = u64::from(self.config.nominal(pkt.len));
-        if !ccc.can_send(bytes as u32) {
+        if !ccc.can_send(now, bytes as u32) {
             return None;
         }
         p.queue.pop_front();
@@ -2067,18 +2282,21 @@ impl Pds {
             ReliableMode::Rud => params.ev,
         };
         ccc.on_send(now, bytes, false);
-        let window_closing = !ccc.can_send(bytes as u32);
+        let window_closing = !ccc.can_send(now, bytes as u32);
         let psn = p.ledger.push(now, pkt.len, ev, TxItem::Data(pkt));
         self.counters.tx_data += 1;
         let ar = pkt.last || p.queue.is_empty() || window_closing || params.ack_req;
+        // The credit target a packet carries is the one after its own send
+        // (RCCC: otherwise a capped source stalls until its credit timeout).
+        let cc = req_cc_state(ccc, p.ccc.1);
         Self::write_item(
             &self.config,
             p,
             now,
             psn,
             TxItem::Data(pkt),
-            false,
-            ar,
+            (false, ar),
+            cc,
             ev,
             buf,
             upper,
@@ -2105,8 +2323,8 @@ impl Pds {
         now: Instant,
         psn: Psn,
         item: TxItem,
-        retx: bool,
-        ar: bool,
+        (retx, ar): (bool, bool),
+        cc: Option<ReqCcState>,
         ev: EntropyValue,
         buf: &mut [u8],
         upper: &mut impl Upper,
@@ -2131,7 +2349,9 @@ impl Pds {
                 Some(Transmit::control(config, p.peer, CONTROL_EV, len))
             }
             TxItem::Data(pkt) => {
-                let hl = 12;
+                // RUD_CC_REQ/ROD_CC_REQ (16 B) when RCCC advertises a
+                // credit target, plain RUD_REQ/ROD_REQ (12 B) otherwise.
+                let hl = if cc.is_some() { 16 } else { 12 };
                 let ses = buf.get_mut(hl..hl + pkt.len as usize)?;
                 let nh = upper.write_request(now, &pkt, ses);
                 let repr = PdsRepr::Request(PdsRequestRepr {
@@ -2143,7 +2363,7 @@ impl Pds {
                     psn,
                     spdcid: Some(p.id),
                     dpdcid: dst,
-                    cc: None,
+                    cc,
                 });
                 repr.emit(buf.get_mut(..hl)?);
                 if p.clear_needed && clear_off != i16::MIN {
@@ -2154,6 +2374,16 @@ impl Pds {
             }
         }
     }
+}
+
+/// The `req_cc_state` of a request when the CCC runs RCCC: its cumulative
+/// credit target, and `ccc_id` = the traffic class (a source has one CCC per
+/// destination and class, so (source, class) names it at the target).
+fn req_cc_state(ccc: &Ccc, tc: TrafficClass) -> Option<ReqCcState> {
+    ccc.credit_target().map(|credit_target| ReqCcState {
+        ccc_id: CccId::from_masked(tc.get()),
+        credit_target,
+    })
 }
 
 fn idle_limit(config: &PdsConfig, p: &Pdc) -> Duration {
