@@ -447,6 +447,114 @@ impl IncastReport {
 /// 14 + IPv4 20 + UDP 8 + PDS request 12 + SES standard header 44.
 pub const WRITE_OVERHEAD: u64 = 14 + 20 + 8 + 12 + 44;
 
+/// Congestion-control modes of `cc-eval.md`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CcMode {
+    /// The fixed window.
+    None,
+    /// NSCC alone.
+    Nscc,
+    /// RCCC alone.
+    Rccc,
+    /// NSCC and RCCC together.
+    NsccRccc,
+    /// The fixed window with the PFT throttle.
+    Pft,
+}
+
+impl CcMode {
+    /// Every mode, in report order.
+    pub const ALL: [Self; 5] = [
+        Self::None,
+        Self::Nscc,
+        Self::Rccc,
+        Self::NsccRccc,
+        Self::Pft,
+    ];
+
+    /// The name used on the command line.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Nscc => "nscc",
+            Self::Rccc => "rccc",
+            Self::NsccRccc => "nscc+rccc",
+            Self::Pft => "pft",
+        }
+    }
+
+    /// Parses a mode name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|m| m.name() == s)
+    }
+
+    /// Configures `pds` (sources and receiver) for this mode on a path of
+    /// `rate_bps` and idle round trip `base_rtt`, and marks ECN on `link`
+    /// between 0.2 and 0.8 BDP (§6, spec-recommended) for the NSCC modes.
+    pub fn configure(
+        self,
+        pds: &mut PdsConfig,
+        link: &mut LinkParams,
+        rate_bps: u64,
+        base_rtt: Duration,
+    ) {
+        use uet_cms::{Algorithm, NsccConfig, PftConfig, RcccConfig};
+        let mtu = pds.nominal(pds.max_ses_len as u32);
+        let trimming = link.trim.is_some();
+        let nscc = || NsccConfig::new(rate_bps, rate_bps, base_rtt, mtu, trimming);
+        let rccc = || RcccConfig::for_link(rate_bps, base_rtt);
+        pds.ccc.mtu = mtu;
+        let bdp = (rate_bps as f64 / 8.0 * base_rtt.as_secs_f64()) as u64;
+        match self {
+            Self::None => {}
+            Self::Nscc => pds.ccc.algorithm = Algorithm::Nscc(nscc()),
+            Self::Rccc => pds.ccc.algorithm = Algorithm::Rccc(rccc()),
+            Self::NsccRccc => pds.ccc.algorithm = Algorithm::NsccRccc(nscc(), rccc()),
+            Self::Pft => pds.ccc.pft = Some(PftConfig::default()),
+        }
+        if matches!(self, Self::Rccc | Self::NsccRccc) {
+            pds.rccc_receiver = Some(rccc());
+        }
+        if matches!(self, Self::Nscc | Self::NsccRccc) {
+            link.ecn = crate::fabric::EcnMarking::Linear {
+                kmin: bdp / 5,
+                kmax: bdp * 4 / 5,
+            };
+        }
+        // ACK coalescing at most BDP/4 (cc-eval.md calibration note).
+        pds.with_bdp(bdp);
+    }
+}
+
+/// The idle round trip of a data frame and its ACK over two hops each way.
+#[must_use]
+pub fn base_rtt(link: &LinkParams, pds: &PdsConfig) -> Duration {
+    let payload = (pds.max_ses_len as u64).saturating_sub(44).max(1);
+    let ser = |bytes: u64| bytes as f64 * 8.0 / link.rate_bps as f64 * 1e9;
+    let t0 =
+        2.0 * ser(payload + WRITE_OVERHEAD) + 2.0 * ser(74) + 4.0 * link.latency.as_nanos() as f64;
+    Duration::from_nanos(t0 as u64)
+}
+
+/// Runs a synchronized incast with congestion control `cc` and computes its
+/// `cc-eval.md` metrics.
+pub fn run_incast_cc(
+    senders: usize,
+    size: u64,
+    cc: CcMode,
+    link: &LinkParams,
+    pds: &PdsConfig,
+    seed: u64,
+) -> IncastReport {
+    let mut link = link.clone();
+    let mut pds = pds.clone();
+    let rtt = base_rtt(&link, &pds);
+    let rate = link.rate_bps;
+    cc.configure(&mut pds, &mut link, rate, rtt);
+    run_incast(senders, size, &link, &pds, seed)
+}
+
 /// Runs a synchronized incast and computes its `cc-eval.md` metrics.
 pub fn run_incast(
     senders: usize,

@@ -55,8 +55,7 @@ struct IncastArgs {
     /// Bytes each sender writes (one message).
     #[arg(long, default_value = "256KiB", value_parser = parse_size)]
     size: u64,
-    /// Congestion control: none (the fixed window; NSCC, RCCC and PFT
-    /// arrive with the CMS issue).
+    /// Congestion control: none (fixed window), nscc, rccc, nscc+rccc, pft.
     #[arg(long, default_value = "none")]
     cc: String,
     /// Link rate (every link, so the receiver's port is the bottleneck).
@@ -233,13 +232,13 @@ fn unreachable_incast() -> Result<Writes, String> {
 }
 
 fn incast(a: &IncastArgs) -> ExitCode {
-    if a.cc != "none" {
+    let Some(cc) = uet_tests::scenario::CcMode::parse(&a.cc) else {
         eprintln!(
-            "uet-sim: --cc {}: only `none` exists until the CMS issue lands",
+            "uet-sim: --cc {}: one of none, nscc, rccc, nscc+rccc, pft",
             a.cc
         );
         return ExitCode::from(2);
-    }
+    };
     let mut link = LinkParams::new(a.rate, Duration::from_micros(a.latency_us), a.buffer);
     if let Some(t) = a.trim_at {
         link.trim = Some(uet_tests::fabric::Trimming {
@@ -255,7 +254,7 @@ fn incast(a: &IncastArgs) -> ExitCode {
         ..uet_pds::PdsConfig::default()
     };
     let started = std::time::Instant::now();
-    let r = uet_tests::scenario::run_incast(a.senders.max(1), a.size, &link, &pds, a.seed);
+    let r = uet_tests::scenario::run_incast_cc(a.senders.max(1), a.size, cc, &link, &pds, a.seed);
     let mut json = r.to_json();
     json["scenario"] = serde_json::Value::from("incast");
     json["cc"] = serde_json::Value::from(a.cc.as_str());
