@@ -503,7 +503,15 @@ impl CcMode {
         let mtu = pds.nominal(pds.max_ses_len as u32);
         let trimming = link.trim.is_some();
         let nscc = || NsccConfig::new(rate_bps, rate_bps, base_rtt, mtu, trimming);
-        let rccc = || RcccConfig::for_link(rate_bps, base_rtt);
+        // RCCC's first (speculative) window: one BDP, as HTSIM/EQDS
+        // speculate (up to 1.5 BDP), rather than the seed's conservative
+        // 12.5 KB, which leaves a lone sender waiting a round trip for
+        // credit (ICT 1.25x ideal at N = 1 in the sweep).
+        let rccc = || {
+            let mut r = RcccConfig::for_link(rate_bps, base_rtt);
+            r.initial_window = r.bdp();
+            r
+        };
         pds.ccc.mtu = mtu;
         let bdp = (rate_bps as f64 / 8.0 * base_rtt.as_secs_f64()) as u64;
         match self {

@@ -881,10 +881,38 @@ impl Pds {
             .map(|(k, _)| *k)
             .collect();
         for key in due {
+            if let Some(c) = self.cccs.get_mut(&key) {
+                c.handle_timeout(now);
+            }
+            self.schedule_ccc(key);
+        }
+        self.send_credit_requests(now);
+        if let Some(rr) = &mut self.rccc_rx
+            && rr.poll_timeout().is_some_and(|t| t <= now)
+        {
+            rr.handle_timeout(now);
+        }
+        self.queue_grants();
+    }
+
+    /// Sends a CREDIT_REQ for every CCC whose RCCC source raised one — on
+    /// its credit timeout, or at once when its need grew while blocked. A
+    /// raised request disarms the source's timer, so it must be collected
+    /// here whatever the timers say.
+    fn send_credit_requests(&mut self, now: Instant) {
+        let keys: Vec<(IpAddr, TrafficClass)> = self
+            .cccs
+            .iter()
+            .filter(|(_, c)| {
+                c.rccc()
+                    .is_some_and(uet_cms::RcccSource::needs_credit_request)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for key in keys {
             let Some(c) = self.cccs.get_mut(&key) else {
                 continue;
             };
-            c.handle_timeout(now);
             if let Some(target) = c.poll_credit_request(now) {
                 // Any established PDC of this CCC carries the request.
                 let pdc = self
@@ -907,14 +935,7 @@ impl Pds {
                     self.ctl.push_back(CtlOut::Cp { dst, repr });
                 }
             }
-            self.schedule_ccc(key);
         }
-        if let Some(rr) = &mut self.rccc_rx
-            && rr.poll_timeout().is_some_and(|t| t <= now)
-        {
-            rr.handle_timeout(now);
-        }
-        self.queue_grants();
     }
 
     /// Turns the receiver pacer's grants into CREDIT control packets.
@@ -1919,6 +1940,7 @@ impl Pds {
         upper: &mut impl Upper,
     ) -> Option<Transmit> {
         self.queue_grants();
+        self.send_credit_requests(now);
         if let Some(c) = self.ctl.pop_front() {
             return self.write_ctl(c, buf);
         }

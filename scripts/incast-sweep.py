@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Simulated incast sweep (CMS issue): every CC mode x sender count x seed
+through `uet-sim incast`; prints a Markdown table of medians over seeds.
+
+usage: scripts/incast-sweep.py [--senders 1,2,8,32,128] [--size 256KiB]
+                               [--seeds 5] [--rate 100Gbps] [--latency-us 2]
+                               [--buffer 1MiB] [--modes none,nscc,...]
+"""
+import argparse, json, statistics, subprocess, sys, time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--senders", default="1,2,8,32,128")
+ap.add_argument("--size", default="256KiB")
+ap.add_argument("--seeds", type=int, default=5)
+ap.add_argument("--rate", default="100Gbps")
+ap.add_argument("--latency-us", default="2")
+ap.add_argument("--buffer", default="1MiB")
+ap.add_argument("--max-ses-len", default="4096")
+ap.add_argument("--modes", default="none,nscc,rccc,nscc+rccc,pft")
+ap.add_argument("--trim-at", default=None, help="trim above this queue depth (e.g. 108KiB = 1 BDP)")
+a = ap.parse_args()
+
+sim = "target/release/uet-sim"
+subprocess.run(["cargo", "build", "-q", "--release", "-p", "uet-tests", "--bin", "uet-sim"], check=True)
+keys = ["ict_over_ideal", "spread", "jain", "drops", "retransmits_per_packet", "rtos", "peak_queue_bytes", "utilisation"]
+print(f"| N | cc | ICT/ideal | spread | Jain | drops | retx/pkt | RTOs | peak queue B | util | ok | wall s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for n in a.senders.split(","):
+    for cc in a.modes.split(","):
+        runs = []
+        t = time.time()
+        for seed in range(1, a.seeds + 1):
+            out = subprocess.run([sim, "incast", "--senders", n, "--size", a.size, "--cc", cc, "--seed", str(seed),
+                                  "--rate", a.rate, "--latency-us", a.latency_us, "--buffer", a.buffer,
+                                  "--max-ses-len", a.max_ses_len, "--json"]
+                                 + (["--trim-at", a.trim_at] if a.trim_at else []),
+                                 capture_output=True, text=True, check=True).stdout
+            runs.append(json.loads(out))
+        med = {k: statistics.median(r[k] for r in runs) for k in keys}
+        ok = all(r["ok"] for r in runs)
+        print(f"| {n} | {cc} | {med['ict_over_ideal']:.3f} | {med['spread']:.3f} | {med['jain']:.3f} | {med['drops']:.0f} | "
+              f"{med['retransmits_per_packet']:.3f} | {med['rtos']:.0f} | {med['peak_queue_bytes']:.0f} | {med['utilisation']:.2f} | "
+              f"{'yes' if ok else 'NO'} | {time.time()-t:.1f} |", flush=True)
