@@ -678,3 +678,39 @@ mod tests {
         assert_eq!(c.state(), CccState::Active);
     }
 }
+
+#[cfg(test)]
+mod pft_tests {
+    use super::*;
+    use uet_wire::rand::Xoshiro256;
+
+    #[test]
+    fn pft_throttles_a_source_whose_acks_stop() {
+        let mut rng = Xoshiro256::seed_from_u64(3);
+        let cfg = CccConfig {
+            mtu: 4160,
+            algorithm: Algorithm::Fixed { window: 1 << 30 },
+            pft: Some(PftConfig::default()),
+            ..CccConfig::default()
+        };
+        let mut c = Ccc::new(cfg, Instant::ZERO, &mut rng);
+        c.on_new_data(Instant::ZERO, 1 << 30);
+        let mut now = Instant::ZERO;
+        let mut blocked_at = None;
+        for i in 0..20_000u32 {
+            while let Some(t) = c.poll_timeout().filter(|t| *t <= now) {
+                c.handle_timeout(t);
+            }
+            if c.can_send(now, 4160) {
+                c.on_send(now, 4160, false);
+            } else if blocked_at.is_none() {
+                blocked_at = Some(i);
+            }
+            now += Duration::from_nanos(333);
+        }
+        assert!(
+            blocked_at.is_some(),
+            "PFT never throttled an unacknowledged sender"
+        );
+    }
+}
