@@ -633,3 +633,107 @@ pub fn run_incast(
         ok: s.finished && s.verified && s.completions_err.is_empty(),
     }
 }
+
+/// The leaf–spine hash-collision case (CMS issue): `flows` flows from leaf 0
+/// to leaf 1 over `spines` spines, every link at `rate_bps`. With spraying
+/// each flow spreads over every spine; with one fixed EV per flow whose
+/// hashes collide they share one spine. Returns each flow's goodput as a
+/// fraction of its link rate.
+pub fn run_collision(
+    flows: usize,
+    spines: usize,
+    size: u64,
+    ev: uet_cms::EvConfig,
+    rate_bps: u64,
+    seed: u64,
+) -> Vec<f64> {
+    use crate::topology::leaf_spine;
+    // Switches mark ECN between 0.2 and 0.8 BDP (§6): REPS and the bitmap
+    // steer by those marks; without them every path looks good.
+    let mut link = LinkParams::new(rate_bps, Duration::from_micros(1), 4 << 20);
+    let bdp = rate_bps / 8 * 10 / 1_000_000; // ~10 µs round trip
+    link.ecn = crate::fabric::EcnMarking::Linear {
+        kmin: bdp / 5,
+        kmax: bdp * 4 / 5,
+    };
+    let mut cfg = EndpointConfig::default();
+    cfg.pds.ccc.ev = ev;
+    cfg.pds.rto_init = Duration::from_micros(200);
+    let eps: Vec<Rc<RefCell<Ep>>> = (0..2 * flows)
+        .map(|i| Rc::new(RefCell::new(Ep::new(cfg.clone(), seed + i as u64))))
+        .collect();
+    let region = RegionAddr {
+        job: JobId::from_masked(1),
+        pid: PidOnFep::from_masked(1),
+        ri: ResourceIndex::from_masked(1),
+    };
+    let mut locals = Vec::new();
+    for f in 0..flows {
+        eps[flows + f]
+            .borrow_mut()
+            .register(
+                RegionSpec {
+                    addr: region,
+                    key: MemoryKey(7),
+                    access: Access::REMOTE_WRITE,
+                    base: 0,
+                },
+                vec![0u8; size as usize],
+            )
+            .ok();
+        locals.push(
+            eps[f]
+                .borrow_mut()
+                .register_local(pattern(seed, f, size as usize)),
+        );
+    }
+    let mut fabric = Fabric::new(UetFrameOps::default(), seed);
+    let enc = EncapConfig::default();
+    let hosts: Vec<Box<dyn crate::fabric::Host>> = eps
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            Box::new(SimHost::new(e.clone(), crate::topology::host_addr(i), enc))
+                as Box<dyn crate::fabric::Host>
+        })
+        .collect();
+    leaf_spine(&mut fabric, hosts, 2, spines, &link, &link);
+    for f in 0..flows {
+        let op = Operation::Write {
+            dst: RemoteAddr {
+                region,
+                generation: uet_wire::RiGeneration::from_masked(0),
+                key: MemoryKey(7),
+                offset: 0,
+            },
+            src: LocalBuf {
+                region: locals[f],
+                offset: 0,
+            },
+            len: size as u32,
+            header_data: None,
+        };
+        eps[f]
+            .borrow_mut()
+            .submit(Instant::ZERO, crate::topology::host_addr(flows + f), op)
+            .ok();
+    }
+    let mut done: Vec<Option<Instant>> = vec![None; flows];
+    fabric.run_while(Instant::ZERO + Duration::from_secs(10), |f| {
+        for (i, d) in done.iter_mut().enumerate() {
+            while let Some(c) = eps[i].borrow_mut().poll_completion() {
+                if c.status.is_ok() {
+                    *d = Some(f.now());
+                }
+            }
+        }
+        done.iter().all(Option::is_some)
+    });
+    done.iter()
+        .map(|d| {
+            d.map_or(0.0, |t| {
+                size as f64 * 8.0 / (t.as_nanos() as f64 / 1e9) / rate_bps as f64
+            })
+        })
+        .collect()
+}

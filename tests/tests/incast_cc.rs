@@ -62,3 +62,40 @@ fn congestion_control_beats_the_fixed_window() {
     assert!(rccc.drops <= none.drops && nscc.drops <= none.drops);
     assert!(rccc.peak_queue_bytes < none.peak_queue_bytes);
 }
+
+/// Two flows between two leaves over two spines (ECN marking on): with
+/// oblivious spraying both run near line rate; pinned to one colliding EV
+/// they share one spine and get about half each. (REPS and MIXED herd onto
+/// one spine in this two-path case — measured in BENCHMARKS.md, open.)
+#[test]
+fn spraying_recovers_full_rate_where_a_fixed_ev_collides() {
+    use uet_cms::{EvConfig, EvMode};
+    use uet_tests::scenario::run_collision;
+    let rate = 100_000_000_000;
+    let oblivious = EvConfig {
+        mode: EvMode::Oblivious,
+        ..EvConfig::default()
+    };
+    let sprayed = run_collision(2, 2, 8 << 20, oblivious, rate, 1);
+    let fixed = run_collision(
+        2,
+        2,
+        8 << 20,
+        EvConfig {
+            mode: EvMode::Single,
+            ev_bits: 0,
+            ..EvConfig::default()
+        },
+        rate,
+        1,
+    );
+    eprintln!("goodput / line rate: sprayed {sprayed:?}, fixed EV {fixed:?}");
+    assert!(
+        sprayed.iter().all(|g| *g > 0.85),
+        "sprayed flows near line rate: {sprayed:?}"
+    );
+    assert!(
+        fixed.iter().all(|g| *g < 0.6),
+        "colliding flows share one spine: {fixed:?}"
+    );
+}
