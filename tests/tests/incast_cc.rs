@@ -65,8 +65,8 @@ fn congestion_control_beats_the_fixed_window() {
 
 /// Two flows between two leaves over two spines (ECN marking on): with
 /// oblivious spraying both run near line rate; pinned to one colliding EV
-/// they share one spine and get about half each. (REPS and MIXED herd onto
-/// one spine in this two-path case — measured in BENCHMARKS.md, open.)
+/// they share one spine and get about half each. REPS recovers too (MIXED
+/// still herds in this two-path case — measured in BENCHMARKS.md, open).
 #[test]
 fn spraying_recovers_full_rate_where_a_fixed_ev_collides() {
     use uet_cms::{EvConfig, EvMode};
@@ -77,6 +77,15 @@ fn spraying_recovers_full_rate_where_a_fixed_ev_collides() {
         ..EvConfig::default()
     };
     let sprayed = run_collision(2, 2, 8 << 20, oblivious, rate, 1);
+    let reps = EvConfig {
+        mode: EvMode::Reps,
+        ..EvConfig::default()
+    };
+    let reps = run_collision(2, 2, 8 << 20, reps, rate, 1);
+    assert!(
+        reps.iter().all(|g| *g > 0.85),
+        "REPS flows near line rate: {reps:?}"
+    );
     let fixed = run_collision(
         2,
         2,

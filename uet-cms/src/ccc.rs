@@ -440,6 +440,14 @@ impl Ccc {
         self.update_state(now);
     }
 
+    /// EV feedback for a packet acknowledged without an ECN mark by a
+    /// coalesced ACK (§6): the destination ORs CE over the packets an ACK
+    /// covers, so `m` = 0 proves each of them arrived unmarked, and every
+    /// one of their EVs — not only the one the ACK echoes — is GOOD.
+    pub fn on_ev_good(&mut self, now: Instant, ev: EntropyValue) {
+        self.ev.process_ev_at(now, ev, EvFeedback::Good);
+    }
+
     /// `OnNACK`: the packet is marked for retransmission.
     pub fn on_nack(&mut self, now: Instant, nack: &NackEvent) {
         let feedback = if nack.trimmed && !nack.trimmed_last_hop {

@@ -1545,6 +1545,8 @@ impl Pds {
         let mut tx_time: Option<Instant> = None;
         // Send time of the most recently sent packet this ACK delivered.
         let mut newest_delivered: Option<Instant> = None;
+        // EVs of the packets this ACK newly acknowledges (§6 feedback).
+        let mut good_evs: Vec<EntropyValue> = Vec::new();
         let mut rtx_count = 0;
         let cfg = &self.config;
         let mut closed = false;
@@ -1570,6 +1572,7 @@ impl Pds {
             let base = cack.offset(cc.sack_psn_offset);
             p.ledger.ack_selective(base, cc.sack_bitmap, |e| {
                 newest_delivered = Some(newest_delivered.map_or(e.sent_at, |t| t.max(e.sent_at)));
+                good_evs.push(e.ev);
                 if let TxItem::Data(pkt) = e.token {
                     acked_bytes += u64::from(cfg.nominal(pkt.len));
                     acked_pkts += 1;
@@ -1582,6 +1585,7 @@ impl Pds {
         p.ledger.ack_cumulative(cack, |e| match e.token {
             TxItem::Data(pkt) => {
                 if !e.sacked {
+                    good_evs.push(e.ev);
                     newest_delivered =
                         Some(newest_delivered.map_or(e.sent_at, |t| t.max(e.sent_at)));
                     acked_bytes += u64::from(cfg.nominal(pkt.len));
@@ -1661,6 +1665,14 @@ impl Pds {
         };
         if reschedule {
             self.schedule(id);
+        }
+        if !a.m
+            && !good_evs.is_empty()
+            && let Some(c) = self.cccs.get_mut(&key)
+        {
+            for ev in &good_evs {
+                c.on_ev_good(now, *ev);
+            }
         }
         if acked_pkts > 0
             && let Some(c) = self.cccs.get_mut(&key)
