@@ -741,6 +741,7 @@ impl Pds {
                     fail = true;
                 } else {
                     e.needs_rtx = true;
+                    e.rto_forced = true;
                     if !e.sacked {
                         lost = Some((u64::from(cfg.nominal(item_len(&e.token))), e.ev));
                     }
@@ -2204,13 +2205,16 @@ impl Pds {
         // retransmissions go through the CCC like new data: a NACK or loss
         // already moved their bytes from inflight to the retransmit backlog.
         let rtx_blocked = p.ledger.iter().find(|e| e.needs_rtx).is_some_and(|e| {
-            !e.sacked && !ccc.can_send(now, self.config.nominal(item_len(&e.token)))
+            !e.sacked
+                && !e.rto_forced
+                && !ccc.can_send(now, self.config.nominal(item_len(&e.token)))
         });
         if rtx_blocked {
             return None;
         }
         if let Some(e) = p.ledger.first_needing_rtx() {
             e.needs_rtx = false;
+            e.rto_forced = false;
             e.sent_at = now;
             e.rtx_count += 1;
             let psn = e.psn;

@@ -770,3 +770,57 @@ fn an_idle_target_asks_for_close_and_the_initiator_closes() {
     assert_eq!(a.pds.pdc_count(), 0);
     assert_eq!(b.pds.pdc_count(), 0);
 }
+
+/// A source whose congestion control admits nothing (here: RCCC with its
+/// speculative window spent on packets that were all lost) must still be
+/// able to make itself heard: each RTO lets one retransmission through,
+/// whatever the credit (HTSIM's RTS, TCP's one segment after an RTO).
+#[test]
+fn an_rto_lets_one_packet_through_a_closed_window() {
+    use uet_cms::{Algorithm, CccConfig, RcccConfig};
+    let cfg = PdsConfig {
+        ccc: CccConfig {
+            mtu: 4160,
+            algorithm: Algorithm::Rccc(RcccConfig {
+                initial_window: 4160,
+                ..RcccConfig::default()
+            }),
+            ..CccConfig::default()
+        },
+        ..PdsConfig::default()
+    };
+    let mut a = host(A, 1, cfg);
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 4, 4000)).unwrap();
+    let first = drain(&mut a, t(0));
+    assert!(
+        !first.is_empty() && first.len() < 4,
+        "the speculative window admits a few"
+    );
+    assert!(
+        drain(&mut a, t(1)).is_empty(),
+        "then no credit, nothing leaves"
+    );
+    // It is lost; no credit ever arrives (CREDIT_REQs go unanswered). The
+    // RTO must resend it anyway.
+    let mut resent = None;
+    for _ in 0..20 {
+        let Some(when) = a.pds.poll_timeout() else {
+            break;
+        };
+        a.pds.handle_timeout(when, &mut a.up);
+        if let Some(d) = drain(&mut a, when)
+            .into_iter()
+            .find(|d| matches!(d.pds(), PdsRepr::Request(_)))
+        {
+            resent = Some(d);
+            break;
+        }
+    }
+    let re = resent.expect("a retransmission despite zero credit");
+    assert!(a.pds.counters().rto_fired >= 1);
+    let PdsRepr::Request(r) = re.pds() else {
+        panic!()
+    };
+    assert!(r.retx && r.cc.is_some(), "it carries the credit target");
+}

@@ -31,6 +31,11 @@ pub struct TxEntry<T> {
     pub sacked: bool,
     /// Marked for retransmission (NACK, trim or RTO), not yet resent.
     pub needs_rtx: bool,
+    /// Marked by an RTO: the retransmission may leave even when congestion
+    /// control would hold it (one packet per timeout, as HTSIM's RTS and
+    /// TCP's RTO), so a source starved of credit or window can always make
+    /// itself heard.
+    pub rto_forced: bool,
     /// What the layer above needs to rebuild the packet.
     pub token: T,
 }
@@ -88,6 +93,7 @@ impl<T> TxLedger<T> {
             ev,
             sacked: false,
             needs_rtx: false,
+            rto_forced: false,
             token,
         });
         psn

@@ -247,9 +247,21 @@ fn incast(a: &IncastArgs) -> ExitCode {
             dscp: 16,
         });
     }
+    // The first RTO covers the idle round trip plus one full buffer drain,
+    // twice over: a full queue must not look like loss (at 1 Gb/s a 32 KiB
+    // buffer alone takes 262 µs to drain).
+    let drain_ns = a.buffer.saturating_mul(8_000_000_000) / a.rate.max(1);
+    let t0 = uet_tests::scenario::base_rtt(
+        &link,
+        &uet_pds::PdsConfig {
+            max_ses_len: a.max_ses_len,
+            ..uet_pds::PdsConfig::default()
+        },
+    );
+    let rto = (t0 + Duration::from_nanos(drain_ns)) * 2;
     let pds = uet_pds::PdsConfig {
         max_ses_len: a.max_ses_len,
-        rto_init: Duration::from_micros(200),
+        rto_init: rto.max(Duration::from_micros(200)),
         max_rto_retx: 12,
         ..uet_pds::PdsConfig::default()
     };
