@@ -437,6 +437,10 @@ pub struct Pds {
     /// keyed by (source FEP, ccc_id), with the PDC to address CREDIT CPs.
     rccc_rx: Option<RcccReceiver<(IpAddr, u8)>>,
     rccc_pdc: HashMap<(IpAddr, u8), PdcId>,
+    /// Scratch lists reused for every ACK (no allocation per packet):
+    /// EVs of newly acknowledged packets, and packets presumed lost.
+    scratch_evs: Vec<EntropyValue>,
+    scratch_lost: Vec<(u64, EntropyValue)>,
     events: VecDeque<PdsEvent>,
     counters: Counters,
 }
@@ -485,6 +489,8 @@ impl Pds {
             rudi: RudiState::default(),
             rccc_rx,
             rccc_pdc: HashMap::default(),
+            scratch_evs: Vec::new(),
+            scratch_lost: Vec::new(),
             events: VecDeque::new(),
             counters: Counters::default(),
         }
@@ -1547,7 +1553,8 @@ impl Pds {
         // Send time of the most recently sent packet this ACK delivered.
         let mut newest_delivered: Option<Instant> = None;
         // EVs of the packets this ACK newly acknowledges (§6 feedback).
-        let mut good_evs: Vec<EntropyValue> = Vec::new();
+        let mut good_evs = core::mem::take(&mut self.scratch_evs);
+        good_evs.clear();
         let mut rtx_count = 0;
         let cfg = &self.config;
         let mut closed = false;
@@ -1603,7 +1610,8 @@ impl Pds {
         // delivered one, and sent before the newest packet this ACK
         // delivered (so a fresh retransmission is not marked again), is
         // presumed lost and resent at once instead of waiting for its RTO.
-        let mut inferred: Vec<(u64, EntropyValue)> = Vec::new();
+        let mut inferred = core::mem::take(&mut self.scratch_lost);
+        inferred.clear();
         if let Some(latest) = newest_delivered {
             let reo = self.config.reorder_window;
             let dupthresh = self.config.dupthresh;
@@ -1705,6 +1713,8 @@ impl Pds {
             }
             self.schedule(id);
         }
+        self.scratch_evs = good_evs;
+        self.scratch_lost = inferred;
         if closed {
             self.remove_pdc(id, None);
         }
