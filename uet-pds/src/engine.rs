@@ -441,6 +441,7 @@ pub struct Pds {
     /// EVs of newly acknowledged packets, and packets presumed lost.
     scratch_evs: Vec<EntropyValue>,
     scratch_lost: Vec<(u64, EntropyValue)>,
+    scratch_ids: Vec<PdcId>,
     events: VecDeque<PdsEvent>,
     counters: Counters,
 }
@@ -491,6 +492,7 @@ impl Pds {
             rccc_pdc: HashMap::default(),
             scratch_evs: Vec::new(),
             scratch_lost: Vec::new(),
+            scratch_ids: Vec::new(),
             events: VecDeque::new(),
             counters: Counters::default(),
         }
@@ -730,8 +732,12 @@ impl Pds {
                 upper.on_failed(now, r.pkt, PdsError::Timeout);
             }
         }
-        let ids: Vec<PdcId> = self.pdcs.keys().collect();
-        for id in ids {
+        // Reused ID list: timers fire about once per ACK delay, so no
+        // allocation here either.
+        let mut ids = core::mem::take(&mut self.scratch_ids);
+        ids.clear();
+        ids.extend(self.pdcs.keys());
+        for &id in &ids {
             let mut fail = false;
             let mut lost: Option<(u64, EntropyValue)> = None;
             let Some(p) = self.pdcs.get_mut(&id) else {
@@ -783,6 +789,7 @@ impl Pds {
                 self.idle_close(now, id);
             }
         }
+        self.scratch_ids = ids;
     }
 
     fn idle_close(&mut self, now: Instant, id: PdcId) {
@@ -907,6 +914,10 @@ impl Pds {
     /// raised request disarms the source's timer, so it must be collected
     /// here whatever the timers say.
     fn send_credit_requests(&mut self, now: Instant) {
+        // Runs on every transmit poll: nothing to scan without RCCC.
+        if !self.config.ccc.algorithm.has_rccc() {
+            return;
+        }
         let keys: Vec<(IpAddr, TrafficClass)> = self
             .cccs
             .iter()
