@@ -6,3 +6,4 @@
 
 pub mod decode;
 pub mod sample;
+pub mod io;

@@ -1,0 +1,87 @@
+//! The `PacketIo` seam (`design.md` §1): what a worker needs from a
+//! datapath backend. Two implementations sit behind it — AF_XDP rings
+//! ([`crate::xsk`]) and kernel UDP sockets ([`crate::udp`]) — and the worker
+//! loop ([`crate::worker`]) is the same over both.
+//!
+//! The shape keeps the hot path free of copies and allocation:
+//! - receive hands the worker the UET bytes *where they lie* (in the UMEM
+//!   frame, or in the backend's receive buffer) together with the
+//!   [`RxMeta`] the PDS needs (source, EV, ECN, trim, nominal size);
+//! - transmit lends the worker a buffer positioned after the headroom the
+//!   backend needs; the endpoint writes UET bytes there and returns a
+//!   [`Transmit`] naming destination, EV, DSCP and ECN; the backend then
+//!   wraps the bytes in place (AF_XDP) or hands them to `sendmsg` (UDP).
+
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::BorrowedFd;
+use std::time::Duration;
+
+use uet_pds::{RxMeta, Transmit};
+use uet_wire::inet::EthernetAddress;
+
+/// Counters of a backend (monotonic; read by the stats path).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IoStats {
+    /// Datagrams handed to the worker.
+    pub rx_packets: u64,
+    /// Their bytes (whole frames for AF_XDP, UDP payloads for UDP).
+    pub rx_bytes: u64,
+    /// Datagrams sent.
+    pub tx_packets: u64,
+    /// Their bytes.
+    pub tx_bytes: u64,
+    /// Received frames dropped by the backend's checks (not UET, bad
+    /// checksum, not for us, malformed).
+    pub rx_dropped: u64,
+    /// Datagrams the worker produced that could not be sent (no neighbour
+    /// entry, no route, address family mismatch, send error).
+    pub tx_dropped: u64,
+    /// Of those, for want of a neighbour entry (resolution was requested).
+    pub tx_no_neighbour: u64,
+    /// Frames handed to another worker (AF_XDP: the PDC's owner).
+    pub handed_off: u64,
+    /// Transmit attempts that found the TX ring (or socket buffer) full.
+    pub tx_ring_full: u64,
+}
+
+/// A datapath backend driven by one worker thread.
+pub trait PacketIo {
+    /// Receives up to `max` datagrams, calling `sink` with each one's
+    /// metadata and UET bytes (PDS prologue onwards). Returns how many were
+    /// delivered. Never blocks.
+    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize>;
+
+    /// Sends up to `max` datagrams: for each, `source` writes UET bytes into
+    /// the lent buffer and returns where they go, or `None` when it has
+    /// nothing more. Returns how many were sent (or queued to the NIC).
+    /// Never blocks; stops early when the ring or socket is full.
+    fn send(
+        &mut self,
+        max: usize,
+        source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
+    ) -> io::Result<usize>;
+
+    /// Sleeps until a datagram may be ready, `wake` becomes readable (an
+    /// eventfd other threads signal), or `timeout` passes (`None`: no
+    /// timeout). Returns early on EINTR.
+    fn wait(&mut self, timeout: Option<Duration>, wake: BorrowedFd<'_>) -> io::Result<()>;
+
+    /// The largest UET datagram (PDS prologue to the end of the payload)
+    /// this backend can carry: MTU and frame size minus its headers.
+    fn max_uet_len(&self) -> usize;
+
+    /// Counters.
+    fn stats(&self) -> IoStats;
+}
+
+/// Where an IP destination's Ethernet frames go: the AF_XDP backend writes
+/// its own Ethernet header and asks this (backed by the kernel's route and
+/// neighbour tables, [`crate::neigh`]).
+pub trait NextHop: Send + Sync {
+    /// The destination MAC for `dst`, if the neighbour entry is known.
+    fn lookup(&self, dst: IpAddr) -> Option<EthernetAddress>;
+    /// Asks for resolution of `dst` (non-blocking; a later `lookup` sees
+    /// the answer).
+    fn request(&self, dst: IpAddr);
+}
