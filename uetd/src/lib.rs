@@ -6,6 +6,9 @@
 
 pub mod decode;
 pub mod io;
+pub mod mem;
 pub mod netns;
 pub mod sample;
 mod sys;
+pub mod udp;
+pub mod worker;

@@ -3,4 +3,8 @@
 //! wrappers defined here.
 #![allow(unsafe_code)]
 
+pub(crate) mod affinity;
+pub(crate) mod eventfd;
+pub(crate) mod mem;
 pub(crate) mod ns;
+pub(crate) mod udp;
