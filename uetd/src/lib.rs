@@ -4,6 +4,8 @@
 //! arrive with their issues; today the crate holds the frame decoder behind
 //! `uet decode` and the generator of the sample capture it is shown with.
 
+pub mod config;
+pub mod daemon;
 pub mod decode;
 pub mod io;
 pub mod mem;

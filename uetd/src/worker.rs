@@ -206,10 +206,10 @@ pub fn spawn(
     let thread = std::thread::Builder::new()
         .name(format!("uet-worker-{id}"))
         .spawn(move || {
-            if let Some(cpu) = cpu {
-                if let Err(e) = crate::sys::affinity::pin_to_cpu(cpu) {
-                    tracing::warn!(worker = id, cpu, "pinning failed: {e}");
-                }
+            if let Some(cpu) = cpu
+                && let Err(e) = crate::sys::affinity::pin_to_cpu(cpu)
+            {
+                tracing::warn!(worker = id, cpu, "pinning failed: {e}");
             }
             run(id, &mut *io, &mut ep, &i2, &w2, &s2, &st2, &out);
         })?;

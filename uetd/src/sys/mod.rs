@@ -5,6 +5,7 @@
 
 pub(crate) mod affinity;
 pub(crate) mod eventfd;
+pub(crate) mod ifaddr;
 pub(crate) mod mem;
 pub(crate) mod ns;
 pub(crate) mod udp;
