@@ -10,7 +10,7 @@
 //!   the configured space (`2^ev_bits` sockets; the congestion context's EV
 //!   space must be the same, see [`UdpConfig::ev_space`]). Each datagram's
 //!   DSCP and ECN go in an IP_TOS / IPV6_TCLASS control message;
-//!   `sendmmsg` sends the batch's datagrams of one socket at a time.
+//!   `sendmmsg` sends each run of datagrams that share a socket, in order.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -90,8 +90,6 @@ pub struct UdpIo {
     tx: MsgBatch,
     /// Per outgoing slot: the pool socket it leaves by.
     tx_sock: Vec<u16>,
-    /// Slots in send order, grouped by socket.
-    order: Vec<usize>,
     max_uet: usize,
     stats: IoStats,
 }
@@ -109,9 +107,11 @@ fn bind(local: IpAddr, port: u16, buffer: usize) -> io::Result<Socket> {
         s.set_recv_tos_v4(true)?;
     }
     s.set_nonblocking(true)?;
-    // Best effort: unprivileged processes are capped by rmem_max/wmem_max.
-    let _ = s.set_recv_buffer_size(buffer);
-    let _ = s.set_send_buffer_size(buffer);
+    // Root may go past rmem_max/wmem_max; others get what the caps allow.
+    if !crate::sys::udp::force_buffers(s.as_fd(), buffer) {
+        let _ = s.set_recv_buffer_size(buffer);
+        let _ = s.set_send_buffer_size(buffer);
+    }
     s.bind(&SocketAddr::new(local, port).into())?;
     Ok(s)
 }
@@ -148,7 +148,6 @@ impl UdpIo {
             rx: MsgBatch::new(batch, max_uet.max(64)),
             tx: MsgBatch::new(batch, max_uet.max(64)),
             tx_sock: vec![0; batch],
-            order: Vec::with_capacity(batch),
             rx_sock,
             pool,
             max_uet,
@@ -222,46 +221,32 @@ impl PacketIo for UdpIo {
         if filled == 0 {
             return Ok(0);
         }
-        // Group by socket, keeping each socket's datagrams in order (a
-        // single-path ROD PDC uses one EV, so its order survives).
-        self.order.clear();
-        self.order.extend(0..filled);
-        let socks = &self.tx_sock;
-        self.order.sort_by_key(|&i| socks[i]);
+        // Send in production order (reordering here would read as loss to
+        // the peer's SACK inference), one sendmmsg per run of consecutive
+        // datagrams that leave by the same socket.
         let mut sent = 0;
-        let mut i = 0;
-        while i < filled {
-            let sock = self.tx_sock[self.order[i]];
-            let mut j = i;
-            while j < filled && self.tx_sock[self.order[j]] == sock {
-                j += 1;
+        let mut a = 0;
+        while a < filled {
+            let sock = self.tx_sock[a];
+            let mut b = a + 1;
+            while b < filled && self.tx_sock[b] == sock {
+                b += 1;
             }
-            // Slots of one socket are contiguous in `order` but not in the
-            // batch; send them one run of consecutive slots at a time.
-            let mut a = i;
-            while a < j {
-                let mut b = a + 1;
-                while b < j && self.order[b] == self.order[b - 1] + 1 {
-                    b += 1;
-                }
-                let range = self.order[a]..self.order[b - 1] + 1;
-                let want = range.len();
-                let fd = self.pool[usize::from(sock)].as_fd();
-                let got = self.tx.send(fd, range.clone()).unwrap_or_default();
-                for slot in range.clone().take(got) {
-                    let (b, _, _) = self.tx.received(slot);
-                    self.stats.tx_bytes += b.len() as u64;
-                }
-                sent += got;
-                if got < want {
-                    // Socket buffer full (or an error such as no route): the
-                    // PDS recovers these like any loss.
-                    self.stats.tx_ring_full += 1;
-                    self.stats.tx_dropped += (want - got) as u64;
-                }
-                a = b;
+            let want = b - a;
+            let fd = self.pool[usize::from(sock)].as_fd();
+            let got = self.tx.send(fd, a..b).unwrap_or_default();
+            for slot in a..a + got {
+                let (bytes, _, _) = self.tx.received(slot);
+                self.stats.tx_bytes += bytes.len() as u64;
             }
-            i = j;
+            sent += got;
+            if got < want {
+                // Socket buffer full (or an error such as no route): the
+                // PDS recovers these like any loss.
+                self.stats.tx_ring_full += 1;
+                self.stats.tx_dropped += (want - got) as u64;
+            }
+            a = b;
         }
         self.stats.tx_packets += sent as u64;
         Ok(sent)

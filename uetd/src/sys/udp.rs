@@ -269,3 +269,24 @@ fn from_storage(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
         }
     }
 }
+
+/// Sets SO_RCVBUFFORCE / SO_SNDBUFFORCE (root only: past the
+/// rmem_max/wmem_max caps); false when not permitted.
+pub(crate) fn force_buffers(fd: BorrowedFd<'_>, bytes: usize) -> bool {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    let mut ok = true;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+        // SAFETY: passes a pointer to a valid c_int and its size.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&raw const v).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        ok &= rc == 0;
+    }
+    ok
+}
