@@ -82,7 +82,7 @@ fn compile(clang: &Path, manifest: &Path, out: &Path) -> Result<String, Failure>
 
     let mut cmd = Command::new(clang);
     cmd.current_dir(manifest)
-        .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Wextra", "-Werror"])
+        .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Wextra"])
         .arg(format!("-fdebug-prefix-map={}=.", manifest.display()))
         .arg("-fdebug-compilation-dir=.");
     // <linux/types.h> includes <asm/types.h>, which Debian-style systems
@@ -110,6 +110,10 @@ fn compile(clang: &Path, manifest: &Path, out: &Path) -> Result<String, Failure>
         } else {
             Failure::Broken(why)
         });
+    }
+    // Warnings (a newer clang may add some) are shown, not fatal.
+    for line in String::from_utf8_lossy(&r.stderr).lines() {
+        println!("cargo:warning=clang: {line}");
     }
     Ok(version)
 }

@@ -495,8 +495,10 @@ fn remove_stale(nl: &Netlink, link: &LinkInfo, policy: StalePolicy) -> Result<()
                 link.name
             );
         }
+        // Gone since the link was read: nothing to remove (a program
+        // attached meanwhile makes the attach itself fail).
+        let Some(info) = info else { continue };
         let fd = info
-            .ok_or_else(|| anyhow!("XDP program id {prog_id} on {} vanished", link.name))?
             .fd()
             .with_context(|| format!("opening XDP program id {prog_id}"))?;
         match nl.detach_xdp(link.index, flag, fd.as_fd()) {
