@@ -13,6 +13,8 @@ pub mod daemon;
 pub mod decode;
 pub mod io;
 pub mod mem;
+pub mod neigh;
+mod netlink;
 pub mod netns;
 pub mod sample;
 mod sys;

@@ -30,16 +30,15 @@
 //! per-packet path.
 
 use std::fmt;
-use std::io::{self, Read as _};
+use std::io;
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd};
-use std::time::Duration;
 
+use crate::netlink::{Msg, NLM_F_ACK, NLM_F_REQUEST, Netlink, attrs};
 use anyhow::{Context, Result, anyhow, bail};
 use aya::maps::{Array, MapData, PerCpuArray, XskMap};
 use aya::programs::xdp::XdpLinkId;
 use aya::programs::{TestRun as _, TestRunOptions, Xdp, XdpMode as AyaMode, loaded_programs};
 use aya::{Ebpf, EbpfLoader};
-use socket2::{Domain, Protocol, Socket, Type};
 use tracing::{info, warn};
 use xdp_prog::{ConfigRaw, counter};
 
@@ -538,19 +537,13 @@ fn mode_name(flag: u32) -> &'static str {
     }
 }
 
-// ---- rtnetlink, just enough for IFLA_XDP ---------------------------------
+// ---- rtnetlink for IFLA_XDP (the socket and codec are crate::netlink) ----
 //
 // Constants from <linux/netlink.h>, <linux/rtnetlink.h>, <linux/if_link.h>.
 
-const NLMSG_ERROR: u16 = 2;
-const NLMSG_DONE: u16 = 3;
 const RTM_NEWLINK: u16 = 16;
 const RTM_GETLINK: u16 = 18;
 const RTM_SETLINK: u16 = 19;
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_ACK: u16 = 0x4;
-const NLA_F_NESTED: u16 = 0x8000;
-const NLA_TYPE_MASK: u16 = 0x3fff;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_XDP: u16 = 43;
 const IFLA_XDP_FD: u16 = 1;
@@ -563,15 +556,7 @@ const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
 const XDP_FLAGS_HW_MODE: u32 = 1 << 3;
 const XDP_FLAGS_REPLACE: u32 = 1 << 4;
-const NLMSG_HDRLEN: usize = 16;
 const IFINFOMSG_LEN: usize = 16;
-
-/// An `NETLINK_ROUTE` socket of the calling thread's namespace. Sends go to
-/// the kernel (port 0) without an explicit bind (the kernel autobinds), so
-/// this needs no unsafe code.
-struct Netlink {
-    sock: Socket,
-}
 
 /// The part of an `RTM_NEWLINK` answer used here.
 #[derive(Debug)]
@@ -598,20 +583,9 @@ impl LinkInfo {
 }
 
 impl Netlink {
-    fn open() -> Result<Self> {
-        let sock = Socket::new(
-            Domain::from(libc::AF_NETLINK),
-            Type::RAW,
-            Some(Protocol::from(libc::NETLINK_ROUTE)),
-        )
-        .context("opening an rtnetlink socket")?;
-        sock.set_read_timeout(Some(Duration::from_secs(5)))?;
-        Ok(Self { sock })
-    }
-
     /// `RTM_GETLINK` by name or index.
     fn get_link(&self, iface: &Iface) -> io::Result<LinkInfo> {
-        let mut msg = Msg::new(RTM_GETLINK, NLM_F_REQUEST, iface_index(iface));
+        let mut msg = link_msg(RTM_GETLINK, NLM_F_REQUEST, iface_index(iface));
         if let Iface::Name(name) = iface {
             let mut z = name.as_bytes().to_vec();
             z.push(0);
@@ -632,68 +606,13 @@ impl Netlink {
     /// the attached program there (`EEXIST` otherwise), and only if no
     /// bpf_link holds it (`EBUSY` otherwise).
     fn detach_xdp(&self, ifindex: u32, mode: u32, prog: BorrowedFd<'_>) -> io::Result<()> {
-        let mut msg = Msg::new(RTM_SETLINK, NLM_F_REQUEST | NLM_F_ACK, ifindex as i32);
+        let mut msg = link_msg(RTM_SETLINK, NLM_F_REQUEST | NLM_F_ACK, ifindex as i32);
         let nest = msg.begin_nest(IFLA_XDP);
         msg.attr(IFLA_XDP_FD, &(-1i32).to_ne_bytes());
         msg.attr(IFLA_XDP_FLAGS, &(mode | XDP_FLAGS_REPLACE).to_ne_bytes());
         msg.attr(IFLA_XDP_EXPECTED_FD, &prog.as_raw_fd().to_ne_bytes());
         msg.end_nest(nest);
         self.transact(&msg.finish(), |_, _| Ok(()))
-    }
-
-    /// Sends one request and reads answers until its ACK/error (or, for a
-    /// dump-less GET, the first answer followed by nothing more).
-    fn transact(
-        &self,
-        req: &[u8],
-        mut on_msg: impl FnMut(u16, &[u8]) -> io::Result<()>,
-    ) -> io::Result<()> {
-        let seq = u32::from_ne_bytes(req[8..12].try_into().expect("4 bytes"));
-        let wants_ack = u16::from_ne_bytes([req[6], req[7]]) & NLM_F_ACK != 0;
-        self.sock.send(req)?;
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = (&self.sock).read(&mut buf)?;
-            let mut rest = &buf[..n];
-            while rest.len() >= NLMSG_HDRLEN {
-                let len = u32::from_ne_bytes(rest[0..4].try_into().expect("4")) as usize;
-                let ty = u16::from_ne_bytes([rest[4], rest[5]]);
-                let mseq = u32::from_ne_bytes(rest[8..12].try_into().expect("4"));
-                if len < NLMSG_HDRLEN || len > rest.len() {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "bad netlink length",
-                    ));
-                }
-                let payload = &rest[NLMSG_HDRLEN..len];
-                rest = &rest[align4(len).min(rest.len())..];
-                if mseq != seq {
-                    continue;
-                }
-                match ty {
-                    NLMSG_ERROR => {
-                        let code = payload
-                            .get(..4)
-                            .map(|b| i32::from_ne_bytes(b.try_into().expect("4")))
-                            .ok_or_else(|| {
-                                io::Error::new(io::ErrorKind::InvalidData, "short NLMSG_ERROR")
-                            })?;
-                        return if code == 0 {
-                            Ok(())
-                        } else {
-                            Err(io::Error::from_raw_os_error(-code))
-                        };
-                    }
-                    NLMSG_DONE => return Ok(()),
-                    _ => {
-                        on_msg(ty, payload)?;
-                        if !wants_ack {
-                            return Ok(());
-                        }
-                    }
-                }
-            }
-        }
     }
 }
 
@@ -704,77 +623,13 @@ fn iface_index(iface: &Iface) -> i32 {
     }
 }
 
-const fn align4(n: usize) -> usize {
-    (n + 3) & !3
-}
-
-/// A netlink request under construction: header, `ifinfomsg`, attributes.
-struct Msg {
-    buf: Vec<u8>,
-}
-
-impl Msg {
-    fn new(ty: u16, flags: u16, ifindex: i32) -> Self {
-        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut buf = Vec::with_capacity(128);
-        buf.extend_from_slice(&0u32.to_ne_bytes()); // length, set by finish
-        buf.extend_from_slice(&ty.to_ne_bytes());
-        buf.extend_from_slice(&flags.to_ne_bytes());
-        buf.extend_from_slice(&seq.to_ne_bytes());
-        buf.extend_from_slice(&0u32.to_ne_bytes()); // port id: the kernel fills it
-        // struct ifinfomsg: family, pad, type, index, flags, change
-        buf.extend_from_slice(&[libc::AF_UNSPEC as u8, 0, 0, 0]);
-        buf.extend_from_slice(&ifindex.to_ne_bytes());
-        buf.extend_from_slice(&0u32.to_ne_bytes());
-        buf.extend_from_slice(&0u32.to_ne_bytes());
-        debug_assert_eq!(buf.len(), NLMSG_HDRLEN + IFINFOMSG_LEN);
-        Self { buf }
-    }
-
-    fn attr(&mut self, ty: u16, data: &[u8]) {
-        let len = 4 + data.len();
-        self.buf.extend_from_slice(&(len as u16).to_ne_bytes());
-        self.buf.extend_from_slice(&ty.to_ne_bytes());
-        self.buf.extend_from_slice(data);
-        self.buf.resize(align4(self.buf.len()), 0);
-    }
-
-    fn begin_nest(&mut self, ty: u16) -> usize {
-        let at = self.buf.len();
-        self.buf.extend_from_slice(&0u16.to_ne_bytes());
-        self.buf
-            .extend_from_slice(&(ty | NLA_F_NESTED).to_ne_bytes());
-        at
-    }
-
-    fn end_nest(&mut self, at: usize) {
-        let len = (self.buf.len() - at) as u16;
-        self.buf[at..at + 2].copy_from_slice(&len.to_ne_bytes());
-    }
-
-    fn finish(mut self) -> Vec<u8> {
-        let len = self.buf.len() as u32;
-        self.buf[..4].copy_from_slice(&len.to_ne_bytes());
-        self.buf
-    }
-}
-
-/// Iterates `(type, payload)` over netlink attributes.
-fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    std::iter::from_fn(move || {
-        if b.len() < 4 {
-            return None;
-        }
-        let len = u16::from_ne_bytes([b[0], b[1]]) as usize;
-        let ty = u16::from_ne_bytes([b[2], b[3]]) & NLA_TYPE_MASK;
-        if len < 4 || len > b.len() {
-            return None;
-        }
-        let payload = &b[4..len];
-        b = &b[align4(len).min(b.len())..];
-        Some((ty, payload))
-    })
+/// A request with a `struct ifinfomsg` (family, pad, type, index, flags,
+/// change) for `ifindex`.
+fn link_msg(ty: u16, flags: u16, ifindex: i32) -> Msg {
+    let mut hdr = [0u8; IFINFOMSG_LEN];
+    hdr[0] = libc::AF_UNSPEC as u8;
+    hdr[4..8].copy_from_slice(&ifindex.to_ne_bytes());
+    Msg::new(ty, flags, &hdr)
 }
 
 fn parse_link(payload: &[u8]) -> io::Result<LinkInfo> {
@@ -832,7 +687,7 @@ mod tests {
 
     #[test]
     fn netlink_request_layout() {
-        let mut m = Msg::new(RTM_SETLINK, NLM_F_REQUEST | NLM_F_ACK, 7);
+        let mut m = link_msg(RTM_SETLINK, NLM_F_REQUEST | NLM_F_ACK, 7);
         let nest = m.begin_nest(IFLA_XDP);
         m.attr(IFLA_XDP_FD, &(-1i32).to_ne_bytes());
         m.attr(IFLA_XDP_FLAGS, &XDP_FLAGS_SKB_MODE.to_ne_bytes());
