@@ -86,6 +86,36 @@ pub struct Counters {
     pub pdcs_opened: u64,
     /// PDCs closed (normally or in error).
     pub pdcs_closed: u64,
+    /// Requests accepted that arrived marked ECN-CE.
+    pub rx_ce: u64,
+    /// NACKs received, by code (index = the 8-bit code).
+    pub rx_nack_codes: NackCounts,
+    /// NACKs sent, by code.
+    pub tx_nack_codes: NackCounts,
+}
+
+/// Counts per 8-bit NACK code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NackCounts(pub [u64; 256]);
+
+impl Default for NackCounts {
+    fn default() -> Self {
+        Self([0; 256])
+    }
+}
+
+impl NackCounts {
+    /// Counts one NACK with `code`.
+    pub fn count(&mut self, code: u8) {
+        self.0[usize::from(code)] += 1;
+    }
+
+    /// The non-zero counts as `(code, count)`.
+    pub fn nonzero(&self) -> impl Iterator<Item = (u8, u64)> + '_ {
+        (0u8..=255)
+            .zip(self.0.iter().copied())
+            .filter(|&(_, n)| n > 0)
+    }
 }
 
 impl Counters {

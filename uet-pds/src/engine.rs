@@ -518,6 +518,11 @@ impl Pds {
         self.cccs.get(&(dst, tc))
     }
 
+    /// Every CCC with its destination and traffic class (for stats).
+    pub fn cccs(&self) -> impl Iterator<Item = (IpAddr, TrafficClass, &Ccc)> + '_ {
+        self.cccs.iter().map(|(&(dst, tc), c)| (dst, tc, c))
+    }
+
     /// Returns the initiator PDC for `key`, reusing an open one or creating
     /// one (zero-RTT: it sends SYN packets until the first ACK, §2.12).
     pub fn open(&mut self, now: Instant, key: InitiatorKey) -> Result<PdcId, OpenError> {
@@ -1480,6 +1485,7 @@ impl Pds {
         rx.trigger_at = now;
         rx.retx |= r.retx;
         let ce = meta.ecn == Ecn::Ce;
+        self.counters.rx_ce += u64::from(ce);
         rx.ecn |= ce;
         rx.ack_bytes = rx
             .ack_bytes
@@ -1733,6 +1739,7 @@ impl Pds {
 
     fn on_nack(&mut self, now: Instant, meta: &RxMeta, n: &PdsNackRepr, upper: &mut impl Upper) {
         self.counters.rx_nacks += 1;
+        self.counters.rx_nack_codes.count(n.code.code());
         if let NackTarget::PktId(pid) = n.target {
             let max = self.config.max_nack_retx;
             let action = n.code.sender_action();
@@ -2013,6 +2020,7 @@ impl Pds {
         let (dst, ev, repr) = match c {
             CtlOut::Nack { dst, ev, repr } => {
                 self.counters.tx_nacks += 1;
+                self.counters.tx_nack_codes.count(repr.code.code());
                 (dst, ev, PdsRepr::Nack(repr))
             }
             CtlOut::Cp { dst, repr } => {

@@ -21,7 +21,7 @@ pub mod tx_ledger;
 
 pub use cc_mode::CcMode;
 pub use config::PdsConfig;
-pub use counters::{Counters, DropReason};
+pub use counters::{Counters, DropReason, NackCounts};
 pub use engine::{
     InitiatorKey, OpenError, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, Transmit,
     Upper,

@@ -271,7 +271,15 @@ fn trimmed_packet_is_nacked_and_resent_at_once() {
         panic!()
     };
     assert_eq!(n.target, NackTarget::Psn(orig.psn));
+    let trimmed = usize::from(NackCode::Trimmed.code());
+    assert_eq!(b.pds.counters().tx_nack_codes.0[trimmed], 1);
     deliver(&mut a, t(2), &out[0]);
+    assert_eq!(a.pds.counters().rx_nack_codes.0[trimmed], 1);
+    assert_eq!(
+        a.pds.counters().rx_nack_codes.nonzero().count(),
+        1,
+        "no other code counted"
+    );
     let re = drain(&mut a, t(2));
     assert_eq!(re.len(), 1, "fast retransmit, no RTO wait");
     let PdsRepr::Request(r) = re[0].pds() else {

@@ -347,11 +347,12 @@ impl Daemon {
         })
     }
 
-    /// Stops every worker.
-    pub fn shutdown(mut self) {
+    /// Stops every worker and returns their final counters.
+    pub fn shutdown(mut self) -> Vec<WorkerStats> {
         for w in &mut self.workers {
             w.stop();
         }
+        self.stats()
     }
 }
 

@@ -17,6 +17,7 @@ pub mod neigh;
 mod netlink;
 pub mod netns;
 pub mod sample;
+pub mod stats;
 mod sys;
 pub mod udp;
 pub mod worker;

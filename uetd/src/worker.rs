@@ -127,6 +127,8 @@ pub struct WorkerStats {
     pub iterations: u64,
     /// Sleeps in `poll()`.
     pub sleeps: u64,
+    /// Congestion contexts by destination.
+    pub cccs: Vec<crate::stats::CccSnapshot>,
 }
 
 /// The control thread's handle on a worker.
@@ -328,6 +330,16 @@ fn publish(
         s.in_flight = ep.in_flight();
         s.iterations = iterations;
         s.sleeps = sleeps;
+        s.cccs.clear();
+        for (dst, _tc, c) in ep.pds().cccs() {
+            s.cccs.push(crate::stats::CccSnapshot {
+                dst,
+                cwnd: c.cwnd(),
+                inflight: c.inflight(),
+                backlog: c.backlog(),
+                credit: c.rccc().map(uet_cms::RcccSource::credit),
+            });
+        }
     }
 }
 

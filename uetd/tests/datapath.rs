@@ -61,6 +61,17 @@ fn transfer(pair: &Pair, a_backend: &str, b_backend: &str) {
         "{written}\n{verified}"
     );
     assert_eq!(field(&written, "bytes"), field(&verified, "bytes"));
+    let stats = writer.wait_line("\"workers\"", Duration::from_secs(30));
+    let v: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    let w = &v["workers"][0];
+    let ops = w["ses"]["ops_ok"].as_u64().unwrap();
+    let chunks = field(&written, "bytes")
+        .parse::<u64>()
+        .unwrap()
+        .div_ceil(1 << 20);
+    assert_eq!(ops, chunks, "one completion per 1 MiB write: {stats}");
+    assert!(w["io"]["tx_packets"].as_u64().unwrap() >= w["pds"]["tx_data"].as_u64().unwrap());
+    assert_eq!(w["ccc"][0]["dst"], pair.b_ip.as_str(), "{stats}");
     assert_eq!(writer.wait_exit(Duration::from_secs(30)), Some(0));
     assert!(
         ping.wait().unwrap().success(),

@@ -159,30 +159,7 @@ fn config(a: &Args) -> Result<Config> {
 }
 
 fn stats_json(stats: &[WorkerStats]) -> String {
-    let mut parts = Vec::new();
-    for (i, s) in stats.iter().enumerate() {
-        parts.push(format!(
-            concat!(
-                r#"{{"worker":{},"rx_packets":{},"rx_bytes":{},"tx_packets":{},"tx_bytes":{},"#,
-                r#""rx_dropped":{},"tx_dropped":{},"tx_no_neighbour":{},"retransmits":{},"#,
-                r#""rtos":{},"ops_ok":{},"iterations":{},"sleeps":{}}}"#
-            ),
-            i,
-            s.io.rx_packets,
-            s.io.rx_bytes,
-            s.io.tx_packets,
-            s.io.tx_bytes,
-            s.io.rx_dropped,
-            s.io.tx_dropped,
-            s.io.tx_no_neighbour,
-            s.pds.tx_retransmits,
-            s.pds.rto_fired,
-            s.ses.ops_ok,
-            s.iterations,
-            s.sleeps
-        ));
-    }
-    format!(r#"{{"workers":[{}]}}"#, parts.join(","))
+    uetd::stats::to_json(stats).to_string()
 }
 
 fn main() -> Result<()> {
@@ -227,10 +204,10 @@ fn main() -> Result<()> {
             ),
             Err(e) => {
                 println!(r#"{{"event":"write_failed","peer":"{peer}","error":"{e:#}"}}"#);
+                let stats = d.shutdown();
                 if args.stats {
-                    println!("{}", stats_json(&d.stats()));
+                    println!("{}", stats_json(&stats));
                 }
-                d.shutdown();
                 std::process::exit(2);
             }
         }
@@ -245,9 +222,9 @@ fn main() -> Result<()> {
         }
         tracing::info!("shutting down");
     }
+    let stats = d.shutdown();
     if args.stats {
-        println!("{}", stats_json(&d.stats()));
+        println!("{}", stats_json(&stats));
     }
-    d.shutdown();
     Ok(())
 }
