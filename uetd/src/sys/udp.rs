@@ -179,6 +179,32 @@ impl MsgBatch {
         Ok(n)
     }
 
+    /// Sends datagrams `range` on a blocking `fd`, waiting for buffer
+    /// space (the ceiling blaster paces itself this way).
+    pub(crate) fn send_blocking(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        range: std::ops::Range<usize>,
+    ) -> io::Result<usize> {
+        if range.is_empty() {
+            return Ok(0);
+        }
+        let (start, k) = (range.start, range.len());
+        self.prepare(range, false);
+        // SAFETY: hdr[start..start + k] are initialised above and point into
+        // our own buffers, which outlive the call.
+        let n =
+            unsafe { libc::sendmmsg(fd.as_raw_fd(), self.hdr[start..].as_mut_ptr(), k as u32, 0) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::Interrupted | io::ErrorKind::ConnectionRefused => Ok(0),
+                _ => Err(e),
+            };
+        }
+        Ok(n as usize)
+    }
+
     /// Sends datagrams `range` (set with `set_outgoing`) on `fd` without
     /// blocking; returns how many the kernel took (fewer when its buffer is
     /// full).
