@@ -1,0 +1,156 @@
+//! Datapath throughput over a veth pair in two namespaces (issue 5):
+//! a single-flow RMA write through uetd, beside the ceilings measured on
+//! the same link in the same run — kernel UDP with the same datagram size,
+//! and raw AF_XDP with the same frame size.
+//!
+//! ```text
+//! sudo cargo bench -p uetd --bench datapath -- [--bytes 1GiB] [--mtu 1500] [--repeats 3]
+//! ```
+//!
+//! Prints a markdown table of medians over the repeats (BENCHMARKS.md).
+
+#[path = "../tests/common/mod.rs"]
+#[allow(dead_code)]
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use common::{Pair, Uetd, field};
+
+struct Opts {
+    bytes: String,
+    mtu: u32,
+    repeats: usize,
+    seconds: f64,
+}
+
+fn opts() -> Opts {
+    let mut o = Opts {
+        bytes: "1GiB".into(),
+        mtu: 1500,
+        repeats: 3,
+        seconds: 2.0,
+    };
+    let args: Vec<String> = std::env::args().collect();
+    let mut i = 1;
+    while i < args.len() {
+        let v = args.get(i + 1).cloned().unwrap_or_default();
+        match args[i].as_str() {
+            "--bytes" => o.bytes = v,
+            "--mtu" => o.mtu = v.parse().expect("--mtu N"),
+            "--repeats" => o.repeats = v.parse().expect("--repeats N"),
+            "--seconds" => o.seconds = v.parse().expect("--seconds S"),
+            _ => {
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    o
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Kernel UDP: payload Gb/s of `size`-byte datagrams a → b.
+fn kernel_udp(pair: &Pair, size: usize, seconds: f64) -> f64 {
+    let stop = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicBool::new(false));
+    let bind: SocketAddr = format!("{}:9000", pair.b_ip).parse().unwrap();
+    let (s2, r2) = (stop.clone(), ready.clone());
+    let sink = pair
+        .b
+        .spawn(move || uetd::udp::raw::sink(bind, None, Duration::from_millis(300), &s2, &r2))
+        .unwrap();
+    while !ready.load(Ordering::Acquire) {
+        std::thread::yield_now();
+    }
+    let src: SocketAddr = format!("{}:9001", pair.a_ip).parse().unwrap();
+    let s3 = stop.clone();
+    let blaster = pair
+        .a
+        .spawn(move || uetd::udp::raw::blast(src, bind, size, None, &s3))
+        .unwrap();
+    std::thread::park_timeout(Duration::from_secs_f64(seconds));
+    stop.store(true, Ordering::Release);
+    let _sent = blaster.join().unwrap().unwrap().unwrap();
+    let got = sink.join().unwrap().unwrap().unwrap();
+    got.gbps()
+}
+
+/// uetd a → b, one RMA write flow of `bytes`: goodput Gb/s.
+fn uetd_write(pair: &Pair, a_backend: &str, b_backend: &str, bytes: &str) -> f64 {
+    let expose = format!("1:0x5eed:{bytes}");
+    let mut target = Uetd::spawn(
+        &pair.b,
+        &[
+            "--interface",
+            "v1",
+            "--backend",
+            b_backend,
+            "--expose",
+            &expose,
+        ],
+    );
+    target.wait_line("\"exposed\"", Duration::from_secs(30));
+    let mut w = Uetd::spawn(
+        &pair.a,
+        &[
+            "--interface",
+            "v0",
+            "--backend",
+            a_backend,
+            "--write-to",
+            &pair.b_ip,
+            "--bytes",
+            bytes,
+            "--exit",
+        ],
+    );
+    let written = w.wait_line("\"written\"", Duration::from_secs(600));
+    let verified = target.wait_line("\"verified\"", Duration::from_secs(60));
+    assert_eq!(field(&written, "xxh3"), field(&verified, "xxh3"));
+    field(&written, "gbps").parse().unwrap()
+}
+
+fn main() {
+    let o = opts();
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let pair = Pair::new(90, o.mtu);
+    let dgram = o.mtu as usize - 28;
+    let mut rows: Vec<(String, Vec<f64>)> = vec![
+        (format!("kernel UDP ceiling, {dgram} B datagrams"), vec![]),
+        ("uetd udp -> udp, RMA write".into(), vec![]),
+    ];
+    for r in 0..o.repeats {
+        rows[0].1.push(kernel_udp(&pair, dgram, o.seconds));
+        rows[1].1.push(uetd_write(&pair, "udp", "udp", &o.bytes));
+        eprintln!(
+            "repeat {r}: {:?}",
+            rows.iter().map(|r| r.1.last()).collect::<Vec<_>>()
+        );
+    }
+    let base = median(rows[0].1.clone());
+    println!(
+        "| path (veth, MTU {}, {} repeats) | Gb/s (median) | runs | vs kernel UDP |",
+        o.mtu, o.repeats
+    );
+    println!("|---|---|---|---|");
+    for (name, v) in &rows {
+        let m = median(v.clone());
+        let runs: Vec<String> = v.iter().map(|x| format!("{x:.2}")).collect();
+        println!(
+            "| {name} | {m:.2} | {} | {:.0} % |",
+            runs.join(", "),
+            m / base * 100.0
+        );
+    }
+}
