@@ -10,7 +10,6 @@
 //! Prints a markdown table of medians over the repeats (BENCHMARKS.md).
 
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 use std::net::SocketAddr;
