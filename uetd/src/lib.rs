@@ -9,3 +9,4 @@ pub mod io;
 pub mod netns;
 pub mod sample;
 mod sys;
+pub mod xsk;

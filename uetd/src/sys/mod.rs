@@ -4,3 +4,4 @@
 #![allow(unsafe_code)]
 
 pub(crate) mod ns;
+pub(crate) mod xsk;
