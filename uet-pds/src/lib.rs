@@ -11,6 +11,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod cc_mode;
 pub mod config;
 pub mod counters;
 pub mod engine;
@@ -18,6 +19,7 @@ mod pdc_table;
 pub mod rx_window;
 pub mod tx_ledger;
 
+pub use cc_mode::CcMode;
 pub use config::PdsConfig;
 pub use counters::{Counters, DropReason};
 pub use engine::{

@@ -1,12 +1,24 @@
 //! # uetd — the uet daemon and the `uet` CLI
 //!
-//! The datapath (AF_XDP and UDP backends, workers) and the control socket
-//! arrive with their issues; today the crate holds the frame decoder behind
-//! `uet decode` and the generator of the sample capture it is shown with.
+//! - [`daemon`]: configuration → backends → workers; [`worker`]: the
+//!   per-core loop driving a `uet_ses::Endpoint` over a [`io::PacketIo`]
+//!   backend — [`udp`] (kernel sockets) or AF_XDP rings fed by the [`xdp`]
+//!   steering program.
+//! - [`decode`]: the frame decoder behind `uet decode`.
+//! - [`netns`]: namespaces and veth for the lab and the real-kernel tests.
+//! - All `unsafe` lives in the private `sys` module.
 
+pub mod config;
+pub mod daemon;
 pub mod decode;
 pub mod io;
+pub mod mem;
+pub mod neigh;
+mod netlink;
 pub mod netns;
 pub mod sample;
 mod sys;
+pub mod udp;
+pub mod worker;
+pub mod xdp;
 pub mod xsk;

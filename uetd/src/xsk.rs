@@ -20,7 +20,7 @@
 
 use std::io;
 use std::net::IpAddr;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering, fence};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -31,6 +31,7 @@ use uet_wire::encap::{EncapConfig, Transport, emit_frame, parse_l2_l4};
 use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr};
 
 use crate::io::{IoStats, NextHop, PacketIo};
+use crate::sys::eventfd::{EventFd, poll_in};
 use crate::sys::xsk::{
     self as sys, BindFlags, Frame, RingSizes, UmemArea, XDP_PACKET_HEADROOM, XskSocket,
 };
@@ -393,7 +394,7 @@ struct Slot {
     reg: OnceLock<Registered>,
     inbox: ArrayQueue<Lent>,
     sleeping: AtomicBool,
-    bell: OwnedFd,
+    bell: EventFd,
 }
 
 /// The PDC owner of a peer: `Fn(peer) -> worker index`.
@@ -431,7 +432,7 @@ impl Handoff {
                     reg: OnceLock::new(),
                     inbox: ArrayQueue::new(capacity),
                     sleeping: AtomicBool::new(false),
-                    bell: sys::eventfd()?,
+                    bell: EventFd::new()?,
                 })
             })
             .collect::<io::Result<Vec<_>>>()?;
@@ -471,7 +472,7 @@ impl Handoff {
         fence(Ordering::SeqCst);
         for (i, s) in self.slots.iter().enumerate() {
             if mask & (1 << i) != 0 && s.sleeping.load(Ordering::SeqCst) {
-                sys::eventfd_signal(s.bell.as_fd());
+                s.bell.signal();
             }
         }
     }
@@ -889,9 +890,9 @@ impl PacketIo for XdpIo {
             n += 1;
             fds[n] = s.as_fd();
         }
-        let r = sys::poll_readable(&fds[..=n], ms);
+        let r = poll_in(&fds[..=n], ms).map(drop);
         slot.sleeping.store(false, Ordering::SeqCst);
-        sys::eventfd_drain(slot.bell.as_fd());
+        slot.bell.drain();
         r
     }
 

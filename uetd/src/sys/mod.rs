@@ -3,5 +3,10 @@
 //! wrappers defined here.
 #![allow(unsafe_code)]
 
+pub(crate) mod affinity;
+pub(crate) mod eventfd;
+pub(crate) mod ifaddr;
+pub(crate) mod mem;
 pub(crate) mod ns;
+pub(crate) mod udp;
 pub(crate) mod xsk;

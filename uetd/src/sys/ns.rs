@@ -16,3 +16,8 @@ pub(crate) fn enter_net_ns(ns: &File) -> io::Result<()> {
         Err(io::Error::last_os_error())
     }
 }
+
+/// The calling thread's network namespace, as an open file.
+pub(crate) fn current_net_ns() -> io::Result<File> {
+    File::open("/proc/thread-self/ns/net")
+}

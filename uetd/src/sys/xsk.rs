@@ -688,58 +688,6 @@ impl AsFd for XskSocket {
     }
 }
 
-/// Waits until one of `fds` is readable or `timeout_ms` (-1: forever)
-/// passes; EINTR is a normal return.
-pub(crate) fn poll_readable(fds: &[BorrowedFd<'_>], timeout_ms: c_int) -> io::Result<()> {
-    const MAX: usize = 16;
-    let mut p = [libc::pollfd {
-        fd: -1,
-        events: 0,
-        revents: 0,
-    }; MAX];
-    let n = fds.len().min(MAX);
-    for (slot, fd) in p.iter_mut().zip(fds) {
-        slot.fd = fd.as_raw_fd();
-        slot.events = libc::POLLIN;
-    }
-    // SAFETY: p holds n initialised pollfd entries; poll writes revents only.
-    let rc = unsafe { libc::poll(p.as_mut_ptr(), n as libc::nfds_t, timeout_ms) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    Ok(())
-}
-
-/// A non-blocking eventfd (a doorbell other threads ring).
-pub(crate) fn eventfd() -> io::Result<OwnedFd> {
-    // SAFETY: plain eventfd(2); the result is checked and owned.
-    let raw = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
-    // SAFETY: a fresh fd nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
-}
-
-/// Adds one to an eventfd (errors — a full counter — are ignored: it is
-/// readable either way).
-pub(crate) fn eventfd_signal(fd: BorrowedFd<'_>) {
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a live u64, as eventfd requires.
-    unsafe {
-        libc::write(fd.as_raw_fd(), std::ptr::from_ref(&one).cast(), 8);
-    }
-}
-
-/// Resets an eventfd (non-blocking read).
-pub(crate) fn eventfd_drain(fd: BorrowedFd<'_>) {
-    let mut v: u64 = 0;
-    // SAFETY: reads at most 8 bytes into a live u64.
-    unsafe {
-        libc::read(fd.as_raw_fd(), std::ptr::from_mut(&mut v).cast(), 8);
-    }
-}
-
 /// What an interface is, in the calling thread's network namespace.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct IfInfo {

@@ -21,7 +21,7 @@ use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr,
 use uet_wire::{Dscp, Ecn};
 
 use super::{XskConfig, XskKernelStats, XskSet};
-use crate::sys::xsk as sys;
+use crate::sys::eventfd::poll_in;
 
 /// What the blaster sends.
 #[derive(Debug, Clone)]
@@ -243,7 +243,7 @@ pub fn sink(set: &mut XskSet, stop: &AtomicBool, count: Option<u64>) -> io::Resu
             for (d, s) in fds.iter_mut().zip(&set.socks) {
                 *d = s.as_fd();
             }
-            sys::poll_readable(&fds[..n], 10)?;
+            poll_in(&fds[..n], 10)?;
         }
     }
     Ok(RawReport {

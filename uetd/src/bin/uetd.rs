@@ -1,0 +1,253 @@
+//! `uetd` — the uet daemon.
+//!
+//! ```text
+//! uetd --interface eth1 --backend xdp --cc rccc --expose 1:0x5eed:1GiB
+//! uetd --address 10.0.0.2 --backend udp --write-to 10.0.0.1 --bytes 1GiB --exit
+//! ```
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+use uetd::config::{Backend, Config, Expose, Size, XdpAttach};
+use uetd::daemon::Daemon;
+use uetd::worker::WorkerStats;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "uetd",
+    version,
+    about = "The uet daemon: UET over AF_XDP or UDP"
+)]
+struct Args {
+    /// TOML configuration file (flags override it).
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Interface to run on.
+    #[arg(long, short)]
+    interface: Option<String>,
+    /// Datapath backend.
+    #[arg(long, value_enum)]
+    backend: Option<Backend>,
+    /// FEP address (default: the interface's first address).
+    #[arg(long)]
+    address: Option<IpAddr>,
+    /// UDP port of UET.
+    #[arg(long)]
+    port: Option<u16>,
+    /// Worker threads (xdp: one per NIC queue).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Pin worker i to CPU i.
+    #[arg(long)]
+    pin: bool,
+    /// IP MTU (default: the interface's).
+    #[arg(long)]
+    mtu: Option<usize>,
+    /// XDP attach mode.
+    #[arg(long, value_enum)]
+    xdp_attach: Option<XdpAttach>,
+    /// Force AF_XDP copy mode.
+    #[arg(long)]
+    xdp_copy: bool,
+    /// Congestion control: none, nscc, rccc, nscc+rccc, pft.
+    #[arg(long)]
+    cc: Option<String>,
+    /// Rate congestion control plans for (e.g. 10G).
+    #[arg(long)]
+    link_rate: Option<Size>,
+    /// Idle round trip congestion control plans for, µs.
+    #[arg(long)]
+    base_rtt_us: Option<u64>,
+    /// Expose a region: RI:KEY:SIZE (KEY may be 0x-prefixed), job 1, pid 0.
+    #[arg(long, value_parser = parse_expose)]
+    expose: Vec<Expose>,
+    /// Seed of the endpoints' randomness.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Run the built-in RMA write test against this peer.
+    #[arg(long)]
+    write_to: Option<IpAddr>,
+    /// Bytes the write test writes.
+    #[arg(long, default_value = "1GiB")]
+    bytes: Size,
+    /// The peer's region (resource index) and key.
+    #[arg(long, default_value_t = 1)]
+    ri: u16,
+    /// The peer region's key.
+    #[arg(long, default_value = "0x5eed", value_parser = parse_u64)]
+    key: u64,
+    /// Bytes per write operation.
+    #[arg(long, default_value = "1MiB")]
+    chunk: Size,
+    /// Writes in flight.
+    #[arg(long, default_value_t = 16)]
+    depth: usize,
+    /// Seed of the test pattern.
+    #[arg(long, default_value_t = 1)]
+    pattern_seed: u64,
+    /// Exit after the write test instead of serving on.
+    #[arg(long)]
+    exit: bool,
+    /// Print the counters as JSON when exiting.
+    #[arg(long)]
+    stats: bool,
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    }
+    .map_err(|e| format!("{s:?}: {e}"))
+}
+
+fn parse_expose(s: &str) -> Result<Expose, String> {
+    let mut it = s.split(':');
+    let (Some(ri), Some(key), Some(size), None) = (it.next(), it.next(), it.next(), it.next())
+    else {
+        return Err("expected RI:KEY:SIZE".into());
+    };
+    Ok(Expose {
+        job: 1,
+        pid: 0,
+        ri: ri.parse().map_err(|e| format!("ri: {e}"))?,
+        key: parse_u64(key)?,
+        size: size.parse()?,
+    })
+}
+
+fn config(a: &Args) -> Result<Config> {
+    let mut c = match &a.config {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    macro_rules! set {
+        ($($f:ident),*) => { $( if let Some(v) = a.$f.clone() { c.$f = v.into(); } )* };
+    }
+    set!(
+        backend,
+        port,
+        workers,
+        xdp_attach,
+        cc,
+        link_rate,
+        base_rtt_us
+    );
+    if a.interface.is_some() {
+        c.interface.clone_from(&a.interface);
+    }
+    if a.address.is_some() {
+        c.address = a.address;
+    }
+    if a.mtu.is_some() {
+        c.mtu = a.mtu;
+    }
+    if a.seed.is_some() {
+        c.seed = a.seed;
+    }
+    c.pin |= a.pin;
+    c.xdp_copy |= a.xdp_copy;
+    c.expose.extend(a.expose.iter().cloned());
+    c.check()?;
+    Ok(c)
+}
+
+fn stats_json(stats: &[WorkerStats]) -> String {
+    let mut parts = Vec::new();
+    for (i, s) in stats.iter().enumerate() {
+        parts.push(format!(
+            concat!(
+                r#"{{"worker":{},"rx_packets":{},"rx_bytes":{},"tx_packets":{},"tx_bytes":{},"#,
+                r#""rx_dropped":{},"tx_dropped":{},"tx_no_neighbour":{},"retransmits":{},"#,
+                r#""rtos":{},"ops_ok":{},"iterations":{},"sleeps":{}}}"#
+            ),
+            i,
+            s.io.rx_packets,
+            s.io.rx_bytes,
+            s.io.tx_packets,
+            s.io.tx_bytes,
+            s.io.rx_dropped,
+            s.io.tx_dropped,
+            s.io.tx_no_neighbour,
+            s.pds.tx_retransmits,
+            s.pds.rto_fired,
+            s.ses.ops_ok,
+            s.iterations,
+            s.sleeps
+        ));
+    }
+    format!(r#"{{"workers":[{}]}}"#, parts.join(","))
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_env("UET_LOG").unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let cfg = config(&args)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
+    }
+    let mut d = Daemon::start(cfg)?;
+    for e in d.exposed() {
+        println!(
+            r#"{{"event":"exposed","address":"{}","job":{},"pid":{},"ri":{},"key":"{:#x}","generation":{},"bytes":{}}}"#,
+            d.local(),
+            e.reg.job.get(),
+            e.reg.pid.get(),
+            e.reg.ri.get(),
+            e.reg.key.0,
+            e.reg.generation.get(),
+            e.mem.len()
+        );
+    }
+    if let Some(peer) = args.write_to {
+        let chunk = u32::try_from(args.chunk.0).context("chunk must be < 4 GiB")?;
+        let r = d.write_test(
+            peer,
+            args.ri,
+            args.key,
+            args.bytes.0,
+            chunk,
+            args.depth,
+            args.pattern_seed,
+        );
+        match r {
+            Ok(r) => println!(
+                r#"{{"event":"written","peer":"{peer}","bytes":{},"xxh3":"{:016x}","seconds":{:.6},"gbps":{:.3}}}"#,
+                r.bytes, r.xxh3, r.seconds, r.gbps
+            ),
+            Err(e) => {
+                println!(r#"{{"event":"write_failed","peer":"{peer}","error":"{e:#}"}}"#);
+                if args.stats {
+                    println!("{}", stats_json(&d.stats()));
+                }
+                d.shutdown();
+                std::process::exit(2);
+            }
+        }
+    }
+    if !args.exit {
+        while !stop.load(Ordering::Relaxed) {
+            if let Some((_, out)) = d.next_output(Duration::from_millis(100))
+                && let Some(line) = d.handle_output(&out)
+            {
+                println!("{line}");
+            }
+        }
+        tracing::info!("shutting down");
+    }
+    if args.stats {
+        println!("{}", stats_json(&d.stats()));
+    }
+    d.shutdown();
+    Ok(())
+}

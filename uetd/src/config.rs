@@ -1,0 +1,320 @@
+//! The daemon's configuration: a TOML file, overridden by flags
+//! (`uetd --help`). Every field has a default, so an empty file (or none)
+//! plus `--interface` is a working configuration.
+//!
+//! ```toml
+//! interface = "eth1"      # the NIC (required for the xdp backend)
+//! backend = "xdp"         # xdp | udp
+//! address = "10.0.0.1"    # default: the interface's first address
+//! port = 4793             # UDP destination port of UET
+//! workers = 1             # one per NIC queue (xdp); pinned when `pin`
+//! cc = "rccc"             # none | nscc | rccc | nscc+rccc | pft
+//! link_rate = "10G"       # bits/s the congestion control plans for
+//! base_rtt_us = 50        # idle round trip the congestion control plans for
+//!
+//! [[expose]]              # regions the daemon itself exposes (tests, demos)
+//! ri = 1
+//! key = 0x5eed
+//! size = "1GiB"
+//! ```
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use uet_pds::CcMode;
+
+/// Which datapath.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// AF_XDP rings fed by the XDP steering program (root).
+    Xdp,
+    /// Kernel UDP sockets (no privileges).
+    Udp,
+}
+
+/// How the XDP program attaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpAttach {
+    /// Native (driver) mode, generic if the driver refuses.
+    #[default]
+    Auto,
+    /// Driver mode only.
+    Native,
+    /// Generic (skb) mode.
+    Generic,
+}
+
+/// A region the daemon exposes by itself.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expose {
+    /// `job_id` (default 1).
+    #[serde(default = "one")]
+    pub job: u32,
+    /// `pid_on_fep` (default 0).
+    #[serde(default)]
+    pub pid: u16,
+    /// `resource_index`.
+    pub ri: u16,
+    /// Memory key.
+    pub key: u64,
+    /// Bytes (`"1GiB"`, `"64K"`, or a number).
+    pub size: Size,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A byte count or rate written with an optional suffix (K/M/G = 10^3…,
+/// KiB/MiB/GiB = 2^10…).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "SizeRepr")]
+pub struct Size(pub u64);
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SizeRepr {
+    N(u64),
+    S(String),
+}
+
+impl TryFrom<SizeRepr> for Size {
+    type Error = String;
+    fn try_from(r: SizeRepr) -> Result<Self, String> {
+        match r {
+            SizeRepr::N(n) => Ok(Self(n)),
+            SizeRepr::S(s) => s.parse(),
+        }
+    }
+}
+
+impl std::str::FromStr for Size {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let split = s
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(s.len());
+        let (num, unit) = s.split_at(split);
+        let num: f64 = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
+        let mult: u64 = match unit.trim().trim_end_matches(['b', 'B', '/', 's']) {
+            "" => 1,
+            "K" | "k" => 1_000,
+            "M" => 1_000_000,
+            "G" | "g" => 1_000_000_000,
+            "T" => 1_000_000_000_000,
+            "Ki" => 1 << 10,
+            "Mi" => 1 << 20,
+            "Gi" => 1 << 30,
+            u => return Err(format!("unknown unit {u:?} in {s:?}")),
+        };
+        Ok(Self((num * mult as f64).round() as u64))
+    }
+}
+
+/// The daemon's configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// The interface UET runs on.
+    pub interface: Option<String>,
+    /// Datapath.
+    pub backend: Backend,
+    /// The FEP address (default: the interface's first address).
+    pub address: Option<IpAddr>,
+    /// UDP destination port of UET.
+    pub port: u16,
+    /// Worker threads (xdp: one per NIC queue, queues 0..workers).
+    pub workers: usize,
+    /// Pin worker i to CPU i.
+    pub pin: bool,
+    /// IP MTU (default: the interface's, 1500 without one).
+    pub mtu: Option<usize>,
+    /// AF_XDP frame size (2048 or 4096).
+    pub frame_size: usize,
+    /// XDP attach mode.
+    pub xdp_attach: XdpAttach,
+    /// Force AF_XDP copy mode (veth and drivers without zero-copy use it
+    /// anyway).
+    pub xdp_copy: bool,
+    /// Congestion control.
+    pub cc: String,
+    /// The bottleneck rate congestion control plans for, bits/s.
+    pub link_rate: Size,
+    /// The idle round trip congestion control plans for, µs.
+    pub base_rtt_us: u64,
+    /// log2 of the entropy (EV) space.
+    pub ev_bits: u8,
+    /// Seed of the endpoints' randomness (default: from the OS).
+    pub seed: Option<u64>,
+    /// Control socket path.
+    pub socket: PathBuf,
+    /// Regions exposed by the daemon itself.
+    pub expose: Vec<Expose>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            interface: None,
+            backend: Backend::Udp,
+            address: None,
+            port: uet_wire::encap::UET_UDP_PORT,
+            workers: 1,
+            pin: false,
+            mtu: None,
+            frame_size: 4096,
+            xdp_attach: XdpAttach::Auto,
+            xdp_copy: false,
+            cc: "none".into(),
+            link_rate: Size(10_000_000_000),
+            base_rtt_us: 50,
+            ev_bits: 4,
+            seed: None,
+            socket: PathBuf::from("/run/uet/uetd.sock"),
+            expose: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads a TOML file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Self::parse(&text).with_context(|| format!("in {}", path.display()))
+    }
+
+    /// Parses TOML text and checks it.
+    pub fn parse(text: &str) -> Result<Self> {
+        let c: Self = toml::from_str(text)?;
+        c.check()?;
+        Ok(c)
+    }
+
+    /// The congestion-control mode.
+    pub fn cc_mode(&self) -> Result<CcMode> {
+        CcMode::parse(&self.cc).with_context(|| {
+            format!(
+                "unknown cc {:?} (none, nscc, rccc, nscc+rccc, pft)",
+                self.cc
+            )
+        })
+    }
+
+    /// Checks values that parse but cannot work.
+    pub fn check(&self) -> Result<()> {
+        self.cc_mode()?;
+        if self.workers == 0 || self.workers > 64 {
+            bail!("workers must be 1..=64, not {}", self.workers);
+        }
+        if !matches!(self.frame_size, 2048 | 4096) {
+            bail!("frame_size must be 2048 or 4096, not {}", self.frame_size);
+        }
+        if self.ev_bits > 10 {
+            bail!("ev_bits must be ≤ 10, not {}", self.ev_bits);
+        }
+        if let Some(m) = self.mtu
+            && !(576..=9216).contains(&m)
+        {
+            bail!("mtu must be 576..=9216, not {m}");
+        }
+        if self.link_rate.0 < 1_000_000 {
+            bail!("link_rate {} b/s is too low", self.link_rate.0);
+        }
+        if self.backend == Backend::Xdp && self.interface.is_none() {
+            bail!("the xdp backend needs an interface");
+        }
+        if self.interface.is_none() && self.address.is_none() {
+            bail!("give an interface or an address");
+        }
+        for e in &self.expose {
+            if e.ri >= 1 << 12 || e.pid >= 1 << 12 || e.job >= 1 << 24 {
+                bail!("expose: job < 2^24, pid and ri < 2^12");
+            }
+            if e.size.0 == 0 {
+                bail!("expose: size must not be 0");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_example() {
+        let c = Config::parse(
+            r#"
+            interface = "eth1"
+            backend = "xdp"
+            address = "10.0.0.1"
+            workers = 2
+            cc = "rccc"
+            link_rate = "10G"
+            [[expose]]
+            ri = 1
+            key = 0x5eed
+            size = "1GiB"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.backend, Backend::Xdp);
+        assert_eq!(c.workers, 2);
+        assert_eq!(c.link_rate, Size(10_000_000_000));
+        assert_eq!(c.expose[0].size, Size(1 << 30));
+        assert_eq!(c.expose[0].job, 1);
+        assert_eq!(c.cc_mode().unwrap(), CcMode::Rccc);
+    }
+
+    #[test]
+    fn bad_values_are_clear_errors() {
+        let e = |t: &str| format!("{:#}", Config::parse(t).unwrap_err());
+        assert!(
+            e(r#"address = "10.0.0.1"
+            cc = "cubic""#)
+            .contains("unknown cc")
+        );
+        assert!(
+            e(r#"address = "10.0.0.1"
+            workers = 0"#)
+            .contains("workers")
+        );
+        assert!(e(r#"backend = "xdp""#).contains("needs an interface"));
+        assert!(
+            e(r#"address = "10.0.0.1"
+            colour = "blue""#)
+            .contains("unknown field")
+        );
+        assert!(
+            e(r#"address = "10.0.0.1"
+            link_rate = "10 parsecs""#)
+            .contains("unknown unit")
+        );
+        assert!(
+            e(r#"address = "10.0.0.1"
+            [[expose]]
+            ri = 5000
+            key = 1
+            size = 10"#)
+            .contains("ri")
+        );
+    }
+
+    #[test]
+    fn sizes_take_si_and_binary_suffixes() {
+        assert_eq!("1GiB".parse::<Size>().unwrap(), Size(1 << 30));
+        assert_eq!("2.5G".parse::<Size>().unwrap(), Size(2_500_000_000));
+        assert_eq!("64K".parse::<Size>().unwrap(), Size(64_000));
+        assert_eq!("100Mb/s".parse::<Size>().unwrap(), Size(100_000_000));
+        assert_eq!("4096".parse::<Size>().unwrap(), Size(4096));
+        assert!("lots".parse::<Size>().is_err());
+    }
+}

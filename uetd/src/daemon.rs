@@ -1,0 +1,376 @@
+//! The daemon: configuration → backends → one worker per queue, and the
+//! control thread's view of them (`design.md` §1).
+//!
+//! Ownership: every PDC to or from one peer FEP lives in one worker,
+//! `hash(peer) % workers` — all PDCs to a destination share one congestion
+//! context (§5 of the spec notes: the CCC is per destination FEP and
+//! traffic class), so the peer is the unit of ownership. Registrations are
+//! given to every worker (a write from any peer must find the region).
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::net::IpAddr;
+use std::sync::mpsc::channel;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use rustc_hash::FxHasher;
+use uet_pds::PdsConfig;
+use uet_ses::{
+    Access, EndpointConfig, LocalBuf, LocalRegion, MemoryKey, Operation, RegionAddr, RegionSpec,
+    Registration, RemoteAddr,
+};
+use uet_wire::time::Duration as WireDuration;
+use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
+
+use crate::config::{Backend, Config};
+use crate::io::PacketIo;
+use crate::mem::SharedRegion;
+use crate::udp::{UdpConfig, UdpIo};
+use crate::worker::{self, DaemonEndpoint, Output, Outputs, WorkerHandle, WorkerStats};
+
+/// Header data that asks the target daemon to verify (hash) the first
+/// `len` bytes of the region a write landed in: the top 16 bits are this
+/// tag, the low 48 bits the length.
+pub const VERIFY_TAG: u64 = 0x5645 << 48;
+
+/// A region the daemon exposes, with what a peer needs to reach it.
+#[derive(Debug, Clone)]
+pub struct Exposed {
+    /// The memory.
+    pub mem: SharedRegion,
+    /// Its registration.
+    pub reg: Registration,
+}
+
+/// A running daemon.
+#[derive(Debug)]
+pub struct Daemon {
+    cfg: Config,
+    local: IpAddr,
+    workers: Vec<WorkerHandle>,
+    outputs: Outputs,
+    exposed: Vec<Exposed>,
+    next_tag: u64,
+}
+
+/// The result of [`Daemon::write_test`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct WriteReport {
+    /// Bytes written.
+    pub bytes: u64,
+    /// XXH3-64 of the source bytes.
+    pub xxh3: u64,
+    /// Wall time from the first submit to the last completion.
+    pub seconds: f64,
+    /// Goodput in Gb/s.
+    pub gbps: f64,
+}
+
+impl Daemon {
+    /// Starts the workers.
+    pub fn start(cfg: Config) -> Result<Self> {
+        cfg.check()?;
+        let info = match &cfg.interface {
+            Some(name) => Some(
+                crate::sys::ifaddr::interface(name)
+                    .with_context(|| format!("looking up interface {name}"))?,
+            ),
+            None => None,
+        };
+        let local = match (cfg.address, &info) {
+            (Some(a), _) => a,
+            (None, Some(i)) => *i
+                .addrs
+                .iter()
+                .find(|a| a.is_ipv4())
+                .or_else(|| i.addrs.first())
+                .context("the interface has no address; give one with --address")?,
+            (None, None) => bail!("give an interface or an address"),
+        };
+        let mtu = cfg.mtu.unwrap_or_else(|| {
+            cfg.interface
+                .as_deref()
+                .and_then(interface_mtu)
+                .unwrap_or(1500)
+        });
+        let mode = cfg.cc_mode()?;
+        let seed = cfg.seed.unwrap_or_else(os_seed);
+        let (out_tx, outputs) = channel();
+        let mut workers = Vec::with_capacity(cfg.workers);
+        for w in 0..cfg.workers {
+            let io: Box<dyn PacketIo + Send> = match cfg.backend {
+                Backend::Udp => {
+                    if cfg.workers > 1 {
+                        bail!(
+                            "the udp backend runs one worker (the kernel spreads a PDC's \
+                             datagrams over sockets by source port)"
+                        );
+                    }
+                    let mut u = UdpConfig::new(local);
+                    u.udp_port = cfg.port;
+                    u.ev_bits = cfg.ev_bits;
+                    u.mtu = mtu;
+                    Box::new(UdpIo::new(u).context("opening the UDP sockets")?)
+                }
+                Backend::Xdp => bail!("the xdp backend is not available in this build"),
+            };
+            let mut pds = PdsConfig {
+                max_ses_len: io
+                    .max_uet_len()
+                    .saturating_sub(uet_wire::pds::req::CC_HEADER_LEN),
+                ..PdsConfig::default()
+            };
+            pds.ccc.ev.base = 0xc000;
+            pds.ccc.ev.ev_bits = cfg.ev_bits;
+            mode.configure(
+                &mut pds,
+                cfg.link_rate.0,
+                WireDuration::from_micros(cfg.base_rtt_us),
+                false,
+            );
+            let ep = DaemonEndpoint::new(
+                EndpointConfig {
+                    pds,
+                    ..EndpointConfig::default()
+                },
+                seed ^ (w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            );
+            let cpu = cfg.pin.then_some(w);
+            workers.push(worker::spawn(w, io, ep, out_tx.clone(), cpu)?);
+        }
+        tracing::info!(%local, backend = ?cfg.backend, workers = cfg.workers, cc = %mode, mtu, "uetd started");
+        let mut d = Self {
+            cfg,
+            local,
+            workers,
+            outputs,
+            exposed: Vec::new(),
+            next_tag: 1,
+        };
+        for e in d.cfg.expose.clone() {
+            let spec = RegionSpec::new(
+                RegionAddr::new(
+                    JobId::new(e.job).context("job")?,
+                    PidOnFep::new(e.pid).context("pid")?,
+                    ResourceIndex::new(e.ri).context("ri")?,
+                ),
+                MemoryKey(e.key),
+                Access::REMOTE_WRITE | Access::REMOTE_READ,
+            );
+            let len = usize::try_from(e.size.0).context("size")?;
+            let mem = SharedRegion::anonymous(len).context("mapping an exposed region")?;
+            let reg = d.register(spec, mem.clone())?;
+            tracing::info!(job = e.job, pid = e.pid, ri = e.ri, key = e.key, generation = ?reg.generation, bytes = len, "exposed");
+            d.exposed.push(Exposed { mem, reg });
+        }
+        Ok(d)
+    }
+
+    /// The FEP address.
+    pub fn local(&self) -> IpAddr {
+        self.local
+    }
+
+    /// The configuration it runs.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The regions the daemon exposes itself.
+    pub fn exposed(&self) -> &[Exposed] {
+        &self.exposed
+    }
+
+    /// The worker that owns PDCs with `peer`.
+    pub fn owner(&self, peer: IpAddr) -> usize {
+        owner_of(peer, self.workers.len())
+    }
+
+    /// Registers `mem` with every worker; all must agree on the
+    /// registration.
+    pub fn register(&mut self, spec: RegionSpec, mem: SharedRegion) -> Result<Registration> {
+        let mut reg = None;
+        for w in &self.workers {
+            let r = w
+                .register(spec, mem.clone())
+                .context("a worker stopped")?
+                .map_err(|e| anyhow::anyhow!("registration refused: {e:?}"))?;
+            if reg.is_some_and(|x| x != r) {
+                bail!("workers disagree on a registration");
+            }
+            reg = Some(r);
+        }
+        reg.context("no workers")
+    }
+
+    /// Counters of every worker.
+    pub fn stats(&self) -> Vec<WorkerStats> {
+        self.workers.iter().map(WorkerHandle::stats).collect()
+    }
+
+    /// Waits up to `timeout` for the next worker output.
+    pub fn next_output(&self, timeout: Duration) -> Option<(usize, Output)> {
+        self.outputs.recv_timeout(timeout).ok()
+    }
+
+    /// Handles an output addressed to the daemon itself: a write carrying
+    /// [`VERIFY_TAG`] into an exposed region is hashed and reported.
+    /// Returns the report line, if it was one.
+    pub fn handle_output(&self, out: &Output) -> Option<String> {
+        let Output::Target(uet_ses::TargetEvent::WriteWithData(ev)) = out else {
+            return None;
+        };
+        if ev.header_data >> 48 != VERIFY_TAG >> 48 {
+            return None;
+        }
+        let len = (ev.header_data & ((1 << 48) - 1)) as usize;
+        let e = self.exposed.iter().find(|e| {
+            e.reg.job == ev.region.job && e.reg.pid == ev.region.pid && e.reg.ri == ev.region.ri
+        })?;
+        let h = e.mem.hash(len);
+        Some(format!(
+            r#"{{"event":"verified","source":"{}","ri":{},"bytes":{},"xxh3":"{:016x}"}}"#,
+            ev.source.fep,
+            ev.region.ri.get(),
+            len.min(e.mem.len()),
+            h
+        ))
+    }
+
+    /// The built-in RMA write test (a stand-in driver until the application
+    /// API lands; it runs the real endpoint code): writes `bytes` of the
+    /// test pattern of `seed` to `peer`'s region `ri`/`key` in `chunk`-byte
+    /// writes, `depth` in flight, the last one asking the target to verify.
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_test(
+        &mut self,
+        peer: IpAddr,
+        ri: u16,
+        key: u64,
+        bytes: u64,
+        chunk: u32,
+        depth: usize,
+        seed: u64,
+    ) -> Result<WriteReport> {
+        if bytes == 0 || chunk == 0 || depth == 0 {
+            bail!("bytes, chunk and depth must be positive");
+        }
+        let w = self.owner(peer);
+        let len = usize::try_from(bytes)?;
+        let src = SharedRegion::anonymous(len)?;
+        src.fill_pattern(seed, len);
+        let xxh3 = src.hash(len);
+        let local: LocalRegion = self.workers[w]
+            .register_local(src)
+            .context("the worker stopped")?;
+        let dst_region = RegionAddr::new(
+            JobId::new(1).context("job")?,
+            PidOnFep::new(0).context("pid")?,
+            ResourceIndex::new(ri).context("ri")?,
+        );
+        let chunks = bytes.div_ceil(u64::from(chunk));
+        let op = |i: u64, header_data: Option<u64>| {
+            let off = i * u64::from(chunk);
+            let n = (bytes - off).min(u64::from(chunk)) as u32;
+            Operation::Write {
+                dst: RemoteAddr {
+                    region: dst_region,
+                    generation: RiGeneration::default(),
+                    key: MemoryKey(key),
+                    offset: off,
+                },
+                src: LocalBuf::new(local, off),
+                len: n,
+                header_data,
+            }
+        };
+        let start = std::time::Instant::now();
+        let base = self.next_tag;
+        self.next_tag += chunks;
+        let mut next = 0u64;
+        let mut done = 0u64;
+        let mut in_flight = 0usize;
+        // Every chunk but the last first; the last carries the verify
+        // request once all others have completed (delivery complete), so
+        // the target hashes a region that is whole.
+        let body = chunks - 1;
+        loop {
+            while in_flight < depth && next < body {
+                self.workers[w].send(worker::Command::Submit {
+                    tag: base + next,
+                    dst: peer,
+                    op: op(next, None),
+                });
+                next += 1;
+                in_flight += 1;
+            }
+            if done == body && next == body {
+                self.workers[w].send(worker::Command::Submit {
+                    tag: base + next,
+                    dst: peer,
+                    op: op(next, Some(VERIFY_TAG | bytes)),
+                });
+                next += 1;
+                in_flight += 1;
+            }
+            let Some((_, out)) = self.next_output(Duration::from_secs(30)) else {
+                bail!("no progress for 30 s ({done} of {chunks} writes done)");
+            };
+            match out {
+                Output::Completed { tag, completion } if (base..base + chunks).contains(&tag) => {
+                    if let Err(e) = completion.status {
+                        bail!("write {} failed: {e}", tag - base);
+                    }
+                    done += 1;
+                    in_flight -= 1;
+                    if done == chunks {
+                        break;
+                    }
+                }
+                Output::Rejected { tag, error } if (base..base + chunks).contains(&tag) => {
+                    bail!("write {} refused: {error}", tag - base);
+                }
+                other => {
+                    if let Some(line) = self.handle_output(&other) {
+                        println!("{line}");
+                    }
+                }
+            }
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        Ok(WriteReport {
+            bytes,
+            xxh3,
+            seconds,
+            gbps: bytes as f64 * 8.0 / seconds / 1e9,
+        })
+    }
+
+    /// Stops every worker.
+    pub fn shutdown(mut self) {
+        for w in &mut self.workers {
+            w.stop();
+        }
+    }
+}
+
+/// `hash(peer) % workers`.
+pub fn owner_of(peer: IpAddr, workers: usize) -> usize {
+    let mut h = FxHasher::default();
+    peer.hash(&mut h);
+    (h.finish() % workers.max(1) as u64) as usize
+}
+
+fn interface_mtu(name: &str) -> Option<usize> {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// 64 bits from the OS (std's hasher keys are drawn from getrandom).
+fn os_seed() -> u64 {
+    RandomState::new().hash_one(std::process::id())
+}

@@ -1,0 +1,139 @@
+//! Shared memory mappings that registered regions live in: anonymous
+//! memory for regions the daemon owns, or a memfd a client passed
+//! (`design.md` §1: incoming writes land straight in the application's
+//! memory).
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr::NonNull;
+
+/// A `MAP_SHARED` mapping, unmapped on drop.
+///
+/// Several workers may write to one mapping at once (RMA semantics: the
+/// bytes a remote peer writes are not ordered against anyone's reads), so
+/// it is only ever touched through raw-pointer copies, never through a
+/// Rust reference to its contents.
+#[derive(Debug)]
+pub(crate) struct Mapping {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory; all access goes through
+// `write_at`/`read_at`, which copy through raw pointers within bounds.
+unsafe impl Send for Mapping {}
+// SAFETY: as above; concurrent copies to the same bytes race like DMA into
+// registered memory does, which is the contract of RMA.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// `len` bytes of zeroed anonymous shared memory.
+    pub(crate) fn anonymous(len: usize) -> io::Result<Self> {
+        Self::map(len, None)
+    }
+
+    /// `len` bytes of `fd` (a memfd or a file) from offset 0.
+    pub(crate) fn of_fd(fd: BorrowedFd<'_>, len: usize) -> io::Result<Self> {
+        Self::map(len, Some(fd))
+    }
+
+    fn map(len: usize, fd: Option<BorrowedFd<'_>>) -> io::Result<Self> {
+        if len == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "cannot map zero bytes",
+            ));
+        }
+        let (flags, raw) = match fd {
+            Some(fd) => (libc::MAP_SHARED, fd.as_raw_fd()),
+            None => (
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+            ),
+        };
+        // SAFETY: a fresh mapping chosen by the kernel (addr NULL); the fd,
+        // if any, is borrowed and valid for the call.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                flags,
+                raw,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(io::Error::last_os_error)?;
+        Ok(Self { ptr, len })
+    }
+
+    /// Its length.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Copies `data` to `offset..`; returns false (copying nothing) when it
+    /// does not fit.
+    pub(crate) fn write_at(&self, offset: usize, data: &[u8]) -> bool {
+        let Some(end) = offset.checked_add(data.len()) else {
+            return false;
+        };
+        if end > self.len {
+            return false;
+        }
+        // SAFETY: offset..end is within the mapping (checked above); `data`
+        // is a separate allocation, so the ranges do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len());
+        }
+        true
+    }
+
+    /// Copies `offset..offset + out.len()` into `out`; false when it does
+    /// not fit.
+    pub(crate) fn read_at(&self, offset: usize, out: &mut [u8]) -> bool {
+        let Some(end) = offset.checked_add(out.len()) else {
+            return false;
+        };
+        if end > self.len {
+            return false;
+        }
+        // SAFETY: offset..end is within the mapping (checked above); `out`
+        // is a separate allocation.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset),
+                out.as_mut_ptr(),
+                out.len(),
+            );
+        }
+        true
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len are exactly what mmap returned; no reference into
+        // the mapping outlives `self`.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the one clock of every daemon on the
+/// machine (shared across network namespaces), so lab timelines line up.
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the valid `ts`.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+    }
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -1,0 +1,292 @@
+//! Batched UDP I/O with per-datagram TOS: `recvmmsg` with IP_TOS /
+//! IPV6_TCLASS control messages (ECN and DSCP of what arrived) and
+//! `sendmmsg` with the same control message per datagram (DSCP and ECN of
+//! what leaves). One syscall moves a batch (`design.md` §8 rule 4).
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+const CMSG_SPACE: usize = 64;
+
+/// Preallocated buffers and headers for one batch of datagrams.
+pub(crate) struct MsgBatch {
+    bufs: Vec<u8>,
+    size: usize,
+    lens: Vec<usize>,
+    addrs: Vec<libc::sockaddr_storage>,
+    tos: Vec<u8>,
+    iov: Vec<libc::iovec>,
+    hdr: Vec<libc::mmsghdr>,
+    cmsg: Vec<[u64; CMSG_SPACE / 8]>,
+}
+
+impl std::fmt::Debug for MsgBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MsgBatch")
+            .field("count", &self.lens.len())
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
+// SAFETY: the raw pointers inside iovec/mmsghdr only ever point into this
+// struct's own vectors and are rebuilt before each syscall.
+unsafe impl Send for MsgBatch {}
+
+impl MsgBatch {
+    /// `count` datagrams of up to `size` bytes each.
+    pub(crate) fn new(count: usize, size: usize) -> Self {
+        // SAFETY: all-zero is a valid sockaddr_storage, iovec and mmsghdr
+        // (null pointers, zero lengths).
+        let (ss, iov, hdr) = unsafe { (zeroed(), zeroed(), zeroed()) };
+        Self {
+            bufs: vec![0; count * size],
+            size,
+            lens: vec![0; count],
+            addrs: vec![ss; count],
+            tos: vec![0; count],
+            iov: vec![iov; count],
+            hdr: vec![hdr; count],
+            cmsg: vec![[0; CMSG_SPACE / 8]; count],
+        }
+    }
+
+    /// How many datagrams it holds.
+    pub(crate) fn capacity(&self) -> usize {
+        self.lens.len()
+    }
+
+    /// Datagram buffer `i` (whole slot).
+    pub(crate) fn buf_mut(&mut self, i: usize) -> &mut [u8] {
+        &mut self.bufs[i * self.size..(i + 1) * self.size]
+    }
+
+    /// Received datagram `i`: bytes, source, TOS byte.
+    pub(crate) fn received(&self, i: usize) -> (&[u8], Option<SocketAddr>, u8) {
+        let b = &self.bufs[i * self.size..i * self.size + self.lens[i]];
+        (b, from_storage(&self.addrs[i]), self.tos[i])
+    }
+
+    /// Sets outgoing datagram `i`: its length (bytes already in `buf_mut`),
+    /// destination and TOS byte.
+    pub(crate) fn set_outgoing(&mut self, i: usize, len: usize, dst: SocketAddr, tos: u8) {
+        self.lens[i] = len.min(self.size);
+        self.addrs[i] = to_storage(dst);
+        self.tos[i] = tos;
+    }
+
+    fn prepare(&mut self, range: std::ops::Range<usize>, recv: bool) {
+        for i in range {
+            let base = i * self.size;
+            self.iov[i] = libc::iovec {
+                // SAFETY (pointer arithmetic): base < bufs.len().
+                iov_base: self.bufs[base..].as_mut_ptr().cast(),
+                iov_len: if recv { self.size } else { self.lens[i] },
+            };
+            self.hdr[i].msg_len = 0;
+            let h = &mut self.hdr[i].msg_hdr;
+            h.msg_name = (&raw mut self.addrs[i]).cast();
+            h.msg_namelen = if recv {
+                size_of::<libc::sockaddr_storage>() as libc::socklen_t
+            } else {
+                match self.addrs[i].ss_family as i32 {
+                    libc::AF_INET => size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                    _ => size_of::<libc::sockaddr_in6>() as libc::socklen_t,
+                }
+            };
+            h.msg_iov = &raw mut self.iov[i];
+            h.msg_iovlen = 1;
+            h.msg_control = self.cmsg[i].as_mut_ptr().cast();
+            h.msg_controllen = CMSG_SPACE as _;
+            h.msg_flags = 0;
+            if !recv {
+                let v6 = self.addrs[i].ss_family as i32 == libc::AF_INET6;
+                let (level, ty) = if v6 {
+                    (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
+                } else {
+                    (libc::IPPROTO_IP, libc::IP_TOS)
+                };
+                let val: libc::c_int = self.tos[i].into();
+                // SAFETY: msg_control points at CMSG_SPACE (64) aligned
+                // bytes, more than CMSG_SPACE(sizeof(int)); the first
+                // header is inside it.
+                unsafe {
+                    let space = libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as usize;
+                    h.msg_controllen = space as _;
+                    let c = libc::CMSG_FIRSTHDR(h);
+                    (*c).cmsg_level = level;
+                    (*c).cmsg_type = ty;
+                    (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>(), val);
+                }
+            }
+        }
+    }
+
+    /// Receives up to `max` datagrams without blocking; 0 when none.
+    pub(crate) fn recv(&mut self, fd: BorrowedFd<'_>, max: usize) -> io::Result<usize> {
+        let k = max.min(self.capacity());
+        if k == 0 {
+            return Ok(0);
+        }
+        self.prepare(0..k, true);
+        // SAFETY: hdr[..k] are initialised above and point into our own
+        // buffers, which outlive the call.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd.as_raw_fd(),
+                self.hdr.as_mut_ptr(),
+                k as u32,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        let n = n as usize;
+        for i in 0..n {
+            self.lens[i] = self.hdr[i].msg_len as usize;
+            self.tos[i] = 0;
+            let h = &self.hdr[i].msg_hdr;
+            // SAFETY: the kernel filled msg_control/msg_controllen; the
+            // CMSG_* macros walk within msg_controllen.
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(h);
+                while !c.is_null() {
+                    let lvl = (*c).cmsg_level;
+                    let ty = (*c).cmsg_type;
+                    if (lvl == libc::IPPROTO_IP && ty == libc::IP_TOS)
+                        || (lvl == libc::IPPROTO_IPV6 && ty == libc::IPV6_TCLASS)
+                    {
+                        let data_len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                        self.tos[i] = if data_len >= size_of::<libc::c_int>() {
+                            std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>()) as u8
+                        } else {
+                            *libc::CMSG_DATA(c)
+                        };
+                    }
+                    c = libc::CMSG_NXTHDR(h, c);
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Sends datagrams `range` (set with `set_outgoing`) on `fd` without
+    /// blocking; returns how many the kernel took (fewer when its buffer is
+    /// full).
+    pub(crate) fn send(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        range: std::ops::Range<usize>,
+    ) -> io::Result<usize> {
+        if range.is_empty() {
+            return Ok(0);
+        }
+        let (start, k) = (range.start, range.len());
+        self.prepare(range, false);
+        // SAFETY: hdr[start..start + k] are initialised above and point into
+        // our own buffers, which outlive the call.
+        let n = unsafe {
+            libc::sendmmsg(
+                fd.as_raw_fd(),
+                self.hdr[start..].as_mut_ptr(),
+                k as u32,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        Ok(n as usize)
+    }
+}
+
+fn to_storage(a: SocketAddr) -> libc::sockaddr_storage {
+    // SAFETY: all-zero is a valid sockaddr_storage; sockaddr_in/in6 fit in
+    // it and we write them at its start with the right family.
+    unsafe {
+        let mut ss: libc::sockaddr_storage = zeroed();
+        match a {
+            SocketAddr::V4(v4) => {
+                let sin = (&raw mut ss).cast::<libc::sockaddr_in>();
+                (*sin).sin_family = libc::AF_INET as libc::sa_family_t;
+                (*sin).sin_port = v4.port().to_be();
+                (*sin).sin_addr.s_addr = u32::from_ne_bytes(v4.ip().octets());
+            }
+            SocketAddr::V6(v6) => {
+                let sin6 = (&raw mut ss).cast::<libc::sockaddr_in6>();
+                (*sin6).sin6_family = libc::AF_INET6 as libc::sa_family_t;
+                (*sin6).sin6_port = v6.port().to_be();
+                (*sin6).sin6_addr.s6_addr = v6.ip().octets();
+                (*sin6).sin6_flowinfo = v6.flowinfo();
+                (*sin6).sin6_scope_id = v6.scope_id();
+            }
+        }
+        ss
+    }
+}
+
+fn from_storage(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    // SAFETY: the family tag says which struct the kernel wrote.
+    unsafe {
+        match ss.ss_family as i32 {
+            libc::AF_INET => {
+                let sin = (ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>();
+                let ip = Ipv4Addr::from(u32::from_be((*sin).sin_addr.s_addr));
+                Some(SocketAddr::V4(SocketAddrV4::new(
+                    ip,
+                    u16::from_be((*sin).sin_port),
+                )))
+            }
+            libc::AF_INET6 => {
+                let sin6 = (ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>();
+                let ip = Ipv6Addr::from((*sin6).sin6_addr.s6_addr);
+                let port = u16::from_be((*sin6).sin6_port);
+                // An IPv4-mapped source on a dual-stack socket is IPv4.
+                Some(match ip.to_ipv4_mapped() {
+                    Some(v4) => SocketAddr::new(IpAddr::V4(v4), port),
+                    None => SocketAddr::V6(SocketAddrV6::new(
+                        ip,
+                        port,
+                        (*sin6).sin6_flowinfo,
+                        (*sin6).sin6_scope_id,
+                    )),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Sets SO_RCVBUFFORCE / SO_SNDBUFFORCE (root only: past the
+/// rmem_max/wmem_max caps); false when not permitted.
+pub(crate) fn force_buffers(fd: BorrowedFd<'_>, bytes: usize) -> bool {
+    let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    let mut ok = true;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+        // SAFETY: passes a pointer to a valid c_int and its size.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&raw const v).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        ok &= rc == 0;
+    }
+    ok
+}

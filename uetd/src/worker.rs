@@ -1,0 +1,364 @@
+//! The per-core worker (`design.md` §1): one thread owns one
+//! `uet_ses::Endpoint` and one [`PacketIo`] backend and runs
+//!
+//! ```text
+//! now = clock()                       once per iteration
+//! commands from the control thread    register, submit, stop
+//! rx      io.recv → Endpoint::handle_datagram
+//! timers  Endpoint::handle_timeout when poll_timeout() has passed
+//! tx      io.send ← Endpoint::poll_transmit
+//! out     completions and target events to the control thread
+//! ```
+//!
+//! It busy-polls while there is work and, after a short spin with nothing
+//! to do, sleeps in `poll()` on the backend's fds and its wake eventfd until
+//! the endpoint's next timer — an idle daemon costs ~0 % CPU, so ten of them
+//! share two cores in the lab.
+
+use std::net::IpAddr;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_queue::SegQueue;
+use rustc_hash::FxHashMap;
+use uet_pds::counters::Counters as PdsCounters;
+use uet_ses::{
+    Endpoint, LocalRegion, MemError, OpCompletion, OpId, Operation, RegionAddr, RegionSpec,
+    RegisteredMemory, Registration, SesCounters, TargetEvent,
+};
+use uet_wire::time::Instant;
+
+use crate::io::{IoStats, PacketIo};
+use crate::mem::SharedRegion;
+use crate::sys::eventfd::EventFd;
+use crate::sys::mem::monotonic_ns;
+
+/// The endpoint type the daemon runs.
+pub type DaemonEndpoint = Endpoint<Box<dyn RegisteredMemory + Send>>;
+
+/// Datagrams per receive or transmit batch.
+const BATCH: usize = 64;
+/// Iterations with nothing to do before the worker sleeps.
+const SPIN: u32 = 256;
+/// How often counters are published to the stats path.
+const PUBLISH_NS: u64 = 1_000_000;
+
+/// The daemon's clock as the protocol crates see it: CLOCK_MONOTONIC.
+pub fn now() -> Instant {
+    Instant::from_nanos(monotonic_ns())
+}
+
+/// What the control thread asks of a worker.
+#[derive(Debug)]
+pub enum Command {
+    /// Expose `mem` to remote peers.
+    Register {
+        /// Address, key, rights.
+        spec: RegionSpec,
+        /// The bytes.
+        mem: SharedRegion,
+        /// The registration (or why not).
+        reply: Sender<Result<Registration, MemError>>,
+    },
+    /// Withdraw a registration (its generation moves on).
+    Deregister {
+        /// Which.
+        addr: RegionAddr,
+        /// Done (or why not).
+        reply: Sender<Result<(), MemError>>,
+    },
+    /// Make `mem` usable as the local side of operations.
+    RegisterLocal {
+        /// The bytes.
+        mem: SharedRegion,
+        /// Its handle in this worker.
+        reply: Sender<LocalRegion>,
+    },
+    /// Start an operation towards `dst`; its end comes back as
+    /// [`Output::Completed`] or [`Output::Rejected`] with `tag`.
+    Submit {
+        /// The caller's tag.
+        tag: u64,
+        /// Destination FEP.
+        dst: IpAddr,
+        /// The operation.
+        op: Operation,
+    },
+}
+
+/// What a worker tells the control thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// An operation ended.
+    Completed {
+        /// Its tag.
+        tag: u64,
+        /// How.
+        completion: OpCompletion,
+    },
+    /// An operation was refused at submission.
+    Rejected {
+        /// Its tag.
+        tag: u64,
+        /// Why.
+        error: uet_ses::EndpointSubmitError,
+    },
+    /// Something arrived for the target side (write with header data,
+    /// receive).
+    Target(TargetEvent),
+}
+
+/// A snapshot of a worker's counters.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerStats {
+    /// The backend's.
+    pub io: IoStats,
+    /// The packet delivery sublayer's.
+    pub pds: PdsCounters,
+    /// The semantic sublayer's.
+    pub ses: SesCounters,
+    /// Operations in flight.
+    pub in_flight: usize,
+    /// Loop iterations, and of those, sleeps in `poll()`.
+    pub iterations: u64,
+    /// Sleeps in `poll()`.
+    pub sleeps: u64,
+}
+
+/// The control thread's handle on a worker.
+#[derive(Debug)]
+pub struct WorkerHandle {
+    inbox: Arc<SegQueue<Command>>,
+    wake: Arc<EventFd>,
+    stop: Arc<AtomicBool>,
+    stats: Arc<Mutex<WorkerStats>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl WorkerHandle {
+    /// Queues a command and wakes the worker.
+    pub fn send(&self, cmd: Command) {
+        self.inbox.push(cmd);
+        self.wake.signal();
+    }
+
+    /// The latest published counters.
+    pub fn stats(&self) -> WorkerStats {
+        self.stats.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Asks the worker to stop and waits for it.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        self.wake.signal();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Registers `mem` and waits for the answer (`None`: the worker is
+    /// gone).
+    pub fn register(
+        &self,
+        spec: RegionSpec,
+        mem: SharedRegion,
+    ) -> Option<Result<Registration, MemError>> {
+        let (tx, rx) = channel();
+        self.send(Command::Register {
+            spec,
+            mem,
+            reply: tx,
+        });
+        rx.recv().ok()
+    }
+
+    /// Registers local memory and waits for its handle.
+    pub fn register_local(&self, mem: SharedRegion) -> Option<LocalRegion> {
+        let (tx, rx) = channel();
+        self.send(Command::RegisterLocal { mem, reply: tx });
+        rx.recv().ok()
+    }
+}
+
+impl Drop for WorkerHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Starts worker `id` on its own thread, pinned to `cpu` if given.
+pub fn spawn(
+    id: usize,
+    mut io: Box<dyn PacketIo + Send>,
+    mut ep: DaemonEndpoint,
+    out: Sender<(usize, Output)>,
+    cpu: Option<usize>,
+) -> std::io::Result<WorkerHandle> {
+    let inbox = Arc::new(SegQueue::new());
+    let wake = Arc::new(EventFd::new()?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let stats = Arc::new(Mutex::new(WorkerStats::default()));
+    let (i2, w2, s2, st2) = (inbox.clone(), wake.clone(), stop.clone(), stats.clone());
+    let thread = std::thread::Builder::new()
+        .name(format!("uet-worker-{id}"))
+        .spawn(move || {
+            if let Some(cpu) = cpu
+                && let Err(e) = crate::sys::affinity::pin_to_cpu(cpu)
+            {
+                tracing::warn!(worker = id, cpu, "pinning failed: {e}");
+            }
+            run(id, &mut *io, &mut ep, &i2, &w2, &s2, &st2, &out);
+        })?;
+    Ok(WorkerHandle {
+        inbox,
+        wake,
+        stop,
+        stats,
+        thread: Some(thread),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    id: usize,
+    io: &mut dyn PacketIo,
+    ep: &mut DaemonEndpoint,
+    inbox: &SegQueue<Command>,
+    wake: &EventFd,
+    stop: &AtomicBool,
+    stats: &Mutex<WorkerStats>,
+    out: &Sender<(usize, Output)>,
+) {
+    let mut tags: FxHashMap<OpId, u64> = FxHashMap::default();
+    let mut idle = 0u32;
+    let mut iterations = 0u64;
+    let mut sleeps = 0u64;
+    let mut last_publish = 0u64;
+    tracing::debug!(worker = id, max_uet = io.max_uet_len(), "worker running");
+    loop {
+        iterations += 1;
+        let now = now();
+        let mut busy = false;
+
+        while let Some(cmd) = inbox.pop() {
+            busy = true;
+            handle_command(id, ep, cmd, now, &mut tags, out);
+        }
+        if stop.load(Ordering::Acquire) {
+            break;
+        }
+
+        let rx = match io.recv(BATCH, &mut |meta, bytes| {
+            ep.handle_datagram(now, meta, bytes)
+        }) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(worker = id, "receive failed: {e}");
+                0
+            }
+        };
+        if ep.poll_timeout().is_some_and(|t| t <= now) {
+            ep.handle_timeout(now);
+        }
+        let tx = match io.send(BATCH, &mut |buf| ep.poll_transmit(now, buf)) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(worker = id, "send failed: {e}");
+                0
+            }
+        };
+        while let Some(c) = ep.poll_completion() {
+            busy = true;
+            let tag = tags.remove(&c.op).unwrap_or(c.op.0);
+            let _ = out.send((id, Output::Completed { tag, completion: c }));
+        }
+        while let Some(e) = ep.poll_event() {
+            busy = true;
+            let _ = out.send((id, Output::Target(e)));
+        }
+        busy |= rx > 0 || tx > 0;
+
+        if now.as_nanos().saturating_sub(last_publish) >= PUBLISH_NS {
+            last_publish = now.as_nanos();
+            publish(io, ep, stats, iterations, sleeps);
+        }
+
+        if busy {
+            idle = 0;
+            continue;
+        }
+        idle += 1;
+        if idle < SPIN {
+            continue;
+        }
+        // Nothing to do: sleep until a packet, a command or the next timer.
+        let timeout = ep
+            .poll_timeout()
+            .map(|t| Duration::from_nanos(t.as_nanos().saturating_sub(monotonic_ns())));
+        if timeout.is_some_and(|t| t.is_zero()) {
+            continue;
+        }
+        publish(io, ep, stats, iterations, sleeps);
+        sleeps += 1;
+        if let Err(e) = io.wait(timeout, wake.as_fd()) {
+            tracing::warn!(worker = id, "poll failed: {e}");
+        }
+        wake.drain();
+        idle = 0;
+    }
+    publish(io, ep, stats, iterations, sleeps);
+    tracing::debug!(worker = id, "worker stopped");
+}
+
+fn publish(
+    io: &dyn PacketIo,
+    ep: &DaemonEndpoint,
+    stats: &Mutex<WorkerStats>,
+    iterations: u64,
+    sleeps: u64,
+) {
+    if let Ok(mut s) = stats.lock() {
+        s.io = io.stats();
+        s.pds = ep.pds().counters().clone();
+        s.ses = ep.counters();
+        s.in_flight = ep.in_flight();
+        s.iterations = iterations;
+        s.sleeps = sleeps;
+    }
+}
+
+fn handle_command(
+    id: usize,
+    ep: &mut DaemonEndpoint,
+    cmd: Command,
+    now: Instant,
+    tags: &mut FxHashMap<OpId, u64>,
+    out: &Sender<(usize, Output)>,
+) {
+    match cmd {
+        Command::Register { spec, mem, reply } => {
+            let _ = reply.send(ep.register(spec, Box::new(mem)));
+        }
+        Command::Deregister { addr, reply } => {
+            let _ = reply.send(ep.deregister(addr).map(drop));
+        }
+        Command::RegisterLocal { mem, reply } => {
+            let _ = reply.send(ep.register_local(Box::new(mem)));
+        }
+        Command::Submit { tag, dst, op } => match ep.submit(now, dst, op) {
+            Ok(op) => {
+                tags.insert(op, tag);
+            }
+            Err(error) => {
+                let _ = out.send((id, Output::Rejected { tag, error }));
+            }
+        },
+    }
+}
+
+/// A receiver of worker outputs.
+pub type Outputs = Receiver<(usize, Output)>;

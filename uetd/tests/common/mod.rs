@@ -1,0 +1,143 @@
+//! Helpers of the real-kernel tests: a two-namespace veth lab and uetd
+//! processes whose JSON lines the tests wait for (with deadlines, never
+//! sleeps).
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use uetd::netns::{NetNs, veth_pair};
+
+/// Two namespaces `a` (10.x.0.1) and `b` (10.x.0.2) joined by veth
+/// `v0`–`v1`.
+pub struct Pair {
+    pub a: NetNs,
+    pub b: NetNs,
+    pub a_ip: String,
+    pub b_ip: String,
+}
+
+impl Pair {
+    pub fn new(subnet: u8, mtu: u32) -> Self {
+        let a = NetNs::create("uet-a").unwrap();
+        let b = NetNs::create("uet-b").unwrap();
+        let a_ip = format!("10.{subnet}.0.1");
+        let b_ip = format!("10.{subnet}.0.2");
+        veth_pair(
+            &a,
+            "v0",
+            &format!("{a_ip}/24"),
+            &b,
+            "v1",
+            &format!("{b_ip}/24"),
+            mtu,
+        )
+        .unwrap();
+        Self { a, b, a_ip, b_ip }
+    }
+}
+
+/// A uetd process and the lines it prints.
+pub struct Uetd {
+    pub child: Child,
+    lines: Receiver<String>,
+    pub seen: Vec<String>,
+}
+
+impl Uetd {
+    pub fn spawn(ns: &NetNs, args: &[&str]) -> Self {
+        let mut child = ns
+            .command(env!("CARGO_BIN_EXE_uetd"))
+            .args(args)
+            .env("UET_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The next line containing `needle`, waiting at most `within`.
+    pub fn wait_line(&mut self, needle: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if l.contains(needle) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!(
+                    "no line with {needle:?} within {within:?}; saw {:?}",
+                    self.seen
+                ),
+            }
+        }
+    }
+
+    /// Waits for the process to exit (up to `within`) and returns its code.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<i32> {
+        self.wait_status(within).and_then(|s| s.code())
+    }
+
+    /// Waits for the process to exit (up to `within`); `None` if it did
+    /// not.
+    pub fn wait_status(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return Some(s);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            // Drain output meanwhile so the child never blocks on a pipe.
+            if let Ok(l) = self.lines.recv_timeout(Duration::from_millis(50)) {
+                self.seen.push(l);
+            }
+        }
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let _ = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status();
+    }
+}
+
+impl Drop for Uetd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The value of `"key":"…"` or `"key":n` in a JSON line.
+pub fn field<'a>(line: &'a str, key: &str) -> &'a str {
+    let pat = format!("\"{key}\":");
+    let at = line
+        .find(&pat)
+        .unwrap_or_else(|| panic!("{key} not in {line}"))
+        + pat.len();
+    let rest = &line[at..];
+    let rest = rest.strip_prefix('"').unwrap_or(rest);
+    let end = rest.find(['"', ',', '}']).unwrap_or(rest.len());
+    &rest[..end]
+}
