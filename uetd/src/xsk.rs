@@ -375,6 +375,18 @@ impl XskSet {
     }
 }
 
+/// Turns transmit checksum offload of `ifname` on or off (what `ethtool -K
+/// IF tx off` does), in the calling thread's network namespace.
+///
+/// Needed on a veth whose *kernel* traffic reaches AF_XDP on the peer: the
+/// stack leaves the UDP checksum of a veth-bound datagram to the "device"
+/// (CHECKSUM_PARTIAL), veth never fills it in, and XDP hands the frame to
+/// AF_XDP as it is — with a checksum that does not verify. A real NIC
+/// writes the checksum on the wire, so this is for veth labs only.
+pub fn set_tx_checksum_offload(ifname: &str, on: bool) -> io::Result<()> {
+    sys::set_tx_checksum(ifname, on)
+}
+
 /// The descriptor of a frame lent to another worker: the origin worker
 /// (whose UMEM holds it), its address and length. No bytes are copied.
 #[derive(Debug)]

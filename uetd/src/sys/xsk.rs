@@ -696,6 +696,60 @@ pub(crate) struct IfInfo {
     pub(crate) mtu: u32,
 }
 
+fn ifreq_for(name: &str) -> io::Result<libc::ifreq> {
+    // SAFETY: all-zero is a valid ifreq.
+    let mut req: libc::ifreq = unsafe { zeroed() };
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= req.ifr_name.len() || bytes.contains(&0) {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    Ok(req)
+}
+
+fn inet_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); checked and owned.
+    let raw =
+        cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: a fresh fd nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// `ETHTOOL_STXCSUM` (include/uapi/linux/ethtool.h; not in libc).
+const ETHTOOL_STXCSUM: u32 = 0x17;
+
+/// `struct ethtool_value`.
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+/// Turns the transmit checksum offload of an interface on or off (the
+/// legacy `ETHTOOL_STXCSUM` request, which the kernel maps onto the
+/// checksum feature bits).
+pub(crate) fn set_tx_checksum(name: &str, on: bool) -> io::Result<()> {
+    let mut req = ifreq_for(name)?;
+    let mut v = EthtoolValue {
+        cmd: ETHTOOL_STXCSUM,
+        data: u32::from(on),
+    };
+    req.ifr_ifru.ifru_data = std::ptr::from_mut(&mut v).cast();
+    let s = inet_socket()?;
+    // SAFETY: SIOCETHTOOL reads the name and the ethtool_value the union
+    // points at; both live until the call returns.
+    cvt(unsafe {
+        libc::ioctl(
+            s.as_raw_fd(),
+            libc::SIOCETHTOOL,
+            std::ptr::from_mut(&mut req),
+        )
+    })
+    .map(drop)
+}
+
 /// Looks an interface up by name (SIOCGIFINDEX, SIOCGIFHWADDR, SIOCGIFMTU).
 pub(crate) fn if_info(name: &str) -> io::Result<IfInfo> {
     // SAFETY: all-zero is a valid ifreq.
