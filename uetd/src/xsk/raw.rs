@@ -159,12 +159,17 @@ pub fn blast(cfg: &BlastConfig, stop: &AtomicBool) -> io::Result<RawReport> {
     let mut completed = 0u64;
     let mut start = None;
     while completed < limit && !stop.load(Ordering::Relaxed) {
-        completed += u64::from(set.reclaim());
+        // (kick_tx reclaims too: count completions as frames no longer
+        // with the kernel.)
+        set.reclaim();
+        completed = submitted - u64::from(set.tx);
         let want = batch.min((limit - submitted).min(u64::from(batch)) as u32);
         let mut n = 0;
         if want > 0 && set.socks[0].tx.free(want) > 0 {
             while n < want {
-                let Some(f) = set.free.pop() else { break };
+                let Some(mut f) = set.free.pop() else { break };
+                // A completed frame comes back without its length.
+                set.umem.set_span(&mut f, hr, cfg.frame_len as u32);
                 if let Err(f) = set.socks[0].tx.push(f) {
                     set.free.push(f);
                     break;
@@ -180,22 +185,17 @@ pub fn blast(cfg: &BlastConfig, stop: &AtomicBool) -> io::Result<RawReport> {
         }
         if set.socks[0].tx.in_kernel() > 0 {
             set.kick_tx(0)?;
-        } else if n == 0 && submitted >= limit {
-            // Everything is out; wait for the last completions.
-            completed += u64::from(set.reclaim());
-            if completed >= limit {
-                break;
-            }
         }
     }
     // Let the last frames complete (bounded).
     for _ in 0..1000 {
-        completed += u64::from(set.reclaim());
+        set.reclaim();
         if set.tx == 0 {
             break;
         }
         set.kick_tx(0)?;
     }
+    completed = submitted - u64::from(set.tx);
     let elapsed = start.map_or(Duration::ZERO, |s| s.elapsed());
     Ok(RawReport {
         packets: completed,
