@@ -170,7 +170,7 @@ fn sink_on(
 
 fn veth(args: &VethArgs) -> Result<()> {
     let c = args.common.clone();
-    let mtu = args.mtu.unwrap_or((c.size as u32 - 14).max(1500));
+    let mtu = args.mtu.unwrap_or_else(|| (c.size as u32 - 14).max(1500));
     let a = NetNs::create("uet-raw")?;
     let b = NetNs::create("uet-raw")?;
     veth_pair(&a, "r0", "10.78.0.1/24", &b, "r1", "10.78.0.2/24", mtu)?;
