@@ -22,3 +22,4 @@ mod sys;
 pub mod udp;
 pub mod worker;
 pub mod xdp;
+pub mod xsk;

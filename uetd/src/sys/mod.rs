@@ -9,3 +9,4 @@ pub(crate) mod ifaddr;
 pub(crate) mod mem;
 pub(crate) mod ns;
 pub(crate) mod udp;
+pub(crate) mod xsk;

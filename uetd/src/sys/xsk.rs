@@ -1,0 +1,788 @@
+//! AF_XDP on the kernel ABI (`linux/if_xdp.h`, through the `libc` crate's
+//! definitions): the UMEM mapping, the socket, its four rings and the
+//! syscalls around them. Everything here is `unsafe` underneath and safe
+//! on top; the policy (which frame goes where, batching, accounting) lives
+//! in [`crate::xsk`].
+//!
+//! Ring protocol (kernel `net/xdp/xsk_queue.h`, the comment "The structure
+//! of the shared state of the rings are a simple circular buffer"): the
+//! producer writes descriptors, then publishes its index with a *release*
+//! store; the consumer reads the producer index with an *acquire* load,
+//! reads the descriptors, then publishes its own index with a *release*
+//! store so the producer may overwrite the slots. Both sides cache the
+//! other's index and only reload it when the cache says the ring is empty
+//! (consumer) or full (producer), so a batch costs one atomic load and one
+//! store, not one per descriptor.
+//!
+//! Frames are owned through [`Frame`] tokens: a token is made only for a
+//! chunk no kernel ring holds (at start, or when the RX or completion ring
+//! hands one back) and is consumed when the chunk goes back into the fill
+//! or TX ring. That is what makes [`UmemArea::data`] and
+//! [`UmemArea::chunk_mut`] sound: a chunk has at most one token, and the
+//! kernel only writes chunks it was given.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+
+use libc::{c_int, c_void, socklen_t};
+
+/// Headroom the kernel leaves in front of received data in every chunk
+/// (`XDP_PACKET_HEADROOM`, include/uapi/linux/bpf.h; not exported by libc).
+pub(crate) const XDP_PACKET_HEADROOM: u32 = 256;
+
+static NEXT_UMEM_ID: AtomicU16 = AtomicU16::new(1);
+
+fn cvt(rc: c_int) -> io::Result<c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// A memory mapping owned by this value (unmapped on drop).
+#[derive(Debug)]
+struct Mmap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; who may touch
+// which bytes is governed by the ring protocol and the Frame tokens.
+unsafe impl Send for Mmap {}
+// SAFETY: as above; shared references only hand out bytes through
+// methods whose callers prove ownership (Frame tokens) or through atomics.
+unsafe impl Sync for Mmap {}
+
+impl Mmap {
+    fn anonymous(len: usize) -> io::Result<Self> {
+        // SAFETY: a fresh private anonymous mapping; no existing memory is
+        // affected, and the result is checked against MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        Self::checked(p, len)
+    }
+
+    fn ring(fd: BorrowedFd<'_>, len: usize, pgoff: u64) -> io::Result<Self> {
+        // SAFETY: maps a ring of an AF_XDP socket we hold open at the page
+        // offset the ABI defines for that ring; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                pgoff as libc::off_t,
+            )
+        };
+        Self::checked(p, len)
+    }
+
+    fn checked(p: *mut c_void, len: usize) -> io::Result<Self> {
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        NonNull::new(p.cast::<u8>())
+            .map(|ptr| Self { ptr, len })
+            .ok_or_else(|| io::Error::other("mmap returned null"))
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: ptr/len describe a mapping this value created and nobody
+        // else unmaps; all borrows of it ended with the borrow of self.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// A frame (UMEM chunk) this process owns: no kernel ring holds it. Made
+/// only by this module; consumed when the chunk goes back to the kernel.
+/// `addr` may point anywhere in the chunk (received data starts after the
+/// headroom); `len` is the length of the data there.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a Frame that is dropped leaks its UMEM chunk"]
+pub(crate) struct Frame {
+    umem: u16,
+    addr: u64,
+    len: u32,
+}
+
+impl Frame {
+    /// Length of its data.
+    pub(crate) const fn len(&self) -> u32 {
+        self.len
+    }
+}
+
+/// The UMEM: `count` chunks of `frame_size` bytes, registered with the
+/// first socket of a worker and shared by its other sockets.
+#[derive(Debug)]
+pub(crate) struct UmemArea {
+    map: Mmap,
+    id: u16,
+    frame_size: u32,
+    count: u32,
+}
+
+impl UmemArea {
+    /// Maps `count` chunks of `frame_size` (a power of two ≥ 2048) bytes
+    /// and returns the area with one token per chunk.
+    pub(crate) fn new(frame_size: u32, count: u32) -> io::Result<(Self, Vec<Frame>)> {
+        if !frame_size.is_power_of_two() || frame_size < 2048 || count == 0 {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        let len = frame_size as usize * count as usize;
+        let map = Mmap::anonymous(len)?;
+        let id = NEXT_UMEM_ID.fetch_add(1, Ordering::Relaxed);
+        let frames = (0..u64::from(count))
+            .map(|i| Frame {
+                umem: id,
+                addr: i * u64::from(frame_size),
+                len: 0,
+            })
+            .collect();
+        Ok((
+            Self {
+                map,
+                id,
+                frame_size,
+                count,
+            },
+            frames,
+        ))
+    }
+
+    /// Chunk size.
+    pub(crate) const fn frame_size(&self) -> u32 {
+        self.frame_size
+    }
+    /// Number of chunks.
+    pub(crate) const fn count(&self) -> u32 {
+        self.count
+    }
+
+    fn base_of(&self, addr: u64) -> u64 {
+        addr & !u64::from(self.frame_size - 1)
+    }
+
+    /// Checks `f` belongs here and returns its data's byte range, clamped
+    /// to its chunk (a kernel descriptor is trusted, but never past the
+    /// chunk).
+    fn span(&self, f: &Frame) -> (usize, usize) {
+        assert_eq!(f.umem, self.id, "frame of another UMEM");
+        let base = self.base_of(f.addr);
+        assert!(base < self.map.len as u64, "frame outside its UMEM");
+        let end = (f.addr + u64::from(f.len)).min(base + u64::from(self.frame_size));
+        (f.addr as usize, (end - f.addr) as usize)
+    }
+
+    /// The data of a frame (`addr .. addr + len`).
+    pub(crate) fn data<'a>(&'a self, f: &'a Frame) -> &'a [u8] {
+        let (off, len) = self.span(f);
+        // SAFETY: off+len lies inside the mapping (span checks the chunk
+        // and clamps to it); the Frame token proves no kernel ring holds
+        // the chunk, so the kernel does not write it while this borrow of
+        // the token lives, and a &mut borrow of the same token cannot
+        // coexist with it.
+        unsafe { std::slice::from_raw_parts(self.map.ptr.as_ptr().add(off), len) }
+    }
+
+    /// The whole chunk of a frame, for writing a packet into it.
+    pub(crate) fn chunk_mut<'a>(&'a self, f: &'a mut Frame) -> &'a mut [u8] {
+        assert_eq!(f.umem, self.id, "frame of another UMEM");
+        let base = self.base_of(f.addr);
+        assert!(base < self.map.len as u64, "frame outside its UMEM");
+        // SAFETY: the chunk lies inside the mapping; the token is unique
+        // per chunk and borrowed mutably, and no kernel ring holds the
+        // chunk, so this is the only access to these bytes.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.map.ptr.as_ptr().add(base as usize),
+                self.frame_size as usize,
+            )
+        }
+    }
+
+    /// Points `f` at `len` bytes from `offset` in its chunk (what the TX
+    /// descriptor will say). Panics when that leaves the chunk.
+    pub(crate) fn set_span(&self, f: &mut Frame, offset: u32, len: u32) {
+        assert!(
+            offset
+                .checked_add(len)
+                .is_some_and(|e| e <= self.frame_size)
+        );
+        f.addr = self.base_of(f.addr) + u64::from(offset);
+        f.len = len;
+    }
+}
+
+/// The shared part of one ring: its mapping and the pointers into it.
+#[derive(Debug)]
+struct RingMap {
+    _map: Mmap,
+    producer: NonNull<AtomicU32>,
+    consumer: NonNull<AtomicU32>,
+    flags: NonNull<AtomicU32>,
+    desc: NonNull<u8>,
+    size: u32,
+}
+
+// SAFETY: the pointers address a mapping owned by `_map`; the ring is
+// driven by one thread at a time (its owner holds `&mut`).
+unsafe impl Send for RingMap {}
+
+impl RingMap {
+    fn new(
+        fd: BorrowedFd<'_>,
+        off: &libc::xdp_ring_offset,
+        size: u32,
+        desc_size: usize,
+        pgoff: u64,
+    ) -> io::Result<Self> {
+        let len = off.desc as usize + size as usize * desc_size;
+        let map = Mmap::ring(fd, len, pgoff)?;
+        let at = |o: u64| {
+            // SAFETY: the kernel's offsets lie inside the mapping it sized
+            // (desc is last, len covers it); the pointer is non-null.
+            unsafe { NonNull::new_unchecked(map.ptr.as_ptr().add(o as usize)) }
+        };
+        Ok(Self {
+            producer: at(off.producer).cast(),
+            consumer: at(off.consumer).cast(),
+            flags: at(off.flags).cast(),
+            desc: at(off.desc),
+            size,
+            _map: map,
+        })
+    }
+
+    fn producer(&self) -> &AtomicU32 {
+        // SAFETY: a 4-byte aligned u32 in the live mapping, shared with the
+        // kernel, which accesses it atomically (READ_ONCE/smp_store_release).
+        unsafe { self.producer.as_ref() }
+    }
+    fn consumer(&self) -> &AtomicU32 {
+        // SAFETY: as for `producer`.
+        unsafe { self.consumer.as_ref() }
+    }
+    fn flags(&self) -> &AtomicU32 {
+        // SAFETY: as for `producer`.
+        unsafe { self.flags.as_ref() }
+    }
+}
+
+/// A ring this process produces into (fill: `u64` addresses; TX:
+/// `xdp_desc`).
+#[derive(Debug)]
+pub(crate) struct ProdRing {
+    ring: RingMap,
+    cached_prod: u32,
+    cached_cons: u32,
+    umem: u16,
+    frame_mask: u64,
+    desc: bool,
+}
+
+impl ProdRing {
+    fn new(ring: RingMap, umem: &UmemArea, desc: bool) -> Self {
+        let cached_prod = ring.producer().load(Ordering::Relaxed);
+        let cached_cons = ring
+            .consumer()
+            .load(Ordering::Acquire)
+            .wrapping_add(ring.size);
+        Self {
+            ring,
+            cached_prod,
+            cached_cons,
+            umem: umem.id,
+            frame_mask: !u64::from(umem.frame_size - 1),
+            desc,
+        }
+    }
+
+    /// Free slots (reloads the consumer index only when the cache is short
+    /// of `want`).
+    pub(crate) fn free(&mut self, want: u32) -> u32 {
+        let free = self.cached_cons.wrapping_sub(self.cached_prod);
+        if free >= want {
+            return free;
+        }
+        self.cached_cons = self
+            .ring
+            .consumer()
+            .load(Ordering::Acquire)
+            .wrapping_add(self.ring.size);
+        self.cached_cons.wrapping_sub(self.cached_prod)
+    }
+
+    /// Writes a frame into the next slot (not yet visible to the kernel:
+    /// see [`Self::submit`]). Gives the frame back when the ring is full.
+    pub(crate) fn push(&mut self, f: Frame) -> Result<(), Frame> {
+        if f.umem != self.umem || self.free(1) == 0 {
+            return Err(f);
+        }
+        let i = (self.cached_prod & (self.ring.size - 1)) as usize;
+        if self.desc {
+            let d = libc::xdp_desc {
+                addr: f.addr,
+                len: f.len,
+                options: 0,
+            };
+            // SAFETY: slot i < size lies in the descriptor array of the
+            // mapping; the slot is ours (between the kernel's consumer
+            // index and our producer index) until submit publishes it.
+            unsafe {
+                self.ring
+                    .desc
+                    .cast::<libc::xdp_desc>()
+                    .as_ptr()
+                    .add(i)
+                    .write(d);
+            }
+        } else {
+            // SAFETY: as above, for the fill ring's u64 addresses (the
+            // chunk base: aligned mode wants the chunk, not the data).
+            unsafe {
+                self.ring
+                    .desc
+                    .cast::<u64>()
+                    .as_ptr()
+                    .add(i)
+                    .write(f.addr & self.frame_mask);
+            }
+        }
+        self.cached_prod = self.cached_prod.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Publishes every pushed slot to the kernel (one release store).
+    pub(crate) fn submit(&mut self) {
+        self.ring
+            .producer()
+            .store(self.cached_prod, Ordering::Release);
+    }
+
+    /// Slots submitted that the kernel has not consumed yet.
+    pub(crate) fn in_kernel(&self) -> u32 {
+        self.ring
+            .producer()
+            .load(Ordering::Relaxed)
+            .wrapping_sub(self.ring.consumer().load(Ordering::Acquire))
+    }
+
+    /// Whether the kernel asked to be woken (`XDP_RING_NEED_WAKEUP`).
+    pub(crate) fn needs_wakeup(&self) -> bool {
+        self.ring.flags().load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
+    }
+}
+
+/// A ring this process consumes from (RX: `xdp_desc`; completion: `u64`).
+#[derive(Debug)]
+pub(crate) struct ConsRing {
+    ring: RingMap,
+    cached_prod: u32,
+    cached_cons: u32,
+    umem: u16,
+    desc: bool,
+}
+
+impl ConsRing {
+    fn new(ring: RingMap, umem: &UmemArea, desc: bool) -> Self {
+        let cached_cons = ring.consumer().load(Ordering::Relaxed);
+        let cached_prod = ring.producer().load(Ordering::Acquire);
+        Self {
+            ring,
+            cached_prod,
+            cached_cons,
+            umem: umem.id,
+            desc,
+        }
+    }
+
+    /// Entries ready (reloads the producer index only when the cache is
+    /// empty).
+    pub(crate) fn available(&mut self) -> u32 {
+        let n = self.cached_prod.wrapping_sub(self.cached_cons);
+        if n > 0 {
+            return n;
+        }
+        self.cached_prod = self.ring.producer().load(Ordering::Acquire);
+        self.cached_prod.wrapping_sub(self.cached_cons)
+    }
+
+    /// Takes the next entry; its slot is handed back to the kernel by
+    /// [`Self::release`].
+    pub(crate) fn pop(&mut self) -> Option<Frame> {
+        if self.available() == 0 {
+            return None;
+        }
+        let i = (self.cached_cons & (self.ring.size - 1)) as usize;
+        let (addr, len) = if self.desc {
+            // SAFETY: slot i < size is in the descriptor array and between
+            // our consumer index and the producer index we acquired, so the
+            // kernel has finished writing it and will not touch it before
+            // release.
+            let d = unsafe {
+                self.ring
+                    .desc
+                    .cast::<libc::xdp_desc>()
+                    .as_ptr()
+                    .add(i)
+                    .read()
+            };
+            (d.addr, d.len)
+        } else {
+            // SAFETY: as above, for a completion ring's u64 address.
+            let a = unsafe { self.ring.desc.cast::<u64>().as_ptr().add(i).read() };
+            (a, 0)
+        };
+        self.cached_cons = self.cached_cons.wrapping_add(1);
+        Some(Frame {
+            umem: self.umem,
+            addr,
+            len,
+        })
+    }
+
+    /// Hands the slots of every popped entry back (one release store).
+    pub(crate) fn release(&mut self) {
+        self.ring
+            .consumer()
+            .store(self.cached_cons, Ordering::Release);
+    }
+}
+
+/// Ring sizes (powers of two).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RingSizes {
+    pub(crate) rx: u32,
+    pub(crate) tx: u32,
+    pub(crate) fill: u32,
+    pub(crate) comp: u32,
+}
+
+/// How to bind.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BindFlags {
+    pub(crate) zero_copy: bool,
+    pub(crate) need_wakeup: bool,
+}
+
+/// An AF_XDP socket with its rings, bound to one queue.
+#[derive(Debug)]
+pub(crate) struct XskSocket {
+    // Rings before fd: unmapped before the socket closes.
+    pub(crate) rx: ConsRing,
+    pub(crate) tx: ProdRing,
+    pub(crate) fill: ProdRing,
+    pub(crate) comp: ConsRing,
+    fd: OwnedFd,
+}
+
+fn setsockopt<T>(fd: BorrowedFd<'_>, opt: c_int, val: &T) -> io::Result<()> {
+    // SAFETY: passes a pointer to a live T and its exact size; the kernel
+    // only reads it.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            opt,
+            std::ptr::from_ref(val).cast(),
+            size_of::<T>() as socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+fn getsockopt<T>(fd: BorrowedFd<'_>, opt: c_int) -> io::Result<(T, usize)> {
+    // SAFETY: T is a plain C struct of integers, for which all-zero is a
+    // valid value.
+    let mut v: T = unsafe { zeroed() };
+    let mut len = size_of::<T>() as socklen_t;
+    // SAFETY: the kernel writes at most `len` bytes into `v` and updates
+    // len; both pointers are to live locals.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            opt,
+            std::ptr::from_mut(&mut v).cast(),
+            &mut len,
+        )
+    })?;
+    Ok((v, len as usize))
+}
+
+impl XskSocket {
+    /// Creates a socket bound to `ifindex`/`queue`. `shared` is `None` for
+    /// the socket that registers `umem` (the worker's first), or the first
+    /// socket to share its UMEM with (`XDP_SHARED_UMEM`; this socket still
+    /// gets its own fill and completion rings, as a socket on another queue
+    /// must).
+    pub(crate) fn open(
+        umem: &UmemArea,
+        ifindex: u32,
+        queue: u32,
+        sizes: RingSizes,
+        flags: BindFlags,
+        shared: Option<BorrowedFd<'_>>,
+        umem_headroom: u32,
+    ) -> io::Result<Self> {
+        // SAFETY: plain socket(2) call; the result is checked and owned.
+        let raw =
+            cvt(unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
+        // SAFETY: raw is a fresh fd nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let b = fd.as_fd();
+        if shared.is_none() {
+            let reg = libc::xdp_umem_reg {
+                addr: umem.map.ptr.as_ptr() as u64,
+                len: umem.map.len as u64,
+                chunk_size: umem.frame_size,
+                headroom: umem_headroom,
+                flags: 0,
+                tx_metadata_len: 0,
+            };
+            setsockopt(b, libc::XDP_UMEM_REG, &reg)?;
+        }
+        setsockopt(b, libc::XDP_UMEM_FILL_RING, &sizes.fill)?;
+        setsockopt(b, libc::XDP_UMEM_COMPLETION_RING, &sizes.comp)?;
+        setsockopt(b, libc::XDP_RX_RING, &sizes.rx)?;
+        setsockopt(b, libc::XDP_TX_RING, &sizes.tx)?;
+        let (off, len) = getsockopt::<libc::xdp_mmap_offsets>(b, libc::XDP_MMAP_OFFSETS)?;
+        if len != size_of::<libc::xdp_mmap_offsets>() {
+            // Pre-5.4 layout without ring flags: need_wakeup unsupported.
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "kernel AF_XDP ABI without ring flags",
+            ));
+        }
+        let dsz = size_of::<libc::xdp_desc>();
+        let rx = RingMap::new(b, &off.rx, sizes.rx, dsz, libc::XDP_PGOFF_RX_RING as u64)?;
+        let tx = RingMap::new(b, &off.tx, sizes.tx, dsz, libc::XDP_PGOFF_TX_RING as u64)?;
+        let fill = RingMap::new(b, &off.fr, sizes.fill, 8, libc::XDP_UMEM_PGOFF_FILL_RING)?;
+        let comp = RingMap::new(
+            b,
+            &off.cr,
+            sizes.comp,
+            8,
+            libc::XDP_UMEM_PGOFF_COMPLETION_RING,
+        )?;
+
+        // SAFETY: all-zero is a valid sockaddr_xdp.
+        let mut sa: libc::sockaddr_xdp = unsafe { zeroed() };
+        sa.sxdp_family = libc::AF_XDP as u16;
+        sa.sxdp_ifindex = ifindex;
+        sa.sxdp_queue_id = queue;
+        match shared {
+            Some(first) => {
+                // Flags are inherited from the UMEM's socket; the kernel
+                // refuses them here.
+                sa.sxdp_flags = libc::XDP_SHARED_UMEM;
+                sa.sxdp_shared_umem_fd = first.as_raw_fd() as u32;
+            }
+            None => {
+                sa.sxdp_flags = if flags.zero_copy {
+                    libc::XDP_ZEROCOPY
+                } else {
+                    libc::XDP_COPY
+                };
+                if flags.need_wakeup {
+                    sa.sxdp_flags |= libc::XDP_USE_NEED_WAKEUP;
+                }
+            }
+        }
+        // SAFETY: passes a live sockaddr_xdp and its exact size.
+        cvt(unsafe {
+            libc::bind(
+                b.as_raw_fd(),
+                std::ptr::from_ref(&sa).cast(),
+                size_of::<libc::sockaddr_xdp>() as socklen_t,
+            )
+        })?;
+        Ok(Self {
+            rx: ConsRing::new(rx, umem, true),
+            tx: ProdRing::new(tx, umem, true),
+            fill: ProdRing::new(fill, umem, false),
+            comp: ConsRing::new(comp, umem, false),
+            fd,
+        })
+    }
+
+    /// Whether the kernel bound it in zero-copy mode (`XDP_OPTIONS`).
+    pub(crate) fn zero_copy(&self) -> io::Result<bool> {
+        let (o, _) = getsockopt::<libc::xdp_options>(self.fd.as_fd(), libc::XDP_OPTIONS)?;
+        Ok(o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
+    }
+
+    /// The kernel's counters (`XDP_STATISTICS`).
+    pub(crate) fn statistics(&self) -> io::Result<libc::xdp_statistics> {
+        getsockopt::<libc::xdp_statistics>(self.fd.as_fd(), libc::XDP_STATISTICS).map(|(s, _)| s)
+    }
+
+    /// Kicks transmission (`sendto(MSG_DONTWAIT)`). `Ok(true)`: the kernel
+    /// stopped early (its batch limit, a busy queue or a full completion
+    /// ring) and more may be sent by kicking again.
+    pub(crate) fn kick_tx(&self) -> io::Result<bool> {
+        // SAFETY: a zero-length send with null buffer and address, which
+        // AF_XDP defines as "process the TX ring".
+        let rc = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if rc >= 0 {
+            return Ok(false);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EAGAIN) => Ok(true),
+            // Dropped by the device or device busy/down: the descriptors
+            // still complete; not an error of ours.
+            Some(libc::EBUSY | libc::ENOBUFS | libc::ENETDOWN) => Ok(false),
+            _ => Err(e),
+        }
+    }
+
+    /// Wakes the driver's RX path after refilling (`recvfrom(MSG_DONTWAIT)`),
+    /// for when the fill ring says it needs it.
+    pub(crate) fn kick_rx(&self) {
+        // SAFETY: a zero-length receive with null buffer and address, which
+        // AF_XDP defines as a wakeup.
+        unsafe {
+            libc::recvfrom(
+                self.fd.as_raw_fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            );
+        }
+    }
+}
+
+impl AsFd for XskSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+/// What an interface is, in the calling thread's network namespace.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IfInfo {
+    pub(crate) index: u32,
+    pub(crate) mac: [u8; 6],
+    pub(crate) mtu: u32,
+}
+
+fn ifreq_for(name: &str) -> io::Result<libc::ifreq> {
+    // SAFETY: all-zero is a valid ifreq.
+    let mut req: libc::ifreq = unsafe { zeroed() };
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= req.ifr_name.len() || bytes.contains(&0) {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    Ok(req)
+}
+
+fn inet_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); checked and owned.
+    let raw =
+        cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: a fresh fd nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// `ETHTOOL_STXCSUM` (include/uapi/linux/ethtool.h; not in libc).
+const ETHTOOL_STXCSUM: u32 = 0x17;
+
+/// `struct ethtool_value`.
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+/// Turns the transmit checksum offload of an interface on or off (the
+/// legacy `ETHTOOL_STXCSUM` request, which the kernel maps onto the
+/// checksum feature bits).
+pub(crate) fn set_tx_checksum(name: &str, on: bool) -> io::Result<()> {
+    let mut req = ifreq_for(name)?;
+    let mut v = EthtoolValue {
+        cmd: ETHTOOL_STXCSUM,
+        data: u32::from(on),
+    };
+    req.ifr_ifru.ifru_data = std::ptr::from_mut(&mut v).cast();
+    let s = inet_socket()?;
+    // SAFETY: SIOCETHTOOL reads the name and the ethtool_value the union
+    // points at; both live until the call returns.
+    cvt(unsafe {
+        libc::ioctl(
+            s.as_raw_fd(),
+            libc::SIOCETHTOOL,
+            std::ptr::from_mut(&mut req),
+        )
+    })
+    .map(drop)
+}
+
+/// Looks an interface up by name (SIOCGIFINDEX, SIOCGIFHWADDR, SIOCGIFMTU).
+pub(crate) fn if_info(name: &str) -> io::Result<IfInfo> {
+    // SAFETY: all-zero is a valid ifreq.
+    let mut req: libc::ifreq = unsafe { zeroed() };
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() >= req.ifr_name.len() || bytes.contains(&0) {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: plain socket(2); checked and owned.
+    let raw =
+        cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: a fresh fd nobody else owns.
+    let s = unsafe { OwnedFd::from_raw_fd(raw) };
+    let ioctl = |req: &mut libc::ifreq, op: libc::Ioctl| -> io::Result<()> {
+        // SAFETY: these SIOCGIF* requests read the name and write the union
+        // of a live ifreq.
+        cvt(unsafe { libc::ioctl(s.as_raw_fd(), op, std::ptr::from_mut(req)) }).map(drop)
+    };
+    ioctl(&mut req, libc::SIOCGIFINDEX)?;
+    // SAFETY: SIOCGIFINDEX filled the ifindex member of the union.
+    let index = unsafe { req.ifr_ifru.ifru_ifindex } as u32;
+    ioctl(&mut req, libc::SIOCGIFHWADDR)?;
+    // SAFETY: SIOCGIFHWADDR filled the hwaddr member.
+    let hw = unsafe { req.ifr_ifru.ifru_hwaddr };
+    let mut mac = [0u8; 6];
+    for (d, s) in mac.iter_mut().zip(hw.sa_data.iter()) {
+        *d = *s as u8;
+    }
+    ioctl(&mut req, libc::SIOCGIFMTU)?;
+    // SAFETY: SIOCGIFMTU filled the mtu member.
+    let mtu = unsafe { req.ifr_ifru.ifru_mtu } as u32;
+    Ok(IfInfo { index, mac, mtu })
+}

@@ -1,0 +1,918 @@
+//! The AF_XDP backend (`design.md` §1, §5): a worker's UMEM and sockets
+//! ([`XskSet`]), the [`PacketIo`] implementation over them ([`XdpIo`]),
+//! the hand-off of frames between workers ([`Handoff`]) and a raw
+//! blaster/sink for measuring the ceiling ([`raw`]).
+//!
+//! The unsafe half (mmap, the rings' atomics, the syscalls) is in
+//! `crate::sys::xsk`; this module decides where frames go:
+//!
+//! ```text
+//!            ┌──────── free list ◄──────────── completion ring ◄── TX ring ◄─┐
+//!            │             ▲  ▲                                              │
+//!            ▼             │  └─ return queue ◄── owner worker (handed off)  │
+//!       fill ring ─► RX ring ─► parse ─► sink (in place) ─┘         send ────┘
+//! ```
+//!
+//! Every frame is in exactly one of: the free list, a fill ring (or the
+//! kernel's hands after it), a TX or completion ring, or lent to another
+//! worker. [`FrameCounts`] counts each place; `free + fill + tx + lent`
+//! equals the UMEM's frame count whenever no call is in progress.
+
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, Ordering, fence};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use crossbeam_queue::ArrayQueue;
+use uet_pds::{RxMeta, Transmit};
+use uet_wire::encap::{EncapConfig, Transport, emit_frame, parse_l2_l4};
+use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr};
+
+use crate::io::{IoStats, NextHop, PacketIo};
+use crate::sys::eventfd::{EventFd, poll_in};
+use crate::sys::xsk::{
+    self as sys, BindFlags, Frame, RingSizes, UmemArea, XDP_PACKET_HEADROOM, XskSocket,
+};
+
+pub mod raw;
+
+/// How to bind the sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum XskMode {
+    /// Zero-copy when the driver supports it, copy mode otherwise.
+    #[default]
+    Auto,
+    /// Zero-copy or fail.
+    ZeroCopy,
+    /// Copy mode (works on every driver, veth included).
+    Copy,
+}
+
+/// A worker's AF_XDP setup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XskConfig {
+    /// Interface name.
+    pub ifname: String,
+    /// NIC queues, one socket each, all sharing the worker's UMEM.
+    pub queues: Vec<u32>,
+    /// Copy or zero-copy.
+    pub mode: XskMode,
+    /// UMEM chunk size: 2048 or 4096.
+    pub frame_size: u32,
+    /// UMEM chunks.
+    pub frame_count: u32,
+    /// RX and TX ring entries (power of two).
+    pub ring_size: u32,
+    /// Fill and completion ring entries (power of two).
+    pub fill_size: u32,
+    /// Extra headroom in front of each packet (`xdp_umem_reg.headroom`),
+    /// on top of the kernel's 256 bytes.
+    pub umem_headroom: u32,
+    /// Bind with `XDP_USE_NEED_WAKEUP` (kick only when the kernel asks).
+    pub need_wakeup: bool,
+}
+
+impl Default for XskConfig {
+    fn default() -> Self {
+        Self {
+            ifname: String::new(),
+            queues: vec![0],
+            mode: XskMode::Auto,
+            frame_size: 4096,
+            frame_count: 4096,
+            ring_size: 2048,
+            fill_size: 2048,
+            umem_headroom: 0,
+            need_wakeup: true,
+        }
+    }
+}
+
+/// Where a worker's UMEM frames are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FrameCounts {
+    /// Frames in the UMEM.
+    pub total: u32,
+    /// On the free list.
+    pub free: u32,
+    /// Given to the kernel for receiving (fill ring, or taken from it and
+    /// not yet in the RX ring).
+    pub fill: u32,
+    /// Taken from the RX ring and not yet recycled (zero between calls).
+    pub rx_held: u32,
+    /// Given to the kernel for sending (TX ring, in flight, or in the
+    /// completion ring).
+    pub tx: u32,
+    /// Handed to another worker and not yet returned.
+    pub lent: u32,
+}
+
+impl FrameCounts {
+    /// Whether every frame is in exactly one place.
+    #[must_use]
+    pub const fn accounted(&self) -> bool {
+        self.free + self.fill + self.rx_held + self.tx + self.lent == self.total
+    }
+}
+
+/// Kernel counters of one socket (`XDP_STATISTICS`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XskKernelStats {
+    /// Dropped for reasons other than invalid descriptors.
+    pub rx_dropped: u64,
+    /// Invalid RX descriptors.
+    pub rx_invalid_descs: u64,
+    /// Invalid TX descriptors.
+    pub tx_invalid_descs: u64,
+    /// Dropped because the RX ring was full.
+    pub rx_ring_full: u64,
+    /// Times the fill ring was empty when the kernel wanted a frame.
+    pub rx_fill_ring_empty_descs: u64,
+    /// Times the TX ring was empty when the kernel looked.
+    pub tx_ring_empty_descs: u64,
+}
+
+impl XskKernelStats {
+    fn add(&mut self, s: &libc::xdp_statistics) {
+        self.rx_dropped += s.rx_dropped;
+        self.rx_invalid_descs += s.rx_invalid_descs;
+        self.tx_invalid_descs += s.tx_invalid_descs;
+        self.rx_ring_full += s.rx_ring_full;
+        self.rx_fill_ring_empty_descs += s.rx_fill_ring_empty_descs;
+        self.tx_ring_empty_descs += s.tx_ring_empty_descs;
+    }
+}
+
+/// A worker's UMEM and its sockets (one per queue), with the frame
+/// accounting. Open it on a thread in the interface's network namespace.
+#[derive(Debug)]
+pub struct XskSet {
+    // Sockets first: they close before the UMEM is unmapped.
+    socks: Vec<XskSocket>,
+    queues: Vec<u32>,
+    umem: Arc<UmemArea>,
+    free: Vec<Frame>,
+    fill: Vec<u32>,
+    fill_target: u32,
+    tx: u32,
+    lent: u32,
+    zero_copy: bool,
+    need_wakeup: bool,
+    headroom: u32,
+    ifindex: u32,
+    mac: EthernetAddress,
+    mtu: u32,
+}
+
+fn check_pow2(what: &str, v: u32) -> io::Result<()> {
+    if v.is_power_of_two() {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} must be a power of two, not {v}"),
+        ))
+    }
+}
+
+impl XskSet {
+    /// Maps the UMEM, opens and binds one socket per queue (the first
+    /// registers the UMEM, the others share it with rings of their own)
+    /// and fills the fill rings.
+    pub fn open(cfg: &XskConfig) -> io::Result<Self> {
+        if cfg.frame_size != 2048 && cfg.frame_size != 4096 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "frame size must be 2048 or 4096",
+            ));
+        }
+        check_pow2("ring size", cfg.ring_size)?;
+        check_pow2("fill ring size", cfg.fill_size)?;
+        if cfg.queues.is_empty() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "no queues"));
+        }
+        let headroom = XDP_PACKET_HEADROOM + cfg.umem_headroom;
+        if headroom + 512 > cfg.frame_size {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "headroom leaves too little of the frame",
+            ));
+        }
+        let info = sys::if_info(&cfg.ifname)?;
+        let modes: &[bool] = match cfg.mode {
+            XskMode::Auto => &[true, false],
+            XskMode::ZeroCopy => &[true],
+            XskMode::Copy => &[false],
+        };
+        let mut last = None;
+        for &zc in modes {
+            match Self::open_mode(cfg, info, zc, headroom) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no mode")))
+    }
+
+    fn open_mode(cfg: &XskConfig, info: sys::IfInfo, zc: bool, headroom: u32) -> io::Result<Self> {
+        let (umem, free) = UmemArea::new(cfg.frame_size, cfg.frame_count)?;
+        let sizes = RingSizes {
+            rx: cfg.ring_size,
+            tx: cfg.ring_size,
+            fill: cfg.fill_size,
+            comp: cfg.fill_size.max(cfg.ring_size),
+        };
+        let flags = BindFlags {
+            zero_copy: zc,
+            need_wakeup: cfg.need_wakeup,
+        };
+        let mut socks: Vec<XskSocket> = Vec::with_capacity(cfg.queues.len());
+        for &q in &cfg.queues {
+            let shared = socks.first().map(AsFd::as_fd);
+            let s = XskSocket::open(
+                &umem,
+                info.index,
+                q,
+                sizes,
+                flags,
+                shared,
+                cfg.umem_headroom,
+            )?;
+            socks.push(s);
+        }
+        let zero_copy = socks[0].zero_copy()?;
+        // Half the frames wait in the fill rings, the rest are for sending.
+        let n = cfg.queues.len() as u32;
+        let fill_target = (cfg.frame_count / 2 / n).min(cfg.fill_size).max(1);
+        let mut set = Self {
+            fill: vec![0; socks.len()],
+            socks,
+            queues: cfg.queues.clone(),
+            umem: Arc::new(umem),
+            free,
+            fill_target,
+            tx: 0,
+            lent: 0,
+            zero_copy,
+            need_wakeup: cfg.need_wakeup,
+            headroom,
+            ifindex: info.index,
+            mac: EthernetAddress(info.mac),
+            mtu: info.mtu,
+        };
+        set.refill();
+        Ok(set)
+    }
+
+    /// Whether the sockets run in zero-copy mode.
+    pub const fn zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
+    /// The interface's index, MAC and MTU.
+    pub const fn interface(&self) -> (u32, EthernetAddress, u32) {
+        (self.ifindex, self.mac, self.mtu)
+    }
+
+    /// The queues, in socket order.
+    pub fn queues(&self) -> &[u32] {
+        &self.queues
+    }
+
+    /// The socket of each queue (for the XSKMAP), in queue order.
+    pub fn fds(&self) -> impl Iterator<Item = (u32, BorrowedFd<'_>)> {
+        self.queues
+            .iter()
+            .copied()
+            .zip(self.socks.iter().map(AsFd::as_fd))
+    }
+
+    /// Where the frames are.
+    pub fn counts(&self) -> FrameCounts {
+        FrameCounts {
+            total: self.umem.count(),
+            free: self.free.len() as u32,
+            fill: self.fill.iter().sum(),
+            rx_held: 0,
+            tx: self.tx,
+            lent: self.lent,
+        }
+    }
+
+    /// The kernel's counters, summed over the sockets.
+    pub fn kernel_stats(&self) -> io::Result<XskKernelStats> {
+        let mut k = XskKernelStats::default();
+        for s in &self.socks {
+            k.add(&s.statistics()?);
+        }
+        Ok(k)
+    }
+
+    /// Bytes of a frame before the packet (kernel headroom + UMEM
+    /// headroom); packets are sent from the same offset.
+    pub const fn headroom(&self) -> u32 {
+        self.headroom
+    }
+
+    /// Tops every fill ring up to its target from the free list (one
+    /// submit per ring) and wakes the driver when it asked.
+    pub(crate) fn refill(&mut self) {
+        for (s, sock) in self.socks.iter_mut().enumerate() {
+            let want = self.fill_target.saturating_sub(self.fill[s]);
+            if want == 0 || self.free.is_empty() {
+                continue;
+            }
+            let n = want.min(sock.fill.free(want)).min(self.free.len() as u32);
+            for _ in 0..n {
+                let Some(f) = self.free.pop() else { break };
+                if let Err(f) = sock.fill.push(f) {
+                    self.free.push(f);
+                    break;
+                }
+                self.fill[s] += 1;
+            }
+            sock.fill.submit();
+            if self.need_wakeup && sock.fill.needs_wakeup() {
+                sock.kick_rx();
+            }
+        }
+    }
+
+    /// Moves completed transmissions back to the free list.
+    pub(crate) fn reclaim(&mut self) -> u32 {
+        let mut n = 0;
+        for sock in &mut self.socks {
+            while let Some(f) = sock.comp.pop() {
+                self.free.push(f);
+                n += 1;
+            }
+            sock.comp.release();
+        }
+        self.tx -= n;
+        n
+    }
+
+    /// Pushes TX frames to the kernel and kicks it when it needs it: in
+    /// copy mode the kernel sends at most 32 frames per kick, so it is
+    /// kicked until the ring is drained or it stops for another reason.
+    fn kick_tx(&mut self, s: usize) -> io::Result<()> {
+        if self.need_wakeup && !self.socks[s].tx.needs_wakeup() {
+            return Ok(());
+        }
+        let mut budget = self.socks[s].tx.in_kernel() / 32 + 2;
+        while budget > 0 {
+            budget -= 1;
+            let again = self.socks[s].kick_tx()?;
+            if !again || self.socks[s].tx.in_kernel() == 0 {
+                break;
+            }
+            // A full completion ring stops the kernel too.
+            self.reclaim();
+        }
+        Ok(())
+    }
+}
+
+/// Turns transmit checksum offload of `ifname` on or off (what `ethtool -K
+/// IF tx off` does), in the calling thread's network namespace.
+///
+/// Needed on a veth whose *kernel* traffic reaches AF_XDP on the peer: the
+/// stack leaves the UDP checksum of a veth-bound datagram to the "device"
+/// (CHECKSUM_PARTIAL), veth never fills it in, and XDP hands the frame to
+/// AF_XDP as it is — with a checksum that does not verify. A real NIC
+/// writes the checksum on the wire, so this is for veth labs only.
+pub fn set_tx_checksum_offload(ifname: &str, on: bool) -> io::Result<()> {
+    sys::set_tx_checksum(ifname, on)
+}
+
+/// The descriptor of a frame lent to another worker: the origin worker
+/// (whose UMEM holds it), its address and length. No bytes are copied.
+#[derive(Debug)]
+struct Lent {
+    origin: u16,
+    frame: Frame,
+}
+
+#[derive(Debug)]
+struct Registered {
+    umem: Arc<UmemArea>,
+    returns: ArrayQueue<Frame>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    reg: OnceLock<Registered>,
+    inbox: ArrayQueue<Lent>,
+    sleeping: AtomicBool,
+    bell: EventFd,
+}
+
+/// The PDC owner of a peer: `Fn(peer) -> worker index`.
+pub type OwnerFn = dyn Fn(IpAddr) -> usize + Send + Sync;
+
+/// The hand-off between a daemon's workers: each PDC has one owning
+/// worker (chosen by the owner function from the peer address); a frame
+/// that arrives at another worker is passed to the owner through a
+/// lock-free queue (descriptor only) and the owner returns it through the
+/// origin's return queue once it has been processed. All UMEMs live in
+/// this one process, so the owner reads the bytes where they are.
+pub struct Handoff {
+    owner: Box<OwnerFn>,
+    slots: Box<[Slot]>,
+}
+
+impl std::fmt::Debug for Handoff {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handoff")
+            .field("workers", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handoff {
+    /// A hand-off for `workers` workers (≤ 64) with inboxes of `capacity`
+    /// frames each.
+    pub fn new(workers: usize, capacity: usize, owner: Box<OwnerFn>) -> io::Result<Arc<Self>> {
+        if workers == 0 || workers > 64 || capacity == 0 {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        let slots = (0..workers)
+            .map(|_| {
+                Ok(Slot {
+                    reg: OnceLock::new(),
+                    inbox: ArrayQueue::new(capacity),
+                    sleeping: AtomicBool::new(false),
+                    bell: EventFd::new()?,
+                })
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(Arc::new(Self {
+            owner,
+            slots: slots.into(),
+        }))
+    }
+
+    /// A hand-off for a single worker (nothing is ever handed off).
+    pub fn single() -> io::Result<Arc<Self>> {
+        Self::new(1, 1, Box::new(|_| 0))
+    }
+
+    /// Number of workers.
+    pub fn workers(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn owner_of(&self, peer: IpAddr) -> usize {
+        (self.owner)(peer) % self.slots.len()
+    }
+
+    fn umem(&self, worker: u16) -> &Registered {
+        self.slots[usize::from(worker)]
+            .reg
+            .get()
+            .expect("a frame from an unregistered worker")
+    }
+
+    fn ring(&self, mask: u64) {
+        if mask == 0 {
+            return;
+        }
+        // Pairs with the fence in `XdpIo::wait`: either the sleeper sees
+        // our push, or we see it sleeping and ring.
+        fence(Ordering::SeqCst);
+        for (i, s) in self.slots.iter().enumerate() {
+            if mask & (1 << i) != 0 && s.sleeping.load(Ordering::SeqCst) {
+                s.bell.signal();
+            }
+        }
+    }
+}
+
+/// Everything an [`XdpIo`] needs besides its sockets.
+#[derive(Debug, Clone)]
+pub struct XdpIoConfig {
+    /// Sockets and UMEM.
+    pub xsk: XskConfig,
+    /// Our address on the interface (frames to other addresses are
+    /// dropped; sent frames carry it).
+    pub local_ip: IpAddr,
+    /// Encapsulation (UDP port, CRC trailer, trimming code points).
+    pub encap: EncapConfig,
+    /// MTU override (default: the interface's).
+    pub mtu: Option<u32>,
+}
+
+/// Counters beyond [`IoStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XdpExtraStats {
+    /// Of `rx_dropped`: parsed but addressed to another IP.
+    pub rx_not_for_us: u64,
+    /// Of `rx_dropped`: the owner's inbox was full.
+    pub handoff_full: u64,
+    /// Frames received from other workers and processed here.
+    pub handed_in: u64,
+    /// Of `tx_ring_full`: no free frame to send from.
+    pub tx_no_frame: u64,
+    /// TX kicks (syscalls).
+    pub tx_kicks: u64,
+}
+
+/// The AF_XDP [`PacketIo`] of one worker.
+pub struct XdpIo {
+    set: XskSet,
+    umem: Arc<UmemArea>,
+    worker: usize,
+    hub: Arc<Handoff>,
+    next_hop: Arc<dyn NextHop>,
+    encap: EncapConfig,
+    local_ip: IpAddr,
+    hdr_len: usize,
+    max_uet: usize,
+    stats: IoStats,
+    extra: XdpExtraStats,
+}
+
+impl std::fmt::Debug for XdpIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpIo")
+            .field("worker", &self.worker)
+            .field("set", &self.set)
+            .field("local_ip", &self.local_ip)
+            .field("max_uet", &self.max_uet)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// L2-L4 header bytes in front of the UET bytes.
+const fn header_len(ip: IpAddr) -> usize {
+    let ip_len = match ip {
+        IpAddr::V4(_) => 20,
+        IpAddr::V6(_) => 40,
+    };
+    14 + ip_len + 8
+}
+
+impl XdpIo {
+    /// Opens worker `worker`'s sockets (on the calling thread's network
+    /// namespace) and registers its UMEM with the hand-off.
+    pub fn new(
+        worker: usize,
+        cfg: &XdpIoConfig,
+        hub: Arc<Handoff>,
+        next_hop: Arc<dyn NextHop>,
+    ) -> io::Result<Self> {
+        let set = XskSet::open(&cfg.xsk)?;
+        Self::with_set(worker, set, cfg, hub, next_hop)
+    }
+
+    /// Wraps sockets opened already.
+    pub fn with_set(
+        worker: usize,
+        set: XskSet,
+        cfg: &XdpIoConfig,
+        hub: Arc<Handoff>,
+        next_hop: Arc<dyn NextHop>,
+    ) -> io::Result<Self> {
+        let slot = hub
+            .slots
+            .get(worker)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no such worker"))?;
+        let umem = Arc::clone(&set.umem);
+        slot.reg
+            .set(Registered {
+                umem: Arc::clone(&umem),
+                returns: ArrayQueue::new(umem.count() as usize),
+            })
+            .map_err(|_| io::Error::new(io::ErrorKind::AlreadyExists, "worker registered twice"))?;
+        let hdr_len = header_len(cfg.local_ip);
+        let mtu = cfg.mtu.unwrap_or(set.mtu) as usize;
+        let by_frame = (umem.frame_size() - set.headroom) as usize - hdr_len;
+        let by_mtu = mtu.saturating_sub(hdr_len - 14);
+        let max_uet = by_frame.min(by_mtu).saturating_sub(cfg.encap.trailer_len());
+        Ok(Self {
+            set,
+            umem,
+            worker,
+            hub,
+            next_hop,
+            encap: cfg.encap,
+            local_ip: cfg.local_ip,
+            hdr_len,
+            max_uet,
+            stats: IoStats::default(),
+            extra: XdpExtraStats::default(),
+        })
+    }
+
+    /// The sockets.
+    pub const fn xsk(&self) -> &XskSet {
+        &self.set
+    }
+
+    /// Where this worker's frames are.
+    pub fn frame_counts(&self) -> FrameCounts {
+        self.set.counts()
+    }
+
+    /// Counters beyond [`IoStats`].
+    pub const fn extra_stats(&self) -> XdpExtraStats {
+        self.extra
+    }
+
+    /// Housekeeping without traffic: reclaims completions and returned
+    /// frames and refills. Call it before reading [`Self::frame_counts`]
+    /// at shutdown.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.take_returns();
+        self.set.reclaim();
+        for s in 0..self.set.socks.len() {
+            if self.set.socks[s].tx.in_kernel() > 0 {
+                self.set.kick_tx(s)?;
+            }
+        }
+        self.set.reclaim();
+        self.set.refill();
+        Ok(())
+    }
+
+    fn take_returns(&mut self) {
+        let reg = self.hub.umem(self.worker as u16);
+        while let Some(f) = reg.returns.pop() {
+            self.set.free.push(f);
+            self.set.lent -= 1;
+        }
+    }
+
+    /// Parses a frame; `None` (counted) when it is not a UET frame for us.
+    fn parse<'a>(
+        encap: &EncapConfig,
+        local: IpAddr,
+        stats: &mut IoStats,
+        extra: &mut XdpExtraStats,
+        data: &'a [u8],
+    ) -> Option<(RxMeta, &'a [u8])> {
+        let Ok((h, range)) = parse_l2_l4(data, encap) else {
+            stats.rx_dropped += 1;
+            return None;
+        };
+        if h.ip.dst_addr() != local {
+            stats.rx_dropped += 1;
+            extra.rx_not_for_us += 1;
+            return None;
+        }
+        let meta = RxMeta {
+            src: h.ip.src_addr(),
+            ev: h.entropy,
+            ecn: h.ip.ecn(),
+            trimmed: h.trimmed,
+            nominal_size: h.nominal_pktsize() as u32,
+        };
+        Some((meta, &data[range]))
+    }
+
+    fn ip_repr(&self, t: &Transmit) -> Option<IpRepr> {
+        Some(match (self.local_ip, t.dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => IpRepr::V4(Ipv4Repr {
+                src,
+                dst,
+                protocol: 17,
+                payload_len: 0,
+                ttl: 64,
+                dscp: t.dscp,
+                ecn: t.ecn,
+                ident: 0,
+                dont_frag: true,
+            }),
+            (IpAddr::V6(src), IpAddr::V6(dst)) => IpRepr::V6(Ipv6Repr {
+                src,
+                dst,
+                next_header: 17,
+                payload_len: 0,
+                hop_limit: 64,
+                dscp: t.dscp,
+                ecn: t.ecn,
+                flow_label: Default::default(),
+            }),
+            _ => return None,
+        })
+    }
+}
+
+impl PacketIo for XdpIo {
+    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize> {
+        self.take_returns();
+        let mut delivered = 0;
+        let mut done = 0;
+        let mut bells = 0u64;
+        let me = self.worker as u16;
+
+        // Frames other workers received for PDCs we own.
+        let my_slot = &self.hub.slots[self.worker];
+        while done < max {
+            let Some(l) = my_slot.inbox.pop() else { break };
+            done += 1;
+            let reg = self.hub.umem(l.origin);
+            let data = reg.umem.data(&l.frame);
+            self.extra.handed_in += 1;
+            if let Some((meta, uet)) = Self::parse(
+                &self.encap,
+                self.local_ip,
+                &mut self.stats,
+                &mut self.extra,
+                data,
+            ) {
+                self.stats.rx_packets += 1;
+                self.stats.rx_bytes += data.len() as u64;
+                sink(&meta, uet);
+                delivered += 1;
+            }
+            // The return queue holds every frame of the origin's UMEM.
+            let _ = reg.returns.push(l.frame);
+            bells |= 1 << l.origin;
+        }
+
+        // Our own RX rings.
+        for s in 0..self.set.socks.len() {
+            let mut popped = 0;
+            while done < max {
+                let Some(f) = self.set.socks[s].rx.pop() else {
+                    break;
+                };
+                done += 1;
+                popped += 1;
+                let data = self.umem.data(&f);
+                let Some((meta, uet)) = Self::parse(
+                    &self.encap,
+                    self.local_ip,
+                    &mut self.stats,
+                    &mut self.extra,
+                    data,
+                ) else {
+                    self.set.free.push(f);
+                    continue;
+                };
+                let owner = self.hub.owner_of(meta.src);
+                if owner == self.worker {
+                    self.stats.rx_packets += 1;
+                    self.stats.rx_bytes += data.len() as u64;
+                    sink(&meta, uet);
+                    delivered += 1;
+                    self.set.free.push(f);
+                } else {
+                    match self.hub.slots[owner].inbox.push(Lent {
+                        origin: me,
+                        frame: f,
+                    }) {
+                        Ok(()) => {
+                            self.set.lent += 1;
+                            self.stats.handed_off += 1;
+                            bells |= 1 << owner;
+                        }
+                        Err(l) => {
+                            self.stats.rx_dropped += 1;
+                            self.extra.handoff_full += 1;
+                            self.set.free.push(l.frame);
+                        }
+                    }
+                }
+            }
+            if popped > 0 {
+                self.set.fill[s] -= popped;
+                self.set.socks[s].rx.release();
+            }
+        }
+        self.set.refill();
+        self.hub.ring(bells);
+        Ok(delivered)
+    }
+
+    fn send(
+        &mut self,
+        max: usize,
+        source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
+    ) -> io::Result<usize> {
+        self.take_returns();
+        self.set.reclaim();
+        let s = 0;
+        let room = self.set.socks[s].tx.free(max as u32).min(max as u32) as usize;
+        if room == 0 {
+            self.stats.tx_ring_full += 1;
+            self.set.kick_tx(s)?;
+            return Ok(0);
+        }
+        let hr = self.set.headroom as usize;
+        let uet_at = hr + self.hdr_len;
+        let mut sent = 0;
+        // Every datagram the source produces counts against `max`, sent or
+        // dropped, so a source that only yields undeliverable ones ends.
+        for _ in 0..room {
+            let Some(mut f) = self.set.free.pop() else {
+                self.stats.tx_ring_full += 1;
+                self.extra.tx_no_frame += 1;
+                break;
+            };
+            let chunk = self.umem.chunk_mut(&mut f);
+            let Some(t) = source(&mut chunk[uet_at..uet_at + self.max_uet]) else {
+                self.set.free.push(f);
+                break;
+            };
+            let Some(ip) = self.ip_repr(&t).filter(|_| t.len <= self.max_uet) else {
+                self.stats.tx_dropped += 1;
+                self.set.free.push(f);
+                continue;
+            };
+            let Some(dst_mac) = self.next_hop.lookup(t.dst) else {
+                self.stats.tx_dropped += 1;
+                self.stats.tx_no_neighbour += 1;
+                self.next_hop.request(t.dst);
+                self.set.free.push(f);
+                continue;
+            };
+            let eth = EthernetRepr {
+                dst: dst_mac,
+                src: self.set.mac,
+                vlan: None,
+                ethertype: EtherType::Ipv4,
+            };
+            let transport = Transport::udp(t.ev, &self.encap);
+            // The UET bytes are in place: emit_frame writes the headers in
+            // front, the checksum and the trailer.
+            match emit_frame(
+                &eth,
+                &ip,
+                &transport,
+                &self.encap,
+                t.len,
+                &mut chunk[hr..],
+                |_| {},
+            ) {
+                Ok(n) => {
+                    self.umem.set_span(&mut f, hr as u32, n as u32);
+                    if let Err(f) = self.set.socks[s].tx.push(f) {
+                        // Cannot happen (room was reserved); keep the frame.
+                        self.set.free.push(f);
+                        self.stats.tx_dropped += 1;
+                        continue;
+                    }
+                    self.stats.tx_packets += 1;
+                    self.stats.tx_bytes += n as u64;
+                    sent += 1;
+                }
+                Err(_) => {
+                    self.stats.tx_dropped += 1;
+                    self.set.free.push(f);
+                }
+            }
+        }
+        if sent > 0 {
+            self.set.socks[s].tx.submit();
+            self.set.tx += sent as u32;
+        }
+        if self.set.socks[s].tx.in_kernel() > 0 {
+            self.extra.tx_kicks += 1;
+            self.set.kick_tx(s)?;
+        }
+        Ok(sent)
+    }
+
+    fn wait(&mut self, timeout: Option<Duration>, wake: BorrowedFd<'_>) -> io::Result<()> {
+        let slot = &self.hub.slots[self.worker];
+        let reg = self.hub.umem(self.worker as u16);
+        slot.sleeping.store(true, Ordering::SeqCst);
+        // Pairs with the fence in `Handoff::ring`.
+        fence(Ordering::SeqCst);
+        if !slot.inbox.is_empty() || !reg.returns.is_empty() {
+            slot.sleeping.store(false, Ordering::SeqCst);
+            return Ok(());
+        }
+        let ms = match timeout {
+            None => -1,
+            Some(d) => {
+                let ms = d.as_nanos().div_ceil(1_000_000);
+                ms.min(i32::MAX as u128) as i32
+            }
+        };
+        let mut fds = [wake; 16];
+        let mut n = 1;
+        fds[n] = slot.bell.as_fd();
+        for s in self.set.socks.iter().take(14) {
+            n += 1;
+            fds[n] = s.as_fd();
+        }
+        let r = poll_in(&fds[..=n], ms).map(drop);
+        slot.sleeping.store(false, Ordering::SeqCst);
+        slot.bell.drain();
+        r
+    }
+
+    fn max_uet_len(&self) -> usize {
+        self.max_uet
+    }
+
+    fn stats(&self) -> IoStats {
+        self.stats
+    }
+}

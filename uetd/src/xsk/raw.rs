@@ -1,0 +1,256 @@
+//! A raw AF_XDP blaster and sink: the packets/s and Gb/s the AF_XDP
+//! machinery alone reaches on a link, to report uetd's throughput beside
+//! (`design.md` §7: "throughput figures are always reported beside a
+//! ceiling measured in the same run").
+//!
+//! The blaster writes one UDP frame of the requested size into every
+//! sending frame once, then only cycles descriptors: free list → TX ring →
+//! completion ring → free list. The sink takes frames off the RX rings,
+//! counts them and puts them straight back into the fill rings, without
+//! reading them. Neither touches the protocol code.
+
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use uet_wire::EntropyValue;
+use uet_wire::encap::{EncapConfig, Transport, emit_frame};
+use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr};
+use uet_wire::{Dscp, Ecn};
+
+use super::{XskConfig, XskKernelStats, XskSet};
+use crate::sys::eventfd::poll_in;
+
+/// What the blaster sends.
+#[derive(Debug, Clone)]
+pub struct BlastConfig {
+    /// Sockets (the blaster sends on the first queue).
+    pub xsk: XskConfig,
+    /// Destination MAC (the sink interface's).
+    pub dst_mac: EthernetAddress,
+    /// Source IP.
+    pub src_ip: IpAddr,
+    /// Destination IP.
+    pub dst_ip: IpAddr,
+    /// UDP destination port (the port the XDP program steers).
+    pub udp_port: u16,
+    /// Ethernet frame length (headers included, FCS excluded).
+    pub frame_len: usize,
+    /// Descriptors per ring submit.
+    pub batch: u32,
+    /// Stop after this many frames (`None`: when `stop` is set).
+    pub count: Option<u64>,
+}
+
+/// What a blaster or sink measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RawReport {
+    /// Frames sent (completed) or received.
+    pub packets: u64,
+    /// Their bytes (Ethernet header to end of payload).
+    pub bytes: u64,
+    /// From the first to the last frame.
+    pub elapsed: Duration,
+    /// Zero-copy mode.
+    pub zero_copy: bool,
+    /// The sockets' kernel counters.
+    pub kernel: XskKernelStats,
+}
+
+impl RawReport {
+    /// Frames per second.
+    #[must_use]
+    pub fn pps(&self) -> f64 {
+        self.packets as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Gigabits per second of Ethernet frames (without preamble, FCS and
+    /// inter-frame gap).
+    #[must_use]
+    pub fn gbps(&self) -> f64 {
+        self.bytes as f64 * 8.0 / self.elapsed.as_secs_f64().max(1e-9) / 1e9
+    }
+}
+
+fn ip_repr(src: IpAddr, dst: IpAddr) -> io::Result<IpRepr> {
+    Ok(match (src, dst) {
+        (IpAddr::V4(src), IpAddr::V4(dst)) => IpRepr::V4(Ipv4Repr {
+            src,
+            dst,
+            protocol: 17,
+            payload_len: 0,
+            ttl: 64,
+            dscp: Dscp::from_masked(0),
+            ecn: Ecn::NotEct,
+            ident: 0,
+            dont_frag: true,
+        }),
+        (IpAddr::V6(src), IpAddr::V6(dst)) => IpRepr::V6(Ipv6Repr {
+            src,
+            dst,
+            next_header: 17,
+            payload_len: 0,
+            hop_limit: 64,
+            dscp: Dscp::from_masked(0),
+            ecn: Ecn::NotEct,
+            flow_label: Default::default(),
+        }),
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "source and destination of different families",
+            ));
+        }
+    })
+}
+
+/// Sends `frame_len`-byte UDP frames as fast as the socket takes them until
+/// `stop` is set or `count` frames are sent. Run on a thread inside the
+/// interface's network namespace.
+pub fn blast(cfg: &BlastConfig, stop: &AtomicBool) -> io::Result<RawReport> {
+    let mut set = XskSet::open(&cfg.xsk)?;
+    let hr = set.headroom;
+    let ip = ip_repr(cfg.src_ip, cfg.dst_ip)?;
+    let eth = EthernetRepr {
+        dst: cfg.dst_mac,
+        src: set.mac,
+        vlan: None,
+        ethertype: EtherType::Ipv4,
+    };
+    let encap = EncapConfig {
+        udp_port: cfg.udp_port,
+        ..EncapConfig::default()
+    };
+    let hdr = 14 + ip.header_len() + 8;
+    let room = (set.umem.frame_size() - hr) as usize;
+    if cfg.frame_len < hdr || cfg.frame_len > room {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("frame length must be within {hdr}..={room}"),
+        ));
+    }
+    let payload = cfg.frame_len - hdr;
+    // Write the frame into every frame we send from, once.
+    for (i, f) in set.free.iter_mut().enumerate() {
+        let chunk = set.umem.chunk_mut(f);
+        let t = Transport::udp(
+            EntropyValue::from_masked(0xc000 | (i as u16 & 0xff)),
+            &encap,
+        );
+        emit_frame(
+            &eth,
+            &ip,
+            &t,
+            &encap,
+            payload,
+            &mut chunk[hr as usize..],
+            |p| {
+                p.fill(0x5a);
+            },
+        )
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        set.umem.set_span(f, hr, cfg.frame_len as u32);
+    }
+    let batch = cfg.batch.max(1);
+    let limit = cfg.count.unwrap_or(u64::MAX);
+    let mut submitted = 0u64;
+    let mut completed = 0u64;
+    let mut start = None;
+    while completed < limit && !stop.load(Ordering::Relaxed) {
+        // (kick_tx reclaims too: count completions as frames no longer
+        // with the kernel.)
+        set.reclaim();
+        completed = submitted - u64::from(set.tx);
+        let want = batch.min((limit - submitted).min(u64::from(batch)) as u32);
+        let mut n = 0;
+        if want > 0 && set.socks[0].tx.free(want) > 0 {
+            while n < want {
+                let Some(mut f) = set.free.pop() else { break };
+                // A completed frame comes back without its length.
+                set.umem.set_span(&mut f, hr, cfg.frame_len as u32);
+                if let Err(f) = set.socks[0].tx.push(f) {
+                    set.free.push(f);
+                    break;
+                }
+                n += 1;
+            }
+        }
+        if n > 0 {
+            set.socks[0].tx.submit();
+            set.tx += n;
+            submitted += u64::from(n);
+            start.get_or_insert_with(Instant::now);
+        }
+        if set.socks[0].tx.in_kernel() > 0 {
+            set.kick_tx(0)?;
+        }
+    }
+    // Let the last frames complete (bounded).
+    for _ in 0..1000 {
+        set.reclaim();
+        if set.tx == 0 {
+            break;
+        }
+        set.kick_tx(0)?;
+    }
+    completed = submitted - u64::from(set.tx);
+    let elapsed = start.map_or(Duration::ZERO, |s| s.elapsed());
+    Ok(RawReport {
+        packets: completed,
+        bytes: completed * cfg.frame_len as u64,
+        elapsed,
+        zero_copy: set.zero_copy,
+        kernel: set.kernel_stats()?,
+    })
+}
+
+/// Receives frames on every socket of `set` and recycles them at once,
+/// until `stop` is set or `count` frames arrived. The clock runs from the
+/// first frame to the last. The caller has opened `set` and registered its
+/// sockets with the XDP program.
+pub fn sink(set: &mut XskSet, stop: &AtomicBool, count: Option<u64>) -> io::Result<RawReport> {
+    let limit = count.unwrap_or(u64::MAX);
+    let mut packets = 0u64;
+    let mut bytes = 0u64;
+    let mut first = None;
+    let mut last = Instant::now();
+    while packets < limit && !stop.load(Ordering::Relaxed) {
+        let mut got = 0u32;
+        for s in 0..set.socks.len() {
+            let mut popped = 0;
+            while let Some(f) = set.socks[s].rx.pop() {
+                bytes += u64::from(f.len());
+                set.free.push(f);
+                popped += 1;
+            }
+            if popped > 0 {
+                set.socks[s].rx.release();
+                set.fill[s] -= popped;
+                got += popped;
+            }
+        }
+        if got > 0 {
+            let now = Instant::now();
+            first.get_or_insert(now);
+            last = now;
+            packets += u64::from(got);
+            set.refill();
+        } else {
+            let mut fds = [set.socks[0].as_fd(); 16];
+            let n = set.socks.len().min(16);
+            for (d, s) in fds.iter_mut().zip(&set.socks) {
+                *d = s.as_fd();
+            }
+            poll_in(&fds[..n], 10)?;
+        }
+    }
+    Ok(RawReport {
+        packets,
+        bytes,
+        elapsed: first.map_or(Duration::ZERO, |f| last - f),
+        zero_copy: set.zero_copy,
+        kernel: set.kernel_stats()?,
+    })
+}
