@@ -10,6 +10,7 @@
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
@@ -23,11 +24,14 @@ use uet_ses::{
 use uet_wire::time::Duration as WireDuration;
 use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
 
-use crate::config::{Backend, Config};
+use crate::config::{Backend, Config, XdpAttach};
 use crate::io::PacketIo;
 use crate::mem::SharedRegion;
+use crate::neigh::Neighbours;
 use crate::udp::{UdpConfig, UdpIo};
 use crate::worker::{self, DaemonEndpoint, Output, Outputs, WorkerHandle, WorkerStats};
+use crate::xdp::{SteerConfig, XdpMode, XdpSteer};
+use crate::xsk::{Handoff, XdpIo, XdpIoConfig, XskConfig, XskMode};
 
 /// Header data that asks the target daemon to verify (hash) the first
 /// `len` bytes of the region a write landed in: the top 16 bits are this
@@ -52,6 +56,10 @@ pub struct Daemon {
     outputs: Outputs,
     exposed: Vec<Exposed>,
     next_tag: u64,
+    /// The XDP program (detached on drop) and the neighbour resolver, for
+    /// the xdp backend. Dropped after the workers stop.
+    steer: Option<XdpSteer>,
+    neigh: Option<Arc<Neighbours>>,
 }
 
 /// The result of [`Daemon::write_test`].
@@ -98,6 +106,33 @@ impl Daemon {
         let seed = cfg.seed.unwrap_or_else(os_seed);
         let (out_tx, outputs) = channel();
         let mut workers = Vec::with_capacity(cfg.workers);
+        let (mut steer, neigh, hub) = if cfg.backend == Backend::Xdp {
+            let ifname = cfg
+                .interface
+                .clone()
+                .context("the xdp backend needs an interface")?;
+            let mode = match cfg.xdp_attach {
+                XdpAttach::Auto => XdpMode::Auto,
+                XdpAttach::Native => XdpMode::Native,
+                XdpAttach::Generic => XdpMode::Generic,
+            };
+            let steer = XdpSteer::attach(
+                ifname.as_str(),
+                mode,
+                SteerConfig {
+                    udp_port: cfg.port,
+                    ip_proto: None,
+                },
+            )
+            .with_context(|| format!("attaching the XDP program to {ifname}"))?;
+            let n = cfg.workers;
+            let hub = Handoff::new(n, 4096, Box::new(move |peer| owner_of(peer, n)))
+                .context("creating the hand-off queues")?;
+            let neigh = Neighbours::start().context("starting neighbour resolution")?;
+            (Some(steer), Some(neigh), Some(hub))
+        } else {
+            (None, None, None)
+        };
         for w in 0..cfg.workers {
             let io: Box<dyn PacketIo + Send> = match cfg.backend {
                 Backend::Udp => {
@@ -113,7 +148,36 @@ impl Daemon {
                     u.mtu = mtu;
                     Box::new(UdpIo::new(u).context("opening the UDP sockets")?)
                 }
-                Backend::Xdp => bail!("the xdp backend is not available in this build"),
+                Backend::Xdp => {
+                    let (Some(steer), Some(neigh), Some(hub)) = (&mut steer, &neigh, &hub) else {
+                        bail!("xdp state missing");
+                    };
+                    let io_cfg = XdpIoConfig {
+                        xsk: XskConfig {
+                            ifname: steer.ifname().to_owned(),
+                            queues: vec![w as u32],
+                            mode: if cfg.xdp_copy {
+                                XskMode::Copy
+                            } else {
+                                XskMode::Auto
+                            },
+                            frame_size: cfg.frame_size as u32,
+                            ..XskConfig::default()
+                        },
+                        local_ip: local,
+                        encap: uet_wire::encap::EncapConfig {
+                            udp_port: cfg.port,
+                            ..Default::default()
+                        },
+                        mtu: cfg.mtu.map(|m| m as u32),
+                    };
+                    let io = XdpIo::new(w, &io_cfg, Arc::clone(hub), Arc::clone(neigh) as _)
+                        .with_context(|| format!("opening AF_XDP sockets on queue {w}"))?;
+                    for (q, fd) in io.xsk().fds() {
+                        steer.register_socket(q, fd)?;
+                    }
+                    Box::new(io)
+                }
             };
             let mut pds = PdsConfig {
                 max_ses_len: io
@@ -147,6 +211,8 @@ impl Daemon {
             outputs,
             exposed: Vec::new(),
             next_tag: 1,
+            steer,
+            neigh,
         };
         for e in d.cfg.expose.clone() {
             let spec = RegionSpec::new(
@@ -204,6 +270,27 @@ impl Daemon {
         reg.context("no workers")
     }
 
+    /// Asks for `peer`'s next-hop MAC ahead of the first packet (xdp
+    /// backend) and waits up to `within` for it, so a transfer does not
+    /// start by losing its first window to a missing neighbour entry.
+    /// Returns whether it is known (always true for the udp backend).
+    pub fn resolve(&self, peer: IpAddr, within: Duration) -> bool {
+        use crate::io::NextHop as _;
+        let Some(n) = &self.neigh else {
+            return true;
+        };
+        let deadline = std::time::Instant::now() + within;
+        n.request(peer);
+        while n.lookup(peer).is_none() {
+            if std::time::Instant::now() >= deadline {
+                tracing::warn!(%peer, "no neighbour entry yet; sending anyway");
+                return false;
+            }
+            std::thread::park_timeout(Duration::from_millis(1));
+        }
+        true
+    }
+
     /// Counters of every worker.
     pub fn stats(&self) -> Vec<WorkerStats> {
         self.workers.iter().map(WorkerHandle::stats).collect()
@@ -257,6 +344,7 @@ impl Daemon {
             bail!("bytes, chunk and depth must be positive");
         }
         let w = self.owner(peer);
+        self.resolve(peer, Duration::from_secs(3));
         let len = usize::try_from(bytes)?;
         let src = SharedRegion::anonymous(len)?;
         src.fill_pattern(seed, len);
@@ -352,7 +440,13 @@ impl Daemon {
         for w in &mut self.workers {
             w.stop();
         }
-        self.stats()
+        let stats = self.stats();
+        if let Some(n) = self.neigh.take() {
+            n.stop();
+        }
+        // Detaches the XDP program.
+        drop(self.steer.take());
+        stats
     }
 }
 

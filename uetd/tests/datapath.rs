@@ -17,6 +17,19 @@ fn bytes() -> String {
 
 fn transfer(pair: &Pair, a_backend: &str, b_backend: &str) {
     let size = bytes();
+    if a_backend != b_backend {
+        // A kernel UDP datagram leaves a veth with its checksum unfinished
+        // (CHECKSUM_PARTIAL); XDP hands it to AF_XDP as is, so the lab turns
+        // the offload off on the kernel side (a real NIC fills it in).
+        let (ns, ifname) = if a_backend == "udp" {
+            (&pair.a, "v0")
+        } else {
+            (&pair.b, "v1")
+        };
+        ns.run(move || uetd::xsk::set_tx_checksum_offload(ifname, false))
+            .unwrap()
+            .unwrap();
+    }
     let expose = format!("1:0x5eed:{size}");
     let mut target = Uetd::spawn(
         &pair.b,
@@ -86,6 +99,91 @@ fn transfer(pair: &Pair, a_backend: &str, b_backend: &str) {
 fn udp_to_udp_write_lands_byte_exact() {
     let pair = Pair::new(81, 1500);
     transfer(&pair, "udp", "udp");
+}
+
+#[test]
+fn xdp_to_xdp_write_lands_byte_exact_and_the_program_is_detached_after_exit() {
+    let pair = Pair::new(84, 1500);
+    transfer(&pair, "xdp", "xdp");
+    for (ns, ifname) in [(&pair.a, "v0"), (&pair.b, "v1")] {
+        assert!(!xdp_attached(ns, ifname), "XDP left on {ifname}");
+    }
+}
+
+#[test]
+fn xdp_to_udp_write_lands_byte_exact() {
+    let pair = Pair::new(85, 1500);
+    transfer(&pair, "xdp", "udp");
+}
+
+#[test]
+fn udp_to_xdp_write_lands_byte_exact() {
+    let pair = Pair::new(86, 1500);
+    transfer(&pair, "udp", "xdp");
+}
+
+fn xdp_attached(ns: &uetd::netns::NetNs, ifname: &str) -> bool {
+    let out = ns.ip(&["-d", "link", "show", ifname]).unwrap();
+    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+}
+
+#[test]
+fn xdp_daemon_killed_with_sigkill_restarts() {
+    let pair = Pair::new(87, 1500);
+    let mut first = Uetd::spawn(
+        &pair.b,
+        &[
+            "--interface",
+            "v1",
+            "--backend",
+            "xdp",
+            "--expose",
+            "1:1:1MiB",
+        ],
+    );
+    first.wait_line("\"exposed\"", Duration::from_secs(30));
+    assert!(xdp_attached(&pair.b, "v1"));
+    first.signal("-KILL");
+    let status = first
+        .wait_status(Duration::from_secs(10))
+        .expect("still running after SIGKILL");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9)
+    );
+    drop(first);
+    let mut second = Uetd::spawn(
+        &pair.b,
+        &[
+            "--interface",
+            "v1",
+            "--backend",
+            "xdp",
+            "--expose",
+            "1:0x5eed:8MiB",
+        ],
+    );
+    second.wait_line("\"exposed\"", Duration::from_secs(30));
+    let mut writer = Uetd::spawn(
+        &pair.a,
+        &[
+            "--interface",
+            "v0",
+            "--backend",
+            "xdp",
+            "--write-to",
+            &pair.b_ip,
+            "--bytes",
+            "8MiB",
+            "--exit",
+        ],
+    );
+    let written = writer.wait_line("\"written\"", Duration::from_secs(60));
+    let verified = second.wait_line("\"verified\"", Duration::from_secs(60));
+    assert_eq!(field(&written, "xxh3"), field(&verified, "xxh3"));
+    second.signal("-TERM");
+    assert_eq!(second.wait_exit(Duration::from_secs(10)), Some(0));
+    assert!(!xdp_attached(&pair.b, "v1"), "detached after a clean exit");
 }
 
 #[test]
