@@ -176,7 +176,7 @@ impl FrameReader {
             Some(
                 self.fds
                     .pop_front()
-                    .ok_or(DecodeError::MissingFd { ty: msg.msg_type() })?,
+                    .ok_or_else(|| DecodeError::MissingFd { ty: msg.msg_type() })?,
             )
         } else {
             None

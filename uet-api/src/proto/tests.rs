@@ -240,7 +240,7 @@ fn check_round_trip<M: Message + PartialEq + fmt::Debug>(m: &M) -> Result<(), Te
     prop_assert_eq!(&back, m);
     // One byte short of the body is never a valid message of the same
     // shape, one byte more is trailing.
-    let mut long = f.clone();
+    let mut long = f;
     long.push(0);
     long[..4].copy_from_slice(&((prefix + 1) as u32).to_le_bytes());
     prop_assert!(
