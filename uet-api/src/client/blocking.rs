@@ -1,0 +1,376 @@
+//! The blocking client over `std::os::unix::net::UnixStream`.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::{ClientError, Core, Event, LocalHandle, Registration, Routed, Session, ops};
+use crate::proto::{
+    Access, ClientMsg, DaemonMsg, FrameReader, Handle, LocalRef, Peer, RemoteRef, Tag,
+};
+use crate::region::Region;
+use crate::sock::{self, RecvError};
+
+/// How long control requests wait for their reply unless
+/// [`Client::set_reply_timeout`] says otherwise.
+pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A blocking connection to `uetd`.
+///
+/// ```no_run
+/// use uet_api::{Access, Client};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let mut c = Client::connect("/run/uet/uetd.sock", "example")?;
+/// let region = c.create_region(1 << 20)?;
+/// let reg = c.register(&region, Access::REMOTE_WRITE, None)?;
+/// println!("write to {}", reg.remote); // hand this to the peer
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Client {
+    stream: UnixStream,
+    reader: FrameReader,
+    core: Core,
+    reply_timeout: Option<Duration>,
+    /// Whether a read timeout is set on the socket.
+    timeout_set: bool,
+}
+
+impl Client {
+    /// Connects to the daemon socket at `path` and says `Hello` with
+    /// `name`.
+    ///
+    /// # Errors
+    ///
+    /// The connection's error, [`ClientError::VersionMismatch`], or the
+    /// daemon's refusal.
+    pub fn connect(path: impl AsRef<Path>, name: &str) -> Result<Self, ClientError> {
+        let stream = UnixStream::connect(path)?;
+        Self::handshake(stream, name)
+    }
+
+    /// Says `Hello` on an already connected stream (a socketpair in
+    /// tests, a socket inherited from a supervisor).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::connect`].
+    pub fn handshake(stream: UnixStream, name: &str) -> Result<Self, ClientError> {
+        let placeholder = Session {
+            version: 0,
+            fep: std::net::Ipv4Addr::UNSPECIFIED.into(),
+            job: 0,
+            pid: 0,
+        };
+        let mut c = Self {
+            stream,
+            reader: FrameReader::new(),
+            core: Core::new(placeholder),
+            reply_timeout: Some(DEFAULT_REPLY_TIMEOUT),
+            timeout_set: false,
+        };
+        let reply = c.request(&Core::hello(name), None)?;
+        c.core.session = Core::on_hello(reply)?;
+        Ok(c)
+    }
+
+    /// What the daemon granted: FEP address, job, `pid_on_fep`.
+    #[must_use]
+    pub fn session(&self) -> &Session {
+        &self.core.session
+    }
+
+    /// How long control requests wait for their reply (`None`: forever).
+    pub fn set_reply_timeout(&mut self, timeout: Option<Duration>) {
+        self.reply_timeout = timeout;
+    }
+
+    /// A new memfd-backed region of `len` bytes ([`Region::new`]).
+    ///
+    /// # Errors
+    ///
+    /// The kernel's error.
+    pub fn create_region(&self, len: u64) -> io::Result<Region> {
+        Region::new(len)
+    }
+
+    /// Registers all of `region` for remote access with `access`, under
+    /// `key` or one the daemon picks.
+    ///
+    /// # Errors
+    ///
+    /// The daemon's refusal ([`ClientError::Daemon`]) or a connection
+    /// error.
+    pub fn register(
+        &mut self,
+        region: &Region,
+        access: Access,
+        key: Option<u64>,
+    ) -> Result<Registration, ClientError> {
+        let len = region.len();
+        let msg = ClientMsg::Register { len, access, key };
+        let reply = self.request(&msg, Some(region.as_fd()))?;
+        self.core.on_registered(reply, len, access)
+    }
+
+    /// Registers all of `region` as a local buffer.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::register`].
+    pub fn register_local(&mut self, region: &Region) -> Result<LocalHandle, ClientError> {
+        let len = region.len();
+        let reply = self.request(&ClientMsg::RegisterLocal { len }, Some(region.as_fd()))?;
+        Core::on_local_registered(reply, len)
+    }
+
+    /// Deregisters a region (either kind).
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::register`] (`UnknownHandle` for a handle not held).
+    pub fn deregister(&mut self, handle: Handle) -> Result<(), ClientError> {
+        let reply = self.request(&ClientMsg::Deregister { handle }, None)?;
+        Core::on_deregistered(reply, handle)
+    }
+
+    /// The daemon's counters as JSON.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::register`].
+    pub fn stats(&mut self) -> Result<String, ClientError> {
+        let reply = self.request(&ClientMsg::Stats, None)?;
+        Core::on_stats(reply)
+    }
+
+    /// Starts an RMA write of `len` bytes from `src` to `dst`.
+    ///
+    /// # Errors
+    ///
+    /// A connection error (refusals come back as a failed completion).
+    pub fn write(
+        &mut self,
+        src: LocalRef,
+        dst: RemoteRef,
+        len: u32,
+        header_data: Option<u64>,
+    ) -> Result<Tag, ClientError> {
+        self.submit(ops::write(src, dst, len, header_data))
+    }
+
+    /// Starts an RMA read of `len` bytes from `src` into `dst`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::write`].
+    pub fn read(&mut self, dst: LocalRef, src: RemoteRef, len: u32) -> Result<Tag, ClientError> {
+        self.submit(ops::read(dst, src, len))
+    }
+
+    /// Starts an untagged send.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::write`].
+    pub fn send(
+        &mut self,
+        src: LocalRef,
+        dst: Peer,
+        len: u32,
+        header_data: Option<u64>,
+    ) -> Result<Tag, ClientError> {
+        self.submit(ops::send(src, dst, len, header_data))
+    }
+
+    /// Starts a tagged send.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::write`].
+    pub fn tagged_send(
+        &mut self,
+        src: LocalRef,
+        dst: Peer,
+        len: u32,
+        match_bits: u64,
+        header_data: Option<u64>,
+    ) -> Result<Tag, ClientError> {
+        self.submit(ops::tagged_send(src, dst, len, match_bits, header_data))
+    }
+
+    /// Posts a receive buffer; `tagged` is `(match_bits, ignore_bits)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::write`].
+    pub fn post_recv(
+        &mut self,
+        dst: LocalRef,
+        len: u32,
+        tagged: Option<(u64, u64)>,
+    ) -> Result<Tag, ClientError> {
+        self.submit(ops::post_recv(dst, len, tagged))
+    }
+
+    /// The next event, buffered ones first; `None` waits forever,
+    /// `Some(Duration::ZERO)` only looks.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Timeout`] (the connection stays usable), the
+    /// daemon's closing `Error`, or a connection error.
+    pub fn wait_event(&mut self, timeout: Option<Duration>) -> Result<Event, ClientError> {
+        self.wait(None, timeout)
+    }
+
+    /// The end of operation `tag` (a [`Event::Completion`], or
+    /// [`Event::Recv`] for a receive); other events that arrive meanwhile
+    /// are kept for [`Client::wait_event`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Client::wait_event`].
+    pub fn wait_completion(
+        &mut self,
+        tag: Tag,
+        timeout: Option<Duration>,
+    ) -> Result<Event, ClientError> {
+        self.wait(Some(tag), timeout)
+    }
+
+    /// Says `Bye` and closes.
+    ///
+    /// # Errors
+    ///
+    /// A connection error.
+    pub fn close(mut self) -> Result<(), ClientError> {
+        self.core.usable()?;
+        self.send_msg(&ClientMsg::Bye, None)
+    }
+
+    fn submit(&mut self, build: impl FnOnce(Tag) -> ClientMsg) -> Result<Tag, ClientError> {
+        self.core.usable()?;
+        let (tag, msg) = self.core.op(build);
+        self.send_msg(&msg, None)?;
+        Ok(tag)
+    }
+
+    fn send_msg(&mut self, msg: &ClientMsg, fd: Option<BorrowedFd<'_>>) -> Result<(), ClientError> {
+        self.core.encode(msg)?;
+        let r = sock::send_frame(&self.stream, &self.core.out, fd).map_err(ClientError::from);
+        self.core.track(r)
+    }
+
+    /// Sends a control request and waits for its reply, keeping events.
+    fn request(
+        &mut self,
+        msg: &ClientMsg,
+        fd: Option<BorrowedFd<'_>>,
+    ) -> Result<DaemonMsg, ClientError> {
+        self.core.usable()?;
+        self.send_msg(msg, fd)?;
+        let deadline = self.reply_timeout.map(|t| Instant::now() + t);
+        let r = loop {
+            match self.recv(deadline) {
+                Ok(m) => match self.core.route(m) {
+                    Routed::Event => {}
+                    Routed::Reply(reply) => break Ok(reply),
+                },
+                Err(e) => break Err(e),
+            }
+        };
+        // Any failure to get the reply leaves the stream out of step.
+        if r.is_err() {
+            self.core.broken = true;
+        }
+        r
+    }
+
+    fn wait(&mut self, tag: Option<Tag>, timeout: Option<Duration>) -> Result<Event, ClientError> {
+        if let Some(e) = self.core.take_event(tag) {
+            return Ok(e);
+        }
+        self.core.usable()?;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let m = match self.recv(deadline) {
+                Ok(m) => m,
+                Err(ClientError::Timeout) => return Err(ClientError::Timeout),
+                Err(e) => return self.core.track(Err(e)),
+            };
+            match self.core.route(m) {
+                Routed::Event => {
+                    if let Some(e) = self.core.take_event(tag) {
+                        return Ok(e);
+                    }
+                }
+                Routed::Reply(r) => {
+                    self.core.broken = true;
+                    return Err(Core::stray_reply(r));
+                }
+            }
+        }
+    }
+
+    /// The next frame, by `deadline`.
+    fn recv(&mut self, deadline: Option<Instant>) -> Result<DaemonMsg, ClientError> {
+        loop {
+            if let Some(f) = self
+                .reader
+                .next_frame::<DaemonMsg>()
+                .map_err(ClientError::Protocol)?
+            {
+                return Ok(f.msg);
+            }
+            let n = match deadline {
+                None => {
+                    self.set_timeout(None)?;
+                    sock::recv_into(&self.stream, &mut self.reader)
+                }
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        self.stream.set_nonblocking(true)?;
+                        let r = sock::recv_into(&self.stream, &mut self.reader);
+                        self.stream.set_nonblocking(false)?;
+                        r
+                    } else {
+                        self.set_timeout(Some(left))?;
+                        sock::recv_into(&self.stream, &mut self.reader)
+                    }
+                }
+            };
+            match n {
+                Ok(0) if self.reader.buffered() == 0 => return Err(RecvError::Closed.into()),
+                Ok(0) => {
+                    return Err(RecvError::ClosedMidFrame {
+                        buffered: self.reader.buffered(),
+                    }
+                    .into());
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(RecvError::Io(e).into()),
+            }
+        }
+    }
+
+    fn set_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
+        if t.is_none() && !self.timeout_set {
+            return Ok(());
+        }
+        self.stream.set_read_timeout(t)?;
+        self.timeout_set = t.is_some();
+        Ok(())
+    }
+}
+
+impl AsFd for Client {
+    /// The socket, e.g. to poll it with others.
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.stream.as_fd()
+    }
+}
