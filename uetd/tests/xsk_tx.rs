@@ -25,6 +25,14 @@ fn payload(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|k| (i * 31 + k * 7) as u8).collect()
 }
 
+/// The worker loop takes a `Box<dyn PacketIo + Send>`.
+#[test]
+fn xsk_io_is_send() {
+    fn send<T: Send>() {}
+    send::<XdpIo>();
+    send::<uetd::xsk::XskSet>();
+}
+
 #[test]
 fn xsk_tx_reaches_kernel_udp_with_exact_bytes_and_frames_come_back() {
     let a = NetNs::create("uet-xtx").unwrap();

@@ -207,16 +207,18 @@ pub fn blast(cfg: &BlastConfig, stop: &AtomicBool) -> io::Result<RawReport> {
 }
 
 /// Receives frames on every socket of `set` and recycles them at once,
-/// until `stop` is set or `count` frames arrived. The clock runs from the
-/// first frame to the last. The caller has opened `set` and registered its
-/// sockets with the XDP program.
+/// until `stop` is set (what is in the RX rings then is still counted) or
+/// `count` frames arrived. The clock runs from the first frame to the last.
+/// The caller has opened `set` and registered its sockets with the XDP
+/// program.
 pub fn sink(set: &mut XskSet, stop: &AtomicBool, count: Option<u64>) -> io::Result<RawReport> {
     let limit = count.unwrap_or(u64::MAX);
     let mut packets = 0u64;
     let mut bytes = 0u64;
     let mut first = None;
     let mut last = Instant::now();
-    while packets < limit && !stop.load(Ordering::Relaxed) {
+    while packets < limit {
+        let stopping = stop.load(Ordering::Relaxed);
         let mut got = 0u32;
         for s in 0..set.socks.len() {
             let mut popped = 0;
@@ -237,6 +239,8 @@ pub fn sink(set: &mut XskSet, stop: &AtomicBool, count: Option<u64>) -> io::Resu
             last = now;
             packets += u64::from(got);
             set.refill();
+        } else if stopping {
+            break;
         } else {
             let mut fds = [set.socks[0].as_fd(); 16];
             let n = set.socks.len().min(16);
