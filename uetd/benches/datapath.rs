@@ -83,6 +83,30 @@ fn kernel_udp(pair: &Pair, size: usize, seconds: f64) -> f64 {
     got.gbps()
 }
 
+/// Raw AF_XDP: Gb/s of `frame`-byte Ethernet frames the sink counted, and
+/// the same expressed as UDP payload (what a write's goodput compares to).
+fn raw_xsk(pair: &Pair, frame: usize, seconds: f64) -> (f64, f64) {
+    let cfg = |ifname: &str| uetd::xsk::XskConfig {
+        ifname: ifname.into(),
+        frame_count: 8192,
+        fill_size: 4096,
+        ..uetd::xsk::XskConfig::default()
+    };
+    let (_tx, rx) = uetd::xsk::raw::veth_ceiling(
+        &pair.a,
+        cfg("v0"),
+        pair.a_ip.parse().unwrap(),
+        &pair.b,
+        cfg("v1"),
+        pair.b_ip.parse().unwrap(),
+        frame,
+        Duration::from_secs_f64(seconds),
+    )
+    .unwrap();
+    let payload = (frame - 14 - 28) as f64 / frame as f64;
+    (rx.gbps(), rx.gbps() * payload)
+}
+
 /// uetd a → b, one RMA write flow of `bytes`: goodput Gb/s.
 fn uetd_write(pair: &Pair, a_backend: &str, b_backend: &str, bytes: &str) -> f64 {
     let expose = format!("1:0x5eed:{bytes}");
@@ -125,31 +149,47 @@ fn main() {
     }
     let pair = Pair::new(90, o.mtu);
     let dgram = o.mtu as usize - 28;
+    let frame = o.mtu as usize + 14;
     let mut rows: Vec<(String, Vec<f64>)> = vec![
-        (format!("kernel UDP ceiling, {dgram} B datagrams"), vec![]),
-        ("uetd udp -> udp, RMA write".into(), vec![]),
+        (
+            format!("kernel UDP ceiling, {dgram} B datagrams (payload)"),
+            vec![],
+        ),
+        (
+            format!("raw AF_XDP ceiling, {frame} B frames (frame bytes)"),
+            vec![],
+        ),
+        ("raw AF_XDP ceiling as UDP payload".into(), vec![]),
+        ("uetd udp -> udp, RMA write goodput".into(), vec![]),
+        ("uetd xdp -> xdp, RMA write goodput".into(), vec![]),
     ];
     for r in 0..o.repeats {
         rows[0].1.push(kernel_udp(&pair, dgram, o.seconds));
-        rows[1].1.push(uetd_write(&pair, "udp", "udp", &o.bytes));
+        let (f, p) = raw_xsk(&pair, frame, o.seconds);
+        rows[1].1.push(f);
+        rows[2].1.push(p);
+        rows[3].1.push(uetd_write(&pair, "udp", "udp", &o.bytes));
+        rows[4].1.push(uetd_write(&pair, "xdp", "xdp", &o.bytes));
         eprintln!(
             "repeat {r}: {:?}",
-            rows.iter().map(|r| r.1.last()).collect::<Vec<_>>()
+            rows.iter().map(|r| r.1.last().copied()).collect::<Vec<_>>()
         );
     }
-    let base = median(rows[0].1.clone());
+    let udp = median(rows[0].1.clone());
+    let xsk = median(rows[2].1.clone());
     println!(
-        "| path (veth, MTU {}, {} repeats) | Gb/s (median) | runs | vs kernel UDP |",
+        "| path (veth, MTU {}, copy mode, {} repeats) | Gb/s median | runs | vs kernel UDP | vs raw AF_XDP |",
         o.mtu, o.repeats
     );
-    println!("|---|---|---|---|");
+    println!("|---|---|---|---|---|");
     for (name, v) in &rows {
         let m = median(v.clone());
         let runs: Vec<String> = v.iter().map(|x| format!("{x:.2}")).collect();
         println!(
-            "| {name} | {m:.2} | {} | {:.0} % |",
+            "| {name} | {m:.2} | {} | {:.0} % | {:.0} % |",
             runs.join(", "),
-            m / base * 100.0
+            m / udp * 100.0,
+            m / xsk * 100.0
         );
     }
 }

@@ -11,17 +11,15 @@
 //! ```
 
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 use clap::{Args, Parser, Subcommand};
 use uet_wire::inet::EthernetAddress;
 use uetd::netns::{NetNs, veth_pair};
-use uetd::xdp::{SteerConfig, XdpMode, XdpSteer};
 use uetd::xsk::raw::{self, BlastConfig, RawReport};
-use uetd::xsk::{XskConfig, XskMode, XskSet};
+use uetd::xsk::{XskConfig, XskMode};
 
 #[derive(Parser, Debug)]
 #[command(about = "Raw AF_XDP packets/s and Gb/s ceiling")]
@@ -142,71 +140,22 @@ fn print(what: &str, size: usize, r: &RawReport) {
     );
 }
 
-fn sink_on(
-    c: &Common,
-    ifname: &str,
-    queues: Vec<u32>,
-    stop: &AtomicBool,
-    ready: impl FnOnce(EthernetAddress),
-) -> Result<RawReport> {
-    let mut steer = XdpSteer::attach(
-        ifname,
-        XdpMode::Auto,
-        SteerConfig {
-            udp_port: c.port,
-            ..SteerConfig::default()
-        },
-    )?;
-    let mut set =
-        XskSet::open(&xsk_config(c, ifname, queues)).context("opening the sink's sockets")?;
-    for (q, fd) in set.fds() {
-        steer.register_socket(q, fd)?;
-    }
-    ready(set.interface().1);
-    let r = raw::sink(&mut set, stop, None)?;
-    eprintln!("steering ({}): {:?}", steer.mode(), steer.counters()?);
-    Ok(r)
-}
-
 fn veth(args: &VethArgs) -> Result<()> {
     let c = args.common.clone();
     let mtu = args.mtu.unwrap_or_else(|| (c.size as u32 - 14).max(1500));
     let a = NetNs::create("uet-raw")?;
     let b = NetNs::create("uet-raw")?;
     veth_pair(&a, "r0", "10.78.0.1/24", &b, "r1", "10.78.0.2/24", mtu)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let (mac_tx, mac_rx) = std::sync::mpsc::channel();
-    let sink = {
-        let (c, stop) = (c.clone(), Arc::clone(&stop));
-        b.spawn(move || {
-            sink_on(&c, "r1", vec![0], &stop, |mac| {
-                let _ = mac_tx.send(mac);
-            })
-        })?
-    };
-    let dst_mac = mac_rx
-        .recv_timeout(Duration::from_secs(10))
-        .map_err(|_| anyhow!("the sink did not start"))?;
-    let cfg = BlastConfig {
-        xsk: xsk_config(&c, "r0", vec![0]),
-        dst_mac,
-        src_ip: "10.78.0.1".parse()?,
-        dst_ip: "10.78.0.2".parse()?,
-        udp_port: c.port,
-        frame_len: c.size,
-        batch: 64,
-        count: None,
-    };
-    let blaster = {
-        let stop = Arc::clone(&stop);
-        a.spawn(move || raw::blast(&cfg, &stop))?
-    };
-    std::thread::sleep(Duration::from_secs(c.secs));
-    stop.store(true, Ordering::Relaxed);
-    let tx = blaster
-        .join()
-        .map_err(|_| anyhow!("blaster panicked"))???;
-    let rx = sink.join().map_err(|_| anyhow!("sink panicked"))???;
+    let (tx, rx) = raw::veth_ceiling(
+        &a,
+        xsk_config(&c, "r0", vec![0]),
+        "10.78.0.1".parse()?,
+        &b,
+        xsk_config(&c, "r1", vec![0]),
+        "10.78.0.2".parse()?,
+        c.size,
+        Duration::from_secs(c.secs),
+    )?;
     println!("veth pair, MTU {mtu}, frame size {}", c.frame_size);
     print("blast", c.size, &tx);
     print("sink", c.size, &rx);
@@ -242,7 +191,14 @@ fn main() -> Result<()> {
         Cmd::Sink(a) => {
             let stop = AtomicBool::new(false);
             let r = std::thread::scope(|s| {
-                let h = s.spawn(|| sink_on(&a.common, &a.iface, a.queues.clone(), &stop, |_| {}));
+                let h = s.spawn(|| {
+                    raw::sink_on(
+                        &xsk_config(&a.common, &a.iface, a.queues.clone()),
+                        a.common.port,
+                        &stop,
+                        |_| {},
+                    )
+                });
                 std::thread::sleep(Duration::from_secs(a.common.secs));
                 stop.store(true, Ordering::Relaxed);
                 h.join()
