@@ -150,6 +150,16 @@ pub struct Config {
     pub base_rtt_us: u64,
     /// log2 of the entropy (EV) space.
     pub ev_bits: u8,
+    /// PSN tracking window (MP_RANGE) in packets; bounds a PDC's packets in
+    /// flight. The spec's REFPROV default is 128; the daemon's default,
+    /// 1024, keeps a single flow from being window-bound when the round
+    /// trip includes scheduling delay (veth, shared cores). A multiple of
+    /// 128 (the wire carries MPR in units of 128).
+    pub mp_range: u32,
+    /// The window of cc = "none" (bytes in flight per destination).
+    pub window: Size,
+    /// First retransmission timeout (RTO_INIT_TIME), µs.
+    pub rto_init_us: u64,
     /// Seed of the endpoints' randomness (default: from the OS).
     pub seed: Option<u64>,
     /// Control socket path.
@@ -175,6 +185,9 @@ impl Default for Config {
             link_rate: Size(10_000_000_000),
             base_rtt_us: 50,
             ev_bits: 4,
+            mp_range: 1024,
+            window: Size(2 << 20),
+            rto_init_us: 5_000,
             seed: None,
             socket: PathBuf::from("/run/uet/uetd.sock"),
             expose: Vec::new(),
@@ -215,6 +228,21 @@ impl Config {
         }
         if !matches!(self.frame_size, 2048 | 4096) {
             bail!("frame_size must be 2048 or 4096, not {}", self.frame_size);
+        }
+        if self.mp_range == 0 || self.mp_range % 128 != 0 || self.mp_range > 128 * 255 {
+            bail!(
+                "mp_range must be a multiple of 128 up to 32640, not {}",
+                self.mp_range
+            );
+        }
+        if self.window.0 < 4096 || self.window.0 > 1 << 30 {
+            bail!("window must be 4 KiB..1 GiB, not {}", self.window.0);
+        }
+        if !(100..=10_000_000).contains(&self.rto_init_us) {
+            bail!(
+                "rto_init_us must be 100..=10000000, not {}",
+                self.rto_init_us
+            );
         }
         if self.ev_bits > 10 {
             bail!("ev_bits must be ≤ 10, not {}", self.ev_bits);

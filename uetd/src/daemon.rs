@@ -185,6 +185,11 @@ impl Daemon {
                     .saturating_sub(uet_wire::pds::req::CC_HEADER_LEN),
                 ..PdsConfig::default()
             };
+            pds.mp_range = cfg.mp_range;
+            pds.rto_init = WireDuration::from_micros(cfg.rto_init_us);
+            pds.ccc.algorithm = uet_cms::Algorithm::Fixed {
+                window: cfg.window.0,
+            };
             pds.ccc.ev.base = 0xc000;
             pds.ccc.ev.ev_bits = cfg.ev_bits;
             mode.configure(

@@ -64,6 +64,15 @@ struct Args {
     /// Idle round trip congestion control plans for, µs.
     #[arg(long)]
     base_rtt_us: Option<u64>,
+    /// PSN tracking window (MP_RANGE) in packets, a multiple of 128.
+    #[arg(long)]
+    mp_range: Option<u32>,
+    /// Window of cc none, bytes (e.g. 2MiB).
+    #[arg(long)]
+    window: Option<Size>,
+    /// First retransmission timeout, µs.
+    #[arg(long)]
+    rto_init_us: Option<u64>,
     /// Expose a region: RI:KEY:SIZE (KEY may be 0x-prefixed), job 1, pid 0.
     #[arg(long, value_parser = parse_expose)]
     expose: Vec<Expose>,
