@@ -229,7 +229,7 @@ impl Config {
         if !matches!(self.frame_size, 2048 | 4096) {
             bail!("frame_size must be 2048 or 4096, not {}", self.frame_size);
         }
-        if self.mp_range == 0 || self.mp_range % 128 != 0 || self.mp_range > 128 * 255 {
+        if self.mp_range == 0 || !self.mp_range.is_multiple_of(128) || self.mp_range > 128 * 255 {
             bail!(
                 "mp_range must be a multiple of 128 up to 32640, not {}",
                 self.mp_range
