@@ -491,6 +491,17 @@ impl<M: RegisteredMemory> Endpoint<M> {
         r
     }
 
+    /// Withdraws a local buffer and returns it. Its handle is never reused;
+    /// an operation still using it fails (a read completes with
+    /// `LocalOutOfBounds`, a write's remaining packets carry nothing the
+    /// target accepts), and nothing reads the withdrawn memory again.
+    pub fn deregister_local(&mut self, r: LocalRegion) -> Option<M> {
+        self.core
+            .locals
+            .get_mut(r.0 as usize)
+            .and_then(Option::take)
+    }
+
     /// A local buffer.
     pub fn local(&self, r: LocalRegion) -> Option<&M> {
         self.core.locals.get(r.0 as usize).and_then(Option::as_ref)

@@ -164,6 +164,9 @@ pub struct Config {
     pub seed: Option<u64>,
     /// Control socket path.
     pub socket: PathBuf,
+    /// The job every application client is granted (clients cannot pick
+    /// one; their operations may only address regions of this job).
+    pub api_job: u32,
     /// Regions exposed by the daemon itself.
     pub expose: Vec<Expose>,
 }
@@ -190,6 +193,7 @@ impl Default for Config {
             rto_init_us: 5_000,
             seed: None,
             socket: PathBuf::from("/run/uet/uetd.sock"),
+            api_job: 1,
             expose: Vec::new(),
         }
     }

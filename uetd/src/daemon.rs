@@ -11,7 +11,6 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::mpsc::channel;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -104,7 +103,7 @@ impl Daemon {
         });
         let mode = cfg.cc_mode()?;
         let seed = cfg.seed.unwrap_or_else(os_seed);
-        let (out_tx, outputs) = channel();
+        let (out_tx, outputs) = crossbeam_channel::unbounded();
         let mut workers = Vec::with_capacity(cfg.workers);
         let (mut steer, neigh, hub) = if cfg.backend == Backend::Xdp {
             let ifname = cfg
@@ -296,6 +295,65 @@ impl Daemon {
         true
     }
 
+    /// The worker outputs (completions, target events), for a control loop
+    /// that selects over them.
+    pub fn outputs(&self) -> &Outputs {
+        &self.outputs
+    }
+
+    /// A fresh tag for [`Daemon::submit`].
+    pub fn next_tag(&mut self) -> u64 {
+        self.next_tag += 1;
+        self.next_tag
+    }
+
+    /// Submits `op` to the worker that owns `peer`; its end arrives as an
+    /// output with `tag`. `locals` are the local buffer's handles per worker
+    /// ([`Daemon::register_local`]).
+    pub fn submit(&self, tag: u64, peer: IpAddr, op: Operation) {
+        self.workers[self.owner(peer)].send(worker::Command::Submit { tag, dst: peer, op });
+    }
+
+    /// Registers a local buffer with every worker; returns its handle in
+    /// each (index = worker).
+    pub fn register_local(&self, mem: &SharedRegion) -> Result<Vec<LocalRegion>> {
+        self.workers
+            .iter()
+            .map(|w| w.register_local(mem.clone()).context("a worker stopped"))
+            .collect()
+    }
+
+    /// Withdraws a local buffer from every worker.
+    pub fn deregister_local(&self, handles: &[LocalRegion]) {
+        for (w, r) in self.workers.iter().zip(handles) {
+            w.send(worker::Command::DeregisterLocal { region: *r });
+        }
+    }
+
+    /// Withdraws a registration from every worker (the generation moves
+    /// on, so stale keys fail with BAD_GENERATION).
+    pub fn deregister(&self, addr: RegionAddr) -> Result<()> {
+        for w in &self.workers {
+            let (tx, rx) = std::sync::mpsc::channel();
+            w.send(worker::Command::Deregister { addr, reply: tx });
+            rx.recv()
+                .context("a worker stopped")?
+                .map_err(|e| anyhow::anyhow!("deregistration refused: {e:?}"))?;
+        }
+        Ok(())
+    }
+
+    /// Posts a receive. Receives are matched by worker 0, so a daemon that
+    /// serves receives runs one worker (sends from peers owned by other
+    /// workers would not find them).
+    pub fn post_recv(&self, tag: u64, spec: uet_ses::RecvSpec) -> Result<()> {
+        if self.workers.len() != 1 {
+            bail!("posted receives need a daemon with one worker");
+        }
+        self.workers[0].send(worker::Command::PostRecv { tag, spec });
+        Ok(())
+    }
+
     /// Counters of every worker.
     pub fn stats(&self) -> Vec<WorkerStats> {
         self.workers.iter().map(WorkerHandle::stats).collect()
@@ -379,7 +437,7 @@ impl Daemon {
             }
         };
         let start = std::time::Instant::now();
-        let base = self.next_tag;
+        let base = self.next_tag + 1;
         self.next_tag += chunks;
         let mut next = 0u64;
         let mut done = 0u64;

@@ -9,6 +9,7 @@
 //! - All `unsafe` lives in the private `sys` module.
 
 pub mod config;
+pub mod control;
 pub mod daemon;
 pub mod decode;
 pub mod io;

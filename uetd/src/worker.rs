@@ -18,7 +18,7 @@
 use std::net::IpAddr;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -88,6 +88,19 @@ pub enum Command {
         /// The operation.
         op: Operation,
     },
+    /// Withdraw a local buffer.
+    DeregisterLocal {
+        /// Its handle in this worker.
+        region: LocalRegion,
+    },
+    /// Post a receive buffer for sends; it ends as [`Output::Received`] or
+    /// [`Output::RecvRejected`] with `tag`.
+    PostRecv {
+        /// The caller's tag.
+        tag: u64,
+        /// The receive.
+        spec: uet_ses::RecvSpec,
+    },
 }
 
 /// What a worker tells the control thread.
@@ -107,9 +120,23 @@ pub enum Output {
         /// Why.
         error: uet_ses::EndpointSubmitError,
     },
-    /// Something arrived for the target side (write with header data,
-    /// receive).
+    /// Something arrived for the target side (a write with header data;
+    /// a receive posted without a tag).
     Target(TargetEvent),
+    /// A posted receive completed.
+    Received {
+        /// Its tag.
+        tag: u64,
+        /// What arrived.
+        event: uet_ses::RecvEvent,
+    },
+    /// A receive could not be posted.
+    RecvRejected {
+        /// Its tag.
+        tag: u64,
+        /// Why.
+        error: uet_ses::PostError,
+    },
 }
 
 /// A snapshot of a worker's counters.
@@ -197,7 +224,7 @@ pub fn spawn(
     id: usize,
     mut io: Box<dyn PacketIo + Send>,
     mut ep: DaemonEndpoint,
-    out: Sender<(usize, Output)>,
+    out: crossbeam_channel::Sender<(usize, Output)>,
     cpu: Option<usize>,
 ) -> std::io::Result<WorkerHandle> {
     let inbox = Arc::new(SegQueue::new());
@@ -233,9 +260,10 @@ fn run(
     wake: &EventFd,
     stop: &AtomicBool,
     stats: &Mutex<WorkerStats>,
-    out: &Sender<(usize, Output)>,
+    out: &crossbeam_channel::Sender<(usize, Output)>,
 ) {
     let mut tags: FxHashMap<OpId, u64> = FxHashMap::default();
+    let mut recv_tags: FxHashMap<uet_ses::RecvId, u64> = FxHashMap::default();
     let mut idle = 0u32;
     let mut iterations = 0u64;
     let mut sleeps = 0u64;
@@ -248,7 +276,7 @@ fn run(
 
         while let Some(cmd) = inbox.pop() {
             busy = true;
-            handle_command(id, ep, cmd, now, &mut tags, out);
+            handle_command(id, ep, cmd, now, &mut tags, &mut recv_tags, out);
         }
         if stop.load(Ordering::Acquire) {
             break;
@@ -280,7 +308,14 @@ fn run(
         }
         while let Some(e) = ep.poll_event() {
             busy = true;
-            let _ = out.send((id, Output::Target(e)));
+            let o = match e {
+                TargetEvent::Recv(ev) => match recv_tags.remove(&ev.recv) {
+                    Some(tag) => Output::Received { tag, event: ev },
+                    None => Output::Target(TargetEvent::Recv(ev)),
+                },
+                e => Output::Target(e),
+            };
+            let _ = out.send((id, o));
         }
         busy |= rx > 0 || tx > 0;
 
@@ -349,7 +384,8 @@ fn handle_command(
     cmd: Command,
     now: Instant,
     tags: &mut FxHashMap<OpId, u64>,
-    out: &Sender<(usize, Output)>,
+    recv_tags: &mut FxHashMap<uet_ses::RecvId, u64>,
+    out: &crossbeam_channel::Sender<(usize, Output)>,
 ) {
     match cmd {
         Command::Register { spec, mem, reply } => {
@@ -369,8 +405,19 @@ fn handle_command(
                 let _ = out.send((id, Output::Rejected { tag, error }));
             }
         },
+        Command::DeregisterLocal { region } => {
+            drop(ep.deregister_local(region));
+        }
+        Command::PostRecv { tag, spec } => match ep.post_recv(spec) {
+            Ok(r) => {
+                recv_tags.insert(r, tag);
+            }
+            Err(error) => {
+                let _ = out.send((id, Output::RecvRejected { tag, error }));
+            }
+        },
     }
 }
 
 /// A receiver of worker outputs.
-pub type Outputs = Receiver<(usize, Output)>;
+pub type Outputs = crossbeam_channel::Receiver<(usize, Output)>;

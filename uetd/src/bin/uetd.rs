@@ -8,8 +8,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -76,6 +75,9 @@ struct Args {
     /// Expose a region: RI:KEY:SIZE (KEY may be 0x-prefixed), job 1, pid 0.
     #[arg(long, value_parser = parse_expose)]
     expose: Vec<Expose>,
+    /// Control socket path (default /run/uet/uetd.sock).
+    #[arg(long)]
+    socket: Option<PathBuf>,
     /// Seed of the endpoints' randomness.
     #[arg(long)]
     seed: Option<u64>,
@@ -157,6 +159,9 @@ fn config(a: &Args) -> Result<Config> {
     if a.mtu.is_some() {
         c.mtu = a.mtu;
     }
+    if let Some(p) = &a.socket {
+        c.socket.clone_from(p);
+    }
     if a.seed.is_some() {
         c.seed = a.seed;
     }
@@ -222,12 +227,17 @@ fn main() -> Result<()> {
         }
     }
     if !args.exit {
-        while !stop.load(Ordering::Relaxed) {
-            if let Some((_, out)) = d.next_output(Duration::from_millis(100))
-                && let Some(line) = d.handle_output(&out)
-            {
+        let mut ctl = uetd::control::ControlConfig::new(d.config().socket.clone());
+        ctl.job = d.config().api_job;
+        let served = uetd::control::serve(&mut d, ctl, &stop, |d, out| {
+            if let Some(line) = d.handle_output(out) {
                 println!("{line}");
             }
+        });
+        if let Err(e) = served {
+            println!(r#"{{"event":"error","error":"{e:#}"}}"#);
+            let _ = d.shutdown();
+            std::process::exit(1);
         }
         tracing::info!("shutting down");
     }

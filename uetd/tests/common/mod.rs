@@ -48,9 +48,15 @@ pub struct Uetd {
 
 impl Uetd {
     pub fn spawn(ns: &NetNs, args: &[&str]) -> Self {
-        let mut child = ns
-            .command(env!("CARGO_BIN_EXE_uetd"))
-            .args(args)
+        // Daemons in different namespaces share the filesystem: each gets a
+        // control socket of its own unless the test names one.
+        let socket = Self::socket_of(ns);
+        let mut cmd = ns.command(env!("CARGO_BIN_EXE_uetd"));
+        cmd.args(args);
+        if !args.contains(&"--socket") {
+            cmd.args(["--socket", &socket]);
+        }
+        let mut child = cmd
             .env("UET_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -70,6 +76,11 @@ impl Uetd {
             lines,
             seen: Vec::new(),
         }
+    }
+
+    /// The control socket path a daemon in `ns` gets by default here.
+    pub fn socket_of(ns: &NetNs) -> String {
+        format!("/run/uet/test/{}.sock", ns.name())
     }
 
     /// The next line containing `needle`, waiting at most `within`.

@@ -1,0 +1,806 @@
+//! The daemon's control socket (issue 6): applications speak the
+//! `uet-api` protocol on a local Unix socket; this module maps it onto the
+//! datapath.
+//!
+//! Threads: one reader per client (blocking `recvmsg`, fds included) feeds
+//! the control loop through a channel; the control loop (the daemon's main
+//! thread) selects over client messages and worker outputs, owns every
+//! piece of client state, and writes replies (with a send timeout: a client
+//! that stops reading is disconnected rather than stalling everyone).
+//!
+//! Isolation: a client is granted a job by the daemon's configuration and a
+//! `pid_on_fep` of its own; it can only use handles it registered, and its
+//! operations may only address regions of its own job (`NotYours`).
+//! Registered memory is the client's memfd mapped `MAP_SHARED` — after
+//! `check_region_fd` made sure it is sealed against shrinking, so a client
+//! cannot SIGBUS the daemon. When a client goes (Bye, disconnect, crash,
+//! protocol error) its remote registrations are withdrawn at once
+//! (generation bump: stale keys fail with BAD_GENERATION), its local
+//! buffers once its operations in flight have ended, and completions still
+//! arriving for it are dropped.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use crossbeam_channel::{Sender, select};
+use uet_api::proto::{ClientMsg, DaemonMsg, FrameReader};
+use uet_api::sock::{RecvError, peer_credentials, recv_frame, send_msg};
+use uet_api::{Access, Completion, ErrorCode, Handle, PROTOCOL_VERSION, Status, Tag};
+use uet_ses::{
+    Access as SesAccess, LocalBuf, LocalRegion, MemoryKey, OpError, Operation, RecvBuffer,
+    RecvKind, RecvSpec, RegionAddr, RegionSpec, RemoteAddr, TargetEvent,
+};
+use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
+
+use crate::daemon::Daemon;
+use crate::mem::SharedRegion;
+use crate::worker::Output;
+
+/// Configuration of the control socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlConfig {
+    /// Socket path.
+    pub path: PathBuf,
+    /// The job every client is granted.
+    pub job: u32,
+    /// Most operations one client may have in flight.
+    pub max_in_flight: usize,
+    /// Most clients at once.
+    pub max_clients: usize,
+}
+
+impl ControlConfig {
+    /// Defaults for `path`: job 1, 4096 operations per client, 256 clients.
+    pub fn new(path: PathBuf) -> Self {
+        Self {
+            path,
+            job: 1,
+            max_in_flight: 4096,
+            max_clients: 256,
+        }
+    }
+}
+
+type ClientId = u64;
+
+enum Ev {
+    Connected(ClientId, UnixStream, u32),
+    Msg(ClientId, ClientMsg, Option<OwnedFd>),
+    Gone(ClientId, String),
+}
+
+/// A client's region registered for remote access (the endpoints hold
+/// the mapping).
+struct Remote {
+    addr: RegionAddr,
+}
+
+struct Local {
+    mem: SharedRegion,
+    per_worker: Vec<LocalRegion>,
+}
+
+struct Client {
+    stream: UnixStream,
+    uid: u32,
+    name: String,
+    pid: Option<u16>,
+    next_handle: u32,
+    next_ri: u16,
+    remotes: HashMap<u32, Remote>,
+    locals: HashMap<u32, Local>,
+    in_flight: usize,
+    closing: bool,
+}
+
+/// What a daemon tag stands for.
+enum Pending {
+    Op { client: ClientId, tag: Tag },
+    Recv { client: ClientId, tag: Tag },
+}
+
+/// The control loop's state.
+struct Control {
+    cfg: ControlConfig,
+    clients: HashMap<ClientId, Client>,
+    pending: HashMap<u64, Pending>,
+    pids_in_use: Vec<bool>,
+    /// Local buffers of departed clients, released when their last
+    /// operation ends: (client, handles per worker).
+    orphans: Vec<(ClientId, Vec<LocalRegion>)>,
+}
+
+/// Binds the socket (0660; a stale socket file is replaced) and serves until
+/// `stop` is set. Worker outputs not meant for clients go to `other`.
+pub fn serve(
+    daemon: &mut Daemon,
+    cfg: ControlConfig,
+    stop: &AtomicBool,
+    mut other: impl FnMut(&Daemon, &Output),
+) -> Result<()> {
+    let listener = bind(&cfg.path)?;
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let accept_stop = Arc::new(AtomicBool::new(false));
+    {
+        let tx = tx.clone();
+        let l = listener.try_clone()?;
+        let s = Arc::clone(&accept_stop);
+        std::thread::Builder::new()
+            .name("uet-accept".into())
+            .spawn(move || accept_loop(&l, &tx, &s))?;
+    }
+    tracing::info!(path = %cfg.path.display(), "control socket ready");
+    let mut c = Control {
+        pids_in_use: vec![false; 1 << 12],
+        cfg,
+        clients: HashMap::new(),
+        pending: HashMap::new(),
+        orphans: Vec::new(),
+    };
+    // pid 0 is the daemon's own (its exposed regions).
+    c.pids_in_use[0] = true;
+    let outputs = daemon.outputs().clone();
+    while !stop.load(Ordering::Relaxed) {
+        select! {
+            recv(rx) -> ev => if let Ok(ev) = ev { c.on_event(daemon, ev) },
+            recv(outputs) -> o => if let Ok((_, o)) = o {
+                if !c.on_output(daemon, &o) {
+                    other(daemon, &o);
+                }
+            },
+            default(Duration::from_millis(100)) => {}
+        }
+    }
+    accept_stop.store(true, Ordering::Relaxed);
+    // Unblock accept() with a connection of our own, then remove the file.
+    let _ = UnixStream::connect(&c.cfg.path);
+    let ids: Vec<ClientId> = c.clients.keys().copied().collect();
+    for id in ids {
+        c.drop_client(daemon, id, "daemon shutting down");
+    }
+    let _ = std::fs::remove_file(&c.cfg.path);
+    Ok(())
+}
+
+fn bind(path: &Path) -> Result<UnixListener> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    if path.exists() {
+        // A live daemon answers; a stale file from a crashed one does not.
+        if UnixStream::connect(path).is_ok() {
+            anyhow::bail!("another daemon serves {}", path.display());
+        }
+        std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
+    }
+    let l = UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+    Ok(l)
+}
+
+fn accept_loop(l: &UnixListener, tx: &Sender<Ev>, stop: &AtomicBool) {
+    let mut next: ClientId = 1;
+    for conn in l.incoming() {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let Ok(stream) = conn else { continue };
+        let uid = match peer_credentials(&stream) {
+            Ok(c) => c.uid,
+            Err(e) => {
+                tracing::warn!("no peer credentials: {e}");
+                continue;
+            }
+        };
+        let id = next;
+        next += 1;
+        let Ok(reader) = stream.try_clone() else {
+            continue;
+        };
+        let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+        if tx.send(Ev::Connected(id, stream, uid)).is_err() {
+            return;
+        }
+        let tx = tx.clone();
+        let _ = std::thread::Builder::new()
+            .name(format!("uet-client-{id}"))
+            .spawn(move || read_loop(id, &reader, &tx));
+    }
+}
+
+fn read_loop(id: ClientId, s: &UnixStream, tx: &Sender<Ev>) {
+    let mut reader = FrameReader::new();
+    loop {
+        match recv_frame::<ClientMsg>(s, &mut reader) {
+            Ok(r) => {
+                let bye = matches!(r.msg, ClientMsg::Bye);
+                if tx.send(Ev::Msg(id, r.msg, r.fd)).is_err() || bye {
+                    return;
+                }
+            }
+            Err(e) => {
+                let why = match &e {
+                    RecvError::Closed => "disconnected".to_owned(),
+                    e => e.to_string(),
+                };
+                // A malformed frame gets its error before the close.
+                if let RecvError::Decode(d) = &e {
+                    let _ = send_msg(
+                        s,
+                        &DaemonMsg::Error {
+                            code: ErrorCode::Malformed,
+                            message: d.to_string(),
+                        },
+                        None,
+                    );
+                }
+                let _ = tx.send(Ev::Gone(id, why));
+                return;
+            }
+        }
+    }
+}
+
+fn err(code: ErrorCode, message: impl Into<String>) -> DaemonMsg {
+    DaemonMsg::Error {
+        code,
+        message: message.into(),
+    }
+}
+
+fn local_err(tag: Tag, code: ErrorCode, message: impl Into<String>) -> DaemonMsg {
+    DaemonMsg::Completion(Completion {
+        tag,
+        status: Status::Local {
+            code,
+            message: message.into(),
+        },
+        bytes: 0,
+    })
+}
+
+impl Control {
+    fn send(&mut self, daemon: &Daemon, id: ClientId, msg: &DaemonMsg) {
+        let Some(c) = self.clients.get(&id) else {
+            return;
+        };
+        if let Err(e) = send_msg(&c.stream, msg, None) {
+            let why = format!("write failed: {e}");
+            self.drop_client(daemon, id, &why);
+        }
+    }
+
+    fn on_event(&mut self, daemon: &mut Daemon, ev: Ev) {
+        match ev {
+            Ev::Connected(id, stream, uid) => {
+                if self.clients.len() >= self.cfg.max_clients {
+                    let _ = send_msg(&stream, &err(ErrorCode::Exhausted, "too many clients"), None);
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                    return;
+                }
+                self.clients.insert(
+                    id,
+                    Client {
+                        stream,
+                        uid,
+                        name: String::new(),
+                        pid: None,
+                        next_handle: 1,
+                        next_ri: 1,
+                        remotes: HashMap::new(),
+                        locals: HashMap::new(),
+                        in_flight: 0,
+                        closing: false,
+                    },
+                );
+            }
+            Ev::Gone(id, why) => self.drop_client(daemon, id, &why),
+            Ev::Msg(id, msg, fd) => self.on_msg(daemon, id, msg, fd),
+        }
+    }
+
+    fn on_msg(&mut self, daemon: &mut Daemon, id: ClientId, msg: ClientMsg, fd: Option<OwnedFd>) {
+        let Some(client) = self.clients.get(&id) else {
+            return;
+        };
+        if client.closing {
+            return;
+        }
+        let hello_done = client.pid.is_some();
+        match msg {
+            ClientMsg::Hello { version, name } => {
+                if hello_done {
+                    self.fatal(daemon, id, ErrorCode::OutOfSequence, "a second Hello");
+                    return;
+                }
+                if version != PROTOCOL_VERSION {
+                    self.fatal(
+                        daemon,
+                        id,
+                        ErrorCode::VersionMismatch,
+                        format!("daemon speaks version {PROTOCOL_VERSION}, client {version}"),
+                    );
+                    return;
+                }
+                let Some(pid) = self.pids_in_use.iter().position(|u| !u) else {
+                    self.fatal(daemon, id, ErrorCode::Exhausted, "no pid_on_fep left");
+                    return;
+                };
+                self.pids_in_use[pid] = true;
+                let job = self.cfg.job;
+                if let Some(c) = self.clients.get_mut(&id) {
+                    c.pid = Some(pid as u16);
+                    c.name = name;
+                    tracing::info!(client = %c.name, uid = c.uid, job, pid, "client connected");
+                }
+                let reply = DaemonMsg::HelloOk {
+                    version: PROTOCOL_VERSION,
+                    fep: daemon.local(),
+                    job,
+                    pid: pid as u16,
+                };
+                self.send(daemon, id, &reply);
+            }
+            _ if !hello_done => {
+                self.fatal(daemon, id, ErrorCode::OutOfSequence, "Hello first");
+            }
+            ClientMsg::Bye => self.drop_client(daemon, id, "bye"),
+            ClientMsg::Register { len, access, key } => {
+                let reply = self.register(daemon, id, len, access, key, fd);
+                self.send(daemon, id, &reply);
+            }
+            ClientMsg::RegisterLocal { len } => {
+                let reply = self.register_local(daemon, id, len, fd);
+                self.send(daemon, id, &reply);
+            }
+            ClientMsg::Deregister { handle } => {
+                let reply = self.deregister(daemon, id, handle);
+                self.send(daemon, id, &reply);
+            }
+            ClientMsg::Stats => {
+                let json = crate::stats::to_json(&daemon.stats()).to_string();
+                self.send(daemon, id, &DaemonMsg::StatsReply { json });
+            }
+            op => self.operation(daemon, id, op),
+        }
+    }
+
+    /// Sends an error that ends the connection, and ends it.
+    fn fatal(&mut self, daemon: &Daemon, id: ClientId, code: ErrorCode, msg: impl Into<String>) {
+        let msg = msg.into();
+        if let Some(c) = self.clients.get(&id) {
+            let _ = send_msg(&c.stream, &err(code, msg.clone()), None);
+        }
+        self.drop_client(daemon, id, &msg);
+    }
+
+    fn register(
+        &mut self,
+        daemon: &mut Daemon,
+        id: ClientId,
+        len: u64,
+        access: Access,
+        key: Option<u64>,
+        fd: Option<OwnedFd>,
+    ) -> DaemonMsg {
+        let Some(fd) = fd else {
+            return err(ErrorCode::BadFd, "Register needs a memfd");
+        };
+        if let Err(e) = uet_api::region::check_region_fd(&fd, len) {
+            return err(e.code(), e.to_string());
+        }
+        let Ok(ulen) = usize::try_from(len) else {
+            return err(ErrorCode::BadLength, "too long");
+        };
+        let mem = match SharedRegion::from_fd(fd.as_fd(), ulen) {
+            Ok(m) => m,
+            Err(e) => return err(ErrorCode::BadFd, format!("mapping: {e}")),
+        };
+        let job = self.cfg.job;
+        let Some(c) = self.clients.get_mut(&id) else {
+            return err(ErrorCode::Internal, "no client");
+        };
+        let pid = c.pid.unwrap_or(0);
+        if c.next_ri >= 1 << 12 {
+            return err(ErrorCode::Exhausted, "no resource index left");
+        }
+        let ri = c.next_ri;
+        let key = key.unwrap_or_else(|| random_key(id, ri));
+        let mut sa = SesAccess::NONE;
+        if access.contains(Access::REMOTE_WRITE) {
+            sa = sa | SesAccess::REMOTE_WRITE;
+        }
+        if access.contains(Access::REMOTE_READ) {
+            sa = sa | SesAccess::REMOTE_READ;
+        }
+        if access.contains(Access::RECV) {
+            sa = sa | SesAccess::SEND;
+        }
+        let (Ok(j), Ok(p), Ok(r)) = (JobId::new(job), PidOnFep::new(pid), ResourceIndex::new(ri))
+        else {
+            return err(ErrorCode::Internal, "address out of range");
+        };
+        let addr = RegionAddr::new(j, p, r);
+        match daemon.register(RegionSpec::new(addr, MemoryKey(key), sa), mem) {
+            Ok(reg) => {
+                let handle = c.next_handle;
+                c.next_handle += 1;
+                c.next_ri += 1;
+                c.remotes.insert(handle, Remote { addr });
+                DaemonMsg::Registered {
+                    handle: Handle(handle),
+                    job,
+                    pid,
+                    ri,
+                    key,
+                    generation: reg.generation.get(),
+                }
+            }
+            Err(e) => err(ErrorCode::Refused, format!("{e:#}")),
+        }
+    }
+
+    fn register_local(
+        &mut self,
+        daemon: &Daemon,
+        id: ClientId,
+        len: u64,
+        fd: Option<OwnedFd>,
+    ) -> DaemonMsg {
+        let Some(fd) = fd else {
+            return err(ErrorCode::BadFd, "RegisterLocal needs a memfd");
+        };
+        if let Err(e) = uet_api::region::check_region_fd(&fd, len) {
+            return err(e.code(), e.to_string());
+        }
+        let Ok(ulen) = usize::try_from(len) else {
+            return err(ErrorCode::BadLength, "too long");
+        };
+        let mem = match SharedRegion::from_fd(fd.as_fd(), ulen) {
+            Ok(m) => m,
+            Err(e) => return err(ErrorCode::BadFd, format!("mapping: {e}")),
+        };
+        let per_worker = match daemon.register_local(&mem) {
+            Ok(v) => v,
+            Err(e) => return err(ErrorCode::Internal, format!("{e:#}")),
+        };
+        let Some(c) = self.clients.get_mut(&id) else {
+            return err(ErrorCode::Internal, "no client");
+        };
+        let handle = c.next_handle;
+        c.next_handle += 1;
+        c.locals.insert(handle, Local { mem, per_worker });
+        DaemonMsg::LocalRegistered {
+            handle: Handle(handle),
+        }
+    }
+
+    fn deregister(&mut self, daemon: &Daemon, id: ClientId, handle: Handle) -> DaemonMsg {
+        let Some(c) = self.clients.get_mut(&id) else {
+            return err(ErrorCode::Internal, "no client");
+        };
+        if let Some(r) = c.remotes.remove(&handle.0) {
+            return match daemon.deregister(r.addr) {
+                Ok(()) => DaemonMsg::Deregistered { handle },
+                Err(e) => err(ErrorCode::Internal, format!("{e:#}")),
+            };
+        }
+        if let Some(l) = c.locals.remove(&handle.0) {
+            // Operations still using it fail cleanly (see
+            // Endpoint::deregister_local).
+            daemon.deregister_local(&l.per_worker);
+            return DaemonMsg::Deregistered { handle };
+        }
+        err(ErrorCode::UnknownHandle, format!("no handle {}", handle.0))
+    }
+
+    /// The local buffer `handle` of client `id`, checked for
+    /// `offset + len`: its per-worker handles.
+    fn local_of(&self, id: ClientId, handle: Handle, offset: u64, len: u64) -> Result<Vec<LocalRegion>, (ErrorCode, String)> {
+        let c = self.clients.get(&id).ok_or((ErrorCode::Internal, "no client".into()))?;
+        let l = c
+            .locals
+            .get(&handle.0)
+            .ok_or((ErrorCode::UnknownHandle, format!("no local handle {}", handle.0)))?;
+        let end = offset
+            .checked_add(len)
+            .ok_or((ErrorCode::BadLength, "offset + length overflows".into()))?;
+        if end > l.mem.len() as u64 {
+            return Err((ErrorCode::BadLength, format!("{end} > local buffer of {}", l.mem.len())));
+        }
+        Ok(l.per_worker.clone())
+    }
+
+    fn operation(&mut self, daemon: &mut Daemon, id: ClientId, op: ClientMsg) {
+        let job = self.cfg.job;
+        let (tag, local, len, dst, build): (Tag, uet_api::LocalRef, u32, IpAddr, Box<dyn Fn(LocalBuf) -> Operation>) = match op {
+            ClientMsg::Write { tag, local, remote, len, header_data } => {
+                if remote.region.job != job {
+                    self.send(daemon, id, &local_err(tag, ErrorCode::NotYours, "remote region of another job"));
+                    return;
+                }
+                let Some(dst) = remote_addr(&remote) else {
+                    self.send(daemon, id, &local_err(tag, ErrorCode::Malformed, "bad remote address"));
+                    return;
+                };
+                (tag, local, len, remote.region.fep, Box::new(move |src| Operation::Write { dst, src, len, header_data }))
+            }
+            ClientMsg::Read { tag, local, remote, len } => {
+                if remote.region.job != job {
+                    self.send(daemon, id, &local_err(tag, ErrorCode::NotYours, "remote region of another job"));
+                    return;
+                }
+                let Some(src_addr) = remote_addr(&remote) else {
+                    self.send(daemon, id, &local_err(tag, ErrorCode::Malformed, "bad remote address"));
+                    return;
+                };
+                (tag, local, len, remote.region.fep, Box::new(move |dst| Operation::Read { src: src_addr, dst, len }))
+            }
+            ClientMsg::Send { tag, local, dst, len, header_data } => {
+                let Some(addr) = peer_addr(&dst, job) else {
+                    self.send(daemon, id, &local_err(tag, ErrorCode::NotYours, "peer of another job"));
+                    return;
+                };
+                (tag, local, len, dst.fep, Box::new(move |src| Operation::Send { dst: addr, src, len, header_data }))
+            }
+            ClientMsg::TaggedSend { tag, local, dst, len, match_bits, header_data } => {
+                let Some(addr) = peer_addr(&dst, job) else {
+                    self.send(daemon, id, &local_err(tag, ErrorCode::NotYours, "peer of another job"));
+                    return;
+                };
+                (tag, local, len, dst.fep, Box::new(move |src| Operation::TaggedSend {
+                    dst: addr,
+                    src,
+                    len,
+                    match_bits: uet_ses::MatchBits(match_bits),
+                    header_data,
+                }))
+            }
+            ClientMsg::PostRecv { tag, local, len, tagged } => {
+                self.post_recv(daemon, id, tag, local, len, tagged);
+                return;
+            }
+            _ => return,
+        };
+        let in_flight = self.clients.get(&id).map_or(0, |c| c.in_flight);
+        if in_flight >= self.cfg.max_in_flight {
+            self.send(daemon, id, &local_err(tag, ErrorCode::Exhausted, "too many operations in flight"));
+            return;
+        }
+        let per_worker = match self.local_of(id, local.handle, local.offset, u64::from(len)) {
+            Ok(v) => v,
+            Err((code, m)) => {
+                self.send(daemon, id, &local_err(tag, code, m));
+                return;
+            }
+        };
+        let region = per_worker[daemon.owner(dst)];
+        let t = daemon.next_tag();
+        self.pending.insert(t, Pending::Op { client: id, tag });
+        if let Some(c) = self.clients.get_mut(&id) {
+            c.in_flight += 1;
+        }
+        daemon.submit(t, dst, build(LocalBuf::new(region, local.offset)));
+    }
+
+    fn post_recv(
+        &mut self,
+        daemon: &mut Daemon,
+        id: ClientId,
+        tag: Tag,
+        local: uet_api::LocalRef,
+        len: u32,
+        tagged: Option<(u64, u64)>,
+    ) {
+        let Some(c) = self.clients.get(&id) else { return };
+        let Some(r) = c.remotes.get(&local.handle.0) else {
+            self.send(daemon, id, &local_err(tag, ErrorCode::UnknownHandle, "a receive buffer is a registered region (Access::RECV)"));
+            return;
+        };
+        let spec = RecvSpec {
+            job: r.addr.job,
+            pid: r.addr.pid,
+            buffer: RecvBuffer {
+                ri: r.addr.ri,
+                offset: local.offset,
+                len: u64::from(len),
+            },
+            kind: match tagged {
+                None => RecvKind::Untagged,
+                Some((m, i)) => RecvKind::Tagged {
+                    match_bits: uet_ses::MatchBits(m),
+                    ignore_bits: uet_ses::MatchBits(i),
+                },
+            },
+        };
+        let t = daemon.next_tag();
+        match daemon.post_recv(t, spec) {
+            Ok(()) => {
+                self.pending.insert(t, Pending::Recv { client: id, tag });
+                if let Some(c) = self.clients.get_mut(&id) {
+                    c.in_flight += 1;
+                }
+            }
+            Err(e) => self.send(daemon, id, &local_err(tag, ErrorCode::Refused, format!("{e:#}"))),
+        }
+    }
+
+    /// Handles a worker output addressed to a client; false when it was
+    /// not one.
+    fn on_output(&mut self, daemon: &Daemon, o: &Output) -> bool {
+        match o {
+            Output::Completed { tag, completion } => {
+                let Some(Pending::Op { client, tag: ctag }) = self.pending.remove(tag) else {
+                    return false;
+                };
+                let status = match completion.status {
+                    Ok(()) => Status::Ok,
+                    Err(OpError::Remote(rc)) => Status::Remote {
+                        return_code: rc.code(),
+                    },
+                    Err(OpError::Local(e)) => Status::Local {
+                        code: ErrorCode::BadLength,
+                        message: format!("{e:?}"),
+                    },
+                    Err(OpError::Transport(e)) => Status::Transport {
+                        code: transport_code(e),
+                        message: format!("{e:?}"),
+                    },
+                    Err(e) => Status::Local {
+                        code: ErrorCode::Internal,
+                        message: e.to_string(),
+                    },
+                };
+                self.finish(daemon, client, &DaemonMsg::Completion(Completion {
+                    tag: ctag,
+                    status,
+                    bytes: completion.modified_length,
+                }));
+                true
+            }
+            Output::Rejected { tag, error } => {
+                let Some(Pending::Op { client, tag: ctag }) = self.pending.remove(tag) else {
+                    return false;
+                };
+                self.finish(daemon, client, &local_err(ctag, ErrorCode::Refused, error.to_string()));
+                true
+            }
+            Output::Received { tag, event } => {
+                let Some(Pending::Recv { client, tag: ctag }) = self.pending.remove(tag) else {
+                    return false;
+                };
+                let msg = match event.completion.status {
+                    Ok(()) => DaemonMsg::RecvCompletion(uet_api::RecvCompletion {
+                        tag: ctag,
+                        src_fep: event.source.fep.to_ip(),
+                        bytes: event.completion.modified_length,
+                        message_len: event.message_len,
+                        header_data: event.header_data,
+                        match_bits: event.match_bits.map(|m| m.0),
+                    }),
+                    Err(e) => local_err(ctag, ErrorCode::Refused, format!("{e:?}")),
+                };
+                self.finish(daemon, client, &msg);
+                true
+            }
+            Output::RecvRejected { tag, error } => {
+                let Some(Pending::Recv { client, tag: ctag }) = self.pending.remove(tag) else {
+                    return false;
+                };
+                self.finish(daemon, client, &local_err(ctag, ErrorCode::Refused, format!("{error:?}")));
+                true
+            }
+            Output::Target(TargetEvent::WriteWithData(ev)) => {
+                let owner = self.clients.iter().find_map(|(id, c)| {
+                    c.remotes
+                        .iter()
+                        .find(|(_, r)| r.addr == ev.region)
+                        .map(|(h, _)| (*id, *h))
+                });
+                let Some((client, handle)) = owner else {
+                    return false;
+                };
+                let msg = DaemonMsg::WriteArrived(uet_api::WriteArrived {
+                    handle: Handle(handle),
+                    src_fep: ev.source.fep.to_ip(),
+                    offset: ev.offset,
+                    len: ev.len,
+                    header_data: ev.header_data,
+                });
+                self.send(daemon, client, &msg);
+                true
+            }
+            Output::Target(_) => false,
+        }
+    }
+
+    /// Delivers an operation's end and releases what a departed client
+    /// left behind once its last operation ended.
+    fn finish(&mut self, daemon: &Daemon, client: ClientId, msg: &DaemonMsg) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.in_flight = c.in_flight.saturating_sub(1);
+            self.send(daemon, client, msg);
+            return;
+        }
+        if !self.pending.values().any(|p| matches!(p, Pending::Op { client: c, .. } | Pending::Recv { client: c, .. } if *c == client)) {
+            self.orphans.retain(|(c, handles)| {
+                if *c == client {
+                    daemon.deregister_local(handles);
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+    }
+
+    fn drop_client(&mut self, daemon: &Daemon, id: ClientId, why: &str) {
+        let Some(c) = self.clients.remove(&id) else {
+            return;
+        };
+        let _ = c.stream.shutdown(std::net::Shutdown::Both);
+        for r in c.remotes.values() {
+            if let Err(e) = daemon.deregister(r.addr) {
+                tracing::warn!("deregistering a departed client's region: {e:#}");
+            }
+        }
+        let busy = self.pending.values().any(|p| matches!(p, Pending::Op { client, .. } | Pending::Recv { client, .. } if *client == id));
+        for l in c.locals.into_values() {
+            if busy {
+                self.orphans.push((id, l.per_worker));
+            } else {
+                daemon.deregister_local(&l.per_worker);
+            }
+        }
+        if let Some(pid) = c.pid {
+            self.pids_in_use[usize::from(pid)] = false;
+        }
+        tracing::info!(client = %c.name, id, "client gone: {why}");
+    }
+}
+
+fn remote_addr(r: &uet_api::RemoteRef) -> Option<RemoteAddr> {
+    Some(RemoteAddr {
+        region: RegionAddr::new(
+            JobId::new(r.region.job).ok()?,
+            PidOnFep::new(r.region.pid).ok()?,
+            ResourceIndex::new(r.region.ri).ok()?,
+        ),
+        generation: RiGeneration::new(r.region.generation).ok()?,
+        key: MemoryKey(r.region.key),
+        offset: r.offset,
+    })
+}
+
+fn peer_addr(p: &uet_api::Peer, job: u32) -> Option<RegionAddr> {
+    if p.job != job {
+        return None;
+    }
+    Some(RegionAddr::new(
+        JobId::new(p.job).ok()?,
+        PidOnFep::new(p.pid).ok()?,
+        ResourceIndex::new(0).ok()?,
+    ))
+}
+
+fn transport_code(e: uet_pds::PdsError) -> u16 {
+    match e {
+        uet_pds::PdsError::Nack(c) => u16::from(u8::from(c)),
+        _ => 0x100,
+    }
+}
+
+/// A memory key nobody can guess from the outside (std's hasher keys come
+/// from the OS's randomness).
+fn random_key(id: ClientId, ri: u16) -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one((id, ri))
+}
