@@ -443,7 +443,16 @@ impl<M> core::fmt::Debug for Endpoint<M> {
 
 impl<M: RegisteredMemory> Endpoint<M> {
     /// A new endpoint; `seed` drives every random choice.
-    pub fn new(config: EndpointConfig, seed: u64) -> Self {
+    pub fn new(mut config: EndpointConfig, seed: u64) -> Self {
+        // A read-response fragment is a 20-byte header plus data and must
+        // fit the packet size the PDS was given (negotiated from the MTU);
+        // a larger configured payload would build packets that never fit.
+        let fit = config
+            .pds
+            .max_ses_len
+            .saturating_sub(uet_wire::ses::SES_RESPONSE_DATA_HEADER_LEN)
+            .max(1);
+        config.target.max_read_payload = config.target.max_read_payload.min(fit);
         let pds = Pds::new(config.pds.clone(), seed);
         let target = SesTarget::new(config.target.clone());
         Self {

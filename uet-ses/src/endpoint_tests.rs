@@ -28,8 +28,20 @@ fn addr(ri: u16) -> RegionAddr {
 
 /// Moves every datagram between the two until both are quiet; `drop_nth`
 /// loses the n-th datagram from A (to exercise recovery). Returns the time.
-fn pump(a: &mut Ep, b: &mut Ep, mut now: Instant, mut drop_nth: Option<usize>) -> Instant {
-    let mut buf = vec![0u8; 16 * 1024];
+fn pump(a: &mut Ep, b: &mut Ep, now: Instant, drop_nth: Option<usize>) -> Instant {
+    pump_sized(a, b, now, drop_nth, 16 * 1024)
+}
+
+/// [`pump`] with transmit buffers of exactly `buf_len` bytes (what a
+/// datapath lends: PDS header + `max_ses_len`).
+fn pump_sized(
+    a: &mut Ep,
+    b: &mut Ep,
+    mut now: Instant,
+    mut drop_nth: Option<usize>,
+    buf_len: usize,
+) -> Instant {
+    let mut buf = vec![0u8; buf_len];
     let mut sent_by_a = 0;
     for _ in 0..100_000 {
         let mut moved = false;
@@ -87,8 +99,15 @@ fn pump(a: &mut Ep, b: &mut Ep, mut now: Instant, mut drop_nth: Option<usize>) -
 }
 
 fn setup(len: usize) -> (Ep, Ep, Registration, crate::types::LocalRegion) {
-    let mut a = Ep::new(EndpointConfig::default(), 1);
-    let mut b = Ep::new(EndpointConfig::default(), 2);
+    setup_with(len, &EndpointConfig::default())
+}
+
+fn setup_with(
+    len: usize,
+    cfg: &EndpointConfig,
+) -> (Ep, Ep, Registration, crate::types::LocalRegion) {
+    let mut a = Ep::new(cfg.clone(), 1);
+    let mut b = Ep::new(cfg.clone(), 2);
     let reg = b
         .register(
             RegionSpec {
@@ -183,6 +202,35 @@ fn write_survives_a_lost_packet() {
         a.local(local).unwrap()[..]
     );
     assert!(a.pds().counters().tx_retransmits > 0);
+}
+
+#[test]
+fn read_responses_fit_the_packet_size_of_a_1500_byte_mtu() {
+    // 1500 - IPv4 - UDP = 1472 B of UET; minus a 16-byte PDS header.
+    let mut cfg = EndpointConfig::default();
+    cfg.pds.max_ses_len = 1456;
+    let (mut a, mut b, reg, _) = setup_with(30_000, &cfg);
+    let d = a.register_local(vec![0u8; 30_000]);
+    let op = a
+        .submit(
+            Instant::ZERO,
+            B,
+            Operation::Read {
+                src: remote(&reg, 0),
+                dst: LocalBuf {
+                    region: d,
+                    offset: 0,
+                },
+                len: 30_000,
+            },
+        )
+        .unwrap();
+    pump_sized(&mut a, &mut b, Instant::ZERO, None, 1472);
+    let c = completions(&mut a);
+    assert_eq!(c.len(), 1, "{:?}", b.pds().counters());
+    assert_eq!(c[0].op, op);
+    assert_eq!(c[0].status, Ok(()));
+    assert_eq!(c[0].modified_length, 30_000);
 }
 
 #[test]

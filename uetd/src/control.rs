@@ -15,9 +15,9 @@
 //! `check_region_fd` made sure it is sealed against shrinking, so a client
 //! cannot SIGBUS the daemon. When a client goes (Bye, disconnect, crash,
 //! protocol error) its remote registrations are withdrawn at once
-//! (generation bump: stale keys fail with BAD_GENERATION), its local
-//! buffers once its operations in flight have ended, and completions still
-//! arriving for it are dropped.
+//! (generation bump: stale keys fail with BAD_GENERATION) and so are its
+//! local buffers, so its operations in flight fail cleanly; completions
+//! still arriving for it are dropped.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -71,6 +71,9 @@ impl ControlConfig {
 
 type ClientId = u64;
 
+/// Builds an operation once its local buffer handle is known.
+type BuildOp = Box<dyn Fn(LocalBuf) -> Operation>;
+
 enum Ev {
     Connected(ClientId, UnixStream, u32),
     Msg(ClientId, ClientMsg, Option<OwnedFd>),
@@ -113,9 +116,6 @@ struct Control {
     clients: HashMap<ClientId, Client>,
     pending: HashMap<u64, Pending>,
     pids_in_use: Vec<bool>,
-    /// Local buffers of departed clients, released when their last
-    /// operation ends: (client, handles per worker).
-    orphans: Vec<(ClientId, Vec<LocalRegion>)>,
 }
 
 /// Binds the socket (0660; a stale socket file is replaced) and serves until
@@ -130,7 +130,6 @@ pub fn serve(
     let (tx, rx) = crossbeam_channel::unbounded();
     let accept_stop = Arc::new(AtomicBool::new(false));
     {
-        let tx = tx.clone();
         let l = listener.try_clone()?;
         let s = Arc::clone(&accept_stop);
         std::thread::Builder::new()
@@ -143,7 +142,6 @@ pub fn serve(
         cfg,
         clients: HashMap::new(),
         pending: HashMap::new(),
-        orphans: Vec::new(),
     };
     // pid 0 is the daemon's own (its exposed regions).
     c.pids_in_use[0] = true;
@@ -151,10 +149,10 @@ pub fn serve(
     while !stop.load(Ordering::Relaxed) {
         select! {
             recv(rx) -> ev => if let Ok(ev) = ev { c.on_event(daemon, ev) },
-            recv(outputs) -> o => if let Ok((_, o)) = o {
-                if !c.on_output(daemon, &o) {
-                    other(daemon, &o);
-                }
+            recv(outputs) -> o => if let Ok((_, o)) = o
+                && !c.on_output(daemon, &o)
+            {
+                other(daemon, &o);
             },
             default(Duration::from_millis(100)) => {}
         }
@@ -282,7 +280,11 @@ impl Control {
         match ev {
             Ev::Connected(id, stream, uid) => {
                 if self.clients.len() >= self.cfg.max_clients {
-                    let _ = send_msg(&stream, &err(ErrorCode::Exhausted, "too many clients"), None);
+                    let _ = send_msg(
+                        &stream,
+                        &err(ErrorCode::Exhausted, "too many clients"),
+                        None,
+                    );
                     let _ = stream.shutdown(std::net::Shutdown::Both);
                     return;
                 }
@@ -416,13 +418,13 @@ impl Control {
         let key = key.unwrap_or_else(|| random_key(id, ri));
         let mut sa = SesAccess::NONE;
         if access.contains(Access::REMOTE_WRITE) {
-            sa = sa | SesAccess::REMOTE_WRITE;
+            sa |= SesAccess::REMOTE_WRITE;
         }
         if access.contains(Access::REMOTE_READ) {
-            sa = sa | SesAccess::REMOTE_READ;
+            sa |= SesAccess::REMOTE_READ;
         }
         if access.contains(Access::RECV) {
-            sa = sa | SesAccess::SEND;
+            sa |= SesAccess::SEND;
         }
         let (Ok(j), Ok(p), Ok(r)) = (JobId::new(job), PidOnFep::new(pid), ResourceIndex::new(ri))
         else {
@@ -504,67 +506,173 @@ impl Control {
 
     /// The local buffer `handle` of client `id`, checked for
     /// `offset + len`: its per-worker handles.
-    fn local_of(&self, id: ClientId, handle: Handle, offset: u64, len: u64) -> Result<Vec<LocalRegion>, (ErrorCode, String)> {
-        let c = self.clients.get(&id).ok_or((ErrorCode::Internal, "no client".into()))?;
-        let l = c
-            .locals
-            .get(&handle.0)
-            .ok_or((ErrorCode::UnknownHandle, format!("no local handle {}", handle.0)))?;
+    fn local_of(
+        &self,
+        id: ClientId,
+        handle: Handle,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<LocalRegion>, (ErrorCode, String)> {
+        let c = self
+            .clients
+            .get(&id)
+            .ok_or_else(|| (ErrorCode::Internal, "no client".into()))?;
+        let l = c.locals.get(&handle.0).ok_or_else(|| {
+            (
+                ErrorCode::UnknownHandle,
+                format!("no local handle {}", handle.0),
+            )
+        })?;
         let end = offset
             .checked_add(len)
-            .ok_or((ErrorCode::BadLength, "offset + length overflows".into()))?;
+            .ok_or_else(|| (ErrorCode::BadLength, "offset + length overflows".into()))?;
         if end > l.mem.len() as u64 {
-            return Err((ErrorCode::BadLength, format!("{end} > local buffer of {}", l.mem.len())));
+            return Err((
+                ErrorCode::BadLength,
+                format!("{end} > local buffer of {}", l.mem.len()),
+            ));
         }
         Ok(l.per_worker.clone())
     }
 
     fn operation(&mut self, daemon: &mut Daemon, id: ClientId, op: ClientMsg) {
         let job = self.cfg.job;
-        let (tag, local, len, dst, build): (Tag, uet_api::LocalRef, u32, IpAddr, Box<dyn Fn(LocalBuf) -> Operation>) = match op {
-            ClientMsg::Write { tag, local, remote, len, header_data } => {
+        let (tag, local, len, dst, build): (Tag, uet_api::LocalRef, u32, IpAddr, BuildOp) = match op
+        {
+            ClientMsg::Write {
+                tag,
+                local,
+                remote,
+                len,
+                header_data,
+            } => {
                 if remote.region.job != job {
-                    self.send(daemon, id, &local_err(tag, ErrorCode::NotYours, "remote region of another job"));
+                    self.send(
+                        daemon,
+                        id,
+                        &local_err(tag, ErrorCode::NotYours, "remote region of another job"),
+                    );
                     return;
                 }
                 let Some(dst) = remote_addr(&remote) else {
-                    self.send(daemon, id, &local_err(tag, ErrorCode::Malformed, "bad remote address"));
+                    self.send(
+                        daemon,
+                        id,
+                        &local_err(tag, ErrorCode::Malformed, "bad remote address"),
+                    );
                     return;
                 };
-                (tag, local, len, remote.region.fep, Box::new(move |src| Operation::Write { dst, src, len, header_data }))
+                (
+                    tag,
+                    local,
+                    len,
+                    remote.region.fep,
+                    Box::new(move |src| Operation::Write {
+                        dst,
+                        src,
+                        len,
+                        header_data,
+                    }),
+                )
             }
-            ClientMsg::Read { tag, local, remote, len } => {
+            ClientMsg::Read {
+                tag,
+                local,
+                remote,
+                len,
+            } => {
                 if remote.region.job != job {
-                    self.send(daemon, id, &local_err(tag, ErrorCode::NotYours, "remote region of another job"));
+                    self.send(
+                        daemon,
+                        id,
+                        &local_err(tag, ErrorCode::NotYours, "remote region of another job"),
+                    );
                     return;
                 }
                 let Some(src_addr) = remote_addr(&remote) else {
-                    self.send(daemon, id, &local_err(tag, ErrorCode::Malformed, "bad remote address"));
+                    self.send(
+                        daemon,
+                        id,
+                        &local_err(tag, ErrorCode::Malformed, "bad remote address"),
+                    );
                     return;
                 };
-                (tag, local, len, remote.region.fep, Box::new(move |dst| Operation::Read { src: src_addr, dst, len }))
-            }
-            ClientMsg::Send { tag, local, dst, len, header_data } => {
-                let Some(addr) = peer_addr(&dst, job) else {
-                    self.send(daemon, id, &local_err(tag, ErrorCode::NotYours, "peer of another job"));
-                    return;
-                };
-                (tag, local, len, dst.fep, Box::new(move |src| Operation::Send { dst: addr, src, len, header_data }))
-            }
-            ClientMsg::TaggedSend { tag, local, dst, len, match_bits, header_data } => {
-                let Some(addr) = peer_addr(&dst, job) else {
-                    self.send(daemon, id, &local_err(tag, ErrorCode::NotYours, "peer of another job"));
-                    return;
-                };
-                (tag, local, len, dst.fep, Box::new(move |src| Operation::TaggedSend {
-                    dst: addr,
-                    src,
+                (
+                    tag,
+                    local,
                     len,
-                    match_bits: uet_ses::MatchBits(match_bits),
-                    header_data,
-                }))
+                    remote.region.fep,
+                    Box::new(move |dst| Operation::Read {
+                        src: src_addr,
+                        dst,
+                        len,
+                    }),
+                )
             }
-            ClientMsg::PostRecv { tag, local, len, tagged } => {
+            ClientMsg::Send {
+                tag,
+                local,
+                dst,
+                len,
+                header_data,
+            } => {
+                let Some(addr) = peer_addr(&dst, job) else {
+                    self.send(
+                        daemon,
+                        id,
+                        &local_err(tag, ErrorCode::NotYours, "peer of another job"),
+                    );
+                    return;
+                };
+                (
+                    tag,
+                    local,
+                    len,
+                    dst.fep,
+                    Box::new(move |src| Operation::Send {
+                        dst: addr,
+                        src,
+                        len,
+                        header_data,
+                    }),
+                )
+            }
+            ClientMsg::TaggedSend {
+                tag,
+                local,
+                dst,
+                len,
+                match_bits,
+                header_data,
+            } => {
+                let Some(addr) = peer_addr(&dst, job) else {
+                    self.send(
+                        daemon,
+                        id,
+                        &local_err(tag, ErrorCode::NotYours, "peer of another job"),
+                    );
+                    return;
+                };
+                (
+                    tag,
+                    local,
+                    len,
+                    dst.fep,
+                    Box::new(move |src| Operation::TaggedSend {
+                        dst: addr,
+                        src,
+                        len,
+                        match_bits: uet_ses::MatchBits(match_bits),
+                        header_data,
+                    }),
+                )
+            }
+            ClientMsg::PostRecv {
+                tag,
+                local,
+                len,
+                tagged,
+            } => {
                 self.post_recv(daemon, id, tag, local, len, tagged);
                 return;
             }
@@ -572,7 +680,11 @@ impl Control {
         };
         let in_flight = self.clients.get(&id).map_or(0, |c| c.in_flight);
         if in_flight >= self.cfg.max_in_flight {
-            self.send(daemon, id, &local_err(tag, ErrorCode::Exhausted, "too many operations in flight"));
+            self.send(
+                daemon,
+                id,
+                &local_err(tag, ErrorCode::Exhausted, "too many operations in flight"),
+            );
             return;
         }
         let per_worker = match self.local_of(id, local.handle, local.offset, u64::from(len)) {
@@ -600,9 +712,19 @@ impl Control {
         len: u32,
         tagged: Option<(u64, u64)>,
     ) {
-        let Some(c) = self.clients.get(&id) else { return };
+        let Some(c) = self.clients.get(&id) else {
+            return;
+        };
         let Some(r) = c.remotes.get(&local.handle.0) else {
-            self.send(daemon, id, &local_err(tag, ErrorCode::UnknownHandle, "a receive buffer is a registered region (Access::RECV)"));
+            self.send(
+                daemon,
+                id,
+                &local_err(
+                    tag,
+                    ErrorCode::UnknownHandle,
+                    "a receive buffer is a registered region (Access::RECV)",
+                ),
+            );
             return;
         };
         let spec = RecvSpec {
@@ -629,7 +751,11 @@ impl Control {
                     c.in_flight += 1;
                 }
             }
-            Err(e) => self.send(daemon, id, &local_err(tag, ErrorCode::Refused, format!("{e:#}"))),
+            Err(e) => self.send(
+                daemon,
+                id,
+                &local_err(tag, ErrorCode::Refused, format!("{e:#}")),
+            ),
         }
     }
 
@@ -659,18 +785,26 @@ impl Control {
                         message: e.to_string(),
                     },
                 };
-                self.finish(daemon, client, &DaemonMsg::Completion(Completion {
-                    tag: ctag,
-                    status,
-                    bytes: completion.modified_length,
-                }));
+                self.finish(
+                    daemon,
+                    client,
+                    &DaemonMsg::Completion(Completion {
+                        tag: ctag,
+                        status,
+                        bytes: completion.modified_length,
+                    }),
+                );
                 true
             }
             Output::Rejected { tag, error } => {
                 let Some(Pending::Op { client, tag: ctag }) = self.pending.remove(tag) else {
                     return false;
                 };
-                self.finish(daemon, client, &local_err(ctag, ErrorCode::Refused, error.to_string()));
+                self.finish(
+                    daemon,
+                    client,
+                    &local_err(ctag, ErrorCode::Refused, error.to_string()),
+                );
                 true
             }
             Output::Received { tag, event } => {
@@ -695,7 +829,11 @@ impl Control {
                 let Some(Pending::Recv { client, tag: ctag }) = self.pending.remove(tag) else {
                     return false;
                 };
-                self.finish(daemon, client, &local_err(ctag, ErrorCode::Refused, format!("{error:?}")));
+                self.finish(
+                    daemon,
+                    client,
+                    &local_err(ctag, ErrorCode::Refused, format!("{error:?}")),
+                );
                 true
             }
             Output::Target(TargetEvent::WriteWithData(ev)) => {
@@ -728,17 +866,6 @@ impl Control {
         if let Some(c) = self.clients.get_mut(&client) {
             c.in_flight = c.in_flight.saturating_sub(1);
             self.send(daemon, client, msg);
-            return;
-        }
-        if !self.pending.values().any(|p| matches!(p, Pending::Op { client: c, .. } | Pending::Recv { client: c, .. } if *c == client)) {
-            self.orphans.retain(|(c, handles)| {
-                if *c == client {
-                    daemon.deregister_local(handles);
-                    false
-                } else {
-                    true
-                }
-            });
         }
     }
 
@@ -752,13 +879,11 @@ impl Control {
                 tracing::warn!("deregistering a departed client's region: {e:#}");
             }
         }
-        let busy = self.pending.values().any(|p| matches!(p, Pending::Op { client, .. } | Pending::Recv { client, .. } if *client == id));
+        // Withdrawn at once: an operation still in flight fails cleanly
+        // (its remaining packets carry nothing the target accepts, a read
+        // finds no buffer) and never touches the memory again.
         for l in c.locals.into_values() {
-            if busy {
-                self.orphans.push((id, l.per_worker));
-            } else {
-                daemon.deregister_local(&l.per_worker);
-            }
+            daemon.deregister_local(&l.per_worker);
         }
         if let Some(pid) = c.pid {
             self.pids_in_use[usize::from(pid)] = false;
