@@ -8,6 +8,7 @@
 //! - [`netns`]: namespaces and veth for the lab and the real-kernel tests.
 //! - All `unsafe` lives in the private `sys` module.
 
+pub mod apps;
 pub mod config;
 pub mod control;
 pub mod daemon;

@@ -1,7 +1,7 @@
 //! `uet`: the command-line tool of the uet stack.
 //!
-//! Today it decodes UET frames (`uet decode`); the daemon-facing commands
-//! (`serve`, `write`, `perf`, `lab`, …) join as the daemon grows.
+//! `uet decode` reads frames; `serve`, `write`, `read`, `perf` and `stats`
+//! talk to the local `uetd` through its control socket.
 
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Args, Parser, Subcommand};
 use uet_wire::Dscp;
 use uet_wire::encap::EncapConfig;
-use uetd::decode;
+use uetd::{apps, decode};
 
 #[derive(Parser, Debug)]
 #[command(name = "uet", version, about = "Ultra Ethernet Transport tools")]
@@ -25,6 +25,113 @@ enum Command {
     /// Decode UET frames from hex or a pcap file, one line (or JSON object)
     /// per frame.
     Decode(DecodeArgs),
+    /// Expose a buffer through the local uetd and print its address.
+    Serve(ServeArgs),
+    /// Write a file into a remote buffer (RMA write) and have it verified.
+    Write(WriteArgs),
+    /// Read a remote buffer into a file (RMA read).
+    Read(ReadArgs),
+    /// RMA write bandwidth, message rate and latency against a remote
+    /// buffer (ib_write_bw-style).
+    Perf(PerfArgs),
+    /// The local daemon's counters (JSON, or Prometheus text).
+    Stats(StatsArgs),
+}
+
+#[derive(Args, Debug)]
+struct SocketArg {
+    /// The daemon's control socket (default $UET_SOCKET or
+    /// /run/uet/uetd.sock).
+    #[arg(long, global = true)]
+    socket: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    /// Bytes to expose (e.g. 1GiB).
+    #[arg(long, default_value = "1GiB")]
+    size: uetd::config::Size,
+    /// Exit after this many writes with header data.
+    #[arg(long)]
+    count: Option<u64>,
+    #[command(flatten)]
+    sock: SocketArg,
+}
+
+#[derive(Args, Debug)]
+struct WriteArgs {
+    /// The file to send.
+    file: PathBuf,
+    /// Where: uet://FEP/JOB/PID/RI/GEN/0xKEY (from `uet serve`).
+    address: uet_api::RemoteRegion,
+    /// Offset in the remote buffer.
+    #[arg(long, default_value_t = 0)]
+    offset: u64,
+    /// Bytes per RMA write.
+    #[arg(long, default_value = "1MiB")]
+    chunk: uetd::config::Size,
+    /// Writes in flight.
+    #[arg(long, default_value_t = 16)]
+    depth: usize,
+    #[command(flatten)]
+    sock: SocketArg,
+}
+
+#[derive(Args, Debug)]
+struct ReadArgs {
+    /// Where from: uet://FEP/JOB/PID/RI/GEN/0xKEY.
+    address: uet_api::RemoteRegion,
+    /// Bytes to read.
+    #[arg(long)]
+    len: uetd::config::Size,
+    /// The file to write.
+    file: PathBuf,
+    /// Offset in the remote buffer.
+    #[arg(long, default_value_t = 0)]
+    offset: u64,
+    /// Bytes per RMA read.
+    #[arg(long, default_value = "1MiB")]
+    chunk: uetd::config::Size,
+    /// Reads in flight.
+    #[arg(long, default_value_t = 16)]
+    depth: usize,
+    #[command(flatten)]
+    sock: SocketArg,
+}
+
+#[derive(Args, Debug)]
+struct PerfArgs {
+    /// The remote buffer: uet://FEP/JOB/PID/RI/GEN/0xKEY.
+    address: uet_api::RemoteRegion,
+    /// Its length (writes cycle through it).
+    #[arg(long, default_value = "64MiB")]
+    region: uetd::config::Size,
+    /// Message sizes, comma separated (e.g. 4K,64K,1M).
+    #[arg(long, default_value = "65536", value_delimiter = ',')]
+    size: Vec<uetd::config::Size>,
+    /// Messages per size (default: run --duration).
+    #[arg(long)]
+    iters: Option<u64>,
+    /// Seconds per size when --iters is not given.
+    #[arg(long, default_value_t = 3.0)]
+    duration: f64,
+    /// Writes in flight.
+    #[arg(long, default_value_t = 16)]
+    depth: usize,
+    /// One JSON object per size.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    sock: SocketArg,
+}
+
+#[derive(Args, Debug)]
+struct StatsArgs {
+    /// Prometheus text exposition instead of JSON.
+    #[arg(long)]
+    prometheus: bool,
+    #[command(flatten)]
+    sock: SocketArg,
 }
 
 #[derive(Args, Debug)]
@@ -78,6 +185,26 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Decode(args) => run_decode(&args),
+        Command::Serve(a) => apps::serve(&apps::socket_path(a.sock.socket), a.size.0, a.count),
+        Command::Write(a) => (|| {
+            let chunk = u32::try_from(a.chunk.0).context("--chunk must be < 4 GiB")?;
+            let sock = apps::socket_path(a.sock.socket);
+            let t = apps::write(&sock, &a.file, &a.address, a.offset, chunk, a.depth)?;
+            println!("{}", transfer_json("written", &t));
+            Ok(())
+        })(),
+        Command::Read(a) => (|| {
+            let chunk = u32::try_from(a.chunk.0).context("--chunk must be < 4 GiB")?;
+            let sock = apps::socket_path(a.sock.socket);
+            let t = apps::read(
+                &sock, &a.address, a.offset, a.len.0, &a.file, chunk, a.depth,
+            )?;
+            println!("{}", transfer_json("read", &t));
+            Ok(())
+        })(),
+        Command::Perf(a) => run_perf(&a),
+        Command::Stats(a) => apps::stats(&apps::socket_path(a.sock.socket), a.prometheus)
+            .map(|s| println!("{}", s.trim_end())),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -89,6 +216,50 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn transfer_json(event: &str, t: &apps::Transfer) -> serde_json::Value {
+    serde_json::json!({
+        "event": event,
+        "bytes": t.bytes,
+        "xxh3": format!("{:016x}", t.xxh3),
+        "seconds": t.seconds,
+        "gbps": t.bytes as f64 * 8.0 / t.seconds.max(1e-9) / 1e9,
+    })
+}
+
+fn run_perf(a: &PerfArgs) -> Result<()> {
+    let sock = apps::socket_path(a.sock.socket.clone());
+    if !a.json {
+        println!(
+            "{:>10} {:>10} {:>9} {:>12} {:>9} {:>9} {:>9}",
+            "bytes", "messages", "Gb/s", "msg/s", "p50 us", "p99 us", "p999 us"
+        );
+    }
+    for size in &a.size {
+        let cfg = apps::PerfConfig {
+            size: u32::try_from(size.0).context("size must be < 4 GiB")?,
+            iters: a.iters,
+            duration: std::time::Duration::from_secs_f64(a.duration),
+            depth: a.depth,
+        };
+        let r = apps::perf(&sock, &a.address, a.region.0, &cfg)?;
+        if a.json {
+            println!("{}", r.to_json());
+        } else {
+            println!(
+                "{:>10} {:>10} {:>9.3} {:>12.0} {:>9.1} {:>9.1} {:>9.1}",
+                r.size,
+                r.messages,
+                r.gbps,
+                r.msg_rate,
+                r.latency_us[0],
+                r.latency_us[1],
+                r.latency_us[2]
+            );
+        }
+    }
+    Ok(())
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -56,6 +56,11 @@ impl Uetd {
         if !args.contains(&"--socket") {
             cmd.args(["--socket", &socket]);
         }
+        Self::from_command(cmd)
+    }
+
+    /// Runs `cmd` with its stdout collected line by line.
+    pub fn from_command(mut cmd: Command) -> Self {
         let mut child = cmd
             .env("UET_LOG", "warn")
             .stdout(Stdio::piped())
