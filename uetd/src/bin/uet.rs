@@ -25,6 +25,11 @@ enum Command {
     /// Decode UET frames from hex or a pcap file, one line (or JSON object)
     /// per frame.
     Decode(DecodeArgs),
+    /// Build, sample and remove veth labs; `uet lab demo` shows the stack.
+    Lab {
+        #[command(subcommand)]
+        cmd: uetd::cli::lab::LabCmd,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -78,6 +83,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Decode(args) => run_decode(&args),
+        Command::Lab { cmd } => uetd::cli::lab::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
