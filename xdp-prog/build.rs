@@ -1,6 +1,8 @@
-//! Builds `src/uet_steer.bpf.c` into `$OUT_DIR/uet_steer.bpf.o` with clang
-//! (`design.md` §5), or copies the committed `obj/uet_steer.bpf.o` there
-//! when clang is absent (or fails), with a cargo warning.
+//! Builds every program in [`PROGRAMS`] — `src/NAME.bpf.c` into
+//! `$OUT_DIR/NAME.bpf.o` — with clang (`design.md` §5), or copies the
+//! committed `obj/NAME.bpf.o` copies there when clang is absent (or fails),
+//! with a cargo warning. The choice is made for the whole set: either every
+//! object comes from this clang or every one is the committed copy.
 //!
 //! - `CLANG`: the clang to run (default: `clang` on `PATH`).
 //! - `XDP_PROG_REQUIRE_CLANG=1`: fail instead of falling back (CI, and
@@ -15,37 +17,53 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SOURCE: &str = "src/uet_steer.bpf.c";
-const COMMITTED: &str = "obj/uet_steer.bpf.o";
-const OBJECT: &str = "uet_steer.bpf.o";
+/// The programs: name (source `src/NAME.bpf.c`) and extra clang flags.
+/// The tc programs use BPF atomics with fetch (compare-and-swap), which need
+/// `-mcpu=v3` (kernel 5.12+); the XDP steering program keeps clang's default
+/// so its object stays what it was.
+const PROGRAMS: &[(&str, &[&str])] = &[
+    ("uet_steer", &[]),
+    ("uet_ecn", &["-mcpu=v3"]),
+    ("uet_impair", &["-mcpu=v3"]),
+];
 
 fn main() {
-    println!("cargo:rerun-if-changed={SOURCE}");
-    println!("cargo:rerun-if-changed={COMMITTED}");
+    for (name, _) in PROGRAMS {
+        println!("cargo:rerun-if-changed=src/{name}.bpf.c");
+        println!("cargo:rerun-if-changed=obj/{name}.bpf.o");
+    }
     println!("cargo:rerun-if-env-changed=CLANG");
     println!("cargo:rerun-if-env-changed=XDP_PROG_REQUIRE_CLANG");
 
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
-    let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR")).join(OBJECT);
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     let clang = env::var_os("CLANG").unwrap_or_else(|| "clang".into());
     let require = env::var("XDP_PROG_REQUIRE_CLANG").is_ok_and(|v| v == "1");
 
-    match compile(Path::new(&clang), &manifest, &out) {
+    let all = PROGRAMS.iter().try_fold(String::new(), |_, (name, flags)| {
+        compile(Path::new(&clang), &manifest, name, flags, &out_dir)
+    });
+    match all {
         Ok(version) => {
             println!("cargo:rustc-env=XDP_PROG_BUILT_BY=clang");
             println!("cargo:rustc-env=XDP_PROG_CLANG_VERSION={version}");
         }
-        Err(Failure::Broken(why)) => panic!("clang could not build {SOURCE}: {why}"),
+        Err(Failure::Broken(why)) => panic!("clang could not build the BPF programs: {why}"),
         Err(Failure::Absent(why)) => {
             if require {
-                panic!("XDP_PROG_REQUIRE_CLANG=1 but clang could not build {SOURCE}: {why}");
+                panic!("XDP_PROG_REQUIRE_CLANG=1 but clang could not build the programs: {why}");
             }
             println!(
-                "cargo:warning=xdp-prog: using the committed {COMMITTED} ({why}); \
-                 install clang + libbpf-dev to build it from {SOURCE}"
+                "cargo:warning=xdp-prog: using the committed obj/*.bpf.o ({why}); \
+                 install clang + libbpf-dev to build them from src/*.bpf.c"
             );
-            std::fs::copy(manifest.join(COMMITTED), &out)
-                .unwrap_or_else(|e| panic!("copying {COMMITTED} to {}: {e}", out.display()));
+            for (name, _) in PROGRAMS {
+                let committed = manifest.join(format!("obj/{name}.bpf.o"));
+                let out = out_dir.join(format!("{name}.bpf.o"));
+                std::fs::copy(&committed, &out).unwrap_or_else(|e| {
+                    panic!("copying {} to {}: {e}", committed.display(), out.display())
+                });
+            }
             println!("cargo:rustc-env=XDP_PROG_BUILT_BY=committed");
             println!("cargo:rustc-env=XDP_PROG_CLANG_VERSION=");
         }
@@ -61,8 +79,17 @@ enum Failure {
     Broken(String),
 }
 
-/// Compiles the program; returns clang's version line.
-fn compile(clang: &Path, manifest: &Path, out: &Path) -> Result<String, Failure> {
+/// Compiles `src/NAME.bpf.c` into `out_dir/NAME.bpf.o`; returns clang's
+/// version line.
+fn compile(
+    clang: &Path,
+    manifest: &Path,
+    name: &str,
+    flags: &[&str],
+    out_dir: &Path,
+) -> Result<String, Failure> {
+    let source = format!("src/{name}.bpf.c");
+    let out = out_dir.join(format!("{name}.bpf.o"));
     let v = Command::new(clang)
         .arg("--version")
         .output()
@@ -83,6 +110,7 @@ fn compile(clang: &Path, manifest: &Path, out: &Path) -> Result<String, Failure>
     let mut cmd = Command::new(clang);
     cmd.current_dir(manifest)
         .args(["-O2", "-g", "-target", "bpf", "-Wall", "-Wextra"])
+        .args(flags)
         .arg(format!("-fdebug-prefix-map={}=.", manifest.display()))
         .arg("-fdebug-compilation-dir=.");
     // <linux/types.h> includes <asm/types.h>, which Debian-style systems
@@ -96,7 +124,7 @@ fn compile(clang: &Path, manifest: &Path, out: &Path) -> Result<String, Failure>
             cmd.arg(format!("-I{dir}"));
         }
     }
-    cmd.args(["-c", SOURCE, "-o"]).arg(out);
+    cmd.args(["-c", &source, "-o"]).arg(&out);
     let r = cmd
         .output()
         .map_err(|e| Failure::Absent(format!("running {}: {e}", clang.display())))?;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the committed xdp-prog/obj/uet_steer.bpf.o and its stamp
-# (source and object SHA-256, clang version) from src/uet_steer.bpf.c.
+# Regenerates the committed xdp-prog/obj/*.bpf.o and their stamps
+# (source and object SHA-256, clang version) from src/*.bpf.c.
 # Needs clang and libbpf-dev; run after every change to the C source, and
 # commit both files. The staleness test (tests/committed_object.rs) does
 # the writing, so the object is exactly what the build script compiles.

@@ -6,14 +6,18 @@
 //!   steering program.
 //! - [`decode`]: the frame decoder behind `uet decode`.
 //! - [`netns`]: namespaces and veth for the lab and the real-kernel tests.
+//! - [`lab`]: the veth lab (hosts, switch, bottleneck, ECN and impairment
+//!   programs, daemons) behind `uet lab` ([`cli::lab`]).
 //! - All `unsafe` lives in the private `sys` module.
 
 pub mod apps;
+pub mod cli;
 pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod decode;
 pub mod io;
+pub mod lab;
 pub mod mem;
 pub mod neigh;
 mod netlink;

@@ -6,12 +6,17 @@
 //! the receiving queue, and passes everything else to the kernel. Its header
 //! comment states the parsing bounds and exactly what each counter counts.
 //!
-//! The build script compiles it when clang is present and otherwise uses the
-//! committed `obj/uet_steer.bpf.o`; `tests/committed_object.rs` fails when
-//! that copy is stale. Regenerate it with `xdp-prog/regen.sh`.
+//! The lab's switch (`design.md` §6) has two tc programs: `src/uet_ecn.bpf.c`
+//! ([`ecn_object`], [`ecn`]), the virtual-queue ECN marker on the bottleneck
+//! port, and `src/uet_impair.bpf.c` ([`impair_object`], [`impair`]): loss,
+//! duplication, reordering and trimming, off until switched on.
 //!
-//! This crate only carries bytes and constants; `uetd::xdp` loads them with
-//! aya.
+//! The build script compiles them when clang is present and otherwise uses
+//! the committed `obj/NAME.bpf.o`; `tests/committed_object.rs` fails when a
+//! copy is stale. Regenerate them with `xdp-prog/regen.sh`.
+//!
+//! This crate only carries bytes and constants; `uetd::xdp` and `uetd::lab`
+//! load them with aya.
 
 /// 8-byte alignment for the object: aya's ELF parser (the `object` crate)
 /// reads the ELF headers in place and rejects misaligned input.
@@ -20,16 +25,136 @@ struct Aligned<B: ?Sized> {
     bytes: B,
 }
 
-static OBJECT: &Aligned<[u8]> = &Aligned {
-    bytes: *include_bytes!(concat!(env!("OUT_DIR"), "/uet_steer.bpf.o")),
-};
-
-/// The compiled program (a BPF ELF object), 8-byte aligned.
-pub fn object() -> &'static [u8] {
-    &OBJECT.bytes
+macro_rules! object {
+    ($name:literal) => {{
+        static OBJ: &Aligned<[u8]> = &Aligned {
+            bytes: *include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".bpf.o")),
+        };
+        &OBJ.bytes
+    }};
 }
 
-/// Whether [`object`] was compiled by clang in this build (`true`) or is
+/// The compiled XDP steering program (a BPF ELF object), 8-byte aligned.
+pub fn object() -> &'static [u8] {
+    object!("uet_steer")
+}
+
+/// The lab switch's ECN marker (`src/uet_ecn.bpf.c`, a tc program); see
+/// [`ecn`].
+pub fn ecn_object() -> &'static [u8] {
+    object!("uet_ecn")
+}
+
+/// The lab switch's impairment programs (`src/uet_impair.bpf.c`, tc); see
+/// [`impair`].
+pub fn impair_object() -> &'static [u8] {
+    object!("uet_impair")
+}
+
+/// Every object this crate carries: (name, bytes). `obj/NAME.bpf.o` is the
+/// committed copy of each, `src/NAME.bpf.c` its source.
+pub fn objects() -> [(&'static str, &'static [u8]); 3] {
+    [
+        ("uet_steer", object()),
+        ("uet_ecn", ecn_object()),
+        ("uet_impair", impair_object()),
+    ]
+}
+
+/// Names and indices of the ECN marker (`src/uet_ecn.bpf.c`, whose header
+/// comment defines the model and each counter). Every map is an
+/// `BPF_MAP_TYPE_ARRAY` of `u64`.
+pub mod ecn {
+    /// The tc program (ELF section `classifier`).
+    pub const PROGRAM: &str = "uet_ecn";
+    /// Config map, indexed by the `CFG_*` constants.
+    pub const CONFIG_MAP: &str = "ecn_config";
+    /// State map: `[0]` = the virtual queue's finish time, picoseconds of
+    /// CLOCK_MONOTONIC.
+    pub const STATE_MAP: &str = "ecn_state";
+    /// Counter map, indexed by the `CNT_*` constants.
+    pub const COUNTERS_MAP: &str = "ecn_counters";
+    /// Picoseconds per byte of the drain rate R·γ; 0 = virtual queue off.
+    pub const CFG_PS_PER_BYTE: u32 = 0;
+    /// Lower marking threshold, bytes.
+    pub const CFG_KMIN: u32 = 1;
+    /// Upper marking threshold, bytes.
+    pub const CFG_KMAX: u32 = 2;
+    /// The buffer, bytes (virtual drops above it); 0 = unbounded.
+    pub const CFG_LIMIT: u32 = 3;
+    /// `FLAG_*` bits.
+    pub const CFG_FLAGS: u32 = 4;
+    /// Entries of the config map.
+    pub const CFG_COUNT: u32 = 5;
+    /// [`CFG_FLAGS`] bit: mark CE.
+    pub const FLAG_MARK: u64 = 1;
+    /// Packets seen.
+    pub const CNT_SEEN: u32 = 0;
+    /// Packets marked CE.
+    pub const CNT_MARKED: u32 = 1;
+    /// Packets chosen for marking that were Not-ECT.
+    pub const CNT_NOT_ECT: u32 = 2;
+    /// Packets the virtual queue dropped (over the limit).
+    pub const CNT_VQ_DROPS: u32 = 3;
+    /// Peak virtual backlog, bytes.
+    pub const CNT_VQ_PEAK: u32 = 4;
+    /// Bytes admitted to the virtual queue.
+    pub const CNT_VQ_BYTES: u32 = 5;
+    /// Entries of the counter map.
+    pub const CNT_COUNT: u32 = 6;
+}
+
+/// Names and indices of the impairment programs (`src/uet_impair.bpf.c`,
+/// whose header comment defines each action and counter). Every map is an
+/// `BPF_MAP_TYPE_ARRAY` of `u64`; probabilities are scaled by 2^32.
+pub mod impair {
+    /// The tc program on every switch port's egress.
+    pub const PROGRAM: &str = "uet_impair";
+    /// The tc program on the detour veth's peer ingress (reordering).
+    pub const DETOUR_PROGRAM: &str = "uet_detour";
+    /// Config map, indexed by the `CFG_*` constants.
+    pub const CONFIG_MAP: &str = "imp_config";
+    /// Counter map, indexed by the `CNT_*` constants.
+    pub const COUNTERS_MAP: &str = "imp_counters";
+    /// Drop probability.
+    pub const CFG_LOSS: u32 = 0;
+    /// Duplication probability.
+    pub const CFG_DUP: u32 = 1;
+    /// Reordering (detour) probability.
+    pub const CFG_REORDER: u32 = 2;
+    /// Trimming probability.
+    pub const CFG_TRIM: u32 = 3;
+    /// UDP payload bytes a trimmed frame keeps.
+    pub const CFG_TRIM_TO: u32 = 4;
+    /// UET UDP port; 0 = 4793.
+    pub const CFG_UDP_PORT: u32 = 5;
+    /// Only this egress ifindex; 0 = every port.
+    pub const CFG_IFINDEX: u32 = 6;
+    /// Ifindex of the detour veth; 0 = no reordering.
+    pub const CFG_DETOUR: u32 = 7;
+    /// DSCP of trimmed frames; 0 = 16 (DSCP_TRIMMED).
+    pub const CFG_TRIM_DSCP: u32 = 8;
+    /// Entries of the config map.
+    pub const CFG_COUNT: u32 = 9;
+    /// UET frames considered.
+    pub const CNT_SEEN: u32 = 0;
+    /// Frames dropped.
+    pub const CNT_DROPPED: u32 = 1;
+    /// Frames duplicated.
+    pub const CNT_DUPLICATED: u32 = 2;
+    /// Frames sent on the detour.
+    pub const CNT_DETOURED: u32 = 3;
+    /// Frames back from the detour.
+    pub const CNT_RETURNED: u32 = 4;
+    /// Frames trimmed.
+    pub const CNT_TRIMMED: u32 = 5;
+    /// Helper failures.
+    pub const CNT_ERRORS: u32 = 6;
+    /// Entries of the counter map.
+    pub const CNT_COUNT: u32 = 7;
+}
+
+/// Whether [`object`] (and every other object) was compiled by clang in this build (`true`) or is
 /// the committed copy (`false`, clang absent).
 pub const BUILT_WITH_CLANG: bool = matches!(env!("XDP_PROG_BUILT_BY").as_bytes(), b"clang");
 
@@ -131,14 +256,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn object_is_an_aligned_bpf_elf() {
+    fn objects_are_aligned_bpf_elfs() {
+        for (name, o) in objects() {
+            assert_eq!(
+                o.as_ptr() as usize % 8,
+                0,
+                "{name}: aya needs 8-byte alignment"
+            );
+            assert_eq!(&o[..4], b"\x7fELF");
+            assert_eq!(o[4], 2, "ELFCLASS64");
+            // e_machine at offset 18: EM_BPF = 247, little or big endian.
+            let m = u16::from_le_bytes([o[18], o[19]]);
+            assert!(m == 247 || u16::from_be_bytes([o[18], o[19]]) == 247);
+        }
+        let has = |o: &[u8], name: &str| o.windows(name.len()).any(|w| w == name.as_bytes());
+        for name in [
+            ecn::PROGRAM,
+            ecn::CONFIG_MAP,
+            ecn::STATE_MAP,
+            ecn::COUNTERS_MAP,
+        ] {
+            assert!(has(ecn_object(), name), "{name} not in uet_ecn");
+        }
+        for name in [
+            impair::PROGRAM,
+            impair::DETOUR_PROGRAM,
+            impair::CONFIG_MAP,
+            impair::COUNTERS_MAP,
+        ] {
+            assert!(has(impair_object(), name), "{name} not in uet_impair");
+        }
         let o = object();
-        assert_eq!(o.as_ptr() as usize % 8, 0, "aya needs 8-byte alignment");
-        assert_eq!(&o[..4], b"\x7fELF");
-        assert_eq!(o[4], 2, "ELFCLASS64");
-        // e_machine at offset 18: EM_BPF = 247, little or big endian.
-        let m = u16::from_le_bytes([o[18], o[19]]);
-        assert!(m == 247 || u16::from_be_bytes([o[18], o[19]]) == 247);
         for name in [PROGRAM_NAME, XSKS_MAP, CONFIG_MAP, COUNTERS_MAP] {
             assert!(
                 o.windows(name.len()).any(|w| w == name.as_bytes()),

@@ -1,8 +1,9 @@
-//! Fails when the committed `obj/uet_steer.bpf.o` no longer matches
-//! `src/uet_steer.bpf.c` (the bpf2go convention, `design.md` §5):
+//! Fails when a committed `obj/NAME.bpf.o` no longer matches
+//! `src/NAME.bpf.c` (the bpf2go convention, `design.md` §5), for every
+//! object of `xdp_prog::objects()`:
 //!
 //! - always: the SHA-256 of the C source must be the one recorded in
-//!   `obj/uet_steer.bpf.o.stamp` (caught even without clang), and the
+//!   `obj/NAME.bpf.o.stamp` (caught even without clang), and the
 //!   committed object must hash to the recorded object hash;
 //! - when this build compiled the program with the same clang version that
 //!   made the committed copy: the two objects must be byte-identical (the
@@ -16,8 +17,12 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-const STAMP_HEADER: &str = "# xdp-prog/obj/uet_steer.bpf.o was built from src/uet_steer.bpf.c by \
-                            xdp-prog/regen.sh; checked by tests/committed_object.rs";
+fn stamp_header(name: &str) -> String {
+    format!(
+        "# xdp-prog/obj/{name}.bpf.o was built from src/{name}.bpf.c by xdp-prog/regen.sh; \
+         checked by tests/committed_object.rs"
+    )
+}
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -45,56 +50,67 @@ impl Stamp {
         }
     }
 
-    fn render(&self) -> String {
+    fn render(&self, name: &str) -> String {
         format!(
-            "{STAMP_HEADER}\nsource-sha256 {}\nobject-sha256 {}\nclang {}\n",
-            self.source, self.object, self.clang
+            "{}\nsource-sha256 {}\nobject-sha256 {}\nclang {}\n",
+            stamp_header(name),
+            self.source,
+            self.object,
+            self.clang
         )
     }
 }
 
 #[test]
-fn committed_object_matches_the_source() {
-    let source = std::fs::read(root().join("src/uet_steer.bpf.c")).unwrap();
-    let obj_path = root().join("obj/uet_steer.bpf.o");
-    let stamp_path = root().join("obj/uet_steer.bpf.o.stamp");
+fn committed_objects_match_their_sources() {
+    for (name, fresh) in xdp_prog::objects() {
+        check(name, fresh);
+    }
+}
+
+fn check(name: &str, fresh: &[u8]) {
+    let source = std::fs::read(root().join(format!("src/{name}.bpf.c"))).unwrap();
+    let obj_path = root().join(format!("obj/{name}.bpf.o"));
+    let stamp_path = root().join(format!("obj/{name}.bpf.o.stamp"));
 
     if std::env::var("XDP_PROG_BLESS").is_ok_and(|v| v == "1") {
         if !xdp_prog::BUILT_WITH_CLANG {
             panic!("blessing needs an object built by clang in this build");
         }
-        let fresh = xdp_prog::object();
         std::fs::write(&obj_path, fresh).unwrap();
         let stamp = Stamp {
             source: sha256_hex(&source),
             object: sha256_hex(fresh),
             clang: xdp_prog::CLANG_VERSION.to_owned(),
         };
-        std::fs::write(&stamp_path, stamp.render()).unwrap();
+        std::fs::write(&stamp_path, stamp.render(name)).unwrap();
         eprintln!("wrote {} and its stamp", obj_path.display());
     }
 
     let committed = std::fs::read(&obj_path).unwrap();
-    let stamp = Stamp::parse(&std::fs::read_to_string(&stamp_path).unwrap());
+    let stamp = Stamp::parse(
+        &std::fs::read_to_string(&stamp_path)
+            .unwrap_or_else(|e| panic!("{}: {e}: run xdp-prog/regen.sh", stamp_path.display())),
+    );
     assert_eq!(
         sha256_hex(&source),
         stamp.source,
-        "src/uet_steer.bpf.c changed since obj/uet_steer.bpf.o was built: run xdp-prog/regen.sh \
-         and commit obj/"
+        "src/{name}.bpf.c changed since obj/{name}.bpf.o was built: run xdp-prog/regen.sh and \
+         commit obj/"
     );
     assert_eq!(
         sha256_hex(&committed),
         stamp.object,
-        "obj/uet_steer.bpf.o is not the object its stamp records: run xdp-prog/regen.sh"
+        "obj/{name}.bpf.o is not the object its stamp records: run xdp-prog/regen.sh"
     );
 
     if !xdp_prog::BUILT_WITH_CLANG {
-        eprintln!("clang absent: compared source hashes only");
+        eprintln!("{name}: clang absent: compared source hashes only");
         return;
     }
     if xdp_prog::CLANG_VERSION != stamp.clang {
         let msg = format!(
-            "committed object built by `{}`, this build by `{}`: bytes not compared",
+            "{name}: committed object built by `{}`, this build by `{}`: bytes not compared",
             stamp.clang,
             xdp_prog::CLANG_VERSION
         );
@@ -106,9 +122,8 @@ fn committed_object_matches_the_source() {
         return;
     }
     assert!(
-        xdp_prog::object() == committed.as_slice(),
-        "a fresh clang build differs from obj/uet_steer.bpf.o: run xdp-prog/regen.sh and commit \
-         obj/"
+        fresh == committed.as_slice(),
+        "a fresh clang build differs from obj/{name}.bpf.o: run xdp-prog/regen.sh and commit obj/"
     );
 }
 

@@ -36,6 +36,11 @@ enum Command {
     Perf(PerfArgs),
     /// The local daemon's counters (JSON, or Prometheus text).
     Stats(StatsArgs),
+    /// Build, sample and remove veth labs; `uet lab demo` shows the stack.
+    Lab {
+        #[command(subcommand)]
+        cmd: uetd::cli::lab::LabCmd,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -205,6 +210,7 @@ fn main() -> ExitCode {
         Command::Perf(a) => run_perf(&a),
         Command::Stats(a) => apps::stats(&apps::socket_path(a.sock.socket), a.prometheus)
             .map(|s| println!("{}", s.trim_end())),
+        Command::Lab { cmd } => uetd::cli::lab::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

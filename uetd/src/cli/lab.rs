@@ -1,0 +1,279 @@
+//! `uet lab …`: build, inspect and remove veth labs (`uetd::lab`), and the
+//! README's demo.
+//!
+//! ```text
+//! uet lab up --hosts 3 --bottleneck 1G --buffer 256KiB --ecn 30000,120000 --cc nscc
+//! uet lab impair --name NAME --loss 0.01 --reorder 0.05
+//! uet lab sample --name NAME --hz 1000 --count 5000
+//! uet lab down --name NAME        # or --all
+//! uet lab demo
+//! ```
+//!
+//! Ctrl-C (or SIGTERM) while a command builds or runs a lab removes it
+//! before `uet` exits (status 130).
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+
+use crate::config::{Backend, Size};
+use crate::lab::{self, Impairment, Lab, LabConfig, LabState, Sampler};
+
+/// `uet lab` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum LabCmd {
+    /// Build a lab and leave it running; prints its state as JSON.
+    Up(UpArgs),
+    /// Remove a lab (daemons, namespaces, BPF pins, state).
+    Down(DownArgs),
+    /// List the labs that have a state file.
+    List,
+    /// Switch a running lab's impairment program (all zero: off).
+    Impair(ImpairArgs),
+    /// Sample the bottleneck queue and ECN counters as JSON lines.
+    Sample(SampleArgs),
+    /// Two hosts, a verified RMA write over AF_XDP, the raw ceilings, a
+    /// table; removes the lab afterwards. `UET_DEMO_BYTES` sets the size.
+    Demo(DemoArgs),
+}
+
+/// `uet lab up`.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Hosts (host 0 receives).
+    #[arg(long, default_value_t = 2)]
+    pub hosts: usize,
+    /// Bottleneck rate toward host 0, bits/s (e.g. 1G, 100M).
+    #[arg(long)]
+    pub bottleneck: Option<Size>,
+    /// The bottleneck's buffer, bytes (e.g. 256KiB).
+    #[arg(long)]
+    pub buffer: Option<Size>,
+    /// ECN thresholds KMIN,KMAX in bytes of virtual backlog.
+    #[arg(long, value_parser = parse_pair)]
+    pub ecn: Option<(u64, u64)>,
+    /// The virtual queue drains at bottleneck × gamma.
+    #[arg(long, default_value_t = 1.0)]
+    pub gamma: f64,
+    /// Congestion control of the daemons.
+    #[arg(long, default_value = "none")]
+    pub cc: String,
+    /// Datapath of the daemons.
+    #[arg(long, value_enum, default_value = "xdp")]
+    pub backend: Backend,
+    /// IP MTU of every link.
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: u32,
+    /// Size of the region each daemon exposes (RI 1, key 0x5eed).
+    #[arg(long, default_value = "1GiB")]
+    pub region: Size,
+    /// The daemons' --base-rtt-us.
+    #[arg(long)]
+    pub base_rtt_us: Option<u64>,
+    /// Only host 0 runs a daemon.
+    #[arg(long)]
+    pub receiver_only: bool,
+    /// The lab's name (default uetlab-PID-N).
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+/// `uet lab down`.
+#[derive(Debug, Args)]
+pub struct DownArgs {
+    /// The lab to remove.
+    #[arg(long, conflicts_with = "all", required_unless_present = "all")]
+    pub name: Option<String>,
+    /// Remove every lab.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `uet lab impair`.
+#[derive(Debug, Args)]
+pub struct ImpairArgs {
+    /// The lab.
+    #[arg(long)]
+    pub name: String,
+    /// Drop probability of UET frames.
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    /// Duplication probability.
+    #[arg(long, default_value_t = 0.0)]
+    pub duplicate: f64,
+    /// Reordering (detour) probability.
+    #[arg(long, default_value_t = 0.0)]
+    pub reorder: f64,
+    /// Trimming probability.
+    #[arg(long, default_value_t = 0.0)]
+    pub trim: f64,
+    /// UDP payload bytes a trimmed frame keeps.
+    #[arg(long, default_value_t = 64)]
+    pub trim_to: u32,
+    /// Impair only frames toward host 0.
+    #[arg(long)]
+    pub toward_receiver_only: bool,
+}
+
+/// `uet lab sample`.
+#[derive(Debug, Args)]
+pub struct SampleArgs {
+    /// The lab.
+    #[arg(long)]
+    pub name: String,
+    /// Samples per second.
+    #[arg(long, default_value_t = 1000)]
+    pub hz: u32,
+    /// Samples to take.
+    #[arg(long, default_value_t = 1)]
+    pub count: u64,
+}
+
+/// `uet lab demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Bytes to write (default 1GiB, or $UET_DEMO_BYTES).
+    #[arg(long)]
+    pub bytes: Option<Size>,
+    /// Seconds each ceiling is measured.
+    #[arg(long, default_value_t = 2.0)]
+    pub ceiling_seconds: f64,
+    /// Congestion control of the daemons.
+    #[arg(long, default_value = "none")]
+    pub cc: String,
+    /// Print the report as JSON too.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_pair(s: &str) -> Result<(u64, u64), String> {
+    let (a, b) = s
+        .split_once(',')
+        .ok_or_else(|| format!("{s:?}: expected KMIN,KMAX"))?;
+    let a: Size = a.parse()?;
+    let b: Size = b.parse()?;
+    Ok((a.0, b.0))
+}
+
+/// On SIGINT/SIGTERM: remove the labs this process builds or runs, exit
+/// 130.
+fn cleanup_on_signals() -> Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("installing handlers")?;
+    std::thread::Builder::new()
+        .name("lab-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                eprintln!("uet lab: signal {sig}, removing the lab");
+                lab::abort_all();
+                std::process::exit(130);
+            }
+        })?;
+    Ok(())
+}
+
+/// Runs a `uet lab` subcommand.
+pub fn run(cmd: LabCmd) -> Result<()> {
+    match cmd {
+        LabCmd::Up(a) => up(a),
+        LabCmd::Down(a) => {
+            if a.all {
+                for n in lab::down_all()? {
+                    println!("removed {n}");
+                }
+            } else if let Some(n) = a.name {
+                lab::down(&n)?;
+                println!("removed {n}");
+            }
+            Ok(())
+        }
+        LabCmd::List => {
+            for n in lab::list()? {
+                println!("{n}");
+            }
+            Ok(())
+        }
+        LabCmd::Impair(a) => {
+            let state = LabState::load(&a.name)?;
+            lab::impair_state(
+                &state,
+                &Impairment {
+                    loss: a.loss,
+                    duplicate: a.duplicate,
+                    reorder: a.reorder,
+                    trim: a.trim,
+                    trim_to: a.trim_to,
+                    toward_receiver_only: a.toward_receiver_only,
+                },
+            )
+        }
+        LabCmd::Sample(a) => sample(&a),
+        LabCmd::Demo(a) => demo(&a),
+    }
+}
+
+fn up(a: UpArgs) -> Result<()> {
+    cleanup_on_signals()?;
+    let lab = Lab::up(LabConfig {
+        hosts: a.hosts,
+        bottleneck: a.bottleneck.map(|s| s.0),
+        buffer: a.buffer.map(|s| s.0),
+        ecn: a.ecn,
+        gamma: a.gamma,
+        mtu: a.mtu,
+        backend: a.backend,
+        cc: a.cc,
+        base_rtt_us: a.base_rtt_us,
+        region_bytes: a.region.0,
+        sender_daemons: !a.receiver_only,
+        name: a.name,
+        ..LabConfig::default()
+    })?;
+    let state = lab.keep();
+    println!("{}", serde_json::to_string_pretty(&state)?);
+    Ok(())
+}
+
+fn sample(a: &SampleArgs) -> Result<()> {
+    if a.hz == 0 {
+        bail!("--hz must be positive");
+    }
+    let s = Sampler::open(&LabState::load(&a.name)?)?;
+    let period = Duration::from_secs_f64(1.0 / f64::from(a.hz));
+    let start = Instant::now();
+    for i in 0..a.count {
+        let next = start + period.mul_f64(i as f64);
+        while Instant::now() < next {
+            std::thread::park_timeout(next - Instant::now());
+        }
+        println!("{}", serde_json::to_string(&s.sample()?)?);
+    }
+    Ok(())
+}
+
+fn demo(a: &DemoArgs) -> Result<()> {
+    cleanup_on_signals()?;
+    let bytes = match (&a.bytes, std::env::var("UET_DEMO_BYTES")) {
+        (Some(b), _) => b.0,
+        (None, Ok(v)) => {
+            v.parse::<Size>()
+                .map_err(anyhow::Error::msg)
+                .context("UET_DEMO_BYTES")?
+                .0
+        }
+        (None, Err(_)) => 1 << 30,
+    };
+    let report = lab::demo::run(&lab::demo::DemoOpts {
+        bytes,
+        ceiling_time: Duration::from_secs_f64(a.ceiling_seconds),
+        cc: a.cc.clone(),
+        ..lab::demo::DemoOpts::default()
+    })?;
+    print!("{}", report.table());
+    if a.json {
+        println!("{}", serde_json::to_string(&report)?);
+    }
+    Ok(())
+}

@@ -1,0 +1,4 @@
+//! Subcommands of the `uet` tool that live in the library (so tests and
+//! other tools can drive them too).
+
+pub mod lab;

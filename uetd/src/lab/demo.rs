@@ -1,0 +1,230 @@
+//! `uet lab demo`: a two-host lab (no bottleneck), one RMA write over
+//! AF_XDP checked byte-exact by the target's hash, and the two ceilings of
+//! the same path (host 1 → switch → host 0) — raw AF_XDP frames and kernel
+//! UDP — so the write's goodput reads as a fraction of what the path can
+//! carry. The write is measured by [`measure_write`] alone, which is what
+//! swaps to `uet perf` once the application API drives the daemons.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, ensure};
+use serde::Serialize;
+
+use super::{Lab, LabConfig, WriteOpts, WriteResult};
+use crate::config::Backend;
+
+/// What the demo does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemoOpts {
+    /// Bytes to write (1 GiB by default; `UET_DEMO_BYTES` overrides the
+    /// CLI's default).
+    pub bytes: u64,
+    /// Each ceiling is measured for this long.
+    pub ceiling_time: Duration,
+    /// IP MTU of the lab's links.
+    pub mtu: u32,
+    /// The daemons' congestion control.
+    pub cc: String,
+}
+
+impl Default for DemoOpts {
+    fn default() -> Self {
+        Self {
+            bytes: 1 << 30,
+            ceiling_time: Duration::from_secs(2),
+            mtu: 1500,
+            cc: "none".into(),
+        }
+    }
+}
+
+/// The demo's numbers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DemoReport {
+    /// The lab's name.
+    pub lab: String,
+    /// The write (goodput, hashes, retransmits, RTOs).
+    pub write: WriteResult,
+    /// Frame size of the ceilings (MTU + Ethernet header), bytes.
+    pub frame_len: usize,
+    /// Raw AF_XDP ceiling, Ethernet frame bytes, Gb/s.
+    pub raw_xdp_frame_gbps: f64,
+    /// The same as UDP payload (what the write's goodput compares to).
+    pub raw_xdp_payload_gbps: f64,
+    /// Kernel UDP ceiling (payload), Gb/s, with MTU-sized datagrams.
+    pub kernel_udp_gbps: f64,
+}
+
+impl DemoReport {
+    /// The write's goodput as a percentage of the raw AF_XDP ceiling.
+    pub fn percent_of_raw(&self) -> f64 {
+        self.write.gbps / self.raw_xdp_payload_gbps * 100.0
+    }
+
+    /// The short table the CLI prints.
+    pub fn table(&self) -> String {
+        let pct = |g: f64| g / self.raw_xdp_payload_gbps * 100.0;
+        let mut t = String::new();
+        t.push_str(&format!(
+            "uet lab demo — lab {}, host 1 → switch → host 0, veth, MTU {}, AF_XDP copy mode\n\n",
+            self.lab,
+            self.frame_len - 14
+        ));
+        t.push_str("| path | Gb/s | % of raw AF_XDP |\n|---|---|---|\n");
+        t.push_str(&format!(
+            "| uetd RMA write, {} bytes, verified | {:.2} | {:.0} % |\n",
+            self.write.bytes,
+            self.write.gbps,
+            pct(self.write.gbps)
+        ));
+        t.push_str(&format!(
+            "| raw AF_XDP ceiling, {} B frames (as UDP payload) | {:.2} | 100 % |\n",
+            self.frame_len, self.raw_xdp_payload_gbps
+        ));
+        t.push_str(&format!(
+            "| kernel UDP ceiling, {} B datagrams | {:.2} | {:.0} % |\n",
+            self.frame_len - 42,
+            self.kernel_udp_gbps,
+            pct(self.kernel_udp_gbps)
+        ));
+        t.push_str(&format!(
+            "\nwrite: {:.3} s, xxh3 {} (writer) = {} (target), {} data packets, {} retransmits, {} RTOs\n",
+            self.write.seconds,
+            self.write.xxh3,
+            self.write.target_xxh3,
+            self.write.tx_data,
+            self.write.retransmits,
+            self.write.rtos
+        ));
+        t
+    }
+}
+
+/// The demo's one measurement of the stack: an RMA write of `bytes` from
+/// host 1 to host 0, verified by the target. Today the daemons' built-in
+/// write test; `uet perf` replaces it here.
+pub fn measure_write(lab: &mut Lab, bytes: u64) -> Result<WriteResult> {
+    let w = lab.write(
+        1,
+        0,
+        &WriteOpts {
+            bytes,
+            timeout: Duration::from_secs(600),
+            ..WriteOpts::default()
+        },
+    )?;
+    ensure!(
+        w.verified(),
+        "the target's hash {} differs from the writer's {}",
+        w.target_xxh3,
+        w.xxh3
+    );
+    Ok(w)
+}
+
+/// Builds the lab, writes, measures the ceilings, removes the lab (also on
+/// failure).
+pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
+    let mut lab = Lab::up(LabConfig {
+        hosts: 2,
+        mtu: opts.mtu,
+        backend: Backend::Xdp,
+        cc: opts.cc.clone(),
+        region_bytes: opts.bytes,
+        sender_daemons: false,
+        ..LabConfig::default()
+    })?;
+    eprintln!(
+        "lab {} up; writing {} bytes host 1 → host 0",
+        lab.name(),
+        opts.bytes
+    );
+    let write = measure_write(&mut lab, opts.bytes)?;
+    // The ceilings own the interfaces: the daemon goes first.
+    lab.stop_daemon(0)?;
+    let frame_len = opts.mtu as usize + 14;
+    eprintln!("measuring the raw AF_XDP ceiling");
+    let (frame_gbps, payload_gbps) = raw_xdp(&lab, frame_len, opts.ceiling_time)?;
+    eprintln!("measuring the kernel UDP ceiling");
+    let udp = kernel_udp(&lab, frame_len - 42, opts.ceiling_time)?;
+    Ok(DemoReport {
+        lab: lab.name().to_owned(),
+        write,
+        frame_len,
+        raw_xdp_frame_gbps: frame_gbps,
+        raw_xdp_payload_gbps: payload_gbps,
+        kernel_udp_gbps: udp,
+    })
+}
+
+/// Raw AF_XDP from host 1 to host 0 through the switch: (frame Gb/s, the
+/// same as UDP payload Gb/s).
+fn raw_xdp(lab: &Lab, frame: usize, time: Duration) -> Result<(f64, f64)> {
+    let cfg = |ifname: &str| crate::xsk::XskConfig {
+        ifname: ifname.into(),
+        frame_count: 8192,
+        fill_size: 4096,
+        ..crate::xsk::XskConfig::default()
+    };
+    let (_tx, rx) = crate::xsk::raw::veth_ceiling(
+        lab.host(1),
+        cfg("eth0"),
+        IpAddr::V4(lab.ip(1)),
+        lab.host(0),
+        cfg("eth0"),
+        IpAddr::V4(lab.ip(0)),
+        frame,
+        time,
+    )?;
+    let payload = (frame - 42) as f64 / frame as f64;
+    Ok((rx.gbps(), rx.gbps() * payload))
+}
+
+/// Kernel UDP from host 1 to host 0 through the switch, `size`-byte
+/// datagrams: payload Gb/s the sink counted.
+fn kernel_udp(lab: &Lab, size: usize, time: Duration) -> Result<f64> {
+    let bind = SocketAddr::new(IpAddr::V4(lab.ip(0)), 9999);
+    let src = SocketAddr::new(IpAddr::V4(lab.ip(1)), 0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicBool::new(false));
+    let sink = {
+        let (s, r) = (Arc::clone(&stop), Arc::clone(&ready));
+        lab.host(0)
+            .spawn(move || crate::udp::raw::sink(bind, None, Duration::from_millis(300), &s, &r))?
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ready.load(Ordering::Acquire) {
+        if sink.is_finished() || Instant::now() > deadline {
+            stop.store(true, Ordering::Relaxed);
+            let _ = sink.join();
+            return Err(anyhow!("the UDP sink did not start"));
+        }
+        std::thread::park_timeout(Duration::from_millis(1));
+    }
+    let blaster = {
+        let s = Arc::clone(&stop);
+        lab.host(1)
+            .spawn(move || crate::udp::raw::blast(src, bind, size, None, &s))?
+    };
+    // The measurement window, not a synchronisation: both sides stop on
+    // the flag and report what they counted.
+    let end = Instant::now() + time;
+    while Instant::now() < end {
+        std::thread::park_timeout(end - Instant::now());
+    }
+    stop.store(true, Ordering::Release);
+    let _ = blaster
+        .join()
+        .map_err(|_| anyhow!("the UDP blaster panicked"))?
+        .context("entering host 1")?
+        .context("the UDP blaster")?;
+    let got = sink
+        .join()
+        .map_err(|_| anyhow!("the UDP sink panicked"))?
+        .context("entering host 0")?
+        .context("the UDP sink")?;
+    Ok(got.gbps())
+}

@@ -1,0 +1,333 @@
+//! The veth lab on the real kernel (root): topology, daemons, the TBF
+//! bottleneck, the ECN marker, the impairment program, teardown by `down`
+//! and by drop, and `uet lab demo` end to end. Every lab has a unique name,
+//! so these run side by side; waits are bounded polls, never sleeps.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use uetd::lab::{Impairment, Lab, LabConfig, LabState, WriteOpts};
+
+fn ping(lab: &Lab, from: usize, to: usize) {
+    let out = lab
+        .host(from)
+        .command("ping")
+        .args(["-c", "1", "-W", "2", &lab.ip(to).to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ping host {from} -> host {to}: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+fn netns_list() -> String {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    })
+}
+
+/// Everything `state` recorded is gone: namespaces, daemons, pins, state.
+fn assert_gone(state: &LabState, pids: &[u32]) {
+    let list = netns_list();
+    for ns in state.namespaces() {
+        assert!(!list.contains(&ns), "namespace {ns} left behind: {list}");
+    }
+    for &p in pids {
+        // A killed daemon may take a moment to leave the process table.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while alive(p) && Instant::now() < deadline {
+            std::thread::park_timeout(Duration::from_millis(10));
+        }
+        assert!(!alive(p), "daemon {p} left behind");
+    }
+    assert!(!LabState::path(&state.name).exists(), "state file left");
+    if let Some(pins) = &state.pins {
+        assert!(!pins.exists(), "{} left", pins.display());
+    }
+}
+
+fn daemon_pids(state: &LabState) -> Vec<u32> {
+    state.hosts.iter().filter_map(|h| h.daemon_pid).collect()
+}
+
+#[test]
+fn three_hosts_ping_and_a_write_through_the_bottleneck_stays_under_its_rate() {
+    let rate = 100_000_000u64;
+    let mut lab = Lab::up(LabConfig {
+        hosts: 3,
+        bottleneck: Some(rate),
+        buffer: Some(256 << 10),
+        region_bytes: 16 << 20,
+        ..LabConfig::default()
+    })
+    .unwrap();
+    // Daemons answer: each printed its exposed region and still runs.
+    for i in 0..3 {
+        assert!(lab.daemon_alive(i), "host {i}'s daemon exited");
+        let lines = lab.daemon_lines(i).unwrap();
+        assert!(
+            lines.iter().any(|l| l.contains(r#""event":"exposed""#)),
+            "{lines:?}"
+        );
+    }
+    for (a, b) in [(1, 0), (2, 0), (1, 2), (0, 2)] {
+        ping(&lab, a, b);
+    }
+    let s = lab.sampler().unwrap();
+    assert_eq!(s.qdisc().unwrap().kind, "tbf");
+    let w = lab
+        .write(
+            1,
+            0,
+            &WriteOpts {
+                bytes: 4 << 20,
+                ..WriteOpts::default()
+            },
+        )
+        .unwrap();
+    assert!(w.verified(), "{w:?}");
+    let limit = rate as f64 * 1.05 / 1e9;
+    assert!(
+        w.gbps <= limit,
+        "goodput {} Gb/s above the bottleneck's {limit}",
+        w.gbps
+    );
+    let q = s.qdisc().unwrap();
+    assert!(q.bytes >= 4 << 20, "the TBF carried the write: {q:?}");
+    // The sender's daemon is back after the write.
+    assert!(lab.daemon_alive(1));
+}
+
+#[test]
+fn ecn_marks_when_the_queue_builds_and_not_when_idle() {
+    let mut lab = Lab::up(LabConfig {
+        hosts: 2,
+        bottleneck: Some(100_000_000),
+        buffer: Some(256 << 10),
+        ecn: Some((3_000, 6_000)),
+        region_bytes: 16 << 20,
+        sender_daemons: false,
+        ..LabConfig::default()
+    })
+    .unwrap();
+    let s = lab.sampler().unwrap();
+    // Sampling is cheap enough for ≥ 1 kHz.
+    let t = Instant::now();
+    for _ in 0..200 {
+        s.sample().unwrap();
+    }
+    assert!(
+        t.elapsed() < Duration::from_millis(200),
+        "200 samples took {:?}",
+        t.elapsed()
+    );
+    // Idle: pings cross the bottleneck port, nothing queues, no marks.
+    for _ in 0..3 {
+        ping(&lab, 1, 0);
+    }
+    let idle = s.ecn().unwrap();
+    assert!(idle.seen > 0, "{idle:?}");
+    assert_eq!(idle.marked, 0, "{idle:?}");
+    // A fixed-window write queues at the bottleneck: marks.
+    let w = lab
+        .write(
+            1,
+            0,
+            &WriteOpts {
+                bytes: 4 << 20,
+                ..WriteOpts::default()
+            },
+        )
+        .unwrap();
+    assert!(w.verified());
+    let busy = s.ecn().unwrap();
+    assert!(busy.marked > 0, "no marks under load: {busy:?}");
+    assert!(busy.vq_peak > 6_000, "{busy:?}");
+}
+
+#[test]
+fn loss_gives_retransmits_and_the_write_still_verifies() {
+    let mut lab = Lab::up(LabConfig {
+        hosts: 2,
+        region_bytes: 16 << 20,
+        sender_daemons: false,
+        ..LabConfig::default()
+    })
+    .unwrap();
+    lab.impair(&Impairment {
+        loss: 0.02,
+        toward_receiver_only: true,
+        ..Impairment::default()
+    })
+    .unwrap();
+    // Pings are not UET: untouched.
+    ping(&lab, 1, 0);
+    let w = lab
+        .write(
+            1,
+            0,
+            &WriteOpts {
+                bytes: 2 << 20,
+                ..WriteOpts::default()
+            },
+        )
+        .unwrap();
+    assert!(w.verified(), "{w:?}");
+    let c = lab.impair_counters().unwrap();
+    assert!(c.dropped > 0, "{c:?}");
+    assert!(w.retransmits > 0, "{} dropped, no retransmits", c.dropped);
+}
+
+#[test]
+fn duplication_and_reordering_are_survived() {
+    let mut lab = Lab::up(LabConfig {
+        hosts: 2,
+        region_bytes: 16 << 20,
+        sender_daemons: false,
+        ..LabConfig::default()
+    })
+    .unwrap();
+    lab.impair(&Impairment {
+        duplicate: 0.02,
+        reorder: 0.05,
+        ..Impairment::default()
+    })
+    .unwrap();
+    let w = lab
+        .write(
+            1,
+            0,
+            &WriteOpts {
+                bytes: 2 << 20,
+                ..WriteOpts::default()
+            },
+        )
+        .unwrap();
+    assert!(w.verified(), "{w:?}");
+    let c = lab.impair_counters().unwrap();
+    assert!(c.duplicated > 0 && c.detoured > 0, "{c:?}");
+    assert_eq!(c.returned, c.detoured, "every detoured frame came back");
+    assert_eq!(c.errors, 0, "{c:?}");
+    // Off again: nothing more happens.
+    lab.impair(&Impairment::default()).unwrap();
+    let before = lab.impair_counters().unwrap();
+    ping(&lab, 1, 0);
+    let after = lab.impair_counters().unwrap();
+    assert_eq!(
+        (before.duplicated, before.detoured),
+        (after.duplicated, after.detoured)
+    );
+}
+
+#[test]
+fn down_and_drop_leave_nothing_behind() {
+    // Drop.
+    let lab = Lab::up(LabConfig {
+        hosts: 2,
+        region_bytes: 1 << 20,
+        ..LabConfig::default()
+    })
+    .unwrap();
+    let state = lab.state().clone();
+    let pids = daemon_pids(&state);
+    assert_eq!(pids.len(), 2);
+    assert!(LabState::path(&state.name).exists());
+    drop(lab);
+    assert_gone(&state, &pids);
+
+    // `uet lab up` leaves it running; `uet lab down --name` removes it.
+    let name = format!("uetlab-t{}", std::process::id());
+    let out = Command::new(env!("CARGO_BIN_EXE_uet"))
+        .args([
+            "lab",
+            "up",
+            "--hosts",
+            "2",
+            "--region",
+            "1MiB",
+            "--bottleneck",
+            "1G",
+            "--ecn",
+            "20000,80000",
+            "--name",
+            &name,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let state: LabState = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(state.name, name);
+    let pids = daemon_pids(&state);
+    for &p in &pids {
+        assert!(alive(p), "daemon {p} died with `uet lab up`");
+    }
+    let list = netns_list();
+    for ns in state.namespaces() {
+        assert!(list.contains(&ns), "{ns} missing: {list}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_uet"))
+        .args(["lab", "down", "--name", &name])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_gone(&state, &pids);
+}
+
+#[test]
+fn a_failed_up_removes_what_it_made() {
+    // A daemon that cannot start (unknown congestion control) fails the
+    // lab after its namespaces and programs exist.
+    let name = format!("uetlab-f{}", std::process::id());
+    let err = Lab::up(LabConfig {
+        hosts: 2,
+        cc: "no-such-cc".into(),
+        region_bytes: 1 << 20,
+        name: Some(name.clone()),
+        ..LabConfig::default()
+    })
+    .unwrap_err();
+    assert!(format!("{err:#}").contains("did not come up"), "{err:#}");
+    assert!(!netns_list().contains(&name));
+    assert!(!LabState::path(&name).exists());
+    assert!(!Path::new("/sys/fs/bpf/uet-lab").join(&name).exists());
+}
+
+#[test]
+fn demo_runs_end_to_end() {
+    let out = Command::new(env!("CARGO_BIN_EXE_uet"))
+        .args(["lab", "demo", "--ceiling-seconds", "0.5", "--json"])
+        .env("UET_DEMO_BYTES", "8MiB")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("verified"), "{stdout}");
+    let json = stdout.lines().last().unwrap();
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(v["write"]["xxh3"], v["write"]["target_xxh3"]);
+    assert!(v["raw_xdp_payload_gbps"].as_f64().unwrap() > 0.0);
+    assert!(v["kernel_udp_gbps"].as_f64().unwrap() > 0.0);
+    let lab = v["lab"].as_str().unwrap();
+    assert!(!netns_list().contains(lab));
+}
