@@ -78,6 +78,25 @@ pub struct Trimming {
     pub ip_payload: usize,
     /// DSCP of trimmed packets.
     pub dscp: u8,
+    /// DSCP of packets trimmed on a port that leads to a host (the last
+    /// hop: `DSCP_TRIMMED_LASTHOP`, §7), if distinct from `dscp`.
+    pub dscp_last_hop: Option<u8>,
+}
+
+impl Trimming {
+    /// UET trimming above `threshold` bytes of queue: 24 bytes of IP
+    /// payload kept (MIN_TRIM_SIZE, §7), DSCP_TRIMMED 16 and
+    /// DSCP_TRIMMED_LASTHOP 18 (ASTERIA's example values, as
+    /// `uet_wire::encap` decodes them).
+    #[must_use]
+    pub const fn uet(threshold: u64) -> Self {
+        Self {
+            threshold,
+            ip_payload: 24,
+            dscp: 16,
+            dscp_last_hop: Some(18),
+        }
+    }
 }
 
 /// Faults applied to packets leaving a port.
@@ -167,6 +186,9 @@ struct Port {
     params: LinkParams,
     queue: VecDeque<Vec<u8>>,
     queued_bytes: u64,
+    /// Trimmed frames waiting at the front of `queue` (behind the one on
+    /// the wire): the high-priority class, FIFO among themselves.
+    prio: usize,
     busy: bool,
     stats: PortStats,
 }
@@ -351,6 +373,7 @@ impl<O: FrameOps> Fabric<O> {
             params,
             queue: VecDeque::new(),
             queued_bytes: 0,
+            prio: 0,
             busy: false,
             stats: PortStats::default(),
         });
@@ -488,6 +511,7 @@ impl<O: FrameOps> Fabric<O> {
 
     fn enqueue(&mut self, port_id: PortId, mut frame: Vec<u8>) {
         let now = self.now;
+        let last_hop = matches!(self.nodes[self.ports[port_id.0].to.0], Node::Host { .. });
         let p = &mut self.ports[port_id.0];
         let len = frame.len() as u64;
         let over = p.queued_bytes + len > p.params.buffer;
@@ -495,14 +519,20 @@ impl<O: FrameOps> Fabric<O> {
             && (over || p.queued_bytes + len > t.threshold)
             && self.ops.trimmable(&frame)
         {
-            let n = self.ops.trim(&mut frame, t.ip_payload, t.dscp);
+            let dscp = if last_hop {
+                t.dscp_last_hop.unwrap_or(t.dscp)
+            } else {
+                t.dscp
+            };
+            let n = self.ops.trim(&mut frame, t.ip_payload, dscp);
             frame.truncate(n);
             p.stats.trimmed += 1;
-            // Trimmed headers go to the high-priority queue: ahead of data
-            // (position after the packet on the wire).
-            let pos = usize::from(p.busy).min(p.queue.len());
+            // Trimmed headers go to the high-priority queue: ahead of data,
+            // behind the packet on the wire and earlier trimmed headers.
+            let pos = (usize::from(p.busy) + p.prio).min(p.queue.len());
             p.queued_bytes += frame.len() as u64;
             p.queue.insert(pos, frame);
+            p.prio += 1;
         } else if over && !p.queue.is_empty() {
             p.stats.drops += 1;
             return;
@@ -531,6 +561,7 @@ impl<O: FrameOps> Fabric<O> {
         p.stats.peak_queue = p.stats.peak_queue.max(p.queued_bytes);
         if !p.busy {
             p.busy = true;
+            p.prio = p.prio.saturating_sub(1);
             let d = p.params.serialization(p.queue.front().map_or(0, Vec::len));
             self.schedule(now + d, Event::TxDone(port_id));
         }
@@ -569,6 +600,7 @@ impl<O: FrameOps> Fabric<O> {
         let next = p.queue.front().map(Vec::len);
         match next {
             Some(n) => {
+                p.prio = p.prio.saturating_sub(1);
                 let d = p.params.serialization(n);
                 self.schedule(now + d, Event::TxDone(port_id));
             }
@@ -731,6 +763,7 @@ mod tests {
             threshold: 5_000,
             ip_payload: 24,
             dscp: 16,
+            dscp_last_hop: None,
         });
         let (mut f, log, port) = line(100, 1000, fast, slow);
         f.nic_queue_bytes = 1 << 20;

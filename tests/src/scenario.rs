@@ -138,6 +138,47 @@ pub struct Summary {
     pub pdcs_open: usize,
     /// PDCs still open at the senders.
     pub sender_pdcs_open: usize,
+    /// RCCC counters (zero without RCCC): the receiver's pacer and the
+    /// sources' credit accounting, summed over sources.
+    pub rccc: RcccCounters,
+}
+
+/// RCCC counters of a scenario, for the reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RcccCounters {
+    /// Grants the receiver's pacer handed out.
+    pub grants: u64,
+    /// Bytes the pacer granted.
+    pub granted_bytes: u64,
+    /// Speculative (first-window) bytes the receiver received.
+    pub speculative_bytes: u64,
+    /// Packets the receiver saw trimmed at the last hop.
+    pub last_hop_trims: u64,
+    /// CREDIT_REQ CPs the receiver got.
+    pub credit_requests: u64,
+    /// Senders dropped from the active table as idle.
+    pub idle_evictions: u64,
+    /// Speculative credit the sources dropped when speculation ended.
+    pub discarded_bytes: u64,
+    /// Granted credit the sources dropped at `max_credit`.
+    pub clamped_bytes: u64,
+}
+
+impl RcccCounters {
+    /// As JSON.
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "grants": self.grants,
+            "granted_bytes": self.granted_bytes,
+            "speculative_bytes": self.speculative_bytes,
+            "last_hop_trims": self.last_hop_trims,
+            "credit_requests": self.credit_requests,
+            "idle_evictions": self.idle_evictions,
+            "discarded_bytes": self.discarded_bytes,
+            "clamped_bytes": self.clamped_bytes,
+        })
+    }
 }
 
 impl Summary {
@@ -162,6 +203,7 @@ impl Summary {
             "sim_time_ns": self.sim_time_ns,
             "pdcs_open": self.pdcs_open,
             "sender_pdcs_open": self.sender_pdcs_open,
+            "rccc": self.rccc.to_json(),
         })
     }
 }
@@ -346,8 +388,30 @@ pub fn run_writes(p: &Writes) -> Summary {
         summary.pdcs_open += e.pds().pdc_count();
     }
     for s in &senders {
-        summary.data_packets += s.ep.borrow().pds().counters().tx_data;
-        summary.sender_pdcs_open += s.ep.borrow().pds().pdc_count();
+        let ep = s.ep.borrow();
+        summary.data_packets += ep.pds().counters().tx_data;
+        summary.sender_pdcs_open += ep.pds().pdc_count();
+        if let Some(st) = ep
+            .pds()
+            .ccc(recv_addr, TrafficClass::from_masked(0))
+            .and_then(|c| c.rccc())
+            .map(|r| *r.stats())
+        {
+            summary.rccc.discarded_bytes += st.discarded_bytes;
+            summary.rccc.clamped_bytes += st.clamped_bytes;
+        }
+    }
+    if let Some(st) = eps
+        .last()
+        .and_then(|e| e.pds().rccc_receiver())
+        .map(|r| *r.stats())
+    {
+        summary.rccc.grants = st.grants;
+        summary.rccc.granted_bytes = st.granted_bytes;
+        summary.rccc.speculative_bytes = st.speculative_bytes;
+        summary.rccc.last_hop_trims = st.last_hop_trims;
+        summary.rccc.credit_requests = st.credit_requests;
+        summary.rccc.idle_evictions = st.idle_evictions;
     }
     let st = fabric.total_stats();
     summary.queue_drops = st.drops;
@@ -417,6 +481,8 @@ pub struct IncastReport {
     pub utilisation: f64,
     /// Whether every byte verified and every operation succeeded.
     pub ok: bool,
+    /// RCCC counters (zero without RCCC).
+    pub rccc: RcccCounters,
 }
 
 impl IncastReport {
@@ -439,6 +505,7 @@ impl IncastReport {
             "peak_queue_bytes": self.peak_queue_bytes,
             "utilisation": self.utilisation,
             "ok": self.ok,
+            "rccc": self.rccc.to_json(),
         })
     }
 }
@@ -510,6 +577,10 @@ impl CcMode {
         let rccc = || {
             let mut r = RcccConfig::for_link(rate_bps, base_rtt);
             r.initial_window = r.bdp();
+            // Grants in whole packets of the size the PDS sends.
+            r.mtu = mtu;
+            r.min_grant = u64::from(mtu);
+            r.quantum = u64::from(mtu);
             r
         };
         pds.ccc.mtu = mtu;
@@ -631,6 +702,7 @@ pub fn run_incast(
             0.0
         },
         ok: s.finished && s.verified && s.completions_err.is_empty(),
+        rccc: s.rccc,
     }
 }
 

@@ -513,6 +513,12 @@ impl Pds {
         self.pdcs.len()
     }
 
+    /// The receiver-side RCCC (active-sender table and credit pacer), when
+    /// `PdsConfig::rccc_receiver` configured one.
+    pub fn rccc_receiver(&self) -> Option<&RcccReceiver<(IpAddr, u8)>> {
+        self.rccc_rx.as_ref()
+    }
+
     /// The CCC towards `dst` in `tc`, if one exists.
     pub fn ccc(&self, dst: IpAddr, tc: TrafficClass) -> Option<&Ccc> {
         self.cccs.get(&(dst, tc))
@@ -1365,13 +1371,22 @@ impl Pds {
         // backlog; last-hop trims are RCCC's signal too.
         if let (Some(cc), Some(rr)) = (r.cc, self.rccc_rx.as_mut()) {
             let key = (meta.src, cc.ccc_id.get());
-            rr.on_rx(
-                now,
-                key,
-                cc.credit_target,
-                u64::from(meta.nominal_size),
-                meta.trimmed == Some(Trim::LastHop),
-            );
+            // Trimmed before the last hop: NSCC's signal, not RCCC's (§7);
+            // the receiver only updates the demand from it.
+            let (bytes, last_hop) = match meta.trimmed {
+                None => (u64::from(meta.nominal_size), false),
+                Some(Trim::LastHop) => (u64::from(meta.nominal_size), true),
+                Some(Trim::Trimmed) => (0, false),
+            };
+            // A first transmission with SYN set left before the source heard
+            // anything from us: speculative, on its initial window (seed:
+            // SYN stays set until the first ACK_CC). Its bytes count against
+            // the sender's share (`RcccReceiver`, "Fair share").
+            if r.syn() && !r.retx {
+                rr.on_speculative_rx(now, key, cc.credit_target, bytes, last_hop);
+            } else {
+                rr.on_rx(now, key, cc.credit_target, bytes, last_hop);
+            }
             rx.rccc = Some(key);
             self.rccc_pdc.insert(key, local);
         }

@@ -5,5 +5,5 @@
 //! `uet decode` and the generator of the sample capture it is shown with.
 
 pub mod decode;
-pub mod sample;
 pub mod io;
+pub mod sample;

@@ -237,11 +237,7 @@ fn incast(a: &IncastArgs) -> ExitCode {
     };
     let mut link = LinkParams::new(a.rate, Duration::from_micros(a.latency_us), a.buffer);
     if let Some(t) = a.trim_at {
-        link.trim = Some(uet_tests::fabric::Trimming {
-            threshold: t,
-            ip_payload: 24,
-            dscp: 16,
-        });
+        link.trim = Some(uet_tests::fabric::Trimming::uet(t));
     }
     // The first RTO covers the idle round trip plus one full buffer drain,
     // twice over: a full queue must not look like loss (at 1 Gb/s a 32 KiB
