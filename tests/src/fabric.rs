@@ -33,6 +33,12 @@ pub trait FrameOps {
     fn mark_ce(&self, frame: &mut [u8]);
     /// Whether a switch may trim the frame (a trimmable data packet).
     fn trimmable(&self, frame: &[u8]) -> bool;
+    /// Whether the frame is a retransmission marked `DSCP_TRIMMABLE_RTX`
+    /// (trimmed above [`Trimming::rtx_threshold`]).
+    fn trimmable_rtx(&self, frame: &[u8]) -> bool {
+        let _ = frame;
+        false
+    }
     /// Trims the frame to `ip_payload` bytes of IP payload and re-marks its
     /// DSCP with `dscp`; returns the new frame length.
     fn trim(&self, frame: &mut [u8], ip_payload: usize, dscp: u8) -> usize;
@@ -81,13 +87,17 @@ pub struct Trimming {
     /// DSCP of packets trimmed on a port that leads to a host (the last
     /// hop: `DSCP_TRIMMED_LASTHOP`, §7), if distinct from `dscp`.
     pub dscp_last_hop: Option<u8>,
+    /// Queue depth above which retransmissions marked
+    /// `DSCP_TRIMMABLE_RTX` are trimmed (spec §6: 1.5 × Plane_BDP where the
+    /// others are trimmed at Plane_BDP); `None`: the same `threshold`.
+    pub rtx_threshold: Option<u64>,
 }
 
 impl Trimming {
-    /// UET trimming above `threshold` bytes of queue: 24 bytes of IP
-    /// payload kept (MIN_TRIM_SIZE, §7), DSCP_TRIMMED 16 and
-    /// DSCP_TRIMMED_LASTHOP 18 (ASTERIA's example values, as
-    /// `uet_wire::encap` decodes them).
+    /// UET trimming above `threshold` bytes of queue (retransmissions
+    /// above 1.5 × `threshold`, §6): 24 bytes of IP payload kept
+    /// (MIN_TRIM_SIZE, §7), DSCP_TRIMMED 16 and DSCP_TRIMMED_LASTHOP 18
+    /// (ASTERIA's example values, as `uet_wire::encap` decodes them).
     #[must_use]
     pub const fn uet(threshold: u64) -> Self {
         Self {
@@ -95,6 +105,7 @@ impl Trimming {
             ip_payload: 24,
             dscp: 16,
             dscp_last_hop: Some(18),
+            rtx_threshold: Some(threshold + threshold / 2),
         }
     }
 }
@@ -516,7 +527,13 @@ impl<O: FrameOps> Fabric<O> {
         let len = frame.len() as u64;
         let over = p.queued_bytes + len > p.params.buffer;
         if let Some(t) = p.params.trim
-            && (over || p.queued_bytes + len > t.threshold)
+            && (over
+                || p.queued_bytes + len
+                    > if self.ops.trimmable_rtx(&frame) {
+                        t.rtx_threshold.unwrap_or(t.threshold)
+                    } else {
+                        t.threshold
+                    })
             && self.ops.trimmable(&frame)
         {
             let dscp = if last_hop {
@@ -764,6 +781,7 @@ mod tests {
             ip_payload: 24,
             dscp: 16,
             dscp_last_hop: None,
+            rtx_threshold: None,
         });
         let (mut f, log, port) = line(100, 1000, fast, slow);
         f.nic_queue_bytes = 1 << 20;

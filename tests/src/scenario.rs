@@ -481,6 +481,8 @@ pub struct IncastReport {
     pub utilisation: f64,
     /// Whether every byte verified and every operation succeeded.
     pub ok: bool,
+    /// Flow completion times: minimum, median and maximum, ns.
+    pub fct_ns: [u64; 3],
     /// RCCC counters (zero without RCCC).
     pub rccc: RcccCounters,
 }
@@ -505,6 +507,7 @@ impl IncastReport {
             "peak_queue_bytes": self.peak_queue_bytes,
             "utilisation": self.utilisation,
             "ok": self.ok,
+            "fct_min_p50_max_ns": self.fct_ns,
             "rccc": self.rccc.to_json(),
         })
     }
@@ -675,6 +678,13 @@ pub fn run_incast(
     let min = fcts.iter().copied().fold(f64::INFINITY, f64::min);
     let max = fcts.iter().copied().fold(0.0, f64::max);
     let goodput: Vec<f64> = fcts.iter().map(|f| size as f64 / f.max(1.0)).collect();
+    let mut sorted = s.flow_completion_ns.clone();
+    sorted.sort_unstable();
+    let fct_ns = [
+        sorted.first().copied().unwrap_or(0),
+        sorted.get(sorted.len() / 2).copied().unwrap_or(0),
+        sorted.last().copied().unwrap_or(0),
+    ];
     let sum: f64 = goodput.iter().sum();
     let sq: f64 = goodput.iter().map(|x| x * x).sum();
     let jain = if sq > 0.0 {
@@ -702,6 +712,7 @@ pub fn run_incast(
             0.0
         },
         ok: s.finished && s.verified && s.completions_err.is_empty(),
+        fct_ns,
         rccc: s.rccc,
     }
 }

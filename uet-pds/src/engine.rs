@@ -2444,7 +2444,12 @@ impl Pds {
                     // The request carried the CLEAR.
                     p.clear_needed = false;
                 }
-                Some(Transmit::data(config, p.peer, ev, hl + pkt.len as usize))
+                let mut t = Transmit::data(config, p.peer, ev, hl + pkt.len as usize);
+                if retx && let Some(d) = config.dscp_data_rtx {
+                    // DSCP_TRIMMABLE_RTX (§6/§7).
+                    t.dscp = d;
+                }
+                Some(t)
             }
         }
     }

@@ -11,7 +11,7 @@ use uet_wire::pds::{
 };
 use uet_wire::ses::{ListKind, ResponseOpcode, ReturnCode, SesRepr, SesResponseRepr};
 use uet_wire::time::{Duration, Instant};
-use uet_wire::{Ecn, EntropyValue, JobId, MessageId, Psn, RiGeneration, TrafficClass};
+use uet_wire::{Dscp, Ecn, EntropyValue, JobId, MessageId, Psn, RiGeneration, TrafficClass};
 
 use crate::engine::{
     InitiatorKey, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, Upper,
@@ -92,6 +92,7 @@ struct Dgram {
     ev: EntropyValue,
     bytes: Vec<u8>,
     ecn: Ecn,
+    dscp: Dscp,
     trimmed: Option<Trim>,
 }
 
@@ -110,6 +111,7 @@ fn drain(h: &mut Host, now: Instant) -> Vec<Dgram> {
             ev: t.ev,
             bytes: buf[..t.len].to_vec(),
             ecn: t.ecn,
+            dscp: t.dscp,
             trimmed: None,
         });
     }
@@ -284,6 +286,34 @@ fn trimmed_packet_is_nacked_and_resent_at_once() {
 }
 
 #[test]
+fn retransmissions_carry_dscp_trimmable_rtx() {
+    // §6/§7: retransmissions may use their own trimmable class, which
+    // switches trim only above 1.5 × Plane_BDP.
+    let rtx = Dscp::from_masked(10);
+    let cfg = PdsConfig {
+        dscp_data_rtx: Some(rtx),
+        ..PdsConfig::default()
+    };
+    let mut a = host(A, 1, cfg);
+    let mut b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 1, 1000)).unwrap();
+    let mut d = drain(&mut a, t(0)).remove(0);
+    assert_eq!(d.dscp, PdsConfig::default().dscp_data);
+    d.bytes.truncate(16);
+    d.trimmed = Some(Trim::LastHop);
+    deliver(&mut b, t(1), &d);
+    let nack = drain(&mut b, t(1));
+    deliver(&mut a, t(2), &nack[0]);
+    let re = drain(&mut a, t(2));
+    let PdsRepr::Request(r) = re[0].pds() else {
+        panic!()
+    };
+    assert!(r.retx);
+    assert_eq!(re[0].dscp, rtx);
+}
+
+#[test]
 fn unknown_dpdcid_and_full_table_are_nacked() {
     let cfg = PdsConfig {
         max_pdcs: 1,
@@ -338,6 +368,7 @@ fn unknown_dpdcid_and_full_table_are_nacked() {
         ev: EntropyValue::from_masked(1),
         bytes: bytes.to_vec(),
         ecn: Ecn::Ect0,
+        dscp: Dscp::from_masked(0),
         trimmed: None,
     });
     deliver(&mut b, t(1), &forged[0]);

@@ -255,6 +255,9 @@ fn incast(a: &IncastArgs) -> ExitCode {
         max_ses_len: a.max_ses_len,
         rto_init: rto.max(Duration::from_micros(200)),
         max_rto_retx: 12,
+        // Retransmissions as DSCP_TRIMMABLE_RTX: trimmed at 1.5 × the
+        // threshold (§6).
+        dscp_data_rtx: Some(uet_tests::frame_ops::DSCP_TRIMMABLE_RTX),
         ..uet_pds::PdsConfig::default()
     };
     let started = std::time::Instant::now();
