@@ -13,7 +13,7 @@
 //! the way a NIC's transmit ring does.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::net::IpAddr;
 
 use uet_wire::rand::{Rng, Xoshiro256};
@@ -197,6 +197,8 @@ struct Port {
     params: LinkParams,
     queue: VecDeque<Vec<u8>>,
     queued_bytes: u64,
+    /// The host whose NIC this port is, if any.
+    owner: Option<usize>,
     /// Trimmed frames waiting at the front of `queue` (behind the one on
     /// the wire): the high-priority class, FIFO among themselves.
     prio: usize,
@@ -239,6 +241,29 @@ pub struct Fabric<O: FrameOps> {
     /// Host-side queue room: a host is polled while its NIC queue holds
     /// fewer than this many bytes.
     pub nic_queue_bytes: u64,
+    /// Per node: the host's timer as last read, and its bookkeeping.
+    slots: Vec<HostSlot>,
+    /// Host timers, earliest first: (when, node index).
+    timers: BTreeSet<(Instant, usize)>,
+    /// Hosts to poll for frames: interacted with since their last poll.
+    dirty: Vec<usize>,
+    /// Hosts interacted with since the last [`Fabric::take_touched`].
+    touched: Vec<usize>,
+}
+
+/// What the fabric remembers about a host between interactions. A host's
+/// `poll_timeout` and `poll_transmit` can only change when the fabric (or
+/// the scenario, through [`Fabric::touch`]) interacts with it, so it is
+/// polled and its timer re-read only then: every step stays O(log hosts)
+/// instead of O(hosts), which is what makes 1023-sender incasts finish.
+#[derive(Debug, Clone, Copy, Default)]
+struct HostSlot {
+    timer: Option<Instant>,
+    dirty: bool,
+    touched: bool,
+    /// Polling stopped because its NIC queue was full; the NIC draining
+    /// makes it dirty again.
+    nic_blocked: bool,
 }
 
 impl<O: FrameOps> core::fmt::Debug for Fabric<O> {
@@ -265,6 +290,60 @@ impl<O: FrameOps> Fabric<O> {
             buf: vec![0u8; 65_536],
             unroutable: 0,
             nic_queue_bytes: 2 * 9_000,
+            slots: Vec::new(),
+            timers: BTreeSet::new(),
+            dirty: Vec::new(),
+            touched: Vec::new(),
+        }
+    }
+
+    /// The scenario changed host `id` from outside (submitted work, for
+    /// instance): poll it for frames and re-read its timer before the next
+    /// step.
+    pub fn touch(&mut self, id: NodeId) {
+        self.mark(id.0);
+    }
+
+    /// Hosts the fabric (or [`touch`](Self::touch)) interacted with since
+    /// the last call, in node order: only these can have new completions.
+    pub fn take_touched(&mut self) -> Vec<NodeId> {
+        let mut v = core::mem::take(&mut self.touched);
+        v.sort_unstable();
+        for &i in &v {
+            self.slots[i].touched = false;
+        }
+        v.into_iter().map(NodeId).collect()
+    }
+
+    fn mark(&mut self, i: usize) {
+        let Some(slot) = self.slots.get_mut(i) else {
+            return;
+        };
+        if !slot.dirty {
+            slot.dirty = true;
+            self.dirty.push(i);
+        }
+        if !slot.touched {
+            slot.touched = true;
+            self.touched.push(i);
+        }
+    }
+
+    /// Re-reads host `i`'s timer.
+    fn refresh_timer(&mut self, i: usize) {
+        let Node::Host { host, .. } = &self.nodes[i] else {
+            return;
+        };
+        let t = host.poll_timeout();
+        let slot = &mut self.slots[i];
+        if slot.timer != t {
+            if let Some(old) = slot.timer {
+                self.timers.remove(&(old, i));
+            }
+            if let Some(new) = t {
+                self.timers.insert((new, i));
+            }
+            slot.timer = t;
         }
     }
 
@@ -294,7 +373,10 @@ impl<O: FrameOps> Fabric<O> {
     ) -> NodeId {
         let id = NodeId(self.nodes.len());
         let nic = self.add_port(switch, up);
+        self.ports[nic.0].owner = Some(id.0);
         self.nodes.push(Node::Host { host, nic });
+        self.slots.resize(self.nodes.len(), HostSlot::default());
+        self.mark(id.0);
         let downlink = self.add_port(id, down);
         self.add_route(switch, addr, vec![downlink]);
         id
@@ -372,6 +454,7 @@ impl<O: FrameOps> Fabric<O> {
 
     /// Borrow a host back, e.g. to submit work or read results.
     pub fn host_mut(&mut self, id: NodeId) -> Option<&mut dyn Host> {
+        self.mark(id.0);
         match self.nodes.get_mut(id.0) {
             Some(Node::Host { host, .. }) => Some(host.as_mut()),
             _ => None,
@@ -384,6 +467,7 @@ impl<O: FrameOps> Fabric<O> {
             params,
             queue: VecDeque::new(),
             queued_bytes: 0,
+            owner: None,
             prio: 0,
             busy: false,
             stats: PortStats::default(),
@@ -456,33 +540,42 @@ impl<O: FrameOps> Fabric<O> {
     }
 
     fn next_host_timer(&self) -> Option<Instant> {
-        self.nodes
-            .iter()
-            .filter_map(|n| match n {
-                Node::Host { host, .. } => host.poll_timeout(),
-                Node::Switch { .. } => None,
-            })
-            .min()
-            .map(|t| t.max(self.now))
+        self.timers.first().map(|(t, _)| (*t).max(self.now))
     }
 
     fn fire_timers(&mut self) {
         let now = self.now;
-        for n in &mut self.nodes {
-            if let Node::Host { host, .. } = n
-                && host.poll_timeout().is_some_and(|t| t <= now)
-            {
+        let mut due: Vec<usize> = Vec::new();
+        while let Some(&(t, i)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            self.timers.remove(&(t, i));
+            self.slots[i].timer = None;
+            due.push(i);
+        }
+        // Node order, as when every host was asked in turn.
+        due.sort_unstable();
+        for i in due {
+            if let Node::Host { host, .. } = &mut self.nodes[i] {
                 host.handle_timeout(now);
             }
+            self.mark(i);
+            self.refresh_timer(i);
         }
     }
 
     fn poll_hosts(&mut self) {
         let now = self.now;
-        for i in 0..self.nodes.len() {
+        let mut list = core::mem::take(&mut self.dirty);
+        // Node order, as when every host was asked in turn.
+        list.sort_unstable();
+        for &i in &list {
+            self.slots[i].dirty = false;
             while let Node::Host { host, nic } = &mut self.nodes[i] {
                 let nic = *nic;
                 if self.ports[nic.0].queued_bytes >= self.nic_queue_bytes {
+                    self.slots[i].nic_blocked = true;
                     break;
                 }
                 let Some(len) = host.poll_transmit(now, &mut self.buf) else {
@@ -491,6 +584,12 @@ impl<O: FrameOps> Fabric<O> {
                 let frame = self.buf[..len].to_vec();
                 self.enqueue(nic, frame);
             }
+            self.refresh_timer(i);
+        }
+        list.clear();
+        if self.dirty.is_empty() {
+            // Keep the allocation.
+            self.dirty = list;
         }
     }
 
@@ -498,7 +597,10 @@ impl<O: FrameOps> Fabric<O> {
         match ev {
             Event::TxDone(port) => self.tx_done(port),
             Event::Arrive(node, mut frame) => match &mut self.nodes[node.0] {
-                Node::Host { host, .. } => host.handle_frame(self.now, &mut frame),
+                Node::Host { host, .. } => {
+                    host.handle_frame(self.now, &mut frame);
+                    self.mark(node.0);
+                }
                 Node::Switch { routes, default } => {
                     let dst = self.ops.dst(&frame);
                     let cands = dst
@@ -592,6 +694,14 @@ impl<O: FrameOps> Fabric<O> {
             return;
         };
         p.queued_bytes -= frame.len() as u64;
+        if let Some(o) = p.owner
+            && p.queued_bytes < self.nic_queue_bytes
+            && self.slots[o].nic_blocked
+        {
+            self.slots[o].nic_blocked = false;
+            self.mark(o);
+        }
+        let p = &mut self.ports[port_id.0];
         p.stats.tx_packets += 1;
         p.stats.tx_bytes += frame.len() as u64;
         let to = p.to;

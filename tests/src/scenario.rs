@@ -299,19 +299,42 @@ pub fn run_writes(p: &Writes) -> Summary {
         })
         .collect();
     hosts.push(Box::new(SimHost::new(receiver.clone(), recv_addr, enc)));
-    single_switch(&mut fabric, hosts, &link);
+    let built = single_switch(&mut fabric, hosts, &link);
+    // Node → sender index (the receiver is the last host).
+    let sender_of: BTreeMap<usize, usize> = built
+        .hosts
+        .iter()
+        .take(senders.len())
+        .enumerate()
+        .map(|(i, (id, _))| (id.0, i))
+        .collect();
 
     let mut summary = Summary::default();
     let deadline = Instant::ZERO + p.deadline;
+    // Only senders the fabric touched since the last step can have new
+    // completions (or room for more work): the first step looks at all.
+    let mut first = true;
+    let mut busy = senders.len();
+    let mut idle = vec![false; senders.len()];
     let finished = fabric.run_while(deadline, |f| {
         let now = f.now();
-        let mut all_done = true;
-        for (i, s) in senders.iter_mut().enumerate() {
+        let list: Vec<usize> = if first {
+            first = false;
+            (0..senders.len()).collect()
+        } else {
+            f.take_touched()
+                .iter()
+                .filter_map(|id| sender_of.get(&id.0).copied())
+                .collect()
+        };
+        for i in list {
+            let s = &mut senders[i];
             let ep_rc = s.ep.clone();
             let mut ep = ep_rc.borrow_mut();
             while let Some(c) = ep.poll_completion() {
                 complete(s, &c, &mut summary, now);
             }
+            let mut submitted = false;
             while s.in_flight < p.in_flight && s.submitted < p.bytes_per_sender {
                 let left = p.bytes_per_sender - s.submitted;
                 let span = u64::from(p.msg_size.1 - p.msg_size.0) + 1;
@@ -339,15 +362,20 @@ pub fn run_writes(p: &Writes) -> Summary {
                         s.ops.insert(id.0, (off, len));
                         s.in_flight += 1;
                         s.submitted += len;
+                        submitted = true;
                     }
                     Err(_) => break,
                 }
             }
-            if s.in_flight > 0 || s.submitted < p.bytes_per_sender {
-                all_done = false;
+            if submitted {
+                f.touch(built.hosts[i].0);
+            }
+            if !idle[i] && s.in_flight == 0 && s.submitted >= p.bytes_per_sender {
+                idle[i] = true;
+                busy -= 1;
             }
         }
-        all_done
+        busy == 0
     });
     // Verify every byte a completed write covered.
     let recv = receiver.borrow();

@@ -76,6 +76,10 @@ struct IncastArgs {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// RTO_INIT_TIME in µs (default: twice the idle round trip plus one
+    /// full buffer drain, at least 200 µs).
+    #[arg(long)]
+    rto_us: Option<u64>,
     /// Print JSON (the only format; accepted for scripts).
     #[arg(long)]
     json: bool,
@@ -253,7 +257,10 @@ fn incast(a: &IncastArgs) -> ExitCode {
     let rto = (t0 + Duration::from_nanos(drain_ns)) * 2;
     let pds = uet_pds::PdsConfig {
         max_ses_len: a.max_ses_len,
-        rto_init: rto.max(Duration::from_micros(200)),
+        rto_init: a.rto_us.map_or_else(
+            || rto.max(Duration::from_micros(200)),
+            Duration::from_micros,
+        ),
         max_rto_retx: 12,
         // Retransmissions as DSCP_TRIMMABLE_RTX: trimmed at 1.5 × the
         // threshold (§6).
