@@ -647,6 +647,28 @@ pub fn base_rtt(link: &LinkParams, pds: &PdsConfig) -> Duration {
     Duration::from_nanos(t0 as u64)
 }
 
+/// The PDS configuration `uet-sim incast` uses on `link` (and the CI
+/// incasts): RTO_INIT_TIME twice the idle round trip plus one full buffer
+/// drain (a full queue must not look like loss; at 1 Gb/s a 32 KiB buffer
+/// alone takes 262 µs to drain), at least 200 µs; 12 RTO retries; and
+/// retransmissions marked DSCP_TRIMMABLE_RTX, which trimming switches cut
+/// only above 1.5 × their threshold (§6).
+#[must_use]
+pub fn incast_pds_config(link: &LinkParams, max_ses_len: usize) -> PdsConfig {
+    let pds = PdsConfig {
+        max_ses_len,
+        ..PdsConfig::default()
+    };
+    let drain_ns = link.buffer.saturating_mul(8_000_000_000) / link.rate_bps.max(1);
+    let rto = (base_rtt(link, &pds) + Duration::from_nanos(drain_ns)) * 2;
+    PdsConfig {
+        rto_init: rto.max(Duration::from_micros(200)),
+        max_rto_retx: 12,
+        dscp_data_rtx: Some(crate::frame_ops::DSCP_TRIMMABLE_RTX),
+        ..pds
+    }
+}
+
 /// Runs a synchronized incast with congestion control `cc` and computes its
 /// `cc-eval.md` metrics.
 pub fn run_incast_cc(

@@ -243,30 +243,10 @@ fn incast(a: &IncastArgs) -> ExitCode {
     if let Some(t) = a.trim_at {
         link.trim = Some(uet_tests::fabric::Trimming::uet(t));
     }
-    // The first RTO covers the idle round trip plus one full buffer drain,
-    // twice over: a full queue must not look like loss (at 1 Gb/s a 32 KiB
-    // buffer alone takes 262 µs to drain).
-    let drain_ns = a.buffer.saturating_mul(8_000_000_000) / a.rate.max(1);
-    let t0 = uet_tests::scenario::base_rtt(
-        &link,
-        &uet_pds::PdsConfig {
-            max_ses_len: a.max_ses_len,
-            ..uet_pds::PdsConfig::default()
-        },
-    );
-    let rto = (t0 + Duration::from_nanos(drain_ns)) * 2;
-    let pds = uet_pds::PdsConfig {
-        max_ses_len: a.max_ses_len,
-        rto_init: a.rto_us.map_or_else(
-            || rto.max(Duration::from_micros(200)),
-            Duration::from_micros,
-        ),
-        max_rto_retx: 12,
-        // Retransmissions as DSCP_TRIMMABLE_RTX: trimmed at 1.5 × the
-        // threshold (§6).
-        dscp_data_rtx: Some(uet_tests::frame_ops::DSCP_TRIMMABLE_RTX),
-        ..uet_pds::PdsConfig::default()
-    };
+    let mut pds = uet_tests::scenario::incast_pds_config(&link, a.max_ses_len);
+    if let Some(us) = a.rto_us {
+        pds.rto_init = Duration::from_micros(us);
+    }
     let started = std::time::Instant::now();
     let r = uet_tests::scenario::run_incast_cc(a.senders.max(1), a.size, cc, &link, &pds, a.seed);
     let mut json = r.to_json();
