@@ -241,6 +241,14 @@ pub struct Fabric<O: FrameOps> {
     /// Host-side queue room: a host is polled while its NIC queue holds
     /// fewer than this many bytes.
     pub nic_queue_bytes: u64,
+    /// Break ties between events at the same nanosecond at random (seeded)
+    /// instead of in scheduling order. In a synchronized incast every
+    /// sender's packet reaches the switch at the same instants; in
+    /// scheduling order they queue in node order, so the same senders
+    /// always find the queue full and are the ones trimmed or dropped. A
+    /// real switch arbitrates between its ingress ports. Off by default:
+    /// the published tables and CI use scheduling order.
+    pub random_ties: bool,
     /// Per node: the host's timer as last read, and its bookkeeping.
     slots: Vec<HostSlot>,
     /// Host timers, earliest first: (when, node index).
@@ -290,6 +298,7 @@ impl<O: FrameOps> Fabric<O> {
             buf: vec![0u8; 65_536],
             unroutable: 0,
             nic_queue_bytes: 2 * 9_000,
+            random_ties: false,
             slots: Vec::new(),
             timers: BTreeSet::new(),
             dirty: Vec::new(),
@@ -475,9 +484,18 @@ impl<O: FrameOps> Fabric<O> {
         PortId(self.ports.len() - 1)
     }
 
+    /// Events at the same instant run in the order they were scheduled,
+    /// or with [`Fabric::random_ties`] in an order drawn from the fabric's
+    /// seeded generator (the high 32 bits of the key; the low 32 keep it
+    /// unique).
     fn schedule(&mut self, at: Instant, ev: Event) {
         self.seq += 1;
-        self.events.push(Reverse((at, self.seq, ev)));
+        let key = if self.random_ties {
+            (self.rng.next_u64() & !0xffff_ffff) | (self.seq & 0xffff_ffff)
+        } else {
+            self.seq
+        };
+        self.events.push(Reverse((at, key, ev)));
     }
 
     /// Runs until `deadline` or until nothing can happen any more; returns
@@ -782,6 +800,8 @@ mod tests {
         count: u16,
         len: usize,
         sent: u16,
+        /// Written into byte 7 (when the frame is long enough).
+        tag: u8,
     }
     impl Host for Sender {
         fn handle_frame(&mut self, _: Instant, _: &mut [u8]) {}
@@ -793,6 +813,9 @@ mod tests {
             buf[..4].copy_from_slice(&self.dst);
             buf[4..6].copy_from_slice(&self.sent.to_be_bytes());
             buf[6] = 1;
+            if self.len > 7 {
+                buf[7] = self.tag;
+            }
             self.sent += 1;
             Some(self.len)
         }
@@ -837,6 +860,7 @@ mod tests {
                 count,
                 len,
                 sent: 0,
+                tag: 0,
             }),
             ip(A),
             sw,
@@ -904,6 +928,44 @@ mod tests {
         assert_eq!(short, st.trimmed);
     }
 
+    /// Two senders whose frames reach the switch at the same instants,
+    /// into a queue that holds one frame: in scheduling order the first
+    /// host always wins the free slot; with random ties both get a share.
+    #[test]
+    fn random_ties_share_simultaneous_arrivals() {
+        let kept = |random: bool| {
+            let fast = LinkParams::new(100_000_000, Duration::from_micros(1), 1 << 20);
+            let slow = LinkParams::new(10_000_000, Duration::from_micros(1), 2_000);
+            let mut f = Fabric::new(TestOps, 7);
+            f.random_ties = random;
+            f.nic_queue_bytes = 1 << 20;
+            let sw = f.add_switch();
+            let log: Log = Rc::default();
+            // The senders are told apart by a tag byte.
+            for (a, tag) in [(A, 1), ([10, 0, 0, 3], 2)] {
+                let s = Sender {
+                    dst: B,
+                    count: 1000,
+                    len: 1000,
+                    sent: 0,
+                    tag,
+                };
+                f.add_host(Box::new(s), ip(a), sw, fast.clone(), fast.clone());
+            }
+            f.add_host(Box::new(Sink(log.clone())), ip(B), sw, slow.clone(), slow);
+            f.run_until(Instant::from_nanos(1_000_000_000));
+            let first = log.borrow().iter().filter(|(_, fr)| fr[7] == 1).count();
+            (first, log.borrow().len() - first)
+        };
+        let (a, b) = kept(false);
+        assert!(
+            b < a / 4,
+            "scheduling order favours the first host: {a} vs {b}"
+        );
+        let (a, b) = kept(true);
+        assert!(a.abs_diff(b) * 3 < a + b, "random ties share: {a} vs {b}");
+    }
+
     #[test]
     fn blackout_and_loss_are_counted() {
         let fast = LinkParams::new(100_000_000, Duration::from_micros(1), 1 << 20);
@@ -932,6 +994,7 @@ mod tests {
                 count: 64,
                 len: 100,
                 sent: 0,
+                tag: 0,
             }),
             ip(A),
             leaf_a,

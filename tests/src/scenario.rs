@@ -76,6 +76,8 @@ pub struct Writes {
     pub seed: u64,
     /// Simulated time limit.
     pub deadline: Duration,
+    /// Same-instant events in seeded random order ([`Fabric::random_ties`]).
+    pub random_ties: bool,
 }
 
 impl Default for Writes {
@@ -97,6 +99,7 @@ impl Default for Writes {
             },
             seed: 1,
             deadline: Duration::from_secs(600),
+            random_ties: false,
         }
     }
 }
@@ -286,6 +289,7 @@ pub fn run_writes(p: &Writes) -> Summary {
     link.impair = p.impair.clone();
     link.trim = p.trim;
     let mut fabric = Fabric::new(UetFrameOps::default(), p.seed);
+    fabric.random_ties = p.random_ties;
     let enc = EncapConfig::default();
     let mut hosts: Vec<Box<dyn crate::fabric::Host>> = senders
         .iter()
@@ -687,6 +691,25 @@ pub fn run_incast_cc(
     run_incast(senders, size, &link, &pds, seed)
 }
 
+/// [`run_incast_cc`] with same-instant events in seeded random order
+/// ([`Fabric::random_ties`]): switches arbitrate between simultaneous
+/// arrivals instead of always queueing them in node order.
+pub fn run_incast_cc_random_ties(
+    senders: usize,
+    size: u64,
+    cc: CcMode,
+    link: &LinkParams,
+    pds: &PdsConfig,
+    seed: u64,
+) -> IncastReport {
+    let mut link = link.clone();
+    let mut pds = pds.clone();
+    let rtt = base_rtt(&link, &pds);
+    let rate = link.rate_bps;
+    cc.configure(&mut pds, &mut link, rate, rtt);
+    run_incast_with(senders, size, &link, &pds, seed, true)
+}
+
 /// Runs a synchronized incast and computes its `cc-eval.md` metrics.
 pub fn run_incast(
     senders: usize,
@@ -694,6 +717,17 @@ pub fn run_incast(
     link: &LinkParams,
     pds: &PdsConfig,
     seed: u64,
+) -> IncastReport {
+    run_incast_with(senders, size, link, pds, seed, false)
+}
+
+fn run_incast_with(
+    senders: usize,
+    size: u64,
+    link: &LinkParams,
+    pds: &PdsConfig,
+    seed: u64,
+    random_ties: bool,
 ) -> IncastReport {
     let payload = (pds.max_ses_len as u64).saturating_sub(44).max(1);
     let w = Writes {
@@ -710,6 +744,7 @@ pub fn run_incast(
         trim: link.trim,
         pds: pds.clone(),
         seed,
+        random_ties,
         ..Writes::default()
     };
     let s = run_writes(&w);

@@ -76,6 +76,10 @@ struct IncastArgs {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Switches serve same-nanosecond arrivals in seeded random order
+    /// instead of node order (`Fabric::random_ties`).
+    #[arg(long)]
+    random_ties: bool,
     /// RTO_INIT_TIME in µs (default: twice the idle round trip plus one
     /// full buffer drain, at least 200 µs).
     #[arg(long)]
@@ -248,7 +252,12 @@ fn incast(a: &IncastArgs) -> ExitCode {
         pds.rto_init = Duration::from_micros(us);
     }
     let started = std::time::Instant::now();
-    let r = uet_tests::scenario::run_incast_cc(a.senders.max(1), a.size, cc, &link, &pds, a.seed);
+    let run = if a.random_ties {
+        uet_tests::scenario::run_incast_cc_random_ties
+    } else {
+        uet_tests::scenario::run_incast_cc
+    };
+    let r = run(a.senders.max(1), a.size, cc, &link, &pds, a.seed);
     let mut json = r.to_json();
     json["scenario"] = serde_json::Value::from("incast");
     json["cc"] = serde_json::Value::from(a.cc.as_str());
