@@ -357,6 +357,9 @@ struct Pdc {
     start: Psn,
     established: bool,
     ledger: TxLedger<TxItem>,
+    /// When an RTO last let a packet of this PDC pass closed congestion
+    /// control.
+    forced_at: Option<Instant>,
     queue: VecDeque<PktRef>,
     clear_needed: bool,
     /// The last CLEAR_PSN sent in a CLEAR CP: another is sent only when
@@ -549,6 +552,7 @@ impl Pds {
             ledger: TxLedger::new(start),
             queue: VecDeque::new(),
             clear_needed: false,
+            forced_at: None,
             clear_sent: None,
             closing: false,
             rod_ev,
@@ -752,6 +756,18 @@ impl Pds {
             // RTO on the oldest packet not yet marked (§3 "Loss recovery").
             let max = self.config.max_rto_retx;
             let cfg = &self.config;
+            // One RTO per PDC and RTO_INIT_TIME may let its packet pass
+            // closed congestion control: enough to put a source the
+            // receiver never heard of back into its table, or to restart a
+            // stalled loop. When a whole window was lost (a speculative
+            // burst into a full buffer), the RTO of each packet becomes due
+            // as soon as the one before it is acknowledged; those go through
+            // the CCC (credit, window) like any retransmission instead of
+            // resending the whole window past the credit meant to pace it
+            // [HTSIM: an RTO without credit sends at most one RTS per RTT].
+            // The oldest packet stays guarded by its own RTO, so a source
+            // that is never answered keeps retrying it.
+            let may_force = p.forced_at.is_none_or(|t| now >= t + cfg.rto(0));
             if let Some(e) = p.ledger.iter_mut().find(|e| !e.needs_rtx)
                 && now >= e.sent_at + cfg.rto(e.rtx_count)
             {
@@ -759,7 +775,10 @@ impl Pds {
                     fail = true;
                 } else {
                     e.needs_rtx = true;
-                    e.rto_forced = true;
+                    e.rto_forced = may_force;
+                    if may_force {
+                        p.forced_at = Some(now);
+                    }
                     if !e.sacked {
                         lost = Some((u64::from(cfg.nominal(item_len(&e.token))), e.ev));
                     }
@@ -1249,6 +1268,7 @@ impl Pds {
                         ledger: TxLedger::new(Psn(0)),
                         queue: VecDeque::new(),
                         clear_needed: false,
+                        forced_at: None,
                         clear_sent: None,
                         closing: false,
                         rod_ev: meta.ev,
