@@ -96,7 +96,7 @@
 //!   shares stay equal. Grants are whole multiples of
 //!   [`RcccConfig::quantum`] (one MTU by default \[HTSIM\]; 1 byte gives the
 //!   seed's exact numbers).
-//! * **Speculation is charged to the share** [EQDS; I]: a sender's service
+//! * **Speculation is charged to the share** [I, after EQDS]: a sender's service
 //!   counts its speculative bytes received, so senders whose first window
 //!   was trimmed are served first and an incast's flows finish together
 //!   (see [`RcccReceiver`], "Fair share").

@@ -128,14 +128,15 @@ impl Entry {
 /// says SYN stays set "until the first ACK_CC ... signaling to the target
 /// that the connection handshake and credit-granting loop are in the
 /// initialization phase", and speculation ends with that same first
-/// feedback [HTSIM `stopSpeculating`]). This is EQDS's rule that
-/// unscheduled (speculative) data is paid for out of the sender's share
-/// \[EQDS, NSDI'22: the receiver accounts for speculative packets when it
-/// issues credit; HTSIM `DATA_SPEC` packets\]: a sender whose first window
-/// went through is served after those whose first window was trimmed or
-/// dropped, so every flow of an incast progresses at the same rate and
-/// they finish together, instead of the lucky ones finishing a whole
-/// first window earlier.
+/// feedback [HTSIM `stopSpeculating`]). Speculative data is paid for out
+/// of the sender's share \[I, in the spirit of EQDS (NSDI'22), where
+/// unscheduled first-RTT data shares the receiver's link with pulled data,
+/// and of HTSIM, which marks it `DATA_SPEC`; neither source we have says
+/// how a receiver should account for it, and the spec text (§3.6.14) is
+/// not public\]: a sender whose first window went through is served after
+/// those whose first window was trimmed or dropped, so every flow of an
+/// incast progresses at the same rate and they finish together, instead of
+/// the lucky ones finishing a whole first window earlier.
 ///
 /// A sender that (re)joins starts at the service of the least-served active
 /// sender (the fair-share clock), so a long-idle sender cannot claim the
