@@ -5,6 +5,10 @@ through `uet-sim incast`; prints a Markdown table of medians over seeds.
 usage: scripts/incast-sweep.py [--senders 1,2,8,32,128] [--size 256KiB]
                                [--seeds 5] [--rate 100Gbps] [--latency-us 2]
                                [--buffer 1MiB] [--modes none,nscc,...]
+                               [--trim-at 108KiB] [--timeout 600] [--random-ties]
+
+A run that exceeds --timeout seconds of wall time is reported as such (the
+fixed window with trimming at 128:1 is a trim storm of ~10^6 trims).
 """
 import argparse, json, statistics, subprocess, sys, time
 
@@ -18,6 +22,8 @@ ap.add_argument("--buffer", default="1MiB")
 ap.add_argument("--max-ses-len", default="4096")
 ap.add_argument("--modes", default="none,nscc,rccc,nscc+rccc,pft")
 ap.add_argument("--trim-at", default=None, help="trim above this queue depth (e.g. 108KiB = 1 BDP)")
+ap.add_argument("--random-ties", action="store_true", help="switches serve same-instant arrivals in seeded random order")
+ap.add_argument("--timeout", type=float, default=600.0, help="wall-time limit per run, seconds")
 a = ap.parse_args()
 
 sim = "target/release/uet-sim"
@@ -29,13 +35,23 @@ for n in a.senders.split(","):
     for cc in a.modes.split(","):
         runs = []
         t = time.time()
+        timed_out = False
         for seed in range(1, a.seeds + 1):
-            out = subprocess.run([sim, "incast", "--senders", n, "--size", a.size, "--cc", cc, "--seed", str(seed),
-                                  "--rate", a.rate, "--latency-us", a.latency_us, "--buffer", a.buffer,
-                                  "--max-ses-len", a.max_ses_len, "--json"]
-                                 + (["--trim-at", a.trim_at] if a.trim_at else []),
-                                 capture_output=True, text=True, check=True).stdout
+            try:
+                out = subprocess.run([sim, "incast", "--senders", n, "--size", a.size, "--cc", cc, "--seed", str(seed),
+                                      "--rate", a.rate, "--latency-us", a.latency_us, "--buffer", a.buffer,
+                                      "--max-ses-len", a.max_ses_len, "--json"]
+                                     + (["--trim-at", a.trim_at] if a.trim_at else [])
+                                     + (["--random-ties"] if a.random_ties else []),
+                                     capture_output=True, text=True, check=True, timeout=a.timeout).stdout
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                break
             runs.append(json.loads(out))
+        if timed_out:
+            print(f"| {n} | {cc} | not finished in {a.timeout:.0f} s of wall time (seed {len(runs) + 1}) |"
+                  + " |" * 9, flush=True)
+            continue
         med = {k: statistics.median(r[k] for r in runs) for k in keys}
         ok = all(r["ok"] for r in runs)
         print(f"| {n} | {cc} | {med['ict_over_ideal']:.3f} | {med['spread']:.3f} | {med['jain']:.3f} | {med['drops']:.0f} | "

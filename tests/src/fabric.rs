@@ -13,7 +13,7 @@
 //! the way a NIC's transmit ring does.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::net::IpAddr;
 
 use uet_wire::rand::{Rng, Xoshiro256};
@@ -33,6 +33,12 @@ pub trait FrameOps {
     fn mark_ce(&self, frame: &mut [u8]);
     /// Whether a switch may trim the frame (a trimmable data packet).
     fn trimmable(&self, frame: &[u8]) -> bool;
+    /// Whether the frame is a retransmission marked `DSCP_TRIMMABLE_RTX`
+    /// (trimmed above [`Trimming::rtx_threshold`]).
+    fn trimmable_rtx(&self, frame: &[u8]) -> bool {
+        let _ = frame;
+        false
+    }
     /// Trims the frame to `ip_payload` bytes of IP payload and re-marks its
     /// DSCP with `dscp`; returns the new frame length.
     fn trim(&self, frame: &mut [u8], ip_payload: usize, dscp: u8) -> usize;
@@ -78,6 +84,30 @@ pub struct Trimming {
     pub ip_payload: usize,
     /// DSCP of trimmed packets.
     pub dscp: u8,
+    /// DSCP of packets trimmed on a port that leads to a host (the last
+    /// hop: `DSCP_TRIMMED_LASTHOP`, §7), if distinct from `dscp`.
+    pub dscp_last_hop: Option<u8>,
+    /// Queue depth above which retransmissions marked
+    /// `DSCP_TRIMMABLE_RTX` are trimmed (spec §6: 1.5 × Plane_BDP where the
+    /// others are trimmed at Plane_BDP); `None`: the same `threshold`.
+    pub rtx_threshold: Option<u64>,
+}
+
+impl Trimming {
+    /// UET trimming above `threshold` bytes of queue (retransmissions
+    /// above 1.5 × `threshold`, §6): 24 bytes of IP payload kept
+    /// (MIN_TRIM_SIZE, §7), DSCP_TRIMMED 16 and DSCP_TRIMMED_LASTHOP 18
+    /// (ASTERIA's example values, as `uet_wire::encap` decodes them).
+    #[must_use]
+    pub const fn uet(threshold: u64) -> Self {
+        Self {
+            threshold,
+            ip_payload: 24,
+            dscp: 16,
+            dscp_last_hop: Some(18),
+            rtx_threshold: Some(threshold + threshold / 2),
+        }
+    }
 }
 
 /// Faults applied to packets leaving a port.
@@ -167,6 +197,11 @@ struct Port {
     params: LinkParams,
     queue: VecDeque<Vec<u8>>,
     queued_bytes: u64,
+    /// The host whose NIC this port is, if any.
+    owner: Option<usize>,
+    /// Trimmed frames waiting at the front of `queue` (behind the one on
+    /// the wire): the high-priority class, FIFO among themselves.
+    prio: usize,
     busy: bool,
     stats: PortStats,
 }
@@ -206,6 +241,37 @@ pub struct Fabric<O: FrameOps> {
     /// Host-side queue room: a host is polled while its NIC queue holds
     /// fewer than this many bytes.
     pub nic_queue_bytes: u64,
+    /// Break ties between events at the same nanosecond at random (seeded)
+    /// instead of in scheduling order. In a synchronized incast every
+    /// sender's packet reaches the switch at the same instants; in
+    /// scheduling order they queue in node order, so the same senders
+    /// always find the queue full and are the ones trimmed or dropped. A
+    /// real switch arbitrates between its ingress ports. Off by default:
+    /// the published tables and CI use scheduling order.
+    pub random_ties: bool,
+    /// Per node: the host's timer as last read, and its bookkeeping.
+    slots: Vec<HostSlot>,
+    /// Host timers, earliest first: (when, node index).
+    timers: BTreeSet<(Instant, usize)>,
+    /// Hosts to poll for frames: interacted with since their last poll.
+    dirty: Vec<usize>,
+    /// Hosts interacted with since the last [`Fabric::take_touched`].
+    touched: Vec<usize>,
+}
+
+/// What the fabric remembers about a host between interactions. A host's
+/// `poll_timeout` and `poll_transmit` can only change when the fabric (or
+/// the scenario, through [`Fabric::touch`]) interacts with it, so it is
+/// polled and its timer re-read only then: every step stays O(log hosts)
+/// instead of O(hosts), which is what makes 1023-sender incasts finish.
+#[derive(Debug, Clone, Copy, Default)]
+struct HostSlot {
+    timer: Option<Instant>,
+    dirty: bool,
+    touched: bool,
+    /// Polling stopped because its NIC queue was full; the NIC draining
+    /// makes it dirty again.
+    nic_blocked: bool,
 }
 
 impl<O: FrameOps> core::fmt::Debug for Fabric<O> {
@@ -232,6 +298,61 @@ impl<O: FrameOps> Fabric<O> {
             buf: vec![0u8; 65_536],
             unroutable: 0,
             nic_queue_bytes: 2 * 9_000,
+            random_ties: false,
+            slots: Vec::new(),
+            timers: BTreeSet::new(),
+            dirty: Vec::new(),
+            touched: Vec::new(),
+        }
+    }
+
+    /// The scenario changed host `id` from outside (submitted work, for
+    /// instance): poll it for frames and re-read its timer before the next
+    /// step.
+    pub fn touch(&mut self, id: NodeId) {
+        self.mark(id.0);
+    }
+
+    /// Hosts the fabric (or [`touch`](Self::touch)) interacted with since
+    /// the last call, in node order: only these can have new completions.
+    pub fn take_touched(&mut self) -> Vec<NodeId> {
+        let mut v = core::mem::take(&mut self.touched);
+        v.sort_unstable();
+        for &i in &v {
+            self.slots[i].touched = false;
+        }
+        v.into_iter().map(NodeId).collect()
+    }
+
+    fn mark(&mut self, i: usize) {
+        let Some(slot) = self.slots.get_mut(i) else {
+            return;
+        };
+        if !slot.dirty {
+            slot.dirty = true;
+            self.dirty.push(i);
+        }
+        if !slot.touched {
+            slot.touched = true;
+            self.touched.push(i);
+        }
+    }
+
+    /// Re-reads host `i`'s timer.
+    fn refresh_timer(&mut self, i: usize) {
+        let Node::Host { host, .. } = &self.nodes[i] else {
+            return;
+        };
+        let t = host.poll_timeout();
+        let slot = &mut self.slots[i];
+        if slot.timer != t {
+            if let Some(old) = slot.timer {
+                self.timers.remove(&(old, i));
+            }
+            if let Some(new) = t {
+                self.timers.insert((new, i));
+            }
+            slot.timer = t;
         }
     }
 
@@ -261,7 +382,10 @@ impl<O: FrameOps> Fabric<O> {
     ) -> NodeId {
         let id = NodeId(self.nodes.len());
         let nic = self.add_port(switch, up);
+        self.ports[nic.0].owner = Some(id.0);
         self.nodes.push(Node::Host { host, nic });
+        self.slots.resize(self.nodes.len(), HostSlot::default());
+        self.mark(id.0);
         let downlink = self.add_port(id, down);
         self.add_route(switch, addr, vec![downlink]);
         id
@@ -339,6 +463,7 @@ impl<O: FrameOps> Fabric<O> {
 
     /// Borrow a host back, e.g. to submit work or read results.
     pub fn host_mut(&mut self, id: NodeId) -> Option<&mut dyn Host> {
+        self.mark(id.0);
         match self.nodes.get_mut(id.0) {
             Some(Node::Host { host, .. }) => Some(host.as_mut()),
             _ => None,
@@ -351,15 +476,26 @@ impl<O: FrameOps> Fabric<O> {
             params,
             queue: VecDeque::new(),
             queued_bytes: 0,
+            owner: None,
+            prio: 0,
             busy: false,
             stats: PortStats::default(),
         });
         PortId(self.ports.len() - 1)
     }
 
+    /// Events at the same instant run in the order they were scheduled,
+    /// or with [`Fabric::random_ties`] in an order drawn from the fabric's
+    /// seeded generator (the high 32 bits of the key; the low 32 keep it
+    /// unique).
     fn schedule(&mut self, at: Instant, ev: Event) {
         self.seq += 1;
-        self.events.push(Reverse((at, self.seq, ev)));
+        let key = if self.random_ties {
+            (self.rng.next_u64() & !0xffff_ffff) | (self.seq & 0xffff_ffff)
+        } else {
+            self.seq
+        };
+        self.events.push(Reverse((at, key, ev)));
     }
 
     /// Runs until `deadline` or until nothing can happen any more; returns
@@ -422,33 +558,42 @@ impl<O: FrameOps> Fabric<O> {
     }
 
     fn next_host_timer(&self) -> Option<Instant> {
-        self.nodes
-            .iter()
-            .filter_map(|n| match n {
-                Node::Host { host, .. } => host.poll_timeout(),
-                Node::Switch { .. } => None,
-            })
-            .min()
-            .map(|t| t.max(self.now))
+        self.timers.first().map(|(t, _)| (*t).max(self.now))
     }
 
     fn fire_timers(&mut self) {
         let now = self.now;
-        for n in &mut self.nodes {
-            if let Node::Host { host, .. } = n
-                && host.poll_timeout().is_some_and(|t| t <= now)
-            {
+        let mut due: Vec<usize> = Vec::new();
+        while let Some(&(t, i)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            self.timers.remove(&(t, i));
+            self.slots[i].timer = None;
+            due.push(i);
+        }
+        // Node order, as when every host was asked in turn.
+        due.sort_unstable();
+        for i in due {
+            if let Node::Host { host, .. } = &mut self.nodes[i] {
                 host.handle_timeout(now);
             }
+            self.mark(i);
+            self.refresh_timer(i);
         }
     }
 
     fn poll_hosts(&mut self) {
         let now = self.now;
-        for i in 0..self.nodes.len() {
+        let mut list = core::mem::take(&mut self.dirty);
+        // Node order, as when every host was asked in turn.
+        list.sort_unstable();
+        for &i in &list {
+            self.slots[i].dirty = false;
             while let Node::Host { host, nic } = &mut self.nodes[i] {
                 let nic = *nic;
                 if self.ports[nic.0].queued_bytes >= self.nic_queue_bytes {
+                    self.slots[i].nic_blocked = true;
                     break;
                 }
                 let Some(len) = host.poll_transmit(now, &mut self.buf) else {
@@ -457,6 +602,12 @@ impl<O: FrameOps> Fabric<O> {
                 let frame = self.buf[..len].to_vec();
                 self.enqueue(nic, frame);
             }
+            self.refresh_timer(i);
+        }
+        list.clear();
+        if self.dirty.is_empty() {
+            // Keep the allocation.
+            self.dirty = list;
         }
     }
 
@@ -464,7 +615,10 @@ impl<O: FrameOps> Fabric<O> {
         match ev {
             Event::TxDone(port) => self.tx_done(port),
             Event::Arrive(node, mut frame) => match &mut self.nodes[node.0] {
-                Node::Host { host, .. } => host.handle_frame(self.now, &mut frame),
+                Node::Host { host, .. } => {
+                    host.handle_frame(self.now, &mut frame);
+                    self.mark(node.0);
+                }
                 Node::Switch { routes, default } => {
                     let dst = self.ops.dst(&frame);
                     let cands = dst
@@ -488,21 +642,34 @@ impl<O: FrameOps> Fabric<O> {
 
     fn enqueue(&mut self, port_id: PortId, mut frame: Vec<u8>) {
         let now = self.now;
+        let last_hop = matches!(self.nodes[self.ports[port_id.0].to.0], Node::Host { .. });
         let p = &mut self.ports[port_id.0];
         let len = frame.len() as u64;
         let over = p.queued_bytes + len > p.params.buffer;
         if let Some(t) = p.params.trim
-            && (over || p.queued_bytes + len > t.threshold)
+            && (over
+                || p.queued_bytes + len
+                    > if self.ops.trimmable_rtx(&frame) {
+                        t.rtx_threshold.unwrap_or(t.threshold)
+                    } else {
+                        t.threshold
+                    })
             && self.ops.trimmable(&frame)
         {
-            let n = self.ops.trim(&mut frame, t.ip_payload, t.dscp);
+            let dscp = if last_hop {
+                t.dscp_last_hop.unwrap_or(t.dscp)
+            } else {
+                t.dscp
+            };
+            let n = self.ops.trim(&mut frame, t.ip_payload, dscp);
             frame.truncate(n);
             p.stats.trimmed += 1;
-            // Trimmed headers go to the high-priority queue: ahead of data
-            // (position after the packet on the wire).
-            let pos = usize::from(p.busy).min(p.queue.len());
+            // Trimmed headers go to the high-priority queue: ahead of data,
+            // behind the packet on the wire and earlier trimmed headers.
+            let pos = (usize::from(p.busy) + p.prio).min(p.queue.len());
             p.queued_bytes += frame.len() as u64;
             p.queue.insert(pos, frame);
+            p.prio += 1;
         } else if over && !p.queue.is_empty() {
             p.stats.drops += 1;
             return;
@@ -531,6 +698,7 @@ impl<O: FrameOps> Fabric<O> {
         p.stats.peak_queue = p.stats.peak_queue.max(p.queued_bytes);
         if !p.busy {
             p.busy = true;
+            p.prio = p.prio.saturating_sub(1);
             let d = p.params.serialization(p.queue.front().map_or(0, Vec::len));
             self.schedule(now + d, Event::TxDone(port_id));
         }
@@ -544,6 +712,14 @@ impl<O: FrameOps> Fabric<O> {
             return;
         };
         p.queued_bytes -= frame.len() as u64;
+        if let Some(o) = p.owner
+            && p.queued_bytes < self.nic_queue_bytes
+            && self.slots[o].nic_blocked
+        {
+            self.slots[o].nic_blocked = false;
+            self.mark(o);
+        }
+        let p = &mut self.ports[port_id.0];
         p.stats.tx_packets += 1;
         p.stats.tx_bytes += frame.len() as u64;
         let to = p.to;
@@ -569,6 +745,7 @@ impl<O: FrameOps> Fabric<O> {
         let next = p.queue.front().map(Vec::len);
         match next {
             Some(n) => {
+                p.prio = p.prio.saturating_sub(1);
                 let d = p.params.serialization(n);
                 self.schedule(now + d, Event::TxDone(port_id));
             }
@@ -623,6 +800,8 @@ mod tests {
         count: u16,
         len: usize,
         sent: u16,
+        /// Written into byte 7 (when the frame is long enough).
+        tag: u8,
     }
     impl Host for Sender {
         fn handle_frame(&mut self, _: Instant, _: &mut [u8]) {}
@@ -634,6 +813,9 @@ mod tests {
             buf[..4].copy_from_slice(&self.dst);
             buf[4..6].copy_from_slice(&self.sent.to_be_bytes());
             buf[6] = 1;
+            if self.len > 7 {
+                buf[7] = self.tag;
+            }
             self.sent += 1;
             Some(self.len)
         }
@@ -678,6 +860,7 @@ mod tests {
                 count,
                 len,
                 sent: 0,
+                tag: 0,
             }),
             ip(A),
             sw,
@@ -731,6 +914,8 @@ mod tests {
             threshold: 5_000,
             ip_payload: 24,
             dscp: 16,
+            dscp_last_hop: None,
+            rtx_threshold: None,
         });
         let (mut f, log, port) = line(100, 1000, fast, slow);
         f.nic_queue_bytes = 1 << 20;
@@ -741,6 +926,44 @@ mod tests {
         assert_eq!(log.borrow().len(), 100);
         let short = log.borrow().iter().filter(|(_, fr)| fr.len() == 31).count() as u64;
         assert_eq!(short, st.trimmed);
+    }
+
+    /// Two senders whose frames reach the switch at the same instants,
+    /// into a queue that holds one frame: in scheduling order the first
+    /// host always wins the free slot; with random ties both get a share.
+    #[test]
+    fn random_ties_share_simultaneous_arrivals() {
+        let kept = |random: bool| {
+            let fast = LinkParams::new(100_000_000, Duration::from_micros(1), 1 << 20);
+            let slow = LinkParams::new(10_000_000, Duration::from_micros(1), 2_000);
+            let mut f = Fabric::new(TestOps, 7);
+            f.random_ties = random;
+            f.nic_queue_bytes = 1 << 20;
+            let sw = f.add_switch();
+            let log: Log = Rc::default();
+            // The senders are told apart by a tag byte.
+            for (a, tag) in [(A, 1), ([10, 0, 0, 3], 2)] {
+                let s = Sender {
+                    dst: B,
+                    count: 1000,
+                    len: 1000,
+                    sent: 0,
+                    tag,
+                };
+                f.add_host(Box::new(s), ip(a), sw, fast.clone(), fast.clone());
+            }
+            f.add_host(Box::new(Sink(log.clone())), ip(B), sw, slow.clone(), slow);
+            f.run_until(Instant::from_nanos(1_000_000_000));
+            let first = log.borrow().iter().filter(|(_, fr)| fr[7] == 1).count();
+            (first, log.borrow().len() - first)
+        };
+        let (a, b) = kept(false);
+        assert!(
+            b < a / 4,
+            "scheduling order favours the first host: {a} vs {b}"
+        );
+        let (a, b) = kept(true);
+        assert!(a.abs_diff(b) * 3 < a + b, "random ties share: {a} vs {b}");
     }
 
     #[test]
@@ -771,6 +994,7 @@ mod tests {
                 count: 64,
                 len: 100,
                 sent: 0,
+                tag: 0,
             }),
             ip(A),
             leaf_a,

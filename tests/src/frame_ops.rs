@@ -15,6 +15,9 @@ pub struct UetFrameOps {
     pub encap: EncapConfig,
     /// DSCP of trimmable data packets (`DSCP_TRIMMABLE`, §7).
     pub dscp_trimmable: Dscp,
+    /// DSCP of trimmable retransmissions (`DSCP_TRIMMABLE_RTX`, §6/§7), if
+    /// the senders mark them (`PdsConfig::dscp_data_rtx`).
+    pub dscp_trimmable_rtx: Option<Dscp>,
 }
 
 impl Default for UetFrameOps {
@@ -22,7 +25,19 @@ impl Default for UetFrameOps {
         Self {
             encap: EncapConfig::default(),
             dscp_trimmable: Dscp::from_masked(0),
+            dscp_trimmable_rtx: Some(DSCP_TRIMMABLE_RTX),
         }
+    }
+}
+
+/// The `DSCP_TRIMMABLE_RTX` value the simulated deployments use (the spec
+/// names the code point but gives no value; 10 is unused by the others).
+pub const DSCP_TRIMMABLE_RTX: Dscp = Dscp::from_masked(10);
+
+fn dscp_of(frame: &[u8]) -> Option<(Dscp, usize)> {
+    match ip(frame)? {
+        (_, Ip::V4(p)) => Some((p.dscp(), p.payload().len())),
+        (_, Ip::V6(p)) => Some((p.dscp(), p.payload().len())),
     }
 }
 
@@ -88,11 +103,13 @@ impl FrameOps for UetFrameOps {
     }
 
     fn trimmable(&self, frame: &[u8]) -> bool {
-        match ip(frame) {
-            Some((_, Ip::V4(p))) => p.dscp() == self.dscp_trimmable && p.payload().len() > 24,
-            Some((_, Ip::V6(p))) => p.dscp() == self.dscp_trimmable && p.payload().len() > 24,
-            None => false,
-        }
+        dscp_of(frame).is_some_and(|(d, len)| {
+            (d == self.dscp_trimmable || Some(d) == self.dscp_trimmable_rtx) && len > 24
+        })
+    }
+
+    fn trimmable_rtx(&self, frame: &[u8]) -> bool {
+        dscp_of(frame).is_some_and(|(d, _)| Some(d) == self.dscp_trimmable_rtx)
     }
 
     fn trim(&self, frame: &mut [u8], ip_payload: usize, dscp: u8) -> usize {

@@ -76,6 +76,8 @@ pub struct Writes {
     pub seed: u64,
     /// Simulated time limit.
     pub deadline: Duration,
+    /// Same-instant events in seeded random order ([`Fabric::random_ties`]).
+    pub random_ties: bool,
 }
 
 impl Default for Writes {
@@ -97,6 +99,7 @@ impl Default for Writes {
             },
             seed: 1,
             deadline: Duration::from_secs(600),
+            random_ties: false,
         }
     }
 }
@@ -138,6 +141,47 @@ pub struct Summary {
     pub pdcs_open: usize,
     /// PDCs still open at the senders.
     pub sender_pdcs_open: usize,
+    /// RCCC counters (zero without RCCC): the receiver's pacer and the
+    /// sources' credit accounting, summed over sources.
+    pub rccc: RcccCounters,
+}
+
+/// RCCC counters of a scenario, for the reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RcccCounters {
+    /// Grants the receiver's pacer handed out.
+    pub grants: u64,
+    /// Bytes the pacer granted.
+    pub granted_bytes: u64,
+    /// Speculative (first-window) bytes the receiver received.
+    pub speculative_bytes: u64,
+    /// Packets the receiver saw trimmed at the last hop.
+    pub last_hop_trims: u64,
+    /// CREDIT_REQ CPs the receiver got.
+    pub credit_requests: u64,
+    /// Senders dropped from the active table as idle.
+    pub idle_evictions: u64,
+    /// Speculative credit the sources dropped when speculation ended.
+    pub discarded_bytes: u64,
+    /// Granted credit the sources dropped at `max_credit`.
+    pub clamped_bytes: u64,
+}
+
+impl RcccCounters {
+    /// As JSON.
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "grants": self.grants,
+            "granted_bytes": self.granted_bytes,
+            "speculative_bytes": self.speculative_bytes,
+            "last_hop_trims": self.last_hop_trims,
+            "credit_requests": self.credit_requests,
+            "idle_evictions": self.idle_evictions,
+            "discarded_bytes": self.discarded_bytes,
+            "clamped_bytes": self.clamped_bytes,
+        })
+    }
 }
 
 impl Summary {
@@ -162,6 +206,7 @@ impl Summary {
             "sim_time_ns": self.sim_time_ns,
             "pdcs_open": self.pdcs_open,
             "sender_pdcs_open": self.sender_pdcs_open,
+            "rccc": self.rccc.to_json(),
         })
     }
 }
@@ -244,6 +289,7 @@ pub fn run_writes(p: &Writes) -> Summary {
     link.impair = p.impair.clone();
     link.trim = p.trim;
     let mut fabric = Fabric::new(UetFrameOps::default(), p.seed);
+    fabric.random_ties = p.random_ties;
     let enc = EncapConfig::default();
     let mut hosts: Vec<Box<dyn crate::fabric::Host>> = senders
         .iter()
@@ -257,19 +303,42 @@ pub fn run_writes(p: &Writes) -> Summary {
         })
         .collect();
     hosts.push(Box::new(SimHost::new(receiver.clone(), recv_addr, enc)));
-    single_switch(&mut fabric, hosts, &link);
+    let built = single_switch(&mut fabric, hosts, &link);
+    // Node → sender index (the receiver is the last host).
+    let sender_of: BTreeMap<usize, usize> = built
+        .hosts
+        .iter()
+        .take(senders.len())
+        .enumerate()
+        .map(|(i, (id, _))| (id.0, i))
+        .collect();
 
     let mut summary = Summary::default();
     let deadline = Instant::ZERO + p.deadline;
+    // Only senders the fabric touched since the last step can have new
+    // completions (or room for more work): the first step looks at all.
+    let mut first = true;
+    let mut busy = senders.len();
+    let mut idle = vec![false; senders.len()];
     let finished = fabric.run_while(deadline, |f| {
         let now = f.now();
-        let mut all_done = true;
-        for (i, s) in senders.iter_mut().enumerate() {
+        let list: Vec<usize> = if first {
+            first = false;
+            (0..senders.len()).collect()
+        } else {
+            f.take_touched()
+                .iter()
+                .filter_map(|id| sender_of.get(&id.0).copied())
+                .collect()
+        };
+        for i in list {
+            let s = &mut senders[i];
             let ep_rc = s.ep.clone();
             let mut ep = ep_rc.borrow_mut();
             while let Some(c) = ep.poll_completion() {
                 complete(s, &c, &mut summary, now);
             }
+            let mut submitted = false;
             while s.in_flight < p.in_flight && s.submitted < p.bytes_per_sender {
                 let left = p.bytes_per_sender - s.submitted;
                 let span = u64::from(p.msg_size.1 - p.msg_size.0) + 1;
@@ -297,15 +366,20 @@ pub fn run_writes(p: &Writes) -> Summary {
                         s.ops.insert(id.0, (off, len));
                         s.in_flight += 1;
                         s.submitted += len;
+                        submitted = true;
                     }
                     Err(_) => break,
                 }
             }
-            if s.in_flight > 0 || s.submitted < p.bytes_per_sender {
-                all_done = false;
+            if submitted {
+                f.touch(built.hosts[i].0);
+            }
+            if !idle[i] && s.in_flight == 0 && s.submitted >= p.bytes_per_sender {
+                idle[i] = true;
+                busy -= 1;
             }
         }
-        all_done
+        busy == 0
     });
     // Verify every byte a completed write covered.
     let recv = receiver.borrow();
@@ -346,8 +420,30 @@ pub fn run_writes(p: &Writes) -> Summary {
         summary.pdcs_open += e.pds().pdc_count();
     }
     for s in &senders {
-        summary.data_packets += s.ep.borrow().pds().counters().tx_data;
-        summary.sender_pdcs_open += s.ep.borrow().pds().pdc_count();
+        let ep = s.ep.borrow();
+        summary.data_packets += ep.pds().counters().tx_data;
+        summary.sender_pdcs_open += ep.pds().pdc_count();
+        if let Some(st) = ep
+            .pds()
+            .ccc(recv_addr, TrafficClass::from_masked(0))
+            .and_then(|c| c.rccc())
+            .map(|r| *r.stats())
+        {
+            summary.rccc.discarded_bytes += st.discarded_bytes;
+            summary.rccc.clamped_bytes += st.clamped_bytes;
+        }
+    }
+    if let Some(st) = eps
+        .last()
+        .and_then(|e| e.pds().rccc_receiver())
+        .map(|r| *r.stats())
+    {
+        summary.rccc.grants = st.grants;
+        summary.rccc.granted_bytes = st.granted_bytes;
+        summary.rccc.speculative_bytes = st.speculative_bytes;
+        summary.rccc.last_hop_trims = st.last_hop_trims;
+        summary.rccc.credit_requests = st.credit_requests;
+        summary.rccc.idle_evictions = st.idle_evictions;
     }
     let st = fabric.total_stats();
     summary.queue_drops = st.drops;
@@ -417,6 +513,10 @@ pub struct IncastReport {
     pub utilisation: f64,
     /// Whether every byte verified and every operation succeeded.
     pub ok: bool,
+    /// Flow completion times: minimum, median and maximum, ns.
+    pub fct_ns: [u64; 3],
+    /// RCCC counters (zero without RCCC).
+    pub rccc: RcccCounters,
 }
 
 impl IncastReport {
@@ -439,6 +539,8 @@ impl IncastReport {
             "peak_queue_bytes": self.peak_queue_bytes,
             "utilisation": self.utilisation,
             "ok": self.ok,
+            "fct_min_p50_max_ns": self.fct_ns,
+            "rccc": self.rccc.to_json(),
         })
     }
 }
@@ -510,6 +612,10 @@ impl CcMode {
         let rccc = || {
             let mut r = RcccConfig::for_link(rate_bps, base_rtt);
             r.initial_window = r.bdp();
+            // Grants in whole packets of the size the PDS sends.
+            r.mtu = mtu;
+            r.min_grant = u64::from(mtu);
+            r.quantum = u64::from(mtu);
             r
         };
         pds.ccc.mtu = mtu;
@@ -545,6 +651,28 @@ pub fn base_rtt(link: &LinkParams, pds: &PdsConfig) -> Duration {
     Duration::from_nanos(t0 as u64)
 }
 
+/// The PDS configuration `uet-sim incast` uses on `link` (and the CI
+/// incasts): RTO_INIT_TIME twice the idle round trip plus one full buffer
+/// drain (a full queue must not look like loss; at 1 Gb/s a 32 KiB buffer
+/// alone takes 262 µs to drain), at least 200 µs; 12 RTO retries; and
+/// retransmissions marked DSCP_TRIMMABLE_RTX, which trimming switches cut
+/// only above 1.5 × their threshold (§6).
+#[must_use]
+pub fn incast_pds_config(link: &LinkParams, max_ses_len: usize) -> PdsConfig {
+    let pds = PdsConfig {
+        max_ses_len,
+        ..PdsConfig::default()
+    };
+    let drain_ns = link.buffer.saturating_mul(8_000_000_000) / link.rate_bps.max(1);
+    let rto = (base_rtt(link, &pds) + Duration::from_nanos(drain_ns)) * 2;
+    PdsConfig {
+        rto_init: rto.max(Duration::from_micros(200)),
+        max_rto_retx: 12,
+        dscp_data_rtx: Some(crate::frame_ops::DSCP_TRIMMABLE_RTX),
+        ..pds
+    }
+}
+
 /// Runs a synchronized incast with congestion control `cc` and computes its
 /// `cc-eval.md` metrics.
 pub fn run_incast_cc(
@@ -563,6 +691,25 @@ pub fn run_incast_cc(
     run_incast(senders, size, &link, &pds, seed)
 }
 
+/// [`run_incast_cc`] with same-instant events in seeded random order
+/// ([`Fabric::random_ties`]): switches arbitrate between simultaneous
+/// arrivals instead of always queueing them in node order.
+pub fn run_incast_cc_random_ties(
+    senders: usize,
+    size: u64,
+    cc: CcMode,
+    link: &LinkParams,
+    pds: &PdsConfig,
+    seed: u64,
+) -> IncastReport {
+    let mut link = link.clone();
+    let mut pds = pds.clone();
+    let rtt = base_rtt(&link, &pds);
+    let rate = link.rate_bps;
+    cc.configure(&mut pds, &mut link, rate, rtt);
+    run_incast_with(senders, size, &link, &pds, seed, true)
+}
+
 /// Runs a synchronized incast and computes its `cc-eval.md` metrics.
 pub fn run_incast(
     senders: usize,
@@ -570,6 +717,17 @@ pub fn run_incast(
     link: &LinkParams,
     pds: &PdsConfig,
     seed: u64,
+) -> IncastReport {
+    run_incast_with(senders, size, link, pds, seed, false)
+}
+
+fn run_incast_with(
+    senders: usize,
+    size: u64,
+    link: &LinkParams,
+    pds: &PdsConfig,
+    seed: u64,
+    random_ties: bool,
 ) -> IncastReport {
     let payload = (pds.max_ses_len as u64).saturating_sub(44).max(1);
     let w = Writes {
@@ -586,6 +744,7 @@ pub fn run_incast(
         trim: link.trim,
         pds: pds.clone(),
         seed,
+        random_ties,
         ..Writes::default()
     };
     let s = run_writes(&w);
@@ -604,6 +763,13 @@ pub fn run_incast(
     let min = fcts.iter().copied().fold(f64::INFINITY, f64::min);
     let max = fcts.iter().copied().fold(0.0, f64::max);
     let goodput: Vec<f64> = fcts.iter().map(|f| size as f64 / f.max(1.0)).collect();
+    let mut sorted = s.flow_completion_ns.clone();
+    sorted.sort_unstable();
+    let fct_ns = [
+        sorted.first().copied().unwrap_or(0),
+        sorted.get(sorted.len() / 2).copied().unwrap_or(0),
+        sorted.last().copied().unwrap_or(0),
+    ];
     let sum: f64 = goodput.iter().sum();
     let sq: f64 = goodput.iter().map(|x| x * x).sum();
     let jain = if sq > 0.0 {
@@ -631,6 +797,8 @@ pub fn run_incast(
             0.0
         },
         ok: s.finished && s.verified && s.completions_err.is_empty(),
+        fct_ns,
+        rccc: s.rccc,
     }
 }
 

@@ -3,8 +3,8 @@
 //! name. 100 Gb/s links, 2 µs per hop, 1 MiB switch buffer, 256 KiB each.
 
 use uet_pds::PdsConfig;
-use uet_tests::fabric::LinkParams;
-use uet_tests::scenario::{CcMode, IncastReport, run_incast_cc};
+use uet_tests::fabric::{LinkParams, Trimming};
+use uet_tests::scenario::{CcMode, IncastReport, incast_pds_config, run_incast_cc};
 use uet_wire::time::Duration;
 
 fn incast(cc: CcMode, seed: u64) -> IncastReport {
@@ -61,6 +61,61 @@ fn congestion_control_beats_the_fixed_window() {
     );
     assert!(rccc.drops <= none.drops && nscc.drops <= none.drops);
     assert!(rccc.peak_queue_bytes < none.peak_queue_bytes);
+}
+
+/// N senders × `size` into one 100 Gb/s receiver through a switch that
+/// trims at one BDP (108 KiB, spec §6; retransmissions at 1.5 BDP), as
+/// `uet-sim incast --trim-at 108KiB`.
+fn trimmed_incast(n: usize, size: u64, cc: CcMode, seed: u64) -> IncastReport {
+    let mut link = LinkParams::new(100_000_000_000, Duration::from_micros(2), 1 << 20);
+    link.trim = Some(Trimming::uet(108 << 10));
+    let pds = incast_pds_config(&link, 4096);
+    let r = run_incast_cc(n, size, cc, &link, &pds, seed);
+    eprintln!("{n}:1 {}: {}", cc.name(), r.to_json());
+    assert!(r.ok, "{}: every byte verified, no errors", cc.name());
+    r
+}
+
+/// RCCC at 32:1 and 128:1 with trimming: speculative first windows are
+/// trimmed, charged to their senders' shares and pulled back by credit
+/// (no RTO). A second or so in release; too slow for debug builds.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "release only (seconds of simulation)")]
+fn rccc_meets_its_targets_at_32_and_128_to_1_with_trimming() {
+    for n in [32, 128] {
+        for seed in 1..=2 {
+            let r = trimmed_incast(n, 256 << 10, CcMode::Rccc, seed);
+            assert!(
+                r.ict_over_ideal <= 1.05,
+                "{n}:1 ICT {:.3}",
+                r.ict_over_ideal
+            );
+            assert!(r.spread <= 1.10, "{n}:1 spread {:.3}", r.spread);
+            assert!(r.jain >= 0.99, "{n}:1 Jain {:.3}", r.jain);
+            assert_eq!(r.rtos, 0, "{n}:1");
+        }
+    }
+}
+
+/// NSCC at 128:1 with trimming (retransmissions in the RTX class).
+#[test]
+#[cfg_attr(debug_assertions, ignore = "release only (seconds of simulation)")]
+fn nscc_meets_its_targets_at_128_to_1_with_trimming() {
+    for seed in 1..=2 {
+        let r = trimmed_incast(128, 256 << 10, CcMode::Nscc, seed);
+        assert!(r.ict_over_ideal <= 1.10, "ICT {:.3}", r.ict_over_ideal);
+        assert!(r.jain >= 0.90, "Jain {:.3}", r.jain);
+        assert_eq!(r.rtos, 0);
+    }
+}
+
+/// RCCC, 1023 senders × 100 KiB with trimming: ≤ 1.15 × ideal.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "release only (seconds of simulation)")]
+fn rccc_1023_to_1_of_100_kib_with_trimming() {
+    let r = trimmed_incast(1023, 100 << 10, CcMode::Rccc, 1);
+    assert!(r.ict_over_ideal <= 1.15, "ICT {:.3}", r.ict_over_ideal);
+    assert_eq!(r.rtos, 0);
 }
 
 /// Two flows between two leaves over two spines (ECN marking on): with

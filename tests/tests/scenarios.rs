@@ -122,11 +122,7 @@ fn incast_with_trimming_loses_nothing() {
         region: 4 << 20,
         in_flight: 2,
         link: LinkParams::new(10_000_000_000, Duration::from_micros(2), 256 << 10),
-        trim: Some(Trimming {
-            threshold: 128 << 10,
-            ip_payload: 24,
-            dscp: 16,
-        }),
+        trim: Some(Trimming::uet(128 << 10)),
         seed: 6,
         ..Writes::default()
     };

@@ -57,6 +57,11 @@
 //! * Not paced: the initial windows of new senders (speculation). In an
 //!   incast of N new senders up to N × (initial window + one packet) arrive
 //!   unpaced in the first RTT; that is where `cc-eval.md` allows drops.
+//!   With trimming (§7) the excess arrives as last-hop-trimmed headers,
+//!   which the receiver turns into demand at once and the source into a
+//!   retransmit backlog that waits for paced credit (no RTO). The bytes of
+//!   speculative packets that do arrive (SYN set, not a retransmission) are
+//!   charged to their sender's share: [`RcccReceiver::on_speculative_rx`].
 //!
 //! ## Units on the wire [I, documented gap §10]
 //!
@@ -85,9 +90,16 @@
 //! * **Division** \[seed\]: the slice's budget is split equally among the active
 //!   senders (6,250 B each for two). When an equal share would be smaller
 //!   than [`RcccConfig::min_grant`] (many senders), the slice goes to as
-//!   many senders as get at least `min_grant`, in round-robin order [HTSIM:
-//!   one pull of several MTUs per sender, round robin], so grants stay
-//!   packet-sized and the long-run shares stay equal.
+//!   many senders as get at least `min_grant`, least served first [HTSIM:
+//!   one pull of several MTUs per sender, round robin; here start-time fair
+//!   queueing on bytes, I], so grants stay packet-sized and the long-run
+//!   shares stay equal. Grants are whole multiples of
+//!   [`RcccConfig::quantum`] (one MTU by default \[HTSIM\]; 1 byte gives the
+//!   seed's exact numbers).
+//! * **Speculation is charged to the share** [I, after EQDS]: a sender's service
+//!   counts its speculative bytes received, so senders whose first window
+//!   was trimmed are served first and an incast's flows finish together
+//!   (see [`RcccReceiver`], "Fair share").
 //! * **Initial window** `link_rate × slice` = 12,500 B at 100 Gb/s \[seed\], i.e.
 //!   one slice at line rate = BDP/12 on the 100 Gb/s × 12 µs reference
 //!   network (BDP 150,000 B). Both sides count it as already granted: the
@@ -167,6 +179,17 @@ pub struct RcccConfig {
     /// shared by many (a sender may still get less if that finishes its
     /// demand). Default one `mtu` \[I\].
     pub min_grant: u64,
+    /// Grants are whole multiples of this many bytes (or the sender's whole
+    /// remaining demand); the remainder of a slice's budget carries to the
+    /// next slice. Default one `mtu` [HTSIM: a pull grants whole packets,
+    /// `_mtus_per_pull` × MSS, "need to credit in multiple of MTU"]: credit
+    /// in fractions of a packet makes a source send one packet after one
+    /// grant and two after the next, and when many senders start together
+    /// they do so in step, so the arrival rate swings between ⅔ and 4/3 of
+    /// the link rate (measured: 128:1 incast, BENCHMARKS.md). 1 gives the
+    /// seed's exact division (12,500 B for one sender, 6,250 B each for
+    /// two).
+    pub quantum: u64,
     /// Most slices' worth of budget one late pacer tick may hand out (the
     /// daemon's poll loop is not exact). Default 2 \[I\].
     pub max_burst_slices: u32,
@@ -197,6 +220,7 @@ impl RcccConfig {
             initial_window: 0,
             max_credit: 0,
             min_grant: u64::from(mtu),
+            quantum: u64::from(mtu),
             max_burst_slices: 2,
             idle_timeout: base_rtt.saturating_mul(8),
             credit_timeout: base_rtt.saturating_mul(8),

@@ -46,6 +46,12 @@ pub struct PdsConfig {
     pub max_ses_len: usize,
     /// DSCP of requests (REFPROV CS0).
     pub dscp_data: Dscp,
+    /// DSCP of retransmitted requests (`DSCP_TRIMMABLE_RTX`, §6/§7: switches
+    /// trim them only above 1.5 × Plane_BDP instead of Plane_BDP, so a packet
+    /// trimmed once is likely to get through the next time), or `None` to
+    /// send retransmissions with `dscp_data`. The spec gives no value; the
+    /// operator picks one with the switches.
+    pub dscp_data_rtx: Option<Dscp>,
     /// DSCP of ACKs, NACKs and control packets (REFPROV EF = 46).
     pub dscp_control: Dscp,
     /// DSCP a switch writes into a trimmed packet (ASTERIA example 16).
@@ -76,6 +82,7 @@ impl Default for PdsConfig {
             reorder_window: Duration::ZERO,
             max_ses_len: 4096,
             dscp_data: Dscp::from_masked(0),
+            dscp_data_rtx: None,
             dscp_control: Dscp::from_masked(46),
             dscp_trimmed: Dscp::from_masked(16),
             dscp_trimmed_lasthop: Dscp::from_masked(18),

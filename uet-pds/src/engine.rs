@@ -357,6 +357,9 @@ struct Pdc {
     start: Psn,
     established: bool,
     ledger: TxLedger<TxItem>,
+    /// When an RTO last let a packet of this PDC pass closed congestion
+    /// control.
+    forced_at: Option<Instant>,
     queue: VecDeque<PktRef>,
     clear_needed: bool,
     /// The last CLEAR_PSN sent in a CLEAR CP: another is sent only when
@@ -513,6 +516,12 @@ impl Pds {
         self.pdcs.len()
     }
 
+    /// The receiver-side RCCC (active-sender table and credit pacer), when
+    /// `PdsConfig::rccc_receiver` configured one.
+    pub fn rccc_receiver(&self) -> Option<&RcccReceiver<(IpAddr, u8)>> {
+        self.rccc_rx.as_ref()
+    }
+
     /// The CCC towards `dst` in `tc`, if one exists.
     pub fn ccc(&self, dst: IpAddr, tc: TrafficClass) -> Option<&Ccc> {
         self.cccs.get(&(dst, tc))
@@ -548,6 +557,7 @@ impl Pds {
             ledger: TxLedger::new(start),
             queue: VecDeque::new(),
             clear_needed: false,
+            forced_at: None,
             clear_sent: None,
             closing: false,
             rod_ev,
@@ -751,6 +761,18 @@ impl Pds {
             // RTO on the oldest packet not yet marked (§3 "Loss recovery").
             let max = self.config.max_rto_retx;
             let cfg = &self.config;
+            // One RTO per PDC and RTO_INIT_TIME may let its packet pass
+            // closed congestion control: enough to put a source the
+            // receiver never heard of back into its table, or to restart a
+            // stalled loop. When a whole window was lost (a speculative
+            // burst into a full buffer), the RTO of each packet becomes due
+            // as soon as the one before it is acknowledged; those go through
+            // the CCC (credit, window) like any retransmission instead of
+            // resending the whole window past the credit meant to pace it
+            // [HTSIM: an RTO without credit sends at most one RTS per RTT].
+            // The oldest packet stays guarded by its own RTO, so a source
+            // that is never answered keeps retrying it.
+            let may_force = p.forced_at.is_none_or(|t| now >= t + cfg.rto(0));
             if let Some(e) = p.ledger.iter_mut().find(|e| !e.needs_rtx)
                 && now >= e.sent_at + cfg.rto(e.rtx_count)
             {
@@ -758,7 +780,10 @@ impl Pds {
                     fail = true;
                 } else {
                     e.needs_rtx = true;
-                    e.rto_forced = true;
+                    e.rto_forced = may_force;
+                    if may_force {
+                        p.forced_at = Some(now);
+                    }
                     if !e.sacked {
                         lost = Some((u64::from(cfg.nominal(item_len(&e.token))), e.ev));
                     }
@@ -1248,6 +1273,7 @@ impl Pds {
                         ledger: TxLedger::new(Psn(0)),
                         queue: VecDeque::new(),
                         clear_needed: false,
+                        forced_at: None,
                         clear_sent: None,
                         closing: false,
                         rod_ev: meta.ev,
@@ -1370,13 +1396,22 @@ impl Pds {
         // backlog; last-hop trims are RCCC's signal too.
         if let (Some(cc), Some(rr)) = (r.cc, self.rccc_rx.as_mut()) {
             let key = (meta.src, cc.ccc_id.get());
-            rr.on_rx(
-                now,
-                key,
-                cc.credit_target,
-                u64::from(meta.nominal_size),
-                meta.trimmed == Some(Trim::LastHop),
-            );
+            // Trimmed before the last hop: NSCC's signal, not RCCC's (§7);
+            // the receiver only updates the demand from it.
+            let (bytes, last_hop) = match meta.trimmed {
+                None => (u64::from(meta.nominal_size), false),
+                Some(Trim::LastHop) => (u64::from(meta.nominal_size), true),
+                Some(Trim::Trimmed) => (0, false),
+            };
+            // A first transmission with SYN set left before the source heard
+            // anything from us: speculative, on its initial window (seed:
+            // SYN stays set until the first ACK_CC). Its bytes count against
+            // the sender's share (`RcccReceiver`, "Fair share").
+            if r.syn() && !r.retx {
+                rr.on_speculative_rx(now, key, cc.credit_target, bytes, last_hop);
+            } else {
+                rr.on_rx(now, key, cc.credit_target, bytes, last_hop);
+            }
             rx.rccc = Some(key);
             self.rccc_pdc.insert(key, local);
         }
@@ -2437,7 +2472,12 @@ impl Pds {
                     // The request carried the CLEAR.
                     p.clear_needed = false;
                 }
-                Some(Transmit::data(config, p.peer, ev, hl + pkt.len as usize))
+                let mut t = Transmit::data(config, p.peer, ev, hl + pkt.len as usize);
+                if retx && let Some(d) = config.dscp_data_rtx {
+                    // DSCP_TRIMMABLE_RTX (§6/§7).
+                    t.dscp = d;
+                }
+                Some(t)
             }
         }
     }

@@ -11,7 +11,7 @@ use uet_wire::pds::{
 };
 use uet_wire::ses::{ListKind, ResponseOpcode, ReturnCode, SesRepr, SesResponseRepr};
 use uet_wire::time::{Duration, Instant};
-use uet_wire::{Ecn, EntropyValue, JobId, MessageId, Psn, RiGeneration, TrafficClass};
+use uet_wire::{Dscp, Ecn, EntropyValue, JobId, MessageId, Psn, RiGeneration, TrafficClass};
 
 use crate::engine::{
     InitiatorKey, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, Upper,
@@ -92,6 +92,7 @@ struct Dgram {
     ev: EntropyValue,
     bytes: Vec<u8>,
     ecn: Ecn,
+    dscp: Dscp,
     trimmed: Option<Trim>,
 }
 
@@ -110,6 +111,7 @@ fn drain(h: &mut Host, now: Instant) -> Vec<Dgram> {
             ev: t.ev,
             bytes: buf[..t.len].to_vec(),
             ecn: t.ecn,
+            dscp: t.dscp,
             trimmed: None,
         });
     }
@@ -292,6 +294,34 @@ fn trimmed_packet_is_nacked_and_resent_at_once() {
 }
 
 #[test]
+fn retransmissions_carry_dscp_trimmable_rtx() {
+    // §6/§7: retransmissions may use their own trimmable class, which
+    // switches trim only above 1.5 × Plane_BDP.
+    let rtx = Dscp::from_masked(10);
+    let cfg = PdsConfig {
+        dscp_data_rtx: Some(rtx),
+        ..PdsConfig::default()
+    };
+    let mut a = host(A, 1, cfg);
+    let mut b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 1, 1000)).unwrap();
+    let mut d = drain(&mut a, t(0)).remove(0);
+    assert_eq!(d.dscp, PdsConfig::default().dscp_data);
+    d.bytes.truncate(16);
+    d.trimmed = Some(Trim::LastHop);
+    deliver(&mut b, t(1), &d);
+    let nack = drain(&mut b, t(1));
+    deliver(&mut a, t(2), &nack[0]);
+    let re = drain(&mut a, t(2));
+    let PdsRepr::Request(r) = re[0].pds() else {
+        panic!()
+    };
+    assert!(r.retx);
+    assert_eq!(re[0].dscp, rtx);
+}
+
+#[test]
 fn unknown_dpdcid_and_full_table_are_nacked() {
     let cfg = PdsConfig {
         max_pdcs: 1,
@@ -346,6 +376,7 @@ fn unknown_dpdcid_and_full_table_are_nacked() {
         ev: EntropyValue::from_masked(1),
         bytes: bytes.to_vec(),
         ecn: Ecn::Ect0,
+        dscp: Dscp::from_masked(0),
         trimmed: None,
     });
     deliver(&mut b, t(1), &forged[0]);
@@ -783,6 +814,71 @@ fn an_idle_target_asks_for_close_and_the_initiator_closes() {
 /// speculative window spent on packets that were all lost) must still be
 /// able to make itself heard: each RTO lets one retransmission through,
 /// whatever the credit (HTSIM's RTS, TCP's one segment after an RTO).
+/// A window is lost and no credit ever comes. The RTO of the oldest packet
+/// lets it pass the closed credit. Once it is acknowledged, the next
+/// packet's RTO is long overdue, but only one RTO per PDC and
+/// RTO_INIT_TIME forces its packet through: the second waits for credit
+/// and asks for it, instead of the whole lost window bypassing the CCC one
+/// acknowledgement after another.
+#[test]
+fn a_lost_window_forces_one_packet_per_rto_not_all() {
+    use uet_cms::{Algorithm, CccConfig, RcccConfig};
+    let cfg = PdsConfig {
+        ccc: CccConfig {
+            mtu: 4160,
+            algorithm: Algorithm::Rccc(RcccConfig {
+                initial_window: 2 * 4160,
+                ..RcccConfig::default()
+            }),
+            ..CccConfig::default()
+        },
+        ..PdsConfig::default()
+    };
+    let rto = cfg.rto_init;
+    let mut a = host(A, 1, cfg);
+    let mut b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 2, 4000)).unwrap();
+    let is_req = |d: &Dgram| matches!(d.pds(), PdsRepr::Request(_));
+    let first: Vec<Dgram> = drain(&mut a, t(0)).into_iter().filter(is_req).collect();
+    assert_eq!(first.len(), 2, "both leave on speculation, and are lost");
+    // The first RTO forces the oldest packet out; it arrives and is ACKed.
+    let when = a.pds.poll_timeout().unwrap();
+    assert!(when >= t(0) + rto);
+    a.pds.handle_timeout(when, &mut a.up);
+    let re: Vec<Dgram> = drain(&mut a, when).into_iter().filter(is_req).collect();
+    assert_eq!(re.len(), 1);
+    deliver(&mut b, when, &re[0]);
+    for d in drain(&mut b, when) {
+        deliver(&mut a, when, &d);
+    }
+    // The second packet's RTO is overdue: it is marked lost, but it may not
+    // pass the closed credit within RTO_INIT_TIME of the first. It asks for
+    // credit instead (a CREDIT_REQ CP, the PDC being established now).
+    let mut resent = 0;
+    let mut credit_reqs = 0;
+    let mut now = when;
+    while let Some(w) = a.pds.poll_timeout() {
+        if w >= when + rto {
+            break;
+        }
+        now = w.max(now);
+        a.pds.handle_timeout(now, &mut a.up);
+        for d in drain(&mut a, now) {
+            match d.pds() {
+                PdsRepr::Request(_) => resent += 1,
+                PdsRepr::Cp(c) if matches!(c.payload, CpPayload::CreditReq { .. }) => {
+                    credit_reqs += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(a.pds.counters().rto_fired >= 2, "both packets timed out");
+    assert_eq!(resent, 0, "not forced again within RTO_INIT_TIME");
+    assert!(credit_reqs >= 1, "it waits for credit and asks for it");
+}
+
 #[test]
 fn an_rto_lets_one_packet_through_a_closed_window() {
     use uet_cms::{Algorithm, CccConfig, RcccConfig};

@@ -76,6 +76,14 @@ struct IncastArgs {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Switches serve same-nanosecond arrivals in seeded random order
+    /// instead of node order (`Fabric::random_ties`).
+    #[arg(long)]
+    random_ties: bool,
+    /// RTO_INIT_TIME in µs (default: twice the idle round trip plus one
+    /// full buffer drain, at least 200 µs).
+    #[arg(long)]
+    rto_us: Option<u64>,
     /// Print JSON (the only format; accepted for scripts).
     #[arg(long)]
     json: bool,
@@ -237,32 +245,19 @@ fn incast(a: &IncastArgs) -> ExitCode {
     };
     let mut link = LinkParams::new(a.rate, Duration::from_micros(a.latency_us), a.buffer);
     if let Some(t) = a.trim_at {
-        link.trim = Some(uet_tests::fabric::Trimming {
-            threshold: t,
-            ip_payload: 24,
-            dscp: 16,
-        });
+        link.trim = Some(uet_tests::fabric::Trimming::uet(t));
     }
-    // The first RTO covers the idle round trip plus one full buffer drain,
-    // twice over: a full queue must not look like loss (at 1 Gb/s a 32 KiB
-    // buffer alone takes 262 µs to drain).
-    let drain_ns = a.buffer.saturating_mul(8_000_000_000) / a.rate.max(1);
-    let t0 = uet_tests::scenario::base_rtt(
-        &link,
-        &uet_pds::PdsConfig {
-            max_ses_len: a.max_ses_len,
-            ..uet_pds::PdsConfig::default()
-        },
-    );
-    let rto = (t0 + Duration::from_nanos(drain_ns)) * 2;
-    let pds = uet_pds::PdsConfig {
-        max_ses_len: a.max_ses_len,
-        rto_init: rto.max(Duration::from_micros(200)),
-        max_rto_retx: 12,
-        ..uet_pds::PdsConfig::default()
-    };
+    let mut pds = uet_tests::scenario::incast_pds_config(&link, a.max_ses_len);
+    if let Some(us) = a.rto_us {
+        pds.rto_init = Duration::from_micros(us);
+    }
     let started = std::time::Instant::now();
-    let r = uet_tests::scenario::run_incast_cc(a.senders.max(1), a.size, cc, &link, &pds, a.seed);
+    let run = if a.random_ties {
+        uet_tests::scenario::run_incast_cc_random_ties
+    } else {
+        uet_tests::scenario::run_incast_cc
+    };
+    let r = run(a.senders.max(1), a.size, cc, &link, &pds, a.seed);
     let mut json = r.to_json();
     json["scenario"] = serde_json::Value::from("incast");
     json["cc"] = serde_json::Value::from(a.cc.as_str());

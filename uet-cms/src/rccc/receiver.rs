@@ -2,7 +2,7 @@
 //! of one receiving FEP or port (`uet-spec-notes.md` §5.1 `RCCC.OnRX`, §5.3;
 //! `seeds/rccc-blog.txt` "Target RCCC Operation").
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use uet_wire::Credit24;
 use uet_wire::time::{Duration, Instant};
@@ -71,6 +71,9 @@ pub struct RcccReceiverStats {
     pub credit_requests: u64,
     /// Senders dropped from the active table for not answering grants.
     pub idle_evictions: u64,
+    /// Speculative bytes received (first-window packets that were not
+    /// trimmed), counted against their senders' shares.
+    pub speculative_bytes: u64,
 }
 
 /// What the table keeps per sender.
@@ -82,7 +85,12 @@ struct Entry {
     /// Highest cumulative target seen, extended; `target - granted` is the
     /// outstanding demand.
     target: u64,
-    /// In the active ring.
+    /// The sender's service so far, in the pacer's fair-share clock: bytes
+    /// granted by the pacer plus speculative bytes received, never below
+    /// the clock of the active senders when it (re)joined (see
+    /// [`RcccReceiver`], "Fair share").
+    served: u64,
+    /// In the active set.
     active: bool,
     /// In the CREDIT CP queue.
     queued: bool,
@@ -103,20 +111,42 @@ impl Entry {
 /// pacer that divides `link_rate × pacing` among active senders.
 ///
 /// `S` identifies a source CCC (for example the source FEP address and its
-/// `ccc_id`, or the PDC). The table is ordered by `S`, so every run with the
-/// same inputs grants the same way.
+/// `ccc_id`, or the PDC). Ties are broken by `S`, so every run with the same
+/// inputs grants the same way.
 ///
-/// Lifetime \[I\]: an entry (with its cumulative count) lives as long as the
-/// destination CCC for that source; the PDS removes it with
-/// [`remove_sender`](Self::remove_sender) when that CCC is released. Leaving
-/// the *active* table (demand met, idle) keeps the entry, because the
-/// source's cumulative counter carries on.
+/// ## Fair share, and speculative traffic
+///
+/// The seed divides each time slice equally among the active senders. With
+/// many senders a slice holds only a few packet-sized grants, so the pacer
+/// has to choose whom to serve; it serves the active senders with the
+/// least *service* first (start-time fair queueing on bytes \[I\]), which is
+/// the seed's equal division over any run of slices.
+///
+/// A sender's service counts what the receiver's link carried for it:
+/// paced grants **and the speculative bytes it sent before any grant**
+/// (packets that arrive with SYN set and are not retransmissions: the seed
+/// says SYN stays set "until the first ACK_CC ... signaling to the target
+/// that the connection handshake and credit-granting loop are in the
+/// initialization phase", and speculation ends with that same first
+/// feedback [HTSIM `stopSpeculating`]). Speculative data is paid for out
+/// of the sender's share \[I, in the spirit of EQDS (NSDI'22), where
+/// unscheduled first-RTT data shares the receiver's link with pulled data,
+/// and of HTSIM, which marks it `DATA_SPEC`; neither source we have says
+/// how a receiver should account for it, and the spec text (§3.6.14) is
+/// not public\]: a sender whose first window went through is served after
+/// those whose first window was trimmed or dropped, so every flow of an
+/// incast progresses at the same rate and they finish together, instead of
+/// the lucky ones finishing a whole first window earlier.
+///
+/// A sender that (re)joins starts at the service of the least-served active
+/// sender (the fair-share clock), so a long-idle sender cannot claim the
+/// link back for the time it was away \[I, SFQ start tags\].
 #[derive(Debug, Clone)]
 pub struct RcccReceiver<S> {
     config: RcccConfig,
     senders: BTreeMap<S, Entry>,
-    /// Active senders in round-robin order; the front is served first.
-    ring: VecDeque<S>,
+    /// Active senders ordered by (service, id): the first is served first.
+    active: BTreeSet<(u64, S)>,
     /// Senders owed a CREDIT CP.
     cps: VecDeque<S>,
     /// The pacer's next tick; `None` while no sender has demand.
@@ -130,6 +160,9 @@ pub struct RcccReceiver<S> {
     /// Budget (always < `min_grant`) carried until a packet-sized grant is
     /// possible.
     carry: u64,
+    /// The fair-share clock: the service of the least-served active sender
+    /// when the set was last non-empty.
+    clock: u64,
     stats: RcccReceiverStats,
     events: VecDeque<RcccReceiverEvent<S>>,
 }
@@ -141,13 +174,14 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         Ok(Self {
             config,
             senders: BTreeMap::new(),
-            ring: VecDeque::new(),
+            active: BTreeSet::new(),
             cps: VecDeque::new(),
             next_tick: None,
             last_tick: None,
             resuming: true,
             frac: 0,
             carry: 0,
+            clock: 0,
             stats: RcccReceiverStats::default(),
             events: VecDeque::new(),
         })
@@ -165,7 +199,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
 
     /// Senders with demand (the active sender table).
     pub fn active_senders(&self) -> usize {
-        self.ring.len()
+        self.active.len()
     }
 
     /// Senders known, active or not.
@@ -189,8 +223,15 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         self.senders.get(&sender).map(|e| e.granted)
     }
 
+    /// The service `sender` has had in the fair-share clock (paced grants
+    /// plus speculative bytes received), if known.
+    pub fn served(&self, sender: S) -> Option<u64> {
+        self.senders.get(&sender).map(|e| e.served)
+    }
+
     /// `RCCC.OnRX` (§5.1): a packet from `sender` carrying `credit_target`
-    /// in its `req_cc_state` (RUD_CC_REQ / ROD_CC_REQ, §2.5).
+    /// in its `req_cc_state` (RUD_CC_REQ / ROD_CC_REQ, §2.5), sent on
+    /// granted credit (or a retransmission).
     ///
     /// `bytes` is the packet's nominal size as sent; a trimmed packet keeps
     /// its UDP length (§7), so it is known for those too. With
@@ -212,6 +253,34 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         bytes: u64,
         trimmed_last_hop: bool,
     ) {
+        self.rx(now, sender, credit_target, bytes, trimmed_last_hop, false);
+    }
+
+    /// [`on_rx`](Self::on_rx) for a packet the source sent speculatively,
+    /// on its initial window before any feedback (SYN set, not a
+    /// retransmission). If it was not trimmed, its bytes count against the
+    /// sender's fair share (see [`RcccReceiver`], "Fair share"); a trimmed
+    /// one becomes demand like any last-hop trim.
+    pub fn on_speculative_rx(
+        &mut self,
+        now: Instant,
+        sender: S,
+        credit_target: Credit24,
+        bytes: u64,
+        trimmed_last_hop: bool,
+    ) {
+        self.rx(now, sender, credit_target, bytes, trimmed_last_hop, true);
+    }
+
+    fn rx(
+        &mut self,
+        now: Instant,
+        sender: S,
+        credit_target: Credit24,
+        bytes: u64,
+        trimmed_last_hop: bool,
+        speculative: bool,
+    ) {
         let extra = if trimmed_last_hop {
             self.stats.last_hop_trims += 1;
             self.push_event(RcccReceiverEvent::LastHopTrim { now, sender });
@@ -221,6 +290,10 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             0
         };
         self.heard(now, sender, credit_target, extra);
+        if speculative && !trimmed_last_hop {
+            self.stats.speculative_bytes = self.stats.speculative_bytes.saturating_add(bytes);
+            self.add_service(sender, bytes);
+        }
     }
 
     /// A CREDIT_REQ CP (§2.10 ctl_type 8) from `sender` with its target:
@@ -270,7 +343,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             return false;
         };
         if e.active {
-            self.ring.retain(|s| *s != sender);
+            self.active.remove(&(e.served, sender));
             self.push_event(RcccReceiverEvent::Left {
                 now,
                 sender,
@@ -313,9 +386,11 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             .config
             .max_credit
             .saturating_add(u64::from(self.config.mtu));
+        let clock = self.clock();
         let e = self.senders.entry(sender).or_insert(Entry {
             granted: initial,
             target: initial,
+            served: clock,
             active: false,
             queued: false,
             cp_pending: false,
@@ -339,9 +414,31 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         }
         if e.demand() > 0 && !e.active {
             e.active = true;
-            self.ring.push_back(sender);
+            // Rejoin at the fair-share clock [I, SFQ start tag].
+            e.served = e.served.max(clock);
+            self.active.insert((e.served, sender));
             self.push_event(RcccReceiverEvent::Joined { now, sender });
             self.wake(now);
+        }
+    }
+
+    /// The fair-share clock: the least service among active senders, or the
+    /// last such value while none is active.
+    fn clock(&self) -> u64 {
+        self.active.first().map_or(self.clock, |(v, _)| *v)
+    }
+
+    /// Adds `bytes` to `sender`'s service, keeping the active set ordered.
+    fn add_service(&mut self, sender: S, bytes: u64) {
+        let Some(e) = self.senders.get_mut(&sender) else {
+            return;
+        };
+        if e.active {
+            self.active.remove(&(e.served, sender));
+        }
+        e.served = e.served.saturating_add(bytes);
+        if e.active {
+            self.active.insert((e.served, sender));
         }
     }
 
@@ -378,7 +475,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         self.carry = 0;
 
         self.evict_idle(now);
-        let n = self.ring.len();
+        let n = self.active.len();
         if n == 0 {
             self.next_tick = None;
             return;
@@ -388,71 +485,77 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         // among the senders it serves. It serves every active sender when
         // each share is at least `min_grant` (one sender: 12,500 B; two:
         // 6,250 B each at 100 Gb/s); otherwise only as many as get
-        // `min_grant` each, continuing round robin next slice [HTSIM pulls
-        // of a few MTUs, round robin]. Shares are water-filled: a sender
-        // whose demand is below its share takes only its demand, and the
-        // share of the next one is worked out again from what is left.
+        // `min_grant` each — the least served first (see "Fair share") —
+        // and the others at the next slices [HTSIM pulls of a few MTUs].
+        // Shares are water-filled: a sender whose demand is below its share
+        // takes only its demand, and the share of the next one is worked
+        // out again from what is left.
         let min_grant = self.config.min_grant;
-        let mut served = 0;
-        while served < n && budget > 0 {
-            let s = self.ring[served];
+        let q = self.config.quantum.max(1);
+        let min_units = min_grant.div_ceil(q).max(1);
+        // The senders served leave the ordered set while the slice is
+        // divided and go back in with their new service afterwards.
+        let mut picked: Vec<S> = Vec::new();
+        while budget > 0 {
+            let Some(&(v, s)) = self.active.first() else {
+                break;
+            };
             let Some(e) = self.senders.get(&s) else {
-                served += 1;
+                self.active.remove(&(v, s));
                 continue;
             };
             let demand = e.demand();
-            let slots = (budget / min_grant).clamp(1, (n - served) as u64);
-            let portion = budget.div_ceil(slots);
-            if portion < min_grant && demand > portion {
-                // Less than a packet's worth (so `budget < min_grant`) for a
-                // sender that wants more: keep it for the next slice rather
-                // than grant sub-packet credit [I].
+            // Whole quanta left, shared by as many senders as get at least
+            // `min_grant` each.
+            let units = budget / q;
+            let slots = (units / min_units).clamp(1, self.active.len() as u64);
+            let portion = units.div_ceil(slots) * q;
+            if (portion < min_grant || portion == 0) && demand > portion {
+                // Less than a packet's worth for a sender that wants more:
+                // keep it for the next slice rather than grant sub-packet
+                // credit [I].
                 self.carry = budget;
                 break;
             }
+            self.active.remove(&(v, s));
+            picked.push(s);
             let g = portion.min(demand);
             self.grant(now, s, g);
             budget -= g;
-            served += 1;
+        }
+        if budget < q {
+            // The sub-quantum remainder carries to the next slice, so the
+            // long-run rate stays exact.
+            self.carry = self.carry.max(budget);
         }
         // Budget nobody could use is not banked: unused credit is
         // reclaimed [I].
 
-        // Round robin: the senders served go to the back, in order; those
-        // whose demand is met leave the active table.
-        for _ in 0..served {
-            if let Some(s) = self.ring.pop_front() {
-                self.requeue_or_leave(now, s);
+        // Back into the set with their new service; those whose demand is
+        // met leave the active table.
+        for s in picked {
+            let Some(e) = self.senders.get_mut(&s) else {
+                continue;
+            };
+            if e.demand() > 0 {
+                self.active.insert((e.served, s));
+            } else {
+                e.active = false;
+                self.push_event(RcccReceiverEvent::Left {
+                    now,
+                    sender: s,
+                    reason: LeaveReason::DemandMet,
+                });
             }
         }
-        if served == n && self.ring.len() > 1 {
-            // Everybody was served: rotate once more so that the rounding
-            // byte of `div_ceil` goes to a different sender each slice.
-            if let Some(s) = self.ring.pop_front() {
-                self.ring.push_back(s);
-            }
+        if let Some((v, _)) = self.active.first() {
+            self.clock = *v;
         }
-        self.next_tick = if self.ring.is_empty() {
+        self.next_tick = if self.active.is_empty() {
             None
         } else {
             Some(now.saturating_add(self.config.slice))
         };
-    }
-
-    fn requeue_or_leave(&mut self, now: Instant, s: S) {
-        let Some(e) = self.senders.get_mut(&s) else {
-            return;
-        };
-        if e.demand() > 0 {
-            self.ring.push_back(s);
-        } else {
-            e.active = false;
-            self.push_event(RcccReceiverEvent::Left {
-                now,
-                sender: s,
-                reason: LeaveReason::DemandMet,
-            });
-        }
     }
 
     /// Drops senders that have not answered a grant for the idle timeout:
@@ -460,38 +563,38 @@ impl<S: Copy + Ord> RcccReceiver<S> {
     /// speak again; their share goes to the others from this tick on.
     fn evict_idle(&mut self, now: Instant) {
         let timeout = self.config.idle_timeout;
-        let mut i = 0;
-        while i < self.ring.len() {
-            let s = self.ring[i];
-            let idle = self.senders.get_mut(&s).and_then(|e| {
+        let leaving: Vec<(u64, S, LeaveReason)> = self
+            .active
+            .iter()
+            .filter_map(|&(v, s)| {
+                let e = self.senders.get(&s)?;
                 let stale = e
                     .unanswered_since
                     .is_some_and(|t| now.saturating_since(t) >= timeout);
-                let gone = e.demand() == 0;
-                (stale || gone).then(|| {
-                    e.active = false;
-                    e.target = e.granted;
-                    e.unanswered_since = None;
-                    if stale {
-                        LeaveReason::Idle
-                    } else {
-                        LeaveReason::DemandMet
-                    }
-                })
-            });
-            if let Some(reason) = idle {
-                self.ring.remove(i);
-                if reason == LeaveReason::Idle {
-                    self.stats.idle_evictions += 1;
+                if stale {
+                    Some((v, s, LeaveReason::Idle))
+                } else if e.demand() == 0 {
+                    Some((v, s, LeaveReason::DemandMet))
+                } else {
+                    None
                 }
-                self.push_event(RcccReceiverEvent::Left {
-                    now,
-                    sender: s,
-                    reason,
-                });
-            } else {
-                i += 1;
+            })
+            .collect();
+        for (v, s, reason) in leaving {
+            self.active.remove(&(v, s));
+            if let Some(e) = self.senders.get_mut(&s) {
+                e.active = false;
+                e.target = e.granted;
+                e.unanswered_since = None;
             }
+            if reason == LeaveReason::Idle {
+                self.stats.idle_evictions += 1;
+            }
+            self.push_event(RcccReceiverEvent::Left {
+                now,
+                sender: s,
+                reason,
+            });
         }
     }
 
@@ -504,6 +607,8 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             e.unanswered_since.get_or_insert(now);
             self.stats.grants += 1;
             self.stats.granted_bytes = self.stats.granted_bytes.saturating_add(bytes);
+            // The caller holds `s` out of the ordered set.
+            e.served = e.served.saturating_add(bytes);
         }
         self.queue_cp(s);
     }
@@ -543,9 +648,11 @@ mod tests {
         Instant::from_nanos(n * 1000)
     }
 
+    /// The seed's arithmetic: line rate, credit divided to the byte.
     fn seed_config() -> RcccConfig {
         RcccConfig {
             pacing_ppm: 1_000_000,
+            quantum: 1,
             ..RcccConfig::default()
         }
     }
@@ -598,7 +705,18 @@ mod tests {
         for t in 0..10 {
             r.handle_timeout(us(t));
         }
-        assert_eq!(r.stats().granted_bytes, 10 * 12_375);
+        // Whole packets (4,160 B) of the 10 × 12,375 B paced; the rest
+        // carries to the next slice, so the long-run rate is exact.
+        assert_eq!(r.stats().granted_bytes, 29 * 4160);
+        for t in 10..1000 {
+            // Keep the sender asking.
+            let g = r.granted(1).unwrap();
+            r.on_rx(us(t), 1u32, c24(g + 225_000), 0, false);
+            r.handle_timeout(us(t));
+        }
+        let granted = r.stats().granted_bytes;
+        assert_eq!(granted % 4160, 0);
+        assert!(1000 * 12_375 - granted < 4160, "{granted}");
     }
 
     #[test]
@@ -630,6 +748,67 @@ mod tests {
         assert_eq!(got.iter().sum::<u64>(), 64 * 12_500);
         let (lo, hi) = (got.iter().min().unwrap(), got.iter().max().unwrap());
         assert!(hi - lo <= 4167, "{got:?}");
+    }
+
+    #[test]
+    fn speculative_bytes_count_against_the_share() {
+        // Default pacing (12,375 B per slice) in whole 4,160 B packets.
+        let mut r = RcccReceiver::new(RcccConfig::default()).unwrap();
+        // Sender 0's first window arrived (two packets); senders 1 and 2
+        // had theirs trimmed at the last hop.
+        for _ in 0..2 {
+            r.on_speculative_rx(us(0), 0u32, c24(SEED_TARGET), 4160, false);
+            r.on_speculative_rx(us(0), 1u32, c24(SEED_TARGET), 4160, true);
+            r.on_speculative_rx(us(0), 2u32, c24(SEED_TARGET), 4160, true);
+        }
+        assert_eq!(r.served(0), Some(8320));
+        assert_eq!(r.stats().speculative_bytes, 8320);
+        // The first slice goes to the two that got nothing through.
+        r.handle_timeout(us(0));
+        let mut g: Vec<_> = core::iter::from_fn(|| r.poll_grant()).collect();
+        g.sort();
+        assert_eq!(g, vec![(1, c24(12_500 + 4160)), (2, c24(12_500 + 4160))]);
+        for t in 1..40 {
+            for s in 0..3u32 {
+                let target = r.granted(s).unwrap() + 200_000;
+                r.on_rx(us(t), s, c24(target), 0, false);
+            }
+            r.handle_timeout(us(t));
+        }
+        // Service (grants + speculative bytes) stays equal to within one
+        // packet, so sender 0 has been granted its first window less.
+        let served: Vec<u64> = (0..3u32).map(|s| r.served(s).unwrap()).collect();
+        let (lo, hi) = (served.iter().min().unwrap(), served.iter().max().unwrap());
+        assert!(hi - lo <= 4160, "{served:?}");
+        let g0 = r.granted(0).unwrap();
+        let g1 = r.granted(1).unwrap();
+        assert!(g1 - g0 >= 8320 - 4160, "{g0} {g1}");
+        // Every grant is whole packets.
+        assert_eq!((g0 - 12_500) % 4160, 0);
+    }
+
+    #[test]
+    fn a_rejoining_sender_starts_at_the_fair_share_clock() {
+        let mut r = RcccReceiver::new(RcccConfig::default()).unwrap();
+        r.on_rx(us(0), 1u32, c24(12_500 + 2_000_000), 4160, false);
+        for t in 0..100 {
+            r.on_rx(us(t), 1u32, c24(12_500 + 2_000_000), 0, false);
+            r.handle_timeout(us(t));
+        }
+        let s1 = r.served(1).unwrap();
+        assert!(s1 > 1_000_000);
+        // Sender 2 joins late: it does not get the link to itself until it
+        // has caught up with 1.2 MB; it starts at sender 1's service.
+        r.on_rx(us(100), 2u32, c24(12_500 + 2_000_000), 4160, false);
+        assert_eq!(r.served(2), Some(s1));
+        let (a1, a2) = (r.granted(1).unwrap(), r.granted(2).unwrap());
+        for t in 100..200 {
+            r.on_rx(us(t), 1u32, c24(12_500 + 2_000_000), 0, false);
+            r.on_rx(us(t), 2u32, c24(12_500 + 2_000_000), 0, false);
+            r.handle_timeout(us(t));
+        }
+        let (d1, d2) = (r.granted(1).unwrap() - a1, r.granted(2).unwrap() - a2);
+        assert!(d1.abs_diff(d2) <= 4160, "{d1} {d2}");
     }
 
     #[test]
@@ -761,9 +940,17 @@ mod tests {
             r.handle_timeout(us(t));
             assert_eq!(r.poll_grant(), None);
         }
-        // Four slices' budget (5,000 B) is the first packet-sized grant.
+        // Four slices' budget (5,000 B) is the first packet-sized grant:
+        // one packet of 4,160 B; the remaining 840 B carry on.
         r.handle_timeout(us(3));
-        assert_eq!(r.poll_grant(), Some((1, c24(1_250 + 5_000))));
+        assert_eq!(r.poll_grant(), Some((1, c24(1_250 + 4_160))));
+        for t in 4..6 {
+            r.handle_timeout(us(t));
+            assert_eq!(r.poll_grant(), None);
+        }
+        // 840 + 3 × 1,250 = 4,590 B at the seventh slice.
+        r.handle_timeout(us(6));
+        assert_eq!(r.poll_grant(), Some((1, c24(1_250 + 2 * 4_160))));
     }
 
     #[test]

@@ -402,6 +402,7 @@ fn clean(rtt_us: u64) -> Net {
 fn seed_walk_through() {
     let cfg = RcccConfig {
         pacing_ppm: 1_000_000,
+        quantum: 1,
         ..RcccConfig::default()
     };
     let mut a = RcccSource::new(cfg.clone()).unwrap();
