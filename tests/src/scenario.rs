@@ -549,95 +549,28 @@ impl IncastReport {
 /// 14 + IPv4 20 + UDP 8 + PDS request 12 + SES standard header 44.
 pub const WRITE_OVERHEAD: u64 = 14 + 20 + 8 + 12 + 44;
 
-/// Congestion-control modes of `cc-eval.md`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CcMode {
-    /// The fixed window.
-    None,
-    /// NSCC alone.
-    Nscc,
-    /// RCCC alone.
-    Rccc,
-    /// NSCC and RCCC together.
-    NsccRccc,
-    /// The fixed window with the PFT throttle.
-    Pft,
-}
+/// Congestion-control modes of `cc-eval.md` (the daemon's and the
+/// simulator's are the same type).
+pub use uet_pds::CcMode;
 
-impl CcMode {
-    /// Every mode, in report order.
-    pub const ALL: [Self; 5] = [
-        Self::None,
-        Self::Nscc,
-        Self::Rccc,
-        Self::NsccRccc,
-        Self::Pft,
-    ];
-
-    /// The name used on the command line.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::None => "none",
-            Self::Nscc => "nscc",
-            Self::Rccc => "rccc",
-            Self::NsccRccc => "nscc+rccc",
-            Self::Pft => "pft",
-        }
-    }
-
-    /// Parses a mode name.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|m| m.name() == s)
-    }
-
-    /// Configures `pds` (sources and receiver) for this mode on a path of
-    /// `rate_bps` and idle round trip `base_rtt`, and marks ECN on `link`
-    /// between 0.2 and 0.8 BDP (§6, spec-recommended) for the NSCC modes.
-    pub fn configure(
-        self,
-        pds: &mut PdsConfig,
-        link: &mut LinkParams,
-        rate_bps: u64,
-        base_rtt: Duration,
-    ) {
-        use uet_cms::{Algorithm, NsccConfig, PftConfig, RcccConfig};
-        let mtu = pds.nominal(pds.max_ses_len as u32);
-        let trimming = link.trim.is_some();
-        let nscc = || NsccConfig::new(rate_bps, rate_bps, base_rtt, mtu, trimming);
-        // RCCC's first (speculative) window: one BDP, as HTSIM/EQDS
-        // speculate (up to 1.5 BDP), rather than the seed's conservative
-        // 12.5 KB, which leaves a lone sender waiting a round trip for
-        // credit (ICT 1.25x ideal at N = 1 in the sweep).
-        let rccc = || {
-            let mut r = RcccConfig::for_link(rate_bps, base_rtt);
-            r.initial_window = r.bdp();
-            // Grants in whole packets of the size the PDS sends.
-            r.mtu = mtu;
-            r.min_grant = u64::from(mtu);
-            r.quantum = u64::from(mtu);
-            r
-        };
-        pds.ccc.mtu = mtu;
+/// Configures `pds` for `cc` on a path of `rate_bps` and idle round trip
+/// `base_rtt` ([`CcMode::configure`], trimming as `link` says), and marks
+/// ECN on `link` between 0.2 and 0.8 BDP (§6, spec-recommended) for the
+/// NSCC modes.
+pub fn configure_cc(
+    cc: CcMode,
+    pds: &mut PdsConfig,
+    link: &mut LinkParams,
+    rate_bps: u64,
+    base_rtt: Duration,
+) {
+    cc.configure(pds, rate_bps, base_rtt, link.trim.is_some());
+    if cc.uses_ecn() {
         let bdp = (rate_bps as f64 / 8.0 * base_rtt.as_secs_f64()) as u64;
-        match self {
-            Self::None => {}
-            Self::Nscc => pds.ccc.algorithm = Algorithm::Nscc(nscc()),
-            Self::Rccc => pds.ccc.algorithm = Algorithm::Rccc(rccc()),
-            Self::NsccRccc => pds.ccc.algorithm = Algorithm::NsccRccc(nscc(), rccc()),
-            Self::Pft => pds.ccc.pft = Some(PftConfig::default()),
-        }
-        if matches!(self, Self::Rccc | Self::NsccRccc) {
-            pds.rccc_receiver = Some(rccc());
-        }
-        if matches!(self, Self::Nscc | Self::NsccRccc) {
-            link.ecn = crate::fabric::EcnMarking::Linear {
-                kmin: bdp / 5,
-                kmax: bdp * 4 / 5,
-            };
-        }
-        // ACK coalescing at most BDP/4 (cc-eval.md calibration note).
-        pds.with_bdp(bdp);
+        link.ecn = crate::fabric::EcnMarking::Linear {
+            kmin: bdp / 5,
+            kmax: bdp * 4 / 5,
+        };
     }
 }
 
@@ -687,7 +620,7 @@ pub fn run_incast_cc(
     let mut pds = pds.clone();
     let rtt = base_rtt(&link, &pds);
     let rate = link.rate_bps;
-    cc.configure(&mut pds, &mut link, rate, rtt);
+    configure_cc(cc, &mut pds, &mut link, rate, rtt);
     run_incast(senders, size, &link, &pds, seed)
 }
 
@@ -706,7 +639,7 @@ pub fn run_incast_cc_random_ties(
     let mut pds = pds.clone();
     let rtt = base_rtt(&link, &pds);
     let rate = link.rate_bps;
-    cc.configure(&mut pds, &mut link, rate, rtt);
+    configure_cc(cc, &mut pds, &mut link, rate, rtt);
     run_incast_with(senders, size, &link, &pds, seed, true)
 }
 

@@ -70,6 +70,11 @@ impl CcMode {
         let rccc = || {
             let mut r = RcccConfig::for_link(rate_bps, base_rtt);
             r.initial_window = r.bdp();
+            // Grants in whole packets of the size the PDS sends (split
+            // grants put many senders in lock step; HTSIM grants packets).
+            r.mtu = mtu;
+            r.min_grant = u64::from(mtu);
+            r.quantum = u64::from(mtu);
             r
         };
         pds.ccc.mtu = mtu;
