@@ -10,7 +10,7 @@ use core::net::IpAddr;
 
 use uet_pds::{RxMeta, Transmit};
 use uet_wire::encap::{EncapConfig, Transport, emit_frame, frame_len, parse_l2_l4};
-use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr};
+use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
 use uet_wire::time::Instant;
 use uet_wire::{Dscp, Ecn};
 
@@ -72,30 +72,7 @@ impl<E: Engine> SimHost<E> {
     }
 
     fn ip_repr(&self, dst: IpAddr, dscp: Dscp, ecn: Ecn) -> Option<IpRepr> {
-        Some(match (self.addr, dst) {
-            (IpAddr::V4(s), IpAddr::V4(d)) => IpRepr::V4(Ipv4Repr {
-                src: s,
-                dst: d,
-                protocol: 17,
-                payload_len: 0,
-                ttl: 64,
-                dscp,
-                ecn,
-                ident: 0,
-                dont_frag: true,
-            }),
-            (IpAddr::V6(s), IpAddr::V6(d)) => IpRepr::V6(Ipv6Repr {
-                src: s,
-                dst: d,
-                next_header: 17,
-                payload_len: 0,
-                hop_limit: 64,
-                dscp,
-                ecn,
-                flow_label: Default::default(),
-            }),
-            _ => return None,
-        })
+        IpRepr::udp(self.addr, dst, dscp, ecn)
     }
 
     fn headroom(&self) -> usize {

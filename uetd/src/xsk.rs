@@ -28,7 +28,7 @@ use std::time::Duration;
 use crossbeam_queue::ArrayQueue;
 use uet_pds::{RxMeta, Transmit};
 use uet_wire::encap::{EncapConfig, Transport, emit_frame, parse_l2_l4};
-use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr};
+use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
 
 use crate::io::{IoStats, NextHop, PacketIo};
 use crate::sys::eventfd::{EventFd, poll_in};
@@ -674,30 +674,7 @@ impl XdpIo {
     }
 
     fn ip_repr(&self, t: &Transmit) -> Option<IpRepr> {
-        Some(match (self.local_ip, t.dst) {
-            (IpAddr::V4(src), IpAddr::V4(dst)) => IpRepr::V4(Ipv4Repr {
-                src,
-                dst,
-                protocol: 17,
-                payload_len: 0,
-                ttl: 64,
-                dscp: t.dscp,
-                ecn: t.ecn,
-                ident: 0,
-                dont_frag: true,
-            }),
-            (IpAddr::V6(src), IpAddr::V6(dst)) => IpRepr::V6(Ipv6Repr {
-                src,
-                dst,
-                next_header: 17,
-                payload_len: 0,
-                hop_limit: 64,
-                dscp: t.dscp,
-                ecn: t.ecn,
-                flow_label: Default::default(),
-            }),
-            _ => return None,
-        })
+        IpRepr::udp(self.local_ip, t.dst, t.dscp, t.ecn)
     }
 }
 

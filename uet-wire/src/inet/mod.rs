@@ -39,6 +39,37 @@ pub enum IpRepr {
 }
 
 impl IpRepr {
+    /// The IP header of a UDP datagram from `src` to `dst` with `dscp` and
+    /// `ecn`: DF set, TTL / hop limit 64, lengths and checksum left to
+    /// [`crate::encap::emit_frame`]. `None` when the families differ.
+    #[must_use]
+    pub fn udp(src: IpAddr, dst: IpAddr, dscp: Dscp, ecn: Ecn) -> Option<Self> {
+        Some(match (src, dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => Self::V4(Ipv4Repr {
+                src,
+                dst,
+                protocol: 17,
+                payload_len: 0,
+                ttl: 64,
+                dscp,
+                ecn,
+                ident: 0,
+                dont_frag: true,
+            }),
+            (IpAddr::V6(src), IpAddr::V6(dst)) => Self::V6(Ipv6Repr {
+                src,
+                dst,
+                next_header: 17,
+                payload_len: 0,
+                hop_limit: 64,
+                dscp,
+                ecn,
+                flow_label: Default::default(),
+            }),
+            _ => return None,
+        })
+    }
+
     /// Source address.
     #[must_use]
     pub fn src_addr(&self) -> IpAddr {

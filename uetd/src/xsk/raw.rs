@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use uet_wire::EntropyValue;
 use uet_wire::encap::{EncapConfig, Transport, emit_frame};
-use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr};
+use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
 use uet_wire::{Dscp, Ecn};
 
 use super::{XskConfig, XskKernelStats, XskSet};
@@ -75,34 +75,11 @@ impl RawReport {
 }
 
 fn ip_repr(src: IpAddr, dst: IpAddr) -> io::Result<IpRepr> {
-    Ok(match (src, dst) {
-        (IpAddr::V4(src), IpAddr::V4(dst)) => IpRepr::V4(Ipv4Repr {
-            src,
-            dst,
-            protocol: 17,
-            payload_len: 0,
-            ttl: 64,
-            dscp: Dscp::from_masked(0),
-            ecn: Ecn::NotEct,
-            ident: 0,
-            dont_frag: true,
-        }),
-        (IpAddr::V6(src), IpAddr::V6(dst)) => IpRepr::V6(Ipv6Repr {
-            src,
-            dst,
-            next_header: 17,
-            payload_len: 0,
-            hop_limit: 64,
-            dscp: Dscp::from_masked(0),
-            ecn: Ecn::NotEct,
-            flow_label: Default::default(),
-        }),
-        _ => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "source and destination of different families",
-            ));
-        }
+    IpRepr::udp(src, dst, Dscp::from_masked(0), Ecn::NotEct).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "source and destination of different families",
+        )
     })
 }
 
