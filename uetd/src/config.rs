@@ -137,6 +137,15 @@ pub struct Config {
     pub mtu: Option<usize>,
     /// AF_XDP frame size (2048 or 4096).
     pub frame_size: usize,
+    /// AF_XDP UMEM frames per worker (a power of two). The default, 16384
+    /// (64 MiB of 4 KiB frames), keeps the fill ring stocked through a
+    /// receiver's scheduling gaps: with 4096 frames and 2048-entry rings, a
+    /// 1 GiB write on veth lost bursts at the receiving socket and paid
+    /// 7–386 RTOs per run; with these, 0–3 (BENCHMARKS.md "Datapath").
+    pub umem_frames: u32,
+    /// RX and TX ring entries (a power of two); the fill and completion
+    /// rings get twice as many.
+    pub ring_size: u32,
     /// XDP attach mode.
     pub xdp_attach: XdpAttach,
     /// Force AF_XDP copy mode (veth and drivers without zero-copy use it
@@ -182,6 +191,8 @@ impl Default for Config {
             pin: false,
             mtu: None,
             frame_size: 4096,
+            umem_frames: 16384,
+            ring_size: 4096,
             xdp_attach: XdpAttach::Auto,
             xdp_copy: false,
             cc: "none".into(),
@@ -246,6 +257,21 @@ impl Config {
             bail!(
                 "rto_init_us must be 100..=10000000, not {}",
                 self.rto_init_us
+            );
+        }
+        if !self.umem_frames.is_power_of_two() || !(512..=1 << 20).contains(&self.umem_frames) {
+            bail!(
+                "umem_frames must be a power of two in 512..=1048576, not {}",
+                self.umem_frames
+            );
+        }
+        if !self.ring_size.is_power_of_two()
+            || !(64..=1 << 16).contains(&self.ring_size)
+            || self.ring_size * 2 > self.umem_frames
+        {
+            bail!(
+                "ring_size must be a power of two in 64..=65536 and at most umem_frames / 2, not {}",
+                self.ring_size
             );
         }
         if self.ev_bits > 10 {

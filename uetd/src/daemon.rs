@@ -161,6 +161,9 @@ impl Daemon {
                                 XskMode::Auto
                             },
                             frame_size: cfg.frame_size as u32,
+                            frame_count: cfg.umem_frames,
+                            ring_size: cfg.ring_size,
+                            fill_size: cfg.ring_size * 2,
                             ..XskConfig::default()
                         },
                         local_ip: local,
