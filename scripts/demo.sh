@@ -5,6 +5,10 @@
 # Needs root (namespaces, XDP). Extra arguments go to `uet lab demo`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "$(id -u)" -ne 0 ]; then
+    echo "demo.sh: run as root (it installs packages, creates namespaces and attaches XDP)" >&2
+    exit 1
+fi
 
 export DEBIAN_FRONTEND=noninteractive
 need=()
