@@ -537,146 +537,23 @@ impl Control {
 
     fn operation(&mut self, daemon: &mut Daemon, id: ClientId, op: ClientMsg) {
         let job = self.cfg.job;
-        let (tag, local, len, dst, build): (Tag, uet_api::LocalRef, u32, IpAddr, BuildOp) = match op
+        if let ClientMsg::PostRecv {
+            tag,
+            local,
+            len,
+            tagged,
+        } = op
         {
-            ClientMsg::Write {
-                tag,
-                local,
-                remote,
-                len,
-                header_data,
-            } => {
-                if remote.region.job != job {
-                    self.send(
-                        daemon,
-                        id,
-                        &local_err(tag, ErrorCode::NotYours, "remote region of another job"),
-                    );
-                    return;
-                }
-                let Some(dst) = remote_addr(&remote) else {
-                    self.send(
-                        daemon,
-                        id,
-                        &local_err(tag, ErrorCode::Malformed, "bad remote address"),
-                    );
-                    return;
-                };
-                (
-                    tag,
-                    local,
-                    len,
-                    remote.region.fep,
-                    Box::new(move |src| Operation::Write {
-                        dst,
-                        src,
-                        len,
-                        header_data,
-                    }),
-                )
-            }
-            ClientMsg::Read {
-                tag,
-                local,
-                remote,
-                len,
-            } => {
-                if remote.region.job != job {
-                    self.send(
-                        daemon,
-                        id,
-                        &local_err(tag, ErrorCode::NotYours, "remote region of another job"),
-                    );
-                    return;
-                }
-                let Some(src_addr) = remote_addr(&remote) else {
-                    self.send(
-                        daemon,
-                        id,
-                        &local_err(tag, ErrorCode::Malformed, "bad remote address"),
-                    );
-                    return;
-                };
-                (
-                    tag,
-                    local,
-                    len,
-                    remote.region.fep,
-                    Box::new(move |dst| Operation::Read {
-                        src: src_addr,
-                        dst,
-                        len,
-                    }),
-                )
-            }
-            ClientMsg::Send {
-                tag,
-                local,
-                dst,
-                len,
-                header_data,
-            } => {
-                let Some(addr) = peer_addr(&dst, job) else {
-                    self.send(
-                        daemon,
-                        id,
-                        &local_err(tag, ErrorCode::NotYours, "peer of another job"),
-                    );
-                    return;
-                };
-                (
-                    tag,
-                    local,
-                    len,
-                    dst.fep,
-                    Box::new(move |src| Operation::Send {
-                        dst: addr,
-                        src,
-                        len,
-                        header_data,
-                    }),
-                )
-            }
-            ClientMsg::TaggedSend {
-                tag,
-                local,
-                dst,
-                len,
-                match_bits,
-                header_data,
-            } => {
-                let Some(addr) = peer_addr(&dst, job) else {
-                    self.send(
-                        daemon,
-                        id,
-                        &local_err(tag, ErrorCode::NotYours, "peer of another job"),
-                    );
-                    return;
-                };
-                (
-                    tag,
-                    local,
-                    len,
-                    dst.fep,
-                    Box::new(move |src| Operation::TaggedSend {
-                        dst: addr,
-                        src,
-                        len,
-                        match_bits: uet_ses::MatchBits(match_bits),
-                        header_data,
-                    }),
-                )
-            }
-            ClientMsg::PostRecv {
-                tag,
-                local,
-                len,
-                tagged,
-            } => {
-                self.post_recv(daemon, id, tag, local, len, tagged);
+            self.post_recv(daemon, id, tag, local, len, tagged);
+            return;
+        }
+        let (tag, local, len, dst, build) = match build_op(op, job) {
+            Ok(Some(b)) => b,
+            Ok(None) => return,
+            Err((tag, code, m)) => {
+                self.send(daemon, id, &local_err(tag, code, m));
                 return;
             }
-            _ => return,
         };
         let in_flight = self.clients.get(&id).map_or(0, |c| c.in_flight);
         if in_flight >= self.cfg.max_in_flight {
@@ -892,27 +769,108 @@ impl Control {
     }
 }
 
-fn remote_addr(r: &uet_api::RemoteRef) -> Option<RemoteAddr> {
-    Some(RemoteAddr {
+/// An operation message, checked: its tag, local buffer, length,
+/// destination FEP and a builder for the endpoint operation; `Ok(None)` for
+/// messages that are not operations; `Err` with the tag and the refusal.
+#[allow(clippy::type_complexity)]
+fn build_op(
+    op: ClientMsg,
+    job: u32,
+) -> Result<Option<(Tag, uet_api::LocalRef, u32, IpAddr, BuildOp)>, (Tag, ErrorCode, &'static str)>
+{
+    Ok(Some(match op {
+        ClientMsg::Write {
+            tag,
+            local,
+            remote,
+            len,
+            header_data,
+        } => {
+            let dst = remote_addr(&remote, job).map_err(|(c, m)| (tag, c, m))?;
+            let build: BuildOp = Box::new(move |src| Operation::Write {
+                dst,
+                src,
+                len,
+                header_data,
+            });
+            (tag, local, len, remote.region.fep, build)
+        }
+        ClientMsg::Read {
+            tag,
+            local,
+            remote,
+            len,
+        } => {
+            let src = remote_addr(&remote, job).map_err(|(c, m)| (tag, c, m))?;
+            let build: BuildOp = Box::new(move |dst| Operation::Read { src, dst, len });
+            (tag, local, len, remote.region.fep, build)
+        }
+        ClientMsg::Send {
+            tag,
+            local,
+            dst,
+            len,
+            header_data,
+        } => {
+            let addr = peer_addr(&dst, job).map_err(|(c, m)| (tag, c, m))?;
+            let build: BuildOp = Box::new(move |src| Operation::Send {
+                dst: addr,
+                src,
+                len,
+                header_data,
+            });
+            (tag, local, len, dst.fep, build)
+        }
+        ClientMsg::TaggedSend {
+            tag,
+            local,
+            dst,
+            len,
+            match_bits,
+            header_data,
+        } => {
+            let addr = peer_addr(&dst, job).map_err(|(c, m)| (tag, c, m))?;
+            let build: BuildOp = Box::new(move |src| Operation::TaggedSend {
+                dst: addr,
+                src,
+                len,
+                match_bits: uet_ses::MatchBits(match_bits),
+                header_data,
+            });
+            (tag, local, len, dst.fep, build)
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// The remote region of an operation, if it is in the client's job.
+fn remote_addr(r: &uet_api::RemoteRef, job: u32) -> Result<RemoteAddr, (ErrorCode, &'static str)> {
+    if r.region.job != job {
+        return Err((ErrorCode::NotYours, "remote region of another job"));
+    }
+    let bad = || (ErrorCode::Malformed, "bad remote address");
+    Ok(RemoteAddr {
         region: RegionAddr::new(
-            JobId::new(r.region.job).ok()?,
-            PidOnFep::new(r.region.pid).ok()?,
-            ResourceIndex::new(r.region.ri).ok()?,
+            JobId::new(r.region.job).map_err(|_| bad())?,
+            PidOnFep::new(r.region.pid).map_err(|_| bad())?,
+            ResourceIndex::new(r.region.ri).map_err(|_| bad())?,
         ),
-        generation: RiGeneration::new(r.region.generation).ok()?,
+        generation: RiGeneration::new(r.region.generation).map_err(|_| bad())?,
         key: MemoryKey(r.region.key),
         offset: r.offset,
     })
 }
 
-fn peer_addr(p: &uet_api::Peer, job: u32) -> Option<RegionAddr> {
+/// The receiving process of a send, if it is in the client's job.
+fn peer_addr(p: &uet_api::Peer, job: u32) -> Result<RegionAddr, (ErrorCode, &'static str)> {
     if p.job != job {
-        return None;
+        return Err((ErrorCode::NotYours, "peer of another job"));
     }
-    Some(RegionAddr::new(
-        JobId::new(p.job).ok()?,
-        PidOnFep::new(p.pid).ok()?,
-        ResourceIndex::new(0).ok()?,
+    let bad = || (ErrorCode::Malformed, "bad peer address");
+    Ok(RegionAddr::new(
+        JobId::new(p.job).map_err(|_| bad())?,
+        PidOnFep::new(p.pid).map_err(|_| bad())?,
+        ResourceIndex::new(0).map_err(|_| bad())?,
     ))
 }
 

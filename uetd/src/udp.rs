@@ -8,7 +8,7 @@
 //! - The entropy value travels as the UDP source port (`design.md` §4), so
 //!   sending uses a pool of sockets bound to `ev_base + i` for every EV of
 //!   the configured space (`2^ev_bits` sockets; the congestion context's EV
-//!   space must be the same, see [`UdpConfig::ev_space`]). Each datagram's
+//!   space must be the same: the daemon gives both `ev_bits`). Each datagram's
 //!   DSCP and ECN go in an IP_TOS / IPV6_TCLASS control message;
 //!   `sendmmsg` sends each run of datagrams that share a socket, in order.
 
@@ -67,11 +67,6 @@ impl UdpConfig {
             encap: EncapConfig::default(),
             socket_buffer: 4 << 20,
         }
-    }
-
-    /// The EV space `(base, bits)` the congestion context must spray over.
-    pub fn ev_space(&self) -> (u16, u8) {
-        (self.ev_base, self.ev_bits)
     }
 
     fn overhead(&self) -> usize {
@@ -156,11 +151,6 @@ impl UdpIo {
             stats: IoStats::default(),
             cfg,
         })
-    }
-
-    /// The local address.
-    pub fn local(&self) -> IpAddr {
-        self.cfg.local
     }
 
     fn pool_index(&self, ev: EntropyValue) -> usize {

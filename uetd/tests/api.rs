@@ -11,7 +11,7 @@ use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 use common::{Pair, Uetd};
-use uet_api::{Access, Client, ClientError, ErrorCode, Event, Status};
+use uet_api::{Access, Client, ErrorCode, Event, Status};
 
 const T: Option<Duration> = Some(Duration::from_secs(30));
 
@@ -296,24 +296,22 @@ fn bad_clients_get_errors_and_others_keep_working() {
 
 #[test]
 fn a_second_hello_and_a_wrong_version_are_refused() {
+    use uet_api::proto::{ClientMsg, DaemonMsg, FrameReader};
+    use uet_api::sock::{recv_frame, send_msg};
     let t = two(103, "udp");
-    let c = connect(&t.sock_a);
-    drop(c);
-    // The version check happens in the handshake.
+    let hello = |version| ClientMsg::Hello {
+        version,
+        name: "raw".into(),
+    };
+    // A wrong version is refused in the handshake.
     let s = UnixStream::connect(&t.sock_a).unwrap();
-    let frame = uet_api::proto::Message::to_frame(&uet_api::proto::ClientMsg::Hello {
-        version: 99,
-        name: "future".into(),
-    })
-    .unwrap();
-    let mut s2 = s.try_clone().unwrap();
-    s2.write_all(&frame).unwrap();
-    let mut r = uet_api::proto::FrameReader::new();
-    let got = uet_api::sock::recv_frame::<uet_api::proto::DaemonMsg>(&s, &mut r).unwrap();
+    send_msg(&s, &hello(99), None).unwrap();
+    let mut r = FrameReader::new();
+    let got = recv_frame::<DaemonMsg>(&s, &mut r).unwrap();
     assert!(
         matches!(
             got.msg,
-            uet_api::proto::DaemonMsg::Error {
+            DaemonMsg::Error {
                 code: ErrorCode::VersionMismatch,
                 ..
             }
@@ -321,7 +319,27 @@ fn a_second_hello_and_a_wrong_version_are_refused() {
         "{:?}",
         got.msg
     );
-    let _: Option<ClientError> = None;
+    // A second Hello after a good one ends the connection.
+    let s = UnixStream::connect(&t.sock_a).unwrap();
+    let mut r = FrameReader::new();
+    send_msg(&s, &hello(uet_api::PROTOCOL_VERSION), None).unwrap();
+    let ok = recv_frame::<DaemonMsg>(&s, &mut r).unwrap();
+    assert!(matches!(ok.msg, DaemonMsg::HelloOk { .. }), "{:?}", ok.msg);
+    send_msg(&s, &hello(uet_api::PROTOCOL_VERSION), None).unwrap();
+    let again = recv_frame::<DaemonMsg>(&s, &mut r).unwrap();
+    assert!(
+        matches!(
+            again.msg,
+            DaemonMsg::Error {
+                code: ErrorCode::OutOfSequence,
+                ..
+            }
+        ),
+        "{:?}",
+        again.msg
+    );
+    // The daemon still serves.
+    assert!(connect(&t.sock_a).stats().unwrap().contains("workers"));
 }
 
 #[test]

@@ -26,11 +26,9 @@ fn uet(socket: &str, args: &[&str]) -> String {
 #[test]
 fn serve_write_read_perf_and_stats() {
     let pair = Pair::new(111, 1500);
-    let mut a = Uetd::spawn(&pair.a, &["--interface", "v0", "--backend", "xdp"]);
-    let mut b = Uetd::spawn(&pair.b, &["--interface", "v1", "--backend", "xdp"]);
+    let _a = Uetd::spawn(&pair.a, &["--interface", "v0", "--backend", "xdp"]);
+    let _b = Uetd::spawn(&pair.b, &["--interface", "v1", "--backend", "xdp"]);
     let (sa, sb) = (Uetd::socket_of(&pair.a), Uetd::socket_of(&pair.b));
-    // The daemons print nothing until they serve; a client retries briefly.
-    let _ = (&mut a, &mut b);
 
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_uet"));
     cmd.args(["serve", "--size", "8MiB", "--socket", &sb]);
@@ -101,10 +99,15 @@ fn serve_write_read_perf_and_stats() {
 
 /// Starts `cmd` once the daemon's socket exists.
 fn wait_for_socket_then(socket: &str, cmd: Command) -> Uetd {
+    wait_for(socket);
+    Uetd::from_command(cmd)
+}
+
+/// Waits (bounded) until a daemon's control socket exists.
+fn wait_for(socket: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while !std::path::Path::new(socket).exists() {
         assert!(std::time::Instant::now() < deadline, "no socket {socket}");
         std::thread::yield_now();
     }
-    Uetd::from_command(cmd)
 }
