@@ -69,7 +69,9 @@ fn daemons(subnet: u8) -> Daemons {
         );
         ready_rx.recv().unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while !std::path::Path::new(&sockets[sockets.len() - 1]).exists() {
+        // Answering, not merely present: a stale file from a recycled pid
+        // is there until the daemon replaces it.
+        while std::os::unix::net::UnixStream::connect(&sockets[sockets.len() - 1]).is_err() {
             assert!(std::time::Instant::now() < deadline);
             std::thread::yield_now();
         }

@@ -103,10 +103,12 @@ fn wait_for_socket_then(socket: &str, cmd: Command) -> Uetd {
     Uetd::from_command(cmd)
 }
 
-/// Waits (bounded) until a daemon's control socket exists.
+/// Waits (bounded) until a daemon answers on its control socket. Existence
+/// of the file is not enough: a stale one (a recycled pid's, from an earlier
+/// run) is there before the daemon replaces it.
 fn wait_for(socket: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !std::path::Path::new(socket).exists() {
+    while std::os::unix::net::UnixStream::connect(socket).is_err() {
         assert!(std::time::Instant::now() < deadline, "no socket {socket}");
         std::thread::yield_now();
     }
