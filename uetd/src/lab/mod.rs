@@ -39,6 +39,7 @@
 
 mod bpf;
 pub mod demo;
+pub mod incast;
 mod qdisc;
 
 use std::fs::File;
@@ -847,6 +848,43 @@ impl Lab {
     /// A sampler of the bottleneck queue and the ECN marker.
     pub fn sampler(&self) -> Result<Sampler> {
         Sampler::open(&self.state)
+    }
+
+    /// The region host `i`'s serving daemon exposes ([`REGION_RI`],
+    /// [`REGION_KEY`]), as a remote peer addresses it — read from the
+    /// daemon's `exposed` line (job, pid and generation are the daemon's).
+    pub fn region(&mut self, i: usize) -> Result<uet_api::RemoteRegion> {
+        let ip = self.state.hosts[i].ip;
+        let line = self
+            .daemon_lines(i)?
+            .iter()
+            .find(|l| l.contains(r#""event":"exposed""#))
+            .cloned()
+            .with_context(|| format!("host {i}'s daemon exposed no region"))?;
+        let v: serde_json::Value = serde_json::from_str(&line)?;
+        let num = |k: &str| {
+            v[k].as_u64()
+                .with_context(|| format!("no {k} in the exposed line {line}"))
+        };
+        let key = v["key"]
+            .as_str()
+            .and_then(|k| u64::from_str_radix(k.trim_start_matches("0x"), 16).ok())
+            .with_context(|| format!("no key in the exposed line {line}"))?;
+        Ok(uet_api::RemoteRegion {
+            fep: ip.into(),
+            job: u32::try_from(num("job")?)?,
+            pid: u16::try_from(num("pid")?)?,
+            ri: u16::try_from(num("ri")?)?,
+            generation: u8::try_from(num("generation")?)?,
+            key,
+        })
+    }
+
+    /// A client of host `i`'s serving daemon (its control socket).
+    pub fn client(&self, i: usize, name: &str) -> Result<uet_api::Client> {
+        let s = self.socket(i);
+        uet_api::Client::connect(&s, name)
+            .with_context(|| format!("connecting to host {i}'s uetd at {}", s.display()))
     }
 
     /// Starts the built-in RMA write test (`uetd --write-to`) from host

@@ -1,0 +1,257 @@
+//! What an incast experiment records (`uet lab incast`, issue 7): the
+//! common set-up, the calibration, and per run the raw measurements — per-flow
+//! byte timelines, the bottleneck queue sampled at ≥ 1 kHz, one sender's
+//! congestion state over time, counters — from which [`super::metrics`]
+//! derives the `cc-eval.md` metrics. Every time is nanoseconds of
+//! CLOCK_MONOTONIC (shared by all namespaces) relative to the run's common
+//! start; serialized as-is into `results.json`.
+
+use serde::{Deserialize, Serialize};
+
+/// What every run of one invocation shares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Setup {
+    /// Bottleneck rate R, bits/s.
+    pub bottleneck_bps: u64,
+    /// The TBF's buffer (limit), bytes.
+    pub buffer_bytes: u64,
+    /// ECN thresholds (Kmin, Kmax) of the virtual queue, bytes.
+    pub ecn: Option<(u64, u64)>,
+    /// Start jitter: each sender starts at U[0, jitter] after the common
+    /// start, ns (0: synchronized).
+    pub jitter_ns: u64,
+    /// Whether a victim ping-pong crossed the bottleneck during the runs.
+    pub victim: bool,
+    /// Seeds per (cc, senders, size).
+    pub seeds: usize,
+    /// IP MTU of every link.
+    pub mtu: u32,
+    /// The daemons' datapath ("xdp" or "udp").
+    pub backend: String,
+    /// Bytes per write operation (the granularity of the byte timelines).
+    pub chunk: u64,
+    /// UET payload bytes in a full data packet.
+    pub payload_per_packet: u64,
+    /// Bytes the TBF counts per data packet beyond its payload (Ethernet,
+    /// IP, UDP, PDS, SES headers).
+    pub header_bytes_per_packet: u64,
+    /// The machine while the runs ran: `nproc`, load average before.
+    pub cpus: usize,
+    /// 1-minute load average when the invocation started.
+    pub load_before: f64,
+}
+
+/// Latency of a series of small operations.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    /// Operations measured.
+    pub count: u64,
+    /// Mean, ns.
+    pub mean_ns: f64,
+    /// Median, ns.
+    pub p50_ns: u64,
+    /// 99th percentile, ns.
+    pub p99_ns: u64,
+    /// Maximum, ns.
+    pub max_ns: u64,
+    /// Completed operations per second.
+    pub ops_per_s: f64,
+}
+
+/// Measured once per invocation, before the runs (`cc-eval.md`,
+/// "Calibrate first").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// T0: idle round trip of a one-packet write through the bottleneck
+    /// path (client → daemon → wire → ACK → client).
+    pub t0: LatencyStats,
+    /// R · T0 (p50), bytes.
+    pub bdp_bytes: u64,
+    /// Each sender's solo goodput without the bottleneck, bits/s (must be
+    /// ≥ 1.5 · R for an incast to exist).
+    pub solo_bps: Vec<f64>,
+    /// One flow's goodput through the bottleneck, bits/s.
+    pub single_flow_bps: f64,
+    /// `single_flow_bps` / R (target ≥ 0.95).
+    pub single_flow_ratio: f64,
+    /// The victim's ping-pong with no incast, when there is a victim.
+    pub victim_isolated: Option<LatencyStats>,
+}
+
+/// One sender's flow in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Flow {
+    /// Host index of the sender (1..=N).
+    pub sender: usize,
+    /// Payload bytes S_i.
+    pub bytes: u64,
+    /// Bytes the bottleneck counts for it, W_i.
+    pub wire_bytes: u64,
+    /// When its first operation was submitted, ns after the common start.
+    pub start_ns: u64,
+    /// When its last operation completed, ns after the common start
+    /// (delivery-complete: every byte acknowledged by the receiver).
+    pub end_ns: u64,
+    /// (ns after the common start, cumulative payload bytes completed),
+    /// one point per completed operation, in time order.
+    pub progress: Vec<(u64, u64)>,
+    /// Its daemon's retransmitted packets during the run.
+    pub retransmits: u64,
+    /// Its daemon's retransmission timeouts during the run.
+    pub rtos: u64,
+    /// Its daemon's data packets sent (first transmissions and
+    /// retransmissions) during the run.
+    pub tx_data: u64,
+    /// The error of a failed operation, if one failed.
+    pub error: Option<String>,
+}
+
+/// The bottleneck, sampled (qdisc counters and the eBPF marker's maps).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct QueueSample {
+    /// ns after the common start (negative: before it).
+    pub t_ns: i64,
+    /// TBF backlog, bytes.
+    pub backlog_bytes: u64,
+    /// TBF backlog, packets.
+    pub backlog_packets: u64,
+    /// TBF drops since the run's first sample.
+    pub drops: u64,
+    /// Bytes the TBF sent since the run's first sample.
+    pub sent_bytes: u64,
+    /// The eBPF virtual queue, bytes.
+    pub vq_bytes: u64,
+    /// CE marks the eBPF marker set since the run's first sample.
+    pub ce_marks: u64,
+}
+
+/// One sender's congestion context toward the receiver, sampled.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CcSample {
+    /// ns after the common start.
+    pub t_ns: i64,
+    /// Congestion window, bytes.
+    pub cwnd: u64,
+    /// Bytes in flight.
+    pub inflight: i64,
+    /// Bytes waiting to be sent.
+    pub backlog: u64,
+    /// RCCC credit available, bytes (RCCC modes only).
+    pub credit: Option<i64>,
+}
+
+/// The receiver's daemon during a run (deltas).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReceiverCounters {
+    /// Data packets received.
+    pub rx_data: u64,
+    /// ACK-type packets sent (ACK, ACK_CC, SACK; RCCC credit rides in
+    /// ACK_CC).
+    pub tx_acks: u64,
+    /// NACKs sent.
+    pub tx_nacks: u64,
+    /// Data packets received with ECN CE.
+    pub rx_ce: u64,
+    /// Packets the receiver's datapath sent in all.
+    pub tx_packets: u64,
+}
+
+/// The victim's ping-pong during one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VictimRun {
+    /// Its latency while the incast ran.
+    pub congested: LatencyStats,
+}
+
+/// One synchronized incast.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Run {
+    /// Congestion control: none, nscc, rccc, nscc+rccc or pft.
+    pub cc: String,
+    /// N.
+    pub senders: usize,
+    /// S, payload bytes per flow.
+    pub size: u64,
+    /// The run's seed (start jitter, write pattern).
+    pub seed: u64,
+    /// One per sender.
+    pub flows: Vec<Flow>,
+    /// From shortly before the start to shortly after the last completion.
+    pub queue: Vec<QueueSample>,
+    /// Host index whose congestion state `cc_trace` follows.
+    pub cc_trace_sender: usize,
+    /// That sender's congestion state over the run.
+    pub cc_trace: Vec<CcSample>,
+    /// The receiver's counters.
+    pub receiver: ReceiverCounters,
+    /// The victim, when there is one.
+    pub victim: Option<VictimRun>,
+    /// What [`super::metrics::compute`] derived.
+    pub metrics: Metrics,
+}
+
+/// The `cc-eval.md` metrics of one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Metrics {
+    /// Incast completion time: last flow's end − common start, ns.
+    pub ict_ns: u64,
+    /// ICT* = ΣW_i / R + T0, ns.
+    pub ideal_ns: u64,
+    /// ICT / ICT*.
+    pub ict_over_ideal: f64,
+    /// max FCT / min FCT (FCT = end − own start).
+    pub spread: f64,
+    /// Jain's index of whole-flow goodputs (bytes / FCT).
+    pub jain: f64,
+    /// Median over k·T0 windows (while ≥ 2 flows are active, after the
+    /// first 10·T0) of Jain's index of the flows' goodput in the window;
+    /// `None` when there are no such windows.
+    pub jain_windowed: Option<f64>,
+    /// TBF drops during the run.
+    pub drops: u64,
+    /// Of those, drops after the first T0 of the run.
+    pub drops_after_first_rtt: u64,
+    /// Σ retransmits / Σ first transmissions.
+    pub retransmits_per_packet: f64,
+    /// Σ RTOs.
+    pub rtos: u64,
+    /// Peak TBF backlog, bytes.
+    pub peak_queue_bytes: u64,
+    /// Median TBF backlog after 10·T0 while data is pending, bytes.
+    pub steady_queue_p50_bytes: u64,
+    /// 99th percentile of the same.
+    pub steady_queue_p99_bytes: u64,
+    /// `steady_queue_p50_bytes` as queueing delay at R, ns.
+    pub steady_delay_p50_ns: u64,
+    /// Bytes the TBF sent while data was pending / (R · that time).
+    pub utilisation: f64,
+    /// Receiver ACK-type packets per data packet received.
+    pub acks_per_data: f64,
+    /// CE marks per data packet the bottleneck forwarded.
+    pub ce_per_data: f64,
+    /// Victim CIF: congested / isolated latency, mean.
+    pub victim_cif_avg: Option<f64>,
+    /// Victim CIF: congested / isolated latency, p99.
+    pub victim_cif_p99: Option<f64>,
+    /// Victim bandwidth CIF: isolated / congested ops per second.
+    pub victim_bw_cif: Option<f64>,
+    /// PFT control factor F_C = (B_C·D_0)/(B_0·D_C) of the victim against
+    /// the `none` run of the same (senders, size, seed); filled when both
+    /// exist.
+    pub f_c: Option<f64>,
+    /// Failed flows.
+    pub failed_flows: usize,
+}
+
+/// Everything one `uet lab incast` invocation measured: `results.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The exact command line.
+    pub command: String,
+    /// Shared set-up.
+    pub setup: Setup,
+    /// Calibration.
+    pub calibration: Calibration,
+    /// Every run, in the order run.
+    pub runs: Vec<Run>,
+}
