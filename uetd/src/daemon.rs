@@ -200,6 +200,7 @@ impl Daemon {
                 WireDuration::from_micros(cfg.base_rtt_us),
                 false,
             );
+            software_pacer(&mut pds, cfg.link_rate.0);
             let ep = DaemonEndpoint::new(
                 EndpointConfig {
                     pds,
@@ -534,4 +535,28 @@ fn interface_mtu(name: &str) -> Option<usize> {
 /// 64 bits from the OS (std's hasher keys are drawn from getrandom).
 fn os_seed() -> u64 {
     RandomState::new().hash_one(std::process::id())
+}
+
+/// How late a worker's pacer tick may come and still hand out the budget
+/// it missed: ppoll wake-ups land within tens of microseconds here, later
+/// on a loaded machine.
+const PACER_CATCH_UP: Duration = Duration::from_micros(100);
+
+/// Fits RCCC's receiver pacer to a software timer. The seed's 1 µs slices
+/// with at most 2 slices of budget per tick assume a hardware pacer: a
+/// worker that wakes every ~50 µs would grant 2 µs of budget per 50 µs —
+/// measured: two 1 MiB flows through a 1 Gb/s bottleneck took 3.5× the
+/// ideal time, senders waiting on credit. Here a slice is one full packet
+/// at the link rate (12 µs at 1 Gb/s, 0.12 µs → 1 µs at 100 Gb/s) and a
+/// late tick may catch up [`PACER_CATCH_UP`] of budget (12.5 KB at 1 Gb/s,
+/// below the lab's 5 × BDP buffer). The simulator keeps the seed's values:
+/// its timers are exact.
+fn software_pacer(pds: &mut PdsConfig, link_rate_bps: u64) {
+    let Some(r) = pds.rccc_receiver.as_mut() else {
+        return;
+    };
+    let packet_ns = (r.mtu as u128 * 8 * 1_000_000_000 / u128::from(link_rate_bps.max(1))) as u64;
+    r.slice = r.slice.max(WireDuration::from_nanos(packet_ns));
+    let slices = PACER_CATCH_UP.as_nanos().div_ceil(r.slice.as_nanos().max(1));
+    r.max_burst_slices = r.max_burst_slices.max(u32::try_from(slices).unwrap_or(u32::MAX));
 }

@@ -245,12 +245,7 @@ impl PacketIo for UdpIo {
     }
 
     fn wait(&mut self, timeout: Option<Duration>, wake: BorrowedFd<'_>) -> io::Result<()> {
-        let ms = timeout.map_or(-1, |d| {
-            // Round up so a 10 µs timer does not turn into a busy loop of
-            // zero-millisecond polls.
-            i32::try_from(d.as_micros().div_ceil(1000)).unwrap_or(i32::MAX)
-        });
-        poll_in(&[self.rx_sock.as_fd(), wake], ms)?;
+        poll_in(&[self.rx_sock.as_fd(), wake], timeout)?;
         Ok(())
     }
 

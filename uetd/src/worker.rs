@@ -240,6 +240,9 @@ pub fn spawn(
             {
                 tracing::warn!(worker = id, cpu, "pinning failed: {e}");
             }
+            if let Err(e) = crate::sys::eventfd::set_timer_slack(1_000) {
+                tracing::warn!(worker = id, "setting the timer slack failed: {e}");
+            }
             run(id, &mut *io, &mut ep, &i2, &w2, &s2, &st2, &out);
         })?;
     Ok(WorkerHandle {

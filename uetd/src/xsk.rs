@@ -865,13 +865,6 @@ impl PacketIo for XdpIo {
             slot.sleeping.store(false, Ordering::SeqCst);
             return Ok(());
         }
-        let ms = match timeout {
-            None => -1,
-            Some(d) => {
-                let ms = d.as_nanos().div_ceil(1_000_000);
-                ms.min(i32::MAX as u128) as i32
-            }
-        };
         let mut fds = [wake; 16];
         let mut n = 1;
         fds[n] = slot.bell.as_fd();
@@ -879,7 +872,7 @@ impl PacketIo for XdpIo {
             n += 1;
             fds[n] = s.as_fd();
         }
-        let r = poll_in(&fds[..=n], ms).map(drop);
+        let r = poll_in(&fds[..=n], timeout).map(drop);
         slot.sleeping.store(false, Ordering::SeqCst);
         slot.bell.drain();
         r

@@ -36,6 +36,9 @@ pub enum LabCmd {
     /// Two hosts, a verified RMA write over AF_XDP, the raw ceilings, a
     /// table; removes the lab afterwards. `UET_DEMO_BYTES` sets the size.
     Demo(DemoArgs),
+    /// N senders into one receiver through the bottleneck, per congestion
+    /// control mode: calibration, runs, metrics, report and figures.
+    Incast(super::incast::IncastArgs),
 }
 
 /// `uet lab up`.
@@ -147,7 +150,7 @@ pub struct DemoArgs {
     pub json: bool,
 }
 
-fn parse_pair(s: &str) -> Result<(u64, u64), String> {
+pub(crate) fn parse_pair(s: &str) -> Result<(u64, u64), String> {
     let (a, b) = s
         .split_once(',')
         .ok_or_else(|| format!("{s:?}: expected KMIN,KMAX"))?;
@@ -211,6 +214,10 @@ pub fn run(cmd: LabCmd) -> Result<()> {
         }
         LabCmd::Sample(a) => sample(&a),
         LabCmd::Demo(a) => demo(&a),
+        LabCmd::Incast(a) => {
+            cleanup_on_signals()?;
+            super::incast::run(&a)
+        }
     }
 }
 

@@ -1,4 +1,5 @@
 //! Subcommands of the `uet` tool that live in the library (so tests and
 //! other tools can drive them too).
 
+pub mod incast;
 pub mod lab;

@@ -1,6 +1,7 @@
 //! An eventfd: how other threads wake a sleeping worker.
 
 use std::io;
+use std::time::Duration;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// A non-blocking eventfd.
@@ -44,9 +45,13 @@ impl AsFd for EventFd {
     }
 }
 
-/// poll(2) over `fds` for POLLIN with a timeout in ms (-1: none). Returns
-/// the number of ready fds (0 on timeout or EINTR).
-pub(crate) fn poll_in(fds: &[BorrowedFd<'_>], timeout_ms: i32) -> io::Result<usize> {
+/// ppoll(2) over `fds` for POLLIN with a timeout (`None`: none). Returns
+/// the number of ready fds (0 on timeout or EINTR). The timeout has
+/// nanosecond resolution (poll(2)'s milliseconds would hold a pacer that
+/// must tick every few microseconds — RCCC's credit, NSCC's probes — a
+/// whole millisecond); how exactly the kernel keeps it is the calling
+/// thread's timer slack ([`set_timer_slack`]).
+pub(crate) fn poll_in(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<usize> {
     let mut pfds = [libc::pollfd {
         fd: -1,
         events: 0,
@@ -57,8 +62,14 @@ pub(crate) fn poll_in(fds: &[BorrowedFd<'_>], timeout_ms: i32) -> io::Result<usi
         p.fd = fd.as_raw_fd();
         p.events = libc::POLLIN;
     }
-    // SAFETY: `pfds[..n]` is a valid array of pollfd for the call.
-    let rc = unsafe { libc::poll(pfds.as_mut_ptr(), n as libc::nfds_t, timeout_ms) };
+    let ts = timeout.map(|d| libc::timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(d.subsec_nanos() as i32),
+    });
+    let tsp = ts.as_ref().map_or(std::ptr::null(), std::ptr::from_ref);
+    // SAFETY: `pfds[..n]` is a valid array of pollfd for the call; `tsp` is
+    // null or points to a timespec that outlives it; no signal mask.
+    let rc = unsafe { libc::ppoll(pfds.as_mut_ptr(), n as libc::nfds_t, tsp, std::ptr::null()) };
     if rc < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
@@ -67,4 +78,17 @@ pub(crate) fn poll_in(fds: &[BorrowedFd<'_>], timeout_ms: i32) -> io::Result<usi
         return Err(e);
     }
     Ok(rc as usize)
+}
+
+/// Sets the calling thread's timer slack (how late the kernel may fire its
+/// timers to batch wake-ups; 50 µs by default) — the datapath workers use
+/// 1 µs so their pacers tick when asked.
+pub(crate) fn set_timer_slack(ns: u64) -> io::Result<()> {
+    // SAFETY: PR_SET_TIMERSLACK takes one unsigned long and touches no
+    // memory of ours.
+    let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }

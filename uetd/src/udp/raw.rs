@@ -99,7 +99,7 @@ pub fn sink(
             if first.is_some() && last.elapsed() >= idle {
                 break;
             }
-            poll_in(&[s.as_fd()], 10)?;
+            poll_in(&[s.as_fd()], Some(Duration::from_millis(10)))?;
             continue;
         }
         let now = Instant::now();

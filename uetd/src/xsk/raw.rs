@@ -224,7 +224,7 @@ pub fn sink(set: &mut XskSet, stop: &AtomicBool, count: Option<u64>) -> io::Resu
             for (d, s) in fds.iter_mut().zip(&set.socks) {
                 *d = s.as_fd();
             }
-            poll_in(&fds[..n], 10)?;
+            poll_in(&fds[..n], Some(Duration::from_millis(10)))?;
         }
     }
     Ok(RawReport {

@@ -5,3 +5,42 @@
 //! figures.
 
 pub mod model;
+pub mod run;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+pub use run::{CC_MODES, IncastLab, IncastOpts};
+
+/// Builds the lab, calibrates, runs every (cc, N, size, seed) of `opts`,
+/// derives the metrics and writes the results, the report and the figures
+/// into `out`; returns the report and the files written. `progress` sees
+/// every run as it finishes.
+pub fn run(
+    opts: IncastOpts,
+    out: &Path,
+    command: &str,
+    mut progress: impl FnMut(&model::Run),
+) -> Result<(model::Report, Vec<PathBuf>)> {
+    std::fs::create_dir_all(out)?;
+    let ccs = opts.ccs.clone();
+    let mut lab = IncastLab::up(opts)?;
+    let mut runs = Vec::new();
+    for cc in &ccs {
+        for r in lab.runs(cc)? {
+            progress(&r);
+            runs.push(r);
+        }
+    }
+    let report = model::Report {
+        command: command.to_owned(),
+        setup: lab.setup.clone(),
+        calibration: lab.calibration.clone(),
+        runs,
+    };
+    drop(lab);
+    let path = out.join("results.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;
+    Ok((report, vec![path]))
+}

@@ -1,0 +1,773 @@
+//! Running incasts on a lab: the set-up, the calibration and the
+//! synchronized runs; what they measure goes into [`super::model`].
+//!
+//! Every sender writes through its host's serving `uetd` (a control-socket
+//! client per sender, as an application would): its flow is `size / chunk`
+//! write operations submitted at once into its own part of the receiver's
+//! exposed region, so the sender's PDS sees the whole flow as backlog from
+//! the start and each completion (delivery-complete: every byte of it
+//! acknowledged) is one point of the flow's byte timeline. While a run
+//! goes, one thread samples the bottleneck (TBF counters by rtnetlink, the
+//! eBPF marker's virtual queue) and the first sender's congestion context
+//! (its daemon's published counters) at 1 kHz; all times are
+//! CLOCK_MONOTONIC, which every namespace shares.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Barrier, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use hdrhistogram::Histogram;
+use uet_api::{Client, Event, LocalHandle, Region, RemoteRegion, Status};
+
+use super::model::{
+    Calibration, CcSample, Flow, LatencyStats, QueueSample, ReceiverCounters, Run, Setup,
+    VictimRun,
+};
+use crate::config::Backend;
+use crate::lab::{EcnSettings, Lab, LabConfig, Sample, Sampler};
+use crate::netns::run as run_cmd;
+use crate::sys::mem::monotonic_ns;
+
+/// The congestion-control modes an incast compares.
+pub const CC_MODES: [&str; 5] = ["none", "nscc", "rccc", "nscc+rccc", "pft"];
+
+/// What `uet lab incast` runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IncastOpts {
+    /// Sender counts N (one run set per value).
+    pub senders: Vec<usize>,
+    /// Flow sizes S, payload bytes.
+    pub sizes: Vec<u64>,
+    /// Congestion-control modes.
+    pub ccs: Vec<String>,
+    /// Bottleneck rate R, bits/s.
+    pub bottleneck: u64,
+    /// The TBF buffer, bytes; `None`: 5 · BDP (measured T0).
+    pub buffer: Option<u64>,
+    /// ECN thresholds, bytes; `None`: Kmin/Kmax = 0.2/0.8 · BDP.
+    pub ecn: Option<(u64, u64)>,
+    /// No ECN marking at all.
+    pub no_ecn: bool,
+    /// Start jitter: senders start U[0, jitter] after the common start.
+    pub jitter: Duration,
+    /// Run a victim ping-pong across the bottleneck during the incasts.
+    pub victim: bool,
+    /// Seeds per (cc, N, size).
+    pub seeds: usize,
+    /// Link MTU.
+    pub mtu: u32,
+    /// The daemons' datapath.
+    pub backend: Backend,
+    /// Bytes per write operation; `None`: S/16, between 4 KiB and 64 KiB.
+    pub chunk: Option<u64>,
+    /// Give up on a run after this long.
+    pub timeout: Duration,
+}
+
+impl Default for IncastOpts {
+    fn default() -> Self {
+        Self {
+            senders: vec![4],
+            sizes: vec![1 << 20],
+            ccs: CC_MODES.iter().map(|s| (*s).to_owned()).collect(),
+            bottleneck: 1_000_000_000,
+            buffer: None,
+            ecn: None,
+            no_ecn: false,
+            jitter: Duration::ZERO,
+            victim: false,
+            seeds: 3,
+            mtu: 1500,
+            backend: Backend::Xdp,
+            chunk: None,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl IncastOpts {
+    fn check(&self) -> Result<()> {
+        ensure!(!self.senders.is_empty(), "no sender counts");
+        ensure!(
+            self.senders.iter().all(|&n| (1..=64).contains(&n)),
+            "senders must be 1..=64"
+        );
+        ensure!(!self.sizes.is_empty(), "no sizes");
+        ensure!(
+            self.sizes.iter().all(|&s| (1..=1 << 30).contains(&s)),
+            "sizes must be 1 B..=1 GiB"
+        );
+        ensure!(!self.ccs.is_empty(), "no congestion-control modes");
+        for cc in &self.ccs {
+            ensure!(
+                CC_MODES.contains(&cc.as_str()),
+                "unknown cc {cc:?} (one of {})",
+                CC_MODES.join(", ")
+            );
+        }
+        ensure!(self.seeds >= 1, "at least one seed");
+        ensure!(self.bottleneck >= 1_000_000, "bottleneck below 1 Mb/s");
+        Ok(())
+    }
+
+    fn chunk_for(&self, size: u64) -> u64 {
+        self.chunk
+            .unwrap_or_else(|| (size / 16).clamp(4096, 64 << 10))
+            .min(size)
+            .max(1)
+    }
+}
+
+/// Bytes of a data packet the TBF counts beyond its payload: Ethernet 14,
+/// IPv4 20, UDP 8, the PDS request header with its CC extension 16 (the
+/// longest; plain requests are 4 B shorter) and the standard SES header 44
+/// (`uet_ses::initiator`: payload per packet is `max_ses_len − 44`).
+const HEADER_BYTES: u64 = 14 + 20 + 8 + 16 + 44;
+
+/// Bytes each sender writes alone in the calibration.
+const SOLO_BYTES: u64 = 16 << 20;
+
+/// A host writing through its daemon: a client and a registered local
+/// region holding its test pattern.
+struct Writer {
+    host: usize,
+    client: Client,
+    region: Region,
+    local: LocalHandle,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("host", &self.host)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Writer {
+    fn new(lab: &Lab, host: usize, bytes: u64) -> Result<Self> {
+        let mut client = lab.client(host, &format!("incast-h{host}"))?;
+        let region = client.create_region(bytes.max(4096))?;
+        let mut buf = vec![0u8; usize::try_from(region.len())?];
+        crate::mem::pattern(host as u64, 0, &mut buf);
+        region.write_at(0, &buf)?;
+        let local = client.register_local(&region)?;
+        Ok(Self {
+            host,
+            client,
+            region,
+            local,
+        })
+    }
+
+    /// Writes `bytes` at `dst` as operations of `chunk` bytes, all submitted
+    /// at once; returns (first submit, progress points, error).
+    fn flow(
+        &mut self,
+        dst: &RemoteRegion,
+        dst_off: u64,
+        bytes: u64,
+        chunk: u64,
+        timeout: Duration,
+    ) -> Result<(u64, Vec<(u64, u64)>, Option<String>)> {
+        ensure!(bytes <= self.region.len(), "flow larger than the region");
+        let start = monotonic_ns();
+        let mut lens = std::collections::HashMap::new();
+        let mut off = 0;
+        while off < bytes {
+            let len = chunk.min(bytes - off);
+            let tag = self.client.write(
+                self.local.at(off),
+                dst.at(dst_off + off),
+                u32::try_from(len)?,
+                None,
+            )?;
+            lens.insert(tag, len);
+            off += len;
+        }
+        let mut progress = Vec::with_capacity(lens.len());
+        let (mut done, mut error) = (0u64, None);
+        while !lens.is_empty() {
+            let ev = self
+                .client
+                .wait_event(Some(timeout))
+                .with_context(|| format!("host {}: waiting for completions", self.host))?;
+            if let Event::Completion(c) = ev
+                && let Some(len) = lens.remove(&c.tag)
+            {
+                if c.status == Status::Ok {
+                    done += len;
+                    progress.push((monotonic_ns(), done));
+                } else if error.is_none() {
+                    error = Some(format!("{:?}", c.status));
+                }
+            }
+        }
+        Ok((start, progress, error))
+    }
+
+    /// One-packet writes one after another for `until` (or `count`
+    /// operations), latency of each.
+    fn ping(
+        &mut self,
+        dst: &RemoteRegion,
+        dst_off: u64,
+        count: Option<u64>,
+        stop: &AtomicBool,
+    ) -> Result<LatencyStats> {
+        let mut h = Histogram::<u64>::new(3)?;
+        let start = monotonic_ns();
+        let mut n = 0u64;
+        while count.map_or(!stop.load(Ordering::Relaxed), |c| n < c) {
+            let t = monotonic_ns();
+            let tag = self
+                .client
+                .write(self.local.at(0), dst.at(dst_off), 64, None)?;
+            let ev = self
+                .client
+                .wait_completion(tag, Some(Duration::from_secs(10)))?;
+            if let Event::Completion(c) = &ev
+                && c.status != Status::Ok
+            {
+                bail!("victim write failed: {:?}", c.status);
+            }
+            h.record(monotonic_ns() - t)?;
+            n += 1;
+        }
+        let secs = (monotonic_ns() - start) as f64 / 1e9;
+        Ok(latency(&h, secs))
+    }
+}
+
+fn latency(h: &Histogram<u64>, secs: f64) -> LatencyStats {
+    LatencyStats {
+        count: h.len(),
+        mean_ns: h.mean(),
+        p50_ns: h.value_at_quantile(0.5),
+        p99_ns: h.value_at_quantile(0.99),
+        max_ns: h.max(),
+        ops_per_s: if secs > 0.0 {
+            h.len() as f64 / secs
+        } else {
+            0.0
+        },
+    }
+}
+
+/// Counters of one daemon that a run reports as deltas.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    tx_data: u64,
+    retransmits: u64,
+    rtos: u64,
+    rx_data: u64,
+    tx_acks: u64,
+    tx_nacks: u64,
+    rx_ce: u64,
+    tx_packets: u64,
+}
+
+fn counters(c: &mut Client) -> Result<Counters> {
+    let v: serde_json::Value = serde_json::from_str(&c.stats()?)?;
+    let mut k = Counters::default();
+    for w in v["workers"].as_array().into_iter().flatten() {
+        let p = &w["pds"];
+        let n = |key: &str| p[key].as_u64().unwrap_or(0);
+        k.tx_data += n("tx_data");
+        k.retransmits += n("tx_retransmits");
+        k.rtos += n("rtos");
+        k.rx_data += n("rx_data");
+        k.tx_acks += n("tx_acks");
+        k.rx_ce += n("rx_ce");
+        k.tx_nacks += p["tx_nacks"]
+            .as_object()
+            .map_or(0, |m| m.values().filter_map(serde_json::Value::as_u64).sum());
+        k.tx_packets += w["io"]["tx_packets"].as_u64().unwrap_or(0);
+    }
+    Ok(k)
+}
+
+impl Counters {
+    fn since(self, b: Self) -> Self {
+        Self {
+            tx_data: self.tx_data.saturating_sub(b.tx_data),
+            retransmits: self.retransmits.saturating_sub(b.retransmits),
+            rtos: self.rtos.saturating_sub(b.rtos),
+            rx_data: self.rx_data.saturating_sub(b.rx_data),
+            tx_acks: self.tx_acks.saturating_sub(b.tx_acks),
+            tx_nacks: self.tx_nacks.saturating_sub(b.tx_nacks),
+            rx_ce: self.rx_ce.saturating_sub(b.rx_ce),
+            tx_packets: self.tx_packets.saturating_sub(b.tx_packets),
+        }
+    }
+}
+
+/// The first congestion context toward `dst` in a daemon's counters.
+fn ccc_of(stats: &str, dst: &str) -> Option<(u64, i64, u64, Option<i64>)> {
+    let v: serde_json::Value = serde_json::from_str(stats).ok()?;
+    v["workers"]
+        .as_array()?
+        .iter()
+        .flat_map(|w| w["ccc"].as_array().into_iter().flatten())
+        .find(|c| c["dst"] == dst)
+        .map(|c| {
+            (
+                c["cwnd"].as_u64().unwrap_or(0),
+                c["inflight"].as_i64().unwrap_or(0),
+                c["backlog"].as_u64().unwrap_or(0),
+                c["credit"].as_i64(),
+            )
+        })
+}
+
+/// Raw samples of the sampler thread.
+#[derive(Debug, Default)]
+struct Samples {
+    queue: Vec<Sample>,
+    cc: Vec<(u64, (u64, i64, u64, Option<i64>))>,
+}
+
+/// Samples the bottleneck and `traced`'s congestion context every
+/// millisecond until `stop`.
+fn sample_loop(
+    sampler: &Sampler,
+    mut traced: Option<(&mut Client, String)>,
+    stop: &AtomicBool,
+) -> Result<Samples> {
+    let mut s = Samples::default();
+    let period = 500_000u64;
+    let mut next = monotonic_ns();
+    while !stop.load(Ordering::Relaxed) {
+        s.queue.push(sampler.sample()?);
+        if let Some((c, dst)) = traced.as_mut()
+            && let Some(ccc) = ccc_of(&c.stats()?, dst)
+        {
+            s.cc.push((monotonic_ns(), ccc));
+        }
+        next += period;
+        let now = monotonic_ns();
+        if next > now {
+            // Pacing the sampler, not waiting for an event.
+            std::thread::park_timeout(Duration::from_nanos(next - now));
+        } else {
+            next = now;
+        }
+    }
+    s.queue.push(sampler.sample()?);
+    Ok(s)
+}
+
+fn queue_samples(raw: &[Sample], t0: u64) -> Vec<QueueSample> {
+    let Some(first) = raw.iter().find(|s| s.qdisc.t_ns >= t0).or(raw.first()) else {
+        return Vec::new();
+    };
+    let (d0, b0, m0) = (first.qdisc.drops, first.qdisc.bytes, first.ecn.marked);
+    raw.iter()
+        .map(|s| QueueSample {
+            t_ns: s.qdisc.t_ns as i64 - t0 as i64,
+            backlog_bytes: u64::from(s.qdisc.backlog),
+            backlog_packets: u64::from(s.qdisc.qlen),
+            drops: u64::from(s.qdisc.drops.saturating_sub(d0)),
+            sent_bytes: s.qdisc.bytes.saturating_sub(b0),
+            vq_bytes: s.ecn.vq_backlog,
+            ce_marks: s.ecn.marked.saturating_sub(m0),
+        })
+        .collect()
+}
+
+/// Replaces the bottleneck's TBF (rate, buffer) in the switch.
+fn set_tbf(lab: &Lab, rate: u64, limit: u64) -> Result<()> {
+    let burst = (2 * u64::from(lab.state.config.mtu + 14)).max(rate / 8 / 50_000);
+    run_cmd(lab.switch().command("tc").args([
+        "qdisc",
+        "replace",
+        "dev",
+        "p0",
+        "root",
+        "handle",
+        "1:",
+        "tbf",
+        "rate",
+        &format!("{rate}bit"),
+        "burst",
+        &burst.to_string(),
+        "limit",
+        &limit.to_string(),
+    ]))
+    .context("changing the TBF bottleneck")?;
+    Ok(())
+}
+
+impl Lab {
+    /// Restarts every serving daemon with congestion control `cc` and
+    /// base RTT `base_rtt_us`.
+    fn restart_daemons(&mut self, cc: &str, base_rtt_us: u64) -> Result<()> {
+        self.state.config.cc = cc.to_owned();
+        self.state.config.base_rtt_us = Some(base_rtt_us.max(1));
+        for i in 0..self.state.hosts.len() {
+            if self.daemons[i].is_some() {
+                self.stop_daemon(i)?;
+                self.start_daemon(i)?;
+            }
+        }
+        self.state.save()
+    }
+}
+
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A small xorshift for the start jitter (seeded per run: reproducible
+/// offsets).
+fn jitter_ns(seed: u64, sender: usize, max: u64) -> u64 {
+    if max == 0 {
+        return 0;
+    }
+    let mut z = seed ^ (sender as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) % (max + 1)
+}
+
+/// A lab built for incasts, calibrated.
+#[derive(Debug)]
+pub struct IncastLab {
+    lab: Lab,
+    opts: IncastOpts,
+    /// What every run shares.
+    pub setup: Setup,
+    /// What the calibration measured.
+    pub calibration: Calibration,
+    victim_host: Option<usize>,
+    max_size: u64,
+}
+
+impl IncastLab {
+    /// Builds the lab (max N senders, a receiver, a victim if asked) and
+    /// calibrates: T0, each sender's solo rate, the buffer and ECN
+    /// thresholds from the measured BDP, the victim alone.
+    pub fn up(opts: IncastOpts) -> Result<Self> {
+        opts.check()?;
+        let load_before = load_average();
+        let max_n = *opts.senders.iter().max().expect("checked");
+        let max_size = *opts.sizes.iter().max().expect("checked");
+        let victim_host = opts.victim.then_some(max_n + 1);
+        let hosts = max_n + 1 + usize::from(opts.victim);
+        let r = opts.bottleneck;
+        let lab = Lab::up(LabConfig {
+            hosts,
+            bottleneck: Some(r),
+            buffer: Some(opts.buffer.unwrap_or(r / 8 / 1000).max(64 << 10)),
+            ecn: None,
+            mtu: opts.mtu,
+            backend: opts.backend,
+            cc: "none".into(),
+            link_rate: Some(r),
+            // Room for every flow, then the victim's slot; and for the
+            // calibration's solo writes.
+            region_bytes: ((max_n as u64 + 1) * max_size.next_multiple_of(4096)).max(SOLO_BYTES),
+            ..LabConfig::default()
+        })?;
+        let payload = u64::from(opts.mtu) + 14 - HEADER_BYTES;
+        let setup = Setup {
+            bottleneck_bps: r,
+            buffer_bytes: 0,
+            ecn: None,
+            jitter_ns: u64::try_from(opts.jitter.as_nanos())?,
+            victim: opts.victim,
+            seeds: opts.seeds,
+            mtu: opts.mtu,
+            backend: match opts.backend {
+                Backend::Xdp => "xdp",
+                Backend::Udp => "udp",
+            }
+            .into(),
+            chunk: opts.chunk_for(max_size),
+            payload_per_packet: payload,
+            header_bytes_per_packet: HEADER_BYTES,
+            cpus: std::thread::available_parallelism().map_or(1, usize::from),
+            load_before,
+        };
+        let mut me = Self {
+            lab,
+            opts,
+            setup,
+            calibration: Calibration {
+                t0: LatencyStats::default(),
+                bdp_bytes: 0,
+                solo_bps: Vec::new(),
+                single_flow_bps: 0.0,
+                single_flow_ratio: 0.0,
+                victim_isolated: None,
+            },
+            victim_host,
+            max_size,
+        };
+        me.calibrate()?;
+        Ok(me)
+    }
+
+    /// The lab underneath.
+    pub fn lab(&mut self) -> &mut Lab {
+        &mut self.lab
+    }
+
+    fn calibrate(&mut self) -> Result<()> {
+        let r = self.opts.bottleneck;
+        let dst = self.lab.region(0)?;
+        let stop = AtomicBool::new(false);
+        // T0: one-packet writes through the bottleneck path, idle.
+        let mut w = Writer::new(&self.lab, 1, 1 << 20)?;
+        w.ping(&dst, 0, Some(50), &stop)?; // warm-up: PDC, neighbours
+        let t0 = w.ping(&dst, 0, Some(400), &stop)?;
+        let bdp = (r as f64 / 8.0 * t0.p50_ns as f64 / 1e9).round() as u64;
+        self.calibration.t0 = t0;
+        self.calibration.bdp_bytes = bdp;
+
+        // Each sender alone, no bottleneck (a 100 Gb/s TBF does not shape).
+        let max_n = *self.opts.senders.iter().max().expect("checked");
+        set_tbf(&self.lab, 100_000_000_000, 4 << 20)?;
+        let solo_bytes = SOLO_BYTES;
+        let mut solo = Vec::with_capacity(max_n);
+        for host in 1..=max_n {
+            let mut w = Writer::new(&self.lab, host, solo_bytes)?;
+            let (start, progress, err) =
+                w.flow(&dst, 0, solo_bytes, 1 << 20, self.opts.timeout)?;
+            if let Some(e) = err {
+                bail!("calibration: host {host} alone failed: {e}");
+            }
+            let end = progress.last().map_or(start, |p| p.0);
+            solo.push(solo_bytes as f64 * 8.0 / ((end - start) as f64 / 1e9));
+        }
+        self.calibration.solo_bps = solo;
+
+        // The buffer and the marking thresholds from the measured BDP.
+        let buffer = self
+            .opts
+            .buffer
+            .unwrap_or(5 * bdp)
+            .max(4 * u64::from(self.opts.mtu + 14));
+        let ecn = if self.opts.no_ecn {
+            None
+        } else {
+            Some(self.opts.ecn.unwrap_or((bdp / 5, bdp * 4 / 5)))
+        };
+        set_tbf(&self.lab, r, buffer)?;
+        self.lab.state.config.buffer = Some(buffer);
+        self.lab.state.config.ecn = ecn;
+        self.lab.ecn_maps()?.configure(&EcnSettings {
+            rate_bps: r,
+            thresholds: ecn,
+            limit: buffer,
+        })?;
+        self.setup.buffer_bytes = buffer;
+        self.setup.ecn = ecn;
+
+        if let Some(v) = self.victim_host {
+            let mut w = Writer::new(&self.lab, v, 4096)?;
+            let off = self.victim_offset();
+            w.ping(&dst, off, Some(50), &stop)?;
+            self.calibration.victim_isolated = Some(w.ping(&dst, off, Some(1000), &stop)?);
+        }
+        Ok(())
+    }
+
+    fn victim_offset(&self) -> u64 {
+        let max_n = *self.opts.senders.iter().max().expect("checked") as u64;
+        max_n * self.max_size.next_multiple_of(4096)
+    }
+
+    /// Every run of `cc`: the daemons restart with it (base RTT = T0), one
+    /// flow through the bottleneck is measured, then every (N, size, seed).
+    pub fn runs(&mut self, cc: &str) -> Result<Vec<Run>> {
+        let t0_us = self.calibration.t0.p50_ns.div_ceil(1000);
+        self.lab.restart_daemons(cc, t0_us)?;
+        let max_n = *self.opts.senders.iter().max().expect("checked");
+        let mut writers = (1..=max_n)
+            .map(|h| Writer::new(&self.lab, h, self.max_size))
+            .collect::<Result<Vec<_>>>()?;
+        let mut victim = self
+            .victim_host
+            .map(|v| Writer::new(&self.lab, v, 4096))
+            .transpose()?;
+        let mut receiver = self.lab.client(0, "incast-receiver")?;
+        let mut tracer = self.lab.client(1, "incast-tracer")?;
+        let sampler = self.lab.sampler()?;
+        let dst = self.lab.region(0)?;
+
+        // One flow through the bottleneck (cc-eval: ≥ 95 % of R).
+        {
+            let bytes = self.max_size.max(4 << 20).min(writers[0].region.len());
+            let (start, progress, err) = writers[0].flow(
+                &dst,
+                0,
+                bytes,
+                self.opts.chunk_for(bytes),
+                self.opts.timeout,
+            )?;
+            if err.is_none() {
+                let end = progress.last().map_or(start, |p| p.0);
+                let bps = bytes as f64 * 8.0 / ((end - start).max(1) as f64 / 1e9);
+                if bps > self.calibration.single_flow_bps {
+                    self.calibration.single_flow_bps = bps;
+                    self.calibration.single_flow_ratio = bps / self.opts.bottleneck as f64;
+                }
+            }
+        }
+
+        let mut runs = Vec::new();
+        for &n in &self.opts.senders.clone() {
+            for &size in &self.opts.sizes.clone() {
+                for seed in 0..self.opts.seeds as u64 {
+                    let run = self.one(
+                        cc,
+                        n,
+                        size,
+                        seed,
+                        &mut writers[..n],
+                        victim.as_mut(),
+                        &mut receiver,
+                        &mut tracer,
+                        &sampler,
+                        &dst,
+                    )?;
+                    runs.push(run);
+                }
+            }
+        }
+        Ok(runs)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn one(
+        &self,
+        cc: &str,
+        n: usize,
+        size: u64,
+        seed: u64,
+        writers: &mut [Writer],
+        victim: Option<&mut Writer>,
+        receiver: &mut Client,
+        tracer: &mut Client,
+        sampler: &Sampler,
+        dst: &RemoteRegion,
+    ) -> Result<Run> {
+        let chunk = self.opts.chunk_for(size);
+        let slot = self.max_size.next_multiple_of(4096);
+        let timeout = self.opts.timeout;
+        let jitter = self.setup.jitter_ns;
+        let before: Vec<Counters> = writers
+            .iter_mut()
+            .map(|w| counters(&mut w.client))
+            .collect::<Result<_>>()?;
+        let rx_before = counters(receiver)?;
+        let receiver_ip = self.lab.ip(0).to_string();
+        let victim_off = self.victim_offset();
+        let stop_sampling = AtomicBool::new(false);
+        let stop_victim = AtomicBool::new(false);
+        let barrier = Barrier::new(n + 1);
+        let t0_cell = Mutex::new(0u64);
+        let (flows, samples, victim_lat) = std::thread::scope(|s| -> Result<_> {
+            let sampling = s.spawn(|| {
+                sample_loop(sampler, Some((tracer, receiver_ip)), &stop_sampling)
+            });
+            let victim_t = victim.map(|v| s.spawn(|| v.ping(dst, victim_off, None, &stop_victim)));
+            let handles: Vec<_> = writers
+                .iter_mut()
+                .enumerate()
+                .map(|(i, w)| {
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        barrier.wait();
+                        let j = jitter_ns(seed, i, jitter);
+                        if j > 0 {
+                            // The run's start offset for this sender.
+                            std::thread::sleep(Duration::from_nanos(j));
+                        }
+                        w.flow(dst, i as u64 * slot, size, chunk, timeout)
+                    })
+                })
+                .collect();
+            // Let the sampler and the victim see the idle queue first.
+            std::thread::sleep(Duration::from_millis(5));
+            barrier.wait();
+            *t0_cell.lock().expect("not poisoned") = monotonic_ns();
+            let flows: Vec<_> = handles
+                .into_iter()
+                .map(|h| h.join().expect("writer thread panicked"))
+                .collect();
+            // A few samples of the drained queue after the last completion.
+            std::thread::sleep(Duration::from_millis(3));
+            stop_sampling.store(true, Ordering::Relaxed);
+            stop_victim.store(true, Ordering::Relaxed);
+            let samples = sampling.join().expect("sampler panicked")?;
+            let victim_lat = victim_t
+                .map(|h| h.join().expect("victim panicked"))
+                .transpose()?;
+            Ok((flows, samples, victim_lat))
+        })?;
+        let flows: Vec<_> = flows.into_iter().collect::<Result<_>>()?;
+        let barrier_t = *t0_cell.lock().expect("not poisoned");
+        // The common start: the barrier's release, or the first submit if
+        // a sender got there first.
+        let t0 = flows
+            .iter()
+            .map(|f| f.0)
+            .min()
+            .map_or(barrier_t, |f| f.min(barrier_t));
+        let mut out = Vec::with_capacity(n);
+        for (i, ((start, progress, error), w)) in flows.into_iter().zip(writers.iter_mut()).enumerate()
+        {
+            let d = counters(&mut w.client)?.since(before[i]);
+            let packets = size.div_ceil(self.setup.payload_per_packet);
+            out.push(Flow {
+                sender: w.host,
+                bytes: size,
+                wire_bytes: size + packets * self.setup.header_bytes_per_packet,
+                start_ns: start - t0,
+                end_ns: progress.last().map_or(start, |p| p.0) - t0,
+                progress: progress.iter().map(|&(t, b)| (t - t0, b)).collect(),
+                retransmits: d.retransmits,
+                rtos: d.rtos,
+                tx_data: d.tx_data,
+                error,
+            });
+        }
+        let rx = counters(receiver)?.since(rx_before);
+        let cc_trace = samples
+            .cc
+            .iter()
+            .map(|&(t, (cwnd, inflight, backlog, credit))| CcSample {
+                t_ns: t as i64 - t0 as i64,
+                cwnd,
+                inflight,
+                backlog,
+                credit,
+            })
+            .collect();
+        Ok(Run {
+            cc: cc.to_owned(),
+            senders: n,
+            size,
+            seed,
+            flows: out,
+            queue: queue_samples(&samples.queue, t0),
+            cc_trace_sender: 1,
+            cc_trace,
+            receiver: ReceiverCounters {
+                rx_data: rx.rx_data,
+                tx_acks: rx.tx_acks,
+                tx_nacks: rx.tx_nacks,
+                rx_ce: rx.rx_ce,
+                tx_packets: rx.tx_packets,
+            },
+            victim: victim_lat.map(|congested| VictimRun { congested }),
+            metrics: Default::default(),
+        })
+    }
+}
