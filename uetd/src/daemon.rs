@@ -557,6 +557,10 @@ fn software_pacer(pds: &mut PdsConfig, link_rate_bps: u64) {
     };
     let packet_ns = (r.mtu as u128 * 8 * 1_000_000_000 / u128::from(link_rate_bps.max(1))) as u64;
     r.slice = r.slice.max(WireDuration::from_nanos(packet_ns));
-    let slices = PACER_CATCH_UP.as_nanos().div_ceil(r.slice.as_nanos().max(1));
-    r.max_burst_slices = r.max_burst_slices.max(u32::try_from(slices).unwrap_or(u32::MAX));
+    let slices = PACER_CATCH_UP
+        .as_nanos()
+        .div_ceil(r.slice.as_nanos().max(1));
+    r.max_burst_slices = r
+        .max_burst_slices
+        .max(u32::try_from(slices).unwrap_or(u32::MAX));
 }

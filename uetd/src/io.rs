@@ -67,6 +67,16 @@ pub trait PacketIo {
     /// timeout). Returns early on EINTR.
     fn wait(&mut self, timeout: Option<Duration>, wake: BorrowedFd<'_>) -> io::Result<()>;
 
+    /// Whether frames to `dst` can leave now (the AF_XDP backend: its
+    /// next-hop MAC is known; if not, resolution is requested). The worker
+    /// holds new operations to a `dst` that is not ready, as the kernel
+    /// holds packets while ARP resolves, rather than lose their first
+    /// window. Default: always.
+    fn ready_for(&mut self, dst: IpAddr) -> bool {
+        let _ = dst;
+        true
+    }
+
     /// The largest UET datagram (PDS prologue to the end of the payload)
     /// this backend can carry: MTU and frame size minus its headers.
     fn max_uet_len(&self) -> usize;
@@ -84,4 +94,10 @@ pub trait NextHop: Send + Sync {
     /// Asks for resolution of `dst` (non-blocking; a later `lookup` sees
     /// the answer).
     fn request(&self, dst: IpAddr);
+    /// Learns `dst`'s MAC from a frame it sent us (gleaning, as the
+    /// kernel's ARP does: the frame's source MAC is the hop replies go
+    /// back through), unless `dst` is known already. Default: ignored.
+    fn learn(&self, dst: IpAddr, mac: EthernetAddress) {
+        let _ = (dst, mac);
+    }
 }

@@ -123,6 +123,15 @@ impl NextHop for Neighbours {
             w.unpark();
         }
     }
+
+    fn learn(&self, dst: IpAddr, mac: EthernetAddress) {
+        // Not handed to the resolver: the kernel never saw the frame (AF_XDP
+        // took it), so its table may lack the entry and the resolver would
+        // drop ours until ARP answered.
+        if self.lookup(dst).is_none() {
+            self.set(dst, Some(mac));
+        }
+    }
 }
 
 fn resolver(nl: &Netlink, me: &std::sync::Weak<Neighbours>, refresh: Duration) {

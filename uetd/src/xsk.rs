@@ -731,6 +731,11 @@ impl PacketIo for XdpIo {
                     self.set.free.push(f);
                     continue;
                 };
+                if self.next_hop.lookup(meta.src).is_none()
+                    && let Some(mac) = data.get(6..12).and_then(EthernetAddress::from_bytes)
+                {
+                    self.next_hop.learn(meta.src, mac);
+                }
                 let owner = self.hub.owner_of(meta.src);
                 if owner == self.worker {
                     self.stats.rx_packets += 1;
@@ -880,6 +885,14 @@ impl PacketIo for XdpIo {
 
     fn max_uet_len(&self) -> usize {
         self.max_uet
+    }
+
+    fn ready_for(&mut self, dst: IpAddr) -> bool {
+        if self.next_hop.lookup(dst).is_some() {
+            return true;
+        }
+        self.next_hop.request(dst);
+        false
     }
 
     fn stats(&self) -> IoStats {

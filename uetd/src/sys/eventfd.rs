@@ -1,8 +1,8 @@
 //! An eventfd: how other threads wake a sleeping worker.
 
 use std::io;
-use std::time::Duration;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::time::Duration;
 
 /// A non-blocking eventfd.
 #[derive(Debug)]

@@ -21,8 +21,7 @@ use hdrhistogram::Histogram;
 use uet_api::{Client, Event, LocalHandle, Region, RemoteRegion, Status};
 
 use super::model::{
-    Calibration, CcSample, Flow, LatencyStats, QueueSample, ReceiverCounters, Run, Setup,
-    VictimRun,
+    Calibration, CcSample, Flow, LatencyStats, QueueSample, ReceiverCounters, Run, Setup, VictimRun,
 };
 use crate::config::Backend;
 use crate::lab::{EcnSettings, Lab, LabConfig, Sample, Sampler};
@@ -280,9 +279,9 @@ fn counters(c: &mut Client) -> Result<Counters> {
         k.rx_data += n("rx_data");
         k.tx_acks += n("tx_acks");
         k.rx_ce += n("rx_ce");
-        k.tx_nacks += p["tx_nacks"]
-            .as_object()
-            .map_or(0, |m| m.values().filter_map(serde_json::Value::as_u64).sum());
+        k.tx_nacks += p["tx_nacks"].as_object().map_or(0, |m| {
+            m.values().filter_map(serde_json::Value::as_u64).sum()
+        });
         k.tx_packets += w["io"]["tx_packets"].as_u64().unwrap_or(0);
     }
     Ok(k)
@@ -536,8 +535,7 @@ impl IncastLab {
         let mut solo = Vec::with_capacity(max_n);
         for host in 1..=max_n {
             let mut w = Writer::new(&self.lab, host, solo_bytes)?;
-            let (start, progress, err) =
-                w.flow(&dst, 0, solo_bytes, 1 << 20, self.opts.timeout)?;
+            let (start, progress, err) = w.flow(&dst, 0, solo_bytes, 1 << 20, self.opts.timeout)?;
             if let Some(e) = err {
                 bail!("calibration: host {host} alone failed: {e}");
             }
@@ -673,9 +671,8 @@ impl IncastLab {
         let barrier = Barrier::new(n + 1);
         let t0_cell = Mutex::new(0u64);
         let (flows, samples, victim_lat) = std::thread::scope(|s| -> Result<_> {
-            let sampling = s.spawn(|| {
-                sample_loop(sampler, Some((tracer, receiver_ip)), &stop_sampling)
-            });
+            let sampling =
+                s.spawn(|| sample_loop(sampler, Some((tracer, receiver_ip)), &stop_sampling));
             let victim_t = victim.map(|v| s.spawn(|| v.ping(dst, victim_off, None, &stop_victim)));
             let handles: Vec<_> = writers
                 .iter_mut()
@@ -721,7 +718,8 @@ impl IncastLab {
             .min()
             .map_or(barrier_t, |f| f.min(barrier_t));
         let mut out = Vec::with_capacity(n);
-        for (i, ((start, progress, error), w)) in flows.into_iter().zip(writers.iter_mut()).enumerate()
+        for (i, ((start, progress, error), w)) in
+            flows.into_iter().zip(writers.iter_mut()).enumerate()
         {
             let d = counters(&mut w.client)?.since(before[i]);
             let packets = size.div_ceil(self.setup.payload_per_packet);
