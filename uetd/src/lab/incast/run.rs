@@ -127,6 +127,17 @@ const HEADER_BYTES: u64 = 14 + 20 + 8 + 16 + 44;
 /// Bytes each sender writes alone in the calibration.
 const SOLO_BYTES: u64 = 16 << 20;
 
+/// What one flow did (CLOCK_MONOTONIC ns).
+#[derive(Debug)]
+struct Outcome {
+    /// First submit.
+    start: u64,
+    /// (completion time, cumulative bytes) per completed operation.
+    progress: Vec<(u64, u64)>,
+    /// The first failed operation's status.
+    error: Option<String>,
+}
+
 /// A host writing through its daemon: a client and a registered local
 /// region holding its test pattern.
 struct Writer {
@@ -161,7 +172,7 @@ impl Writer {
     }
 
     /// Writes `bytes` at `dst` as operations of `chunk` bytes, all submitted
-    /// at once; returns (first submit, progress points, error).
+    /// at once.
     fn flow(
         &mut self,
         dst: &RemoteRegion,
@@ -169,7 +180,7 @@ impl Writer {
         bytes: u64,
         chunk: u64,
         timeout: Duration,
-    ) -> Result<(u64, Vec<(u64, u64)>, Option<String>)> {
+    ) -> Result<Outcome> {
         ensure!(bytes <= self.region.len(), "flow larger than the region");
         let start = monotonic_ns();
         let mut lens = std::collections::HashMap::new();
@@ -203,7 +214,15 @@ impl Writer {
                 }
             }
         }
-        Ok((start, progress, error))
+        Ok(Outcome {
+            start,
+            progress,
+            error,
+        })
+    }
+
+    fn end(o: &Outcome) -> u64 {
+        o.progress.last().map_or(o.start, |p| p.0)
     }
 
     /// One-packet writes one after another for `until` (or `count`
@@ -218,7 +237,7 @@ impl Writer {
         let mut h = Histogram::<u64>::new(3)?;
         let start = monotonic_ns();
         let mut n = 0u64;
-        while count.map_or(!stop.load(Ordering::Relaxed), |c| n < c) {
+        while count.map_or_else(|| !stop.load(Ordering::Relaxed), |c| n < c) {
             let t = monotonic_ns();
             let tag = self
                 .client
@@ -302,21 +321,21 @@ impl Counters {
     }
 }
 
-/// The first congestion context toward `dst` in a daemon's counters.
-fn ccc_of(stats: &str, dst: &str) -> Option<(u64, i64, u64, Option<i64>)> {
+/// The first congestion context toward `dst` in a daemon's counters, at
+/// `t_ns`.
+fn ccc_of(stats: &str, dst: &str, t_ns: i64) -> Option<CcSample> {
     let v: serde_json::Value = serde_json::from_str(stats).ok()?;
     v["workers"]
         .as_array()?
         .iter()
         .flat_map(|w| w["ccc"].as_array().into_iter().flatten())
         .find(|c| c["dst"] == dst)
-        .map(|c| {
-            (
-                c["cwnd"].as_u64().unwrap_or(0),
-                c["inflight"].as_i64().unwrap_or(0),
-                c["backlog"].as_u64().unwrap_or(0),
-                c["credit"].as_i64(),
-            )
+        .map(|c| CcSample {
+            t_ns,
+            cwnd: c["cwnd"].as_u64().unwrap_or(0),
+            inflight: c["inflight"].as_i64().unwrap_or(0),
+            backlog: c["backlog"].as_u64().unwrap_or(0),
+            credit: c["credit"].as_i64(),
         })
 }
 
@@ -324,7 +343,8 @@ fn ccc_of(stats: &str, dst: &str) -> Option<(u64, i64, u64, Option<i64>)> {
 #[derive(Debug, Default)]
 struct Samples {
     queue: Vec<Sample>,
-    cc: Vec<(u64, (u64, i64, u64, Option<i64>))>,
+    /// Absolute CLOCK_MONOTONIC times in `t_ns`.
+    cc: Vec<CcSample>,
 }
 
 /// Samples the bottleneck and `traced`'s congestion context every
@@ -340,9 +360,9 @@ fn sample_loop(
     while !stop.load(Ordering::Relaxed) {
         s.queue.push(sampler.sample()?);
         if let Some((c, dst)) = traced.as_mut()
-            && let Some(ccc) = ccc_of(&c.stats()?, dst)
+            && let Some(ccc) = ccc_of(&c.stats()?, dst, monotonic_ns() as i64)
         {
-            s.cc.push((monotonic_ns(), ccc));
+            s.cc.push(ccc);
         }
         next += period;
         let now = monotonic_ns();
@@ -358,7 +378,11 @@ fn sample_loop(
 }
 
 fn queue_samples(raw: &[Sample], t0: u64) -> Vec<QueueSample> {
-    let Some(first) = raw.iter().find(|s| s.qdisc.t_ns >= t0).or(raw.first()) else {
+    let Some(first) = raw
+        .iter()
+        .find(|s| s.qdisc.t_ns >= t0)
+        .or_else(|| raw.first())
+    else {
         return Vec::new();
     };
     let (d0, b0, m0) = (first.qdisc.drops, first.qdisc.bytes, first.ecn.marked);
@@ -535,12 +559,12 @@ impl IncastLab {
         let mut solo = Vec::with_capacity(max_n);
         for host in 1..=max_n {
             let mut w = Writer::new(&self.lab, host, solo_bytes)?;
-            let (start, progress, err) = w.flow(&dst, 0, solo_bytes, 1 << 20, self.opts.timeout)?;
-            if let Some(e) = err {
+            let o = w.flow(&dst, 0, solo_bytes, 1 << 20, self.opts.timeout)?;
+            if let Some(e) = o.error {
                 bail!("calibration: host {host} alone failed: {e}");
             }
-            let end = progress.last().map_or(start, |p| p.0);
-            solo.push(solo_bytes as f64 * 8.0 / ((end - start) as f64 / 1e9));
+            let secs = (Writer::end(&o) - o.start).max(1) as f64 / 1e9;
+            solo.push(solo_bytes as f64 * 8.0 / secs);
         }
         self.calibration.solo_bps = solo;
 
@@ -601,16 +625,16 @@ impl IncastLab {
         // One flow through the bottleneck (cc-eval: ≥ 95 % of R).
         {
             let bytes = self.max_size.max(4 << 20).min(writers[0].region.len());
-            let (start, progress, err) = writers[0].flow(
+            let o = writers[0].flow(
                 &dst,
                 0,
                 bytes,
                 self.opts.chunk_for(bytes),
                 self.opts.timeout,
             )?;
-            if err.is_none() {
-                let end = progress.last().map_or(start, |p| p.0);
-                let bps = bytes as f64 * 8.0 / ((end - start).max(1) as f64 / 1e9);
+            if o.error.is_none() {
+                let secs = (Writer::end(&o) - o.start).max(1) as f64 / 1e9;
+                let bps = bytes as f64 * 8.0 / secs;
                 if bps > self.calibration.single_flow_bps {
                     self.calibration.single_flow_bps = bps;
                     self.calibration.single_flow_ratio = bps / self.opts.bottleneck as f64;
@@ -714,38 +738,33 @@ impl IncastLab {
         // a sender got there first.
         let t0 = flows
             .iter()
-            .map(|f| f.0)
+            .map(|f| f.start)
             .min()
             .map_or(barrier_t, |f| f.min(barrier_t));
         let mut out = Vec::with_capacity(n);
-        for (i, ((start, progress, error), w)) in
-            flows.into_iter().zip(writers.iter_mut()).enumerate()
-        {
+        for (i, (o, w)) in flows.into_iter().zip(writers.iter_mut()).enumerate() {
             let d = counters(&mut w.client)?.since(before[i]);
             let packets = size.div_ceil(self.setup.payload_per_packet);
             out.push(Flow {
                 sender: w.host,
                 bytes: size,
                 wire_bytes: size + packets * self.setup.header_bytes_per_packet,
-                start_ns: start - t0,
-                end_ns: progress.last().map_or(start, |p| p.0) - t0,
-                progress: progress.iter().map(|&(t, b)| (t - t0, b)).collect(),
+                start_ns: o.start - t0,
+                end_ns: Writer::end(&o) - t0,
+                progress: o.progress.iter().map(|&(t, b)| (t - t0, b)).collect(),
                 retransmits: d.retransmits,
                 rtos: d.rtos,
                 tx_data: d.tx_data,
-                error,
+                error: o.error,
             });
         }
         let rx = counters(receiver)?.since(rx_before);
         let cc_trace = samples
             .cc
             .iter()
-            .map(|&(t, (cwnd, inflight, backlog, credit))| CcSample {
-                t_ns: t as i64 - t0 as i64,
-                cwnd,
-                inflight,
-                backlog,
-                credit,
+            .map(|c| CcSample {
+                t_ns: c.t_ns - t0 as i64,
+                ..*c
             })
             .collect();
         Ok(Run {
