@@ -1,0 +1,88 @@
+//! `uet lab incast`, reduced (issue 7's CI check): a real veth lab, four
+//! senders × 1 MiB into one receiver through a 1 Gb/s TBF with a 5 × BDP
+//! buffer, every congestion-control mode, one seed. Bounds are the looser
+//! ones a loaded two-core CI machine allows; the full sweep and its targets
+//! live in BENCHMARKS.md (`uet lab incast --sweep`).
+
+use uetd::lab::incast::model::Run;
+use uetd::lab::incast::{self, CC_MODES, IncastOpts};
+
+fn run_of<'a>(runs: &'a [Run], cc: &str) -> &'a Run {
+    runs.iter()
+        .find(|r| r.cc == cc)
+        .unwrap_or_else(|| panic!("no {cc} run"))
+}
+
+#[test]
+fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_its_report() {
+    let out = std::env::temp_dir().join(format!("uet-incast-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let opts = IncastOpts {
+        senders: vec![4],
+        sizes: vec![1 << 20],
+        ccs: CC_MODES.iter().map(|s| (*s).to_owned()).collect(),
+        seeds: 1,
+        ..IncastOpts::default()
+    };
+    let (report, files) = incast::run(opts, &out, "tests/incast.rs", |_| {}).unwrap();
+    let summary = serde_json::to_string_pretty(
+        &report
+            .runs
+            .iter()
+            .map(|r| (&r.cc, &r.metrics))
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+
+    // The calibration found an incast: every sender alone is faster than
+    // the bottleneck.
+    let r = report.setup.bottleneck_bps as f64;
+    for (i, bps) in report.calibration.solo_bps.iter().enumerate() {
+        assert!(*bps > r, "sender {} alone: {bps} b/s ≤ R", i + 1);
+    }
+    assert_eq!(report.runs.len(), CC_MODES.len());
+    for run in &report.runs {
+        assert_eq!(run.flows.len(), 4);
+        assert_eq!(run.metrics.failed_flows, 0, "{}: {summary}", run.cc);
+        for f in &run.flows {
+            assert_eq!(f.progress.last().map(|p| p.1), Some(1 << 20), "{}", run.cc);
+        }
+        assert!(
+            run.queue.len() as f64 >= run.metrics.ict_ns as f64 / 1e6,
+            "{}: {} queue samples over {} ns — fewer than 1 kHz",
+            run.cc,
+            run.queue.len(),
+            run.metrics.ict_ns
+        );
+        assert!(run.metrics.ict_over_ideal >= 0.9, "{}: {summary}", run.cc);
+    }
+
+    let none = &run_of(&report.runs, "none").metrics;
+    let rccc = &run_of(&report.runs, "rccc").metrics;
+    let nscc = &run_of(&report.runs, "nscc").metrics;
+    assert_eq!(rccc.rtos, 0, "RCCC needs no timeout: {summary}");
+    assert!(
+        rccc.drops <= none.drops,
+        "RCCC drops no more than no control: {summary}"
+    );
+    assert!(rccc.jain >= 0.95, "RCCC is fair: {summary}");
+    assert!(nscc.jain >= 0.95, "NSCC is fair: {summary}");
+
+    for name in ["results.json", "results.csv", "report.md", "compare.png", "compare.svg"] {
+        let p = out.join(name);
+        assert!(files.contains(&p), "{name} not reported: {files:?}");
+        assert!(std::fs::metadata(&p).unwrap().len() > 100, "{name} is empty");
+    }
+    for cc in CC_MODES {
+        let stem = format!("incast-{}", cc.replace('+', "-"));
+        for ext in ["png", "svg"] {
+            let p = out.join(format!("{stem}.{ext}"));
+            assert!(p.exists(), "no {}", p.display());
+        }
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for cc in CC_MODES {
+        assert!(md.contains(cc), "report.md does not mention {cc}");
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+}
