@@ -86,6 +86,13 @@ pub struct AckEvent {
     pub acked_bytes: u64,
     /// Packets newly acknowledged.
     pub acked_pkts: u32,
+    /// Of `acked_bytes`, the bytes of packets that were waiting for
+    /// retransmission (declared lost by a NACK, RTO or SACK inference, not
+    /// yet resent). They left `inflight` when they were declared lost, so
+    /// the ACK takes them out of the retransmit backlog instead.
+    pub rtx_cancelled_bytes: u64,
+    /// Of `acked_pkts`, the packets counted in `rtx_cancelled_bytes`.
+    pub rtx_cancelled_pkts: u32,
     /// Newly received bytes reported by the destination (NSCC `rcvd_bytes`
     /// difference × 256), when the ACK carried NSCC state.
     pub newly_rcvd_bytes: Option<u64>,
@@ -171,9 +178,18 @@ pub struct Ccc {
     backlog: u64,
     /// Bytes waiting for retransmission.
     rtx_backlog: u64,
-    /// Bytes in flight (signed, as NSCC's `inflight`: reordering may make it
-    /// dip below zero transiently).
+    /// Bytes in flight. Invariant: the sum of the nominal sizes of the
+    /// packets currently outstanding, each counted at most once — added by
+    /// `on_send` when (re)transmitted, removed exactly once: when declared
+    /// lost (`on_nack`, `on_inferred_loss`: the bytes move to `rtx_backlog`),
+    /// or when acknowledged while outstanding (`on_ack`), or when their PDC
+    /// is abandoned. A packet acknowledged while waiting for retransmission
+    /// leaves `rtx_backlog`, not `inflight` (`AckEvent::rtx_cancelled_bytes`).
+    /// The caller's ledger decides which applies (`uet-pds` `CcShare`), so
+    /// this never goes below zero. Signed only to match NSCC's own
+    /// `inflight`, which follows the receiver's `rcvd_bytes` and may dip.
     inflight: i64,
+    /// Packets counted in `inflight`.
     inflight_pkts: u32,
     ev: EvSelector,
     nscc: Option<Nscc>,
@@ -265,6 +281,11 @@ impl Ccc {
         self.backlog
     }
 
+    /// Bytes waiting for retransmission (declared lost, not yet resent).
+    pub fn rtx_backlog(&self) -> u64 {
+        self.rtx_backlog
+    }
+
     /// The congestion window in bytes.
     pub fn cwnd(&self) -> u64 {
         match (&self.config.algorithm, &self.nscc) {
@@ -337,6 +358,10 @@ impl Ccc {
     /// resent, so their bytes leave `inflight` (and the retransmit backlog)
     /// without a congestion signal — otherwise the CCC, shared with other
     /// PDCs to the destination, would stay blocked forever.
+    ///
+    /// `inflight_bytes` / `inflight_pkts` are the PDC's packets still counted
+    /// in `inflight`, `rtx_bytes` those waiting for retransmission; NSCC's
+    /// window, RCCC's demand and PFT's used bytes give them back too.
     pub fn abandon(
         &mut self,
         now: Instant,
@@ -344,9 +369,18 @@ impl Ccc {
         inflight_pkts: u32,
         rtx_bytes: u64,
     ) {
-        self.inflight = self.inflight.saturating_sub(inflight_bytes as i64).max(0);
+        self.inflight = self.inflight.saturating_sub(inflight_bytes as i64);
         self.inflight_pkts = self.inflight_pkts.saturating_sub(inflight_pkts);
         self.rtx_backlog = self.rtx_backlog.saturating_sub(rtx_bytes);
+        if let Some(n) = &mut self.nscc {
+            n.on_abandon(inflight_bytes);
+        }
+        if let Some(r) = &mut self.rccc {
+            r.withdraw(now, 0, rtx_bytes);
+        }
+        if let Some(p) = &mut self.pft {
+            p.on_loss(now, inflight_bytes);
+        }
         self.update_state(now);
     }
 
@@ -404,9 +438,20 @@ impl Ccc {
             EvFeedback::Good
         };
         self.ev.process_ev_at(now, ack.ev, feedback);
-        self.inflight = self.inflight.saturating_sub(ack.acked_bytes as i64);
-        self.inflight_pkts = self.inflight_pkts.saturating_sub(ack.acked_pkts);
+        // Outstanding packets leave inflight; those waiting for
+        // retransmission left it when declared lost and now leave the
+        // retransmit backlog: each packet is removed exactly once.
+        let cancelled = ack.rtx_cancelled_bytes.min(ack.acked_bytes);
+        let outstanding = ack.acked_bytes - cancelled;
+        self.inflight = self.inflight.saturating_sub(outstanding as i64);
+        self.inflight_pkts = self
+            .inflight_pkts
+            .saturating_sub(ack.acked_pkts.saturating_sub(ack.rtx_cancelled_pkts));
+        self.rtx_backlog = self.rtx_backlog.saturating_sub(cancelled);
         if let Some(n) = &mut self.nscc {
+            if cancelled > 0 {
+                n.on_rtx_cancelled(cancelled);
+            }
             let before = n.cwnd();
             n.on_ack(
                 now,
@@ -429,13 +474,17 @@ impl Ccc {
             }
         }
         if let Some(r) = &mut self.rccc {
+            if cancelled > 0 {
+                r.withdraw(now, 0, cancelled);
+            }
             r.on_ack(now);
             if let Some(c) = ack.credit {
                 r.on_credit_update(now, c);
             }
         }
         if let Some(p) = &mut self.pft {
-            p.on_ack(now, ack.acked_bytes);
+            // PFT's used bytes follow the same rule as `inflight`.
+            p.on_ack(now, outstanding);
         }
         self.update_state(now);
     }
@@ -557,6 +606,8 @@ mod tests {
         AckEvent {
             acked_bytes: bytes,
             acked_pkts: 1,
+            rtx_cancelled_bytes: 0,
+            rtx_cancelled_pkts: 0,
             newly_rcvd_bytes: None,
             ev: EntropyValue::from_masked(1),
             ecn_marked: false,
@@ -720,5 +771,266 @@ mod pft_tests {
             blocked_at.is_some(),
             "PFT never throttled an unacknowledged sender"
         );
+    }
+}
+
+/// The accounting contract of `inflight`, packet by packet: a model of the
+/// caller's ledger (outstanding, marked for retransmission, acknowledged)
+/// drives the hooks the way the PDS does, through RTOs, NACKs, SACK-inferred
+/// losses, retransmissions, late ACKs of originals and of retransmissions,
+/// and duplicate ACKs.
+#[cfg(test)]
+mod accounting_tests {
+    use super::*;
+    use proptest::prelude::*;
+    use uet_wire::rand::Xoshiro256;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Pkt {
+        Outstanding,
+        Marked,
+        Acked,
+    }
+
+    #[derive(Debug, Clone, Copy)]
+    enum Op {
+        Send,
+        /// RTO or SACK inference on packet i (mod the packets sent).
+        Loss(usize),
+        Nack(usize),
+        /// Sends the first marked packet again.
+        Retransmit,
+        /// An ACK (cumulative or selective, original or retransmission)
+        /// reaches packet i; a duplicate if it was acknowledged already.
+        Ack(usize),
+        /// A PDC holding the packets from i on fails.
+        Abandon(usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => Just(Op::Send),
+            2 => any::<usize>().prop_map(Op::Loss),
+            1 => any::<usize>().prop_map(Op::Nack),
+            2 => Just(Op::Retransmit),
+            4 => any::<usize>().prop_map(Op::Ack),
+            1 => any::<usize>().prop_map(Op::Abandon),
+        ]
+    }
+
+    fn algorithm() -> impl Strategy<Value = (Algorithm, bool)> {
+        let nscc = NsccConfig::new(
+            100_000_000_000,
+            100_000_000_000,
+            Duration::from_micros(6),
+            1000,
+            true,
+        );
+        prop_oneof![
+            (1u64..40).prop_map(|w| Algorithm::Fixed { window: w * 1000 }),
+            Just(Algorithm::Nscc(nscc.clone())),
+            Just(Algorithm::Rccc(RcccConfig::default())),
+            Just(Algorithm::NsccRccc(nscc, RcccConfig::default())),
+        ]
+        .prop_flat_map(|a| (Just(a), any::<bool>()))
+    }
+
+    fn ack_of(bytes: u64, cancelled: bool, newly: Option<u64>) -> AckEvent {
+        AckEvent {
+            acked_bytes: bytes,
+            acked_pkts: 1,
+            rtx_cancelled_bytes: if cancelled { bytes } else { 0 },
+            rtx_cancelled_pkts: u32::from(cancelled),
+            newly_rcvd_bytes: newly,
+            ev: EntropyValue::from_masked(1),
+            ecn_marked: false,
+            tx_time: Instant::ZERO,
+            rtx_count: 0,
+            retx: false,
+            service_time: Duration::ZERO,
+            rcv_cwnd_pend: 0,
+            restore_cwnd: false,
+            credit: None,
+        }
+    }
+
+    fn run(alg: Algorithm, pft: bool, ops: &[Op]) -> Result<(), TestCaseError> {
+        let mut rng = Xoshiro256::seed_from_u64(5);
+        let cfg = CccConfig {
+            mtu: 1000,
+            algorithm: alg,
+            pft: pft.then(PftConfig::default),
+            ..CccConfig::default()
+        };
+        let mut c = Ccc::new(cfg, Instant::ZERO, &mut rng);
+        let mut now = Instant::ZERO;
+        // Packets of 1000 B + i: sizes differ, so a packet subtracted in the
+        // place of another shows.
+        let size = |i: usize| 1000 + i as u64;
+        let mut pkts: Vec<(Pkt, bool)> = Vec::new(); // (state, abandoned)
+        c.on_new_data(now, 1 << 30);
+        for &o in ops {
+            now += Duration::from_micros(1);
+            let live: Vec<usize> = (0..pkts.len()).filter(|&i| !pkts[i].1).collect();
+            let pick = |k: usize| (!live.is_empty()).then(|| live[k % live.len()]);
+            match o {
+                Op::Send => {
+                    let i = pkts.len();
+                    c.on_send(now, size(i), false);
+                    pkts.push((Pkt::Outstanding, false));
+                }
+                Op::Loss(k) | Op::Nack(k) => {
+                    // The ledger declares only outstanding packets lost.
+                    if let Some(i) = pick(k)
+                        && pkts[i].0 == Pkt::Outstanding
+                    {
+                        pkts[i].0 = Pkt::Marked;
+                        if matches!(o, Op::Loss(_)) {
+                            c.on_inferred_loss(now, size(i), None);
+                        } else {
+                            c.on_nack(
+                                now,
+                                &NackEvent {
+                                    bytes: size(i),
+                                    ev: EntropyValue::from_masked(2),
+                                    ecn_marked: false,
+                                    trimmed: true,
+                                    trimmed_last_hop: false,
+                                    tx_time: now,
+                                    rtx_count: 0,
+                                    retx: false,
+                                },
+                            );
+                        }
+                    }
+                }
+                Op::Retransmit => {
+                    if let Some(i) = live.iter().copied().find(|&i| pkts[i].0 == Pkt::Marked) {
+                        pkts[i].0 = Pkt::Outstanding;
+                        c.on_send(now, size(i), true);
+                    }
+                }
+                Op::Ack(k) => {
+                    // Late ACKs of an original or of a retransmission look
+                    // alike: whichever comes first acknowledges the packet,
+                    // the other is a duplicate the ledger ignores.
+                    if let Some(i) = pick(k)
+                        && pkts[i].0 != Pkt::Acked
+                    {
+                        let cancelled = pkts[i].0 == Pkt::Marked;
+                        pkts[i].0 = Pkt::Acked;
+                        // The receiver counts the packet once, on arrival.
+                        c.on_ack(now, &ack_of(size(i), cancelled, Some(size(i))));
+                    }
+                }
+                Op::Abandon(k) => {
+                    if let Some(first) = pick(k) {
+                        let (mut b, mut n, mut r) = (0, 0, 0);
+                        for (i, p) in pkts.iter_mut().enumerate().skip(first) {
+                            if !p.1 {
+                                match p.0 {
+                                    Pkt::Outstanding => (b, n) = (b + size(i), n + 1),
+                                    Pkt::Marked => r += size(i),
+                                    Pkt::Acked => {}
+                                }
+                                p.1 = true;
+                            }
+                        }
+                        c.abandon(now, b, n, r);
+                    }
+                }
+            }
+            let count = |s: Pkt| {
+                pkts.iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.0 == s && !p.1)
+                    .map(|(i, _)| size(i))
+                    .sum::<u64>()
+            };
+            let outstanding = count(Pkt::Outstanding);
+            prop_assert!(c.inflight() >= 0, "inflight {} < 0", c.inflight());
+            prop_assert_eq!(c.inflight(), outstanding as i64, "inflight after {:?}", o);
+            prop_assert_eq!(
+                c.rtx_backlog(),
+                count(Pkt::Marked),
+                "rtx_backlog after {:?}",
+                o
+            );
+            let n_out = pkts
+                .iter()
+                .filter(|p| p.0 == Pkt::Outstanding && !p.1)
+                .count();
+            prop_assert_eq!(c.inflight_pkts() as usize, n_out);
+            if let Some(n) = c.nscc() {
+                prop_assert_eq!(
+                    n.inflight(),
+                    outstanding as i64,
+                    "NSCC inflight after {:?}",
+                    o
+                );
+            }
+            if let Some(r) = c.rccc() {
+                prop_assert_eq!(r.rtx_backlog(), count(Pkt::Marked), "RCCC rtx_backlog");
+            }
+            if let Some(p) = &c.pft {
+                prop_assert_eq!(p.used_bytes(), outstanding, "PFT used bytes");
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// `inflight` (and NSCC's, RCCC's retransmit backlog, PFT's used
+        /// bytes) = the bytes of the packets outstanding, never negative,
+        /// whatever mix of losses, retransmissions and late or duplicate
+        /// ACKs the ledger reports.
+        #[test]
+        fn inflight_is_the_outstanding_bytes(
+            (alg, pft) in algorithm(),
+            ops in proptest::collection::vec(op(), 0..300),
+        ) {
+            run(alg, pft, &ops)?;
+        }
+    }
+
+    /// The trace of the veth lab in miniature: a packet declared lost by an
+    /// RTO is acknowledged (its original was only late) before its
+    /// retransmission leaves.
+    #[test]
+    fn an_ack_of_a_packet_waiting_for_retransmission_cancels_it() {
+        let mut rng = Xoshiro256::seed_from_u64(3);
+        let nscc = NsccConfig::new(
+            100_000_000_000,
+            100_000_000_000,
+            Duration::from_micros(6),
+            1000,
+            true,
+        );
+        let cfg = CccConfig {
+            mtu: 1000,
+            algorithm: Algorithm::NsccRccc(nscc, RcccConfig::default()),
+            ..CccConfig::default()
+        };
+        let mut c = Ccc::new(cfg, Instant::ZERO, &mut rng);
+        let t = Instant::ZERO;
+        c.on_new_data(t, 2000);
+        c.on_send(t, 1000, false);
+        c.on_send(t, 1000, false);
+        c.on_inferred_loss(t, 1000, None);
+        assert_eq!((c.inflight(), c.rtx_backlog()), (1000, 1000));
+        // One ACK covers both: one outstanding, one waiting to be resent.
+        let mut a = ack_of(2000, false, Some(2000));
+        a.acked_pkts = 2;
+        a.rtx_cancelled_bytes = 1000;
+        a.rtx_cancelled_pkts = 1;
+        c.on_ack(t, &a);
+        assert_eq!(c.inflight(), 0);
+        assert_eq!(c.inflight_pkts(), 0);
+        assert_eq!(c.rtx_backlog(), 0);
+        assert_eq!(c.nscc().unwrap().inflight(), 0);
+        assert_eq!(c.rccc().unwrap().rtx_backlog(), 0);
+        assert_eq!(c.state(), CccState::Idle);
     }
 }

@@ -43,7 +43,7 @@ use crate::config::PdsConfig;
 use crate::counters::{Counters, DropReason};
 use crate::pdc_table::PdcTable;
 use crate::rx_window::{RxOutcome, RxWindow};
-use crate::tx_ledger::TxLedger;
+use crate::tx_ledger::{TxEntry, TxLedger};
 
 /// Entropy of control packets that answer no particular data packet
 /// (REFPROV default 0x4242, §8).
@@ -259,6 +259,50 @@ enum TxItem {
     Data(PktRef),
     /// The CLOSE control packet (consumes a PSN, sent with `ar`, §2.12).
     Close,
+}
+
+/// A ledger entry's share of its CCC: the accounting invariant between the
+/// retransmission ledgers and [`Ccc`].
+///
+/// A CCC's `inflight` is the sum of `Inflight(b)` over the ledgers of the
+/// PDCs that share it, its `inflight_pkts` the number of those entries, and
+/// its retransmit backlog the sum of `Rtx(b)`. Each data packet is counted
+/// in at most one of them, by one rule (`uet-spec-notes.md` §5.1: OnNACK and
+/// OnInferredLoss mark for retransmission, OnSend adds, OnACK un-marks):
+///
+/// * (re)transmitted: `+b` to inflight (`Ccc::on_send`);
+/// * declared lost — NACK, trim, RTO, SACK inference: moves from inflight to
+///   the retransmit backlog (`on_nack` / `on_inferred_loss`), once: an entry
+///   already marked is not declared lost again until it is resent;
+/// * acknowledged — SACK, cumulative ACK, response: leaves whichever it is
+///   in: inflight if outstanding, the retransmit backlog if it was marked
+///   and not yet resent (`AckEvent::rtx_cancelled_bytes`). A SACKed entry is
+///   never counted again, whatever later ACKs cover it;
+/// * its PDC fails: leaves whichever it is in (`Ccc::abandon`).
+///
+/// CLOSE packets and the ACK_REQ probes that stand in for SACKed packets
+/// are control traffic: never counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CcShare {
+    Inflight(u64),
+    Rtx(u64),
+    None,
+}
+
+impl CcShare {
+    fn of(config: &PdsConfig, e: &TxEntry<TxItem>) -> Self {
+        match e.token {
+            TxItem::Data(pkt) if !e.sacked => {
+                let b = u64::from(config.nominal(pkt.len));
+                if e.needs_rtx {
+                    Self::Rtx(b)
+                } else {
+                    Self::Inflight(b)
+                }
+            }
+            _ => Self::None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -527,6 +571,27 @@ impl Pds {
         self.cccs.get(&(dst, tc))
     }
 
+    /// What the retransmission ledgers say the CCC towards `dst` in `tc`
+    /// must hold: (inflight bytes, inflight packets, retransmit backlog
+    /// bytes), summed over the PDCs that share it. See [`CcShare`].
+    #[cfg(test)]
+    pub(crate) fn ccc_audit(&self, dst: IpAddr, tc: TrafficClass) -> (i64, u32, u64) {
+        let (mut bytes, mut pkts, mut rtx) = (0i64, 0u32, 0u64);
+        for p in self.pdcs.values().filter(|p| p.ccc == (dst, tc)) {
+            for e in p.ledger.iter() {
+                match CcShare::of(&self.config, e) {
+                    CcShare::Inflight(b) => {
+                        bytes += b as i64;
+                        pkts += 1;
+                    }
+                    CcShare::Rtx(b) => rtx += b,
+                    CcShare::None => {}
+                }
+            }
+        }
+        (bytes, pkts, rtx)
+    }
+
     /// Every CCC with its destination and traffic class (for stats).
     pub fn cccs(&self) -> impl Iterator<Item = (IpAddr, TrafficClass, &Ccc)> + '_ {
         self.cccs.iter().map(|(&(dst, tc), c)| (dst, tc, c))
@@ -779,13 +844,15 @@ impl Pds {
                 if e.rtx_count >= max {
                     fail = true;
                 } else {
+                    // Declared lost only if counted in inflight: not a
+                    // SACKed packet (its RTO sends an ACK_REQ) nor a CLOSE.
+                    if let CcShare::Inflight(b) = CcShare::of(cfg, e) {
+                        lost = Some((b, e.ev));
+                    }
                     e.needs_rtx = true;
                     e.rto_forced = may_force;
                     if may_force {
                         p.forced_at = Some(now);
-                    }
-                    if !e.sacked {
-                        lost = Some((u64::from(cfg.nominal(item_len(&e.token))), e.ev));
                     }
                     self.counters.rto_fired += 1;
                     if !p.scheduled {
@@ -881,12 +948,13 @@ impl Pds {
         // retransmit backlog.
         let (mut infl, mut infl_pkts, mut rtx) = (0u64, 0u32, 0u64);
         for e in p.ledger.iter() {
-            let b = u64::from(self.config.nominal(item_len(&e.token)));
-            if e.needs_rtx {
-                rtx += b;
-            } else if !e.sacked {
-                infl += b;
-                infl_pkts += 1;
+            match CcShare::of(&self.config, e) {
+                CcShare::Inflight(b) => {
+                    infl += b;
+                    infl_pkts += 1;
+                }
+                CcShare::Rtx(b) => rtx += b,
+                CcShare::None => {}
             }
         }
         if let Some(c) = self.cccs.get_mut(&p.ccc) {
@@ -1601,6 +1669,9 @@ impl Pds {
         }
         let mut acked_bytes = 0u64;
         let mut acked_pkts = 0u32;
+        // Of those, packets that were waiting for retransmission (`CcShare`).
+        let mut cancelled_bytes = 0u64;
+        let mut cancelled_pkts = 0u32;
         let mut tx_time: Option<Instant> = None;
         // Send time of the most recently sent packet this ACK delivered.
         let mut newest_delivered: Option<Instant> = None;
@@ -1619,8 +1690,13 @@ impl Pds {
         {
             upper.on_response(now, pkt, resp, data);
             if !e.sacked {
+                if let CcShare::Rtx(b) = CcShare::of(cfg, e) {
+                    cancelled_bytes += b;
+                    cancelled_pkts += 1;
+                }
                 e.sacked = true;
                 e.needs_rtx = false;
+                e.rto_forced = false;
                 acked_bytes += u64::from(cfg.nominal(pkt.len));
                 acked_pkts += 1;
                 tx_time = Some(e.sent_at);
@@ -1633,6 +1709,10 @@ impl Pds {
             p.ledger.ack_selective(base, cc.sack_bitmap, |e| {
                 newest_delivered = Some(newest_delivered.map_or(e.sent_at, |t| t.max(e.sent_at)));
                 good_evs.push(e.ev);
+                if let CcShare::Rtx(b) = CcShare::of(cfg, e) {
+                    cancelled_bytes += b;
+                    cancelled_pkts += 1;
+                }
                 if let TxItem::Data(pkt) = e.token {
                     acked_bytes += u64::from(cfg.nominal(pkt.len));
                     acked_pkts += 1;
@@ -1644,6 +1724,10 @@ impl Pds {
         }
         p.ledger.ack_cumulative(cack, |e| match e.token {
             TxItem::Data(pkt) => {
+                if let CcShare::Rtx(b) = CcShare::of(cfg, &e) {
+                    cancelled_bytes += b;
+                    cancelled_pkts += 1;
+                }
                 if !e.sacked {
                     good_evs.push(e.ev);
                     newest_delivered =
@@ -1687,9 +1771,10 @@ impl Pds {
                 } else {
                     e.sent_at + reo < latest
                 };
-                if !e.sacked && !e.needs_rtx && old_enough {
+                // Only packets counted in inflight can be declared lost.
+                if old_enough && let CcShare::Inflight(b) = CcShare::of(cfg, e) {
                     e.needs_rtx = true;
-                    inferred.push((u64::from(cfg.nominal(item_len(&e.token))), e.ev));
+                    inferred.push((b, e.ev));
                 }
             }
         }
@@ -1743,6 +1828,8 @@ impl Pds {
                 &AckEvent {
                     acked_bytes,
                     acked_pkts,
+                    rtx_cancelled_bytes: cancelled_bytes,
+                    rtx_cancelled_pkts: cancelled_pkts,
                     newly_rcvd_bytes: newly,
                     ev: meta.ev,
                     ecn_marked: a.m,
@@ -1814,19 +1901,18 @@ impl Pds {
         match n.code.sender_action() {
             NackAction::Retransmit | NackAction::ReDrive => {
                 let mut lost = Vec::new();
+                let mut marked = false;
                 let mut exhausted = false;
                 if n.code == NackCode::RodOoo {
                     // Go back to the expected PSN the target names.
                     let from = Psn(n.payload);
                     for e in p.ledger.iter_mut() {
                         if !e.psn.is_before(from) && !e.sacked && !e.needs_rtx {
+                            if let CcShare::Inflight(b) = CcShare::of(&self.config, e) {
+                                lost.push((b, e.ev, e.sent_at, e.rtx_count));
+                            }
                             e.needs_rtx = true;
-                            lost.push((
-                                u64::from(item_len(&e.token)),
-                                e.ev,
-                                e.sent_at,
-                                e.rtx_count,
-                            ));
+                            marked = true;
                         }
                     }
                 } else if let Some(e) = p.ledger.get_mut(psn)
@@ -1842,14 +1928,17 @@ impl Pds {
                         e.nack_count += 1;
                     }
                     exhausted = e.nack_count > max_nack;
+                    if let CcShare::Inflight(b) = CcShare::of(&self.config, e) {
+                        lost.push((b, e.ev, e.sent_at, e.rtx_count));
+                    }
                     e.needs_rtx = true;
-                    lost.push((u64::from(item_len(&e.token)), e.ev, e.sent_at, e.rtx_count));
+                    marked = true;
                 }
                 if exhausted {
                     self.fail_pdc(now, id, PdsError::Nack(n.code), upper);
                     return;
                 }
-                if !lost.is_empty() {
+                if marked {
                     self.schedule(id);
                 }
                 if let Some(c) = self.cccs.get_mut(&key) {
@@ -1857,7 +1946,7 @@ impl Pds {
                         c.on_nack(
                             now,
                             &NackEvent {
-                                bytes: u64::from(self.config.nominal(bytes as u32)),
+                                bytes,
                                 ev,
                                 ecn_marked: n.m,
                                 trimmed: n.code == NackCode::Trimmed,
@@ -2267,9 +2356,10 @@ impl Pds {
         let ccc = self.cccs.get_mut(&p.ccc)?;
         // 1. Retransmissions (SACKed ones become ACK_REQ probes, §3). Data
         // retransmissions go through the CCC like new data: a NACK or loss
-        // already moved their bytes from inflight to the retransmit backlog.
+        // already moved their bytes from inflight to the retransmit backlog
+        // (`CcShare`). Probes and CLOSE are control traffic, never counted.
         let rtx_blocked = p.ledger.iter().find(|e| e.needs_rtx).is_some_and(|e| {
-            !e.sacked
+            matches!(CcShare::of(&self.config, e), CcShare::Rtx(_))
                 && !e.rto_forced
                 && !ccc.can_send(now, self.config.nominal(item_len(&e.token)))
         });
@@ -2327,8 +2417,9 @@ impl Pds {
                 repr.emit(buf.get_mut(..len)?);
                 return Some(Transmit::control(&self.config, p.peer, ev, len));
             }
-            let bytes = item_len(&item);
-            ccc.on_send(now, u64::from(self.config.nominal(bytes)), true);
+            if let TxItem::Data(pkt) = item {
+                ccc.on_send(now, u64::from(self.config.nominal(pkt.len)), true);
+            }
             let cc = req_cc_state(ccc, p.ccc.1);
             return Self::write_item(
                 &self.config,

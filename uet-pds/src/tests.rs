@@ -18,6 +18,8 @@ use crate::engine::{
 };
 use crate::{DropReason, PdsConfig};
 
+mod inflight;
+
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
 

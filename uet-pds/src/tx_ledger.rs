@@ -147,7 +147,9 @@ impl<T> TxLedger<T> {
     }
 
     /// Applies a SACK bitmap (bit i ↔ `base + i`): marks the entries it
-    /// reports and calls `f` for each newly SACKed one.
+    /// reports and calls `f` for each newly SACKed one, as it was before the
+    /// SACK (`needs_rtx` tells whether it was waiting for retransmission);
+    /// the mark for retransmission is then dropped.
     pub fn ack_selective(&mut self, base: Psn, bitmap: u64, mut f: impl FnMut(&TxEntry<T>)) {
         let mut bm = bitmap;
         while bm != 0 {
@@ -156,9 +158,10 @@ impl<T> TxLedger<T> {
             if let Some(e) = self.get_mut(base.add(i))
                 && !e.sacked
             {
+                f(e);
                 e.sacked = true;
                 e.needs_rtx = false;
-                f(e);
+                e.rto_forced = false;
             }
         }
     }

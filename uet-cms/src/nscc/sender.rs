@@ -300,6 +300,25 @@ impl Nscc {
         self.inflight = self.inflight.saturating_add(to_i64(bytes));
     }
 
+    /// Packets of `bytes` that a NACK or loss inference had taken out of
+    /// `inflight` were acknowledged before their retransmission left, so
+    /// they will not be resent \[I\]. The pseudo-code has no such hook: its
+    /// `OnACK` un-marks them and subtracts their `newly_rcvd_bytes` from
+    /// `inflight` a second time, which leaves `inflight` low by their size
+    /// for good. Adding them back here (before `on_ack` counts them as
+    /// received) keeps `inflight` = bytes sent and neither received nor
+    /// declared lost.
+    pub fn on_rtx_cancelled(&mut self, bytes: u64) {
+        self.inflight = self.inflight.saturating_add(to_i64(bytes));
+    }
+
+    /// Packets of `bytes` still counted in `inflight` will never be
+    /// acknowledged (their PDC closed in error): they leave `inflight`
+    /// without a congestion signal \[I\].
+    pub fn on_abandon(&mut self, bytes: u64) {
+        self.inflight = self.inflight.saturating_sub(to_i64(bytes));
+    }
+
     /// `NSCC.OnACK` (SPEC-TR §3.6.13.5), the ACK arriving at `now`.
     ///
     /// Two guards the pseudo-code leaves implicit: an RTT sample that is not
