@@ -200,7 +200,11 @@ impl Daemon {
                 WireDuration::from_micros(cfg.base_rtt_us),
                 false,
             );
-            software_pacer(&mut pds, cfg.link_rate.0);
+            software_pacer(
+                &mut pds,
+                cfg.link_rate.0,
+                Duration::from_micros(cfg.base_rtt_us),
+            );
             let ep = DaemonEndpoint::new(
                 EndpointConfig {
                     pds,
@@ -538,8 +542,8 @@ fn os_seed() -> u64 {
 }
 
 /// How late a worker's pacer tick may come and still hand out the budget
-/// it missed: ppoll wake-ups land within tens of microseconds here, later
-/// on a loaded machine.
+/// it missed, at least: ppoll wake-ups land within tens of microseconds
+/// here, later on a loaded machine.
 const PACER_CATCH_UP: Duration = Duration::from_micros(100);
 
 /// Fits RCCC's receiver pacer to a software timer. The seed's 1 µs slices
@@ -548,18 +552,19 @@ const PACER_CATCH_UP: Duration = Duration::from_micros(100);
 /// measured: two 1 MiB flows through a 1 Gb/s bottleneck took 3.5× the
 /// ideal time, senders waiting on credit. Here a slice is one full packet
 /// at the link rate (12 µs at 1 Gb/s, 0.12 µs → 1 µs at 100 Gb/s) and a
-/// late tick may catch up [`PACER_CATCH_UP`] of budget (12.5 KB at 1 Gb/s,
-/// below the lab's 5 × BDP buffer). The simulator keeps the seed's values:
-/// its timers are exact.
-fn software_pacer(pds: &mut PdsConfig, link_rate_bps: u64) {
+/// late tick may catch up one base RTT of budget, at least
+/// [`PACER_CATCH_UP`] (one BDP: a worker descheduled for longer left the
+/// link idle that long, and a BDP more arriving at once is what the
+/// buffer is sized for; the lab's buffer is 5 × BDP). The simulator keeps
+/// the seed's values: its timers are exact.
+fn software_pacer(pds: &mut PdsConfig, link_rate_bps: u64, base_rtt: Duration) {
     let Some(r) = pds.rccc_receiver.as_mut() else {
         return;
     };
     let packet_ns = (r.mtu as u128 * 8 * 1_000_000_000 / u128::from(link_rate_bps.max(1))) as u64;
     r.slice = r.slice.max(WireDuration::from_nanos(packet_ns));
-    let slices = PACER_CATCH_UP
-        .as_nanos()
-        .div_ceil(r.slice.as_nanos().max(1));
+    let catch_up = PACER_CATCH_UP.max(base_rtt).as_nanos();
+    let slices = catch_up.div_ceil(u128::from(r.slice.as_nanos().max(1)));
     r.max_burst_slices = r
         .max_burst_slices
         .max(u32::try_from(slices).unwrap_or(u32::MAX));

@@ -68,10 +68,19 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
     assert!(rccc.jain >= 0.95, "RCCC is fair: {summary}");
     assert!(nscc.jain >= 0.95, "NSCC is fair: {summary}");
 
-    for name in ["results.json", "results.csv", "report.md", "compare.png", "compare.svg"] {
+    for name in [
+        "results.json",
+        "results.csv",
+        "report.md",
+        "compare.png",
+        "compare.svg",
+    ] {
         let p = out.join(name);
         assert!(files.contains(&p), "{name} not reported: {files:?}");
-        assert!(std::fs::metadata(&p).unwrap().len() > 100, "{name} is empty");
+        assert!(
+            std::fs::metadata(&p).unwrap().len() > 100,
+            "{name} is empty"
+        );
     }
     for cc in CC_MODES {
         let stem = format!("incast-{}", cc.replace('+', "-"));
