@@ -371,7 +371,7 @@ impl LogReader {
     }
 
     /// The first line at index ≥ `from` for which `want` holds, polling
-    /// until `deadline`; fails early when `alive` says the writer exited.
+    /// until `deadline`; fails early when `alive` says the process exited.
     pub fn wait(
         &mut self,
         from: usize,
