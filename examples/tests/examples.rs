@@ -1,87 +1,27 @@
-//! The examples against two daemons in namespaces joined by veth (the
-//! daemons run in this process, on threads inside the namespaces; the
-//! examples are the real binaries).
+//! The examples against a two-host veth lab (`uetd::lab`: host namespaces
+//! behind a switch namespace, a `uetd` process serving in each host); the
+//! examples are the real binaries, clients of the lab's daemons.
+//!
+//! The lab runs the `uetd` binary next to this test's executable (or
+//! `$UETD_BIN`): `cargo test --workspace` builds it; alone, build it first
+//! (`cargo build --release -p uetd`).
 
 use std::io::{BufRead, BufReader};
-use std::net::IpAddr;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use uetd::config::{Backend, Config};
-use uetd::control::{ControlConfig, serve};
-use uetd::daemon::Daemon;
-use uetd::netns::{NetNs, veth_pair};
+use uetd::lab::{Lab, LabConfig};
 
-struct Daemons {
-    stop: Arc<AtomicBool>,
-    threads: Vec<std::thread::JoinHandle<std::io::Result<()>>>,
-    sockets: [String; 2],
-    _ns: [NetNs; 2],
-}
-
-impl Drop for Daemons {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
-    }
-}
-
-fn daemons(subnet: u8) -> Daemons {
-    let a = NetNs::create("uet-ex").unwrap();
-    let b = NetNs::create("uet-ex").unwrap();
-    let ips = [format!("10.{subnet}.0.1"), format!("10.{subnet}.0.2")];
-    veth_pair(
-        &a,
-        "v0",
-        &format!("{}/24", ips[0]),
-        &b,
-        "v1",
-        &format!("{}/24", ips[1]),
-        1500,
-    )
+/// Two hosts; host 0 exposes, host 1 sends. Returns the lab and the two
+/// control sockets.
+fn lab() -> (Lab, [String; 2]) {
+    let lab = Lab::up(LabConfig {
+        hosts: 2,
+        region_bytes: 1 << 20,
+        ..LabConfig::default()
+    })
     .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut threads = Vec::new();
-    let mut sockets = Vec::new();
-    for (ns, ifname, ip) in [(&a, "v0", &ips[0]), (&b, "v1", &ips[1])] {
-        let sock = format!("/run/uet/test/{}.sock", ns.name());
-        sockets.push(sock.clone());
-        let cfg = Config {
-            interface: Some(ifname.into()),
-            backend: Backend::Xdp,
-            address: Some(ip.parse::<IpAddr>().unwrap()),
-            socket: sock.clone().into(),
-            ..Config::default()
-        };
-        let stop = stop.clone();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        threads.push(
-            ns.spawn(move || {
-                let mut d = Daemon::start(cfg).unwrap();
-                let _ = ready_tx.send(());
-                serve(&mut d, ControlConfig::new(sock.into()), &stop, |_, _| {}).unwrap();
-                drop(d.shutdown());
-            })
-            .unwrap(),
-        );
-        ready_rx.recv().unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        // Answering, not merely present: a stale file from a recycled pid
-        // is there until the daemon replaces it.
-        while std::os::unix::net::UnixStream::connect(&sockets[sockets.len() - 1]).is_err() {
-            assert!(std::time::Instant::now() < deadline);
-            std::thread::yield_now();
-        }
-    }
-    Daemons {
-        stop,
-        threads,
-        sockets: [sockets[0].clone(), sockets[1].clone()],
-        _ns: [a, b],
-    }
+    let sockets = [0, 1].map(|i| lab.socket(i).display().to_string());
+    (lab, sockets)
 }
 
 /// Spawns an example with its socket; returns the child and its first line.
@@ -122,18 +62,21 @@ fn run(bin: &str, socket: &str, args: &[&str]) -> String {
 
 #[test]
 fn rma_write_lands_a_file_and_the_hashes_agree() {
-    let d = daemons(121);
+    let (lab, sockets) = lab();
     let bin = env!("CARGO_BIN_EXE_rma_write");
-    let (mut exposer, mut out, address) = spawn(bin, &d.sockets[1], &["expose", "16MiB"]);
-    assert!(address.starts_with("uet://10.121.0.2/"), "{address}");
-    let file = std::env::temp_dir().join(format!("uet-ex-{}.bin", std::process::id()));
+    let (mut exposer, mut out, address) = spawn(bin, &sockets[0], &["expose", "16MiB"]);
+    assert!(
+        address.starts_with(&format!("uet://{}/", lab.ip(0))),
+        "{address}"
+    );
+    let file = std::env::temp_dir().join(format!("uet-ex-{}.bin", lab.name()));
     let data: Vec<u8> = (0..(3 << 20) + 77)
         .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
     std::fs::write(&file, &data).unwrap();
     let sent = run(
         bin,
-        &d.sockets[0],
+        &sockets[1],
         &["send", file.to_str().unwrap(), &address],
     );
     let mut got = String::new();
@@ -150,20 +93,27 @@ fn rma_write_lands_a_file_and_the_hashes_agree() {
 
 #[test]
 fn pingpong_reports_latency_percentiles() {
-    let d = daemons(122);
+    let (lab, sockets) = lab();
     let bin = env!("CARGO_BIN_EXE_pingpong");
-    let (mut ponger, _out, address) = spawn(bin, &d.sockets[1], &["pong"]);
-    let report = run(bin, &d.sockets[0], &["ping", &address, "200", "64"]);
+    let (mut ponger, _out, address) = spawn(bin, &sockets[0], &["pong"]);
+    assert!(
+        address.starts_with(&format!("uet://{}/", lab.ip(0))),
+        "{address}"
+    );
+    let report = run(bin, &sockets[1], &["ping", &address, "200", "64"]);
     assert!(ponger.wait().unwrap().success());
     assert!(report.contains("\"pings\":200"), "{report}");
-    let p50: f64 = report
-        .split("\"p50\":")
-        .nth(1)
-        .unwrap()
-        .split(',')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(p50 > 0.0);
+    let pct = |k: &str| -> f64 {
+        report
+            .split(&format!("\"{k}\":"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {k} in {report}"))
+            .split([',', '}'])
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (p50, p99, p999) = (pct("p50"), pct("p99"), pct("p999"));
+    assert!(0.0 < p50 && p50 <= p99 && p99 <= p999, "{report}");
 }

@@ -1,13 +1,15 @@
-//! The `uet` CLI against two daemons (issue 6): `serve` prints an address,
-//! `write` sends a file into it and the server verifies the hash, `read`
-//! brings it back, `perf` reports, `stats` speaks Prometheus.
+//! The `uet` CLI against a two-host veth lab (issue 6): `serve` prints an
+//! address on host 0, `write` sends a file into it from host 1 and the
+//! server verifies the hash, `read` brings it back, `perf` reports, `stats`
+//! speaks Prometheus — every command a client of the lab's daemons.
 
 mod common;
 
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Pair, Uetd, field};
+use common::{Uetd, field};
+use uetd::lab::{Lab, LabConfig};
 
 fn uet(socket: &str, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_uet"))
@@ -25,22 +27,30 @@ fn uet(socket: &str, args: &[&str]) -> String {
 
 #[test]
 fn serve_write_read_perf_and_stats() {
-    let pair = Pair::new(111, 1500);
-    let _a = Uetd::spawn(&pair.a, &["--interface", "v0", "--backend", "xdp"]);
-    let _b = Uetd::spawn(&pair.b, &["--interface", "v1", "--backend", "xdp"]);
-    let (sa, sb) = (Uetd::socket_of(&pair.a), Uetd::socket_of(&pair.b));
+    let lab = Lab::up(LabConfig {
+        hosts: 2,
+        region_bytes: 1 << 20,
+        ..LabConfig::default()
+    })
+    .unwrap();
+    // Host 0 serves; host 1's daemon is the client side.
+    let (s0, s1) = (
+        lab.socket(0).display().to_string(),
+        lab.socket(1).display().to_string(),
+    );
 
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_uet"));
-    cmd.args(["serve", "--size", "8MiB", "--socket", &sb]);
-    let mut serve = wait_for_socket_then(&sb, cmd);
+    cmd.args(["serve", "--size", "8MiB", "--socket", &s0]);
+    // `Lab::up` returned: every daemon answers on its socket.
+    let mut serve = Uetd::from_command(cmd);
     let serving = serve.wait_line("\"serving\"", Duration::from_secs(30));
     let address = field(&serving, "address").to_owned();
     assert!(
-        address.starts_with(&format!("uet://{}/", pair.b_ip)),
+        address.starts_with(&format!("uet://{}/", lab.ip(0))),
         "{address}"
     );
 
-    let dir = std::env::temp_dir().join(format!("uet-cli-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("uet-cli-{}", lab.name()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("in.bin");
     let mut data = vec![0u8; 5 * 1024 * 1024 + 123];
@@ -48,7 +58,7 @@ fn serve_write_read_perf_and_stats() {
     std::fs::write(&file, &data).unwrap();
 
     let written = uet(
-        &sa,
+        &s1,
         &["write", file.to_str().unwrap(), &address, "--chunk", "1MiB"],
     );
     let arrived = serve.wait_line("\"write_arrived\"", Duration::from_secs(30));
@@ -62,14 +72,14 @@ fn serve_write_read_perf_and_stats() {
     let out = dir.join("out.bin");
     let len = data.len().to_string();
     let read = uet(
-        &sa,
+        &s1,
         &["read", &address, "--len", &len, out.to_str().unwrap()],
     );
     assert_eq!(field(&read, "xxh3"), field(&written, "xxh3"));
     assert!(std::fs::read(&out).unwrap() == data);
 
     let perf = uet(
-        &sa,
+        &s1,
         &[
             "perf",
             &address,
@@ -90,26 +100,21 @@ fn serve_write_read_perf_and_stats() {
     for (l, size) in lines.iter().zip([4096, 65536]) {
         assert_eq!(l["size"], size);
         assert_eq!(l["messages"], 200);
-        assert!(l["latency_us"]["p50"].as_f64().unwrap() > 0.0);
+        let p = &l["latency_us"];
+        let (p50, p99, p999) = (
+            p["p50"].as_f64().unwrap(),
+            p["p99"].as_f64().unwrap(),
+            p["p999"].as_f64().unwrap(),
+        );
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= p999, "{l}");
     }
-    let prom = uet(&sa, &["stats", "--prometheus"]);
+    // The counters: JSON that parses and shows the traffic, and Prometheus.
+    let json: serde_json::Value = serde_json::from_str(&uet(&s1, &["stats"])).unwrap();
+    assert!(
+        json["workers"][0]["pds"]["tx_data"].as_u64().unwrap() >= 400,
+        "{json}"
+    );
+    let prom = uet(&s1, &["stats", "--prometheus"]);
     assert!(prom.contains("uet_pds_tx_data{worker=\"0\"}"), "{prom}");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// Starts `cmd` once the daemon's socket exists.
-fn wait_for_socket_then(socket: &str, cmd: Command) -> Uetd {
-    wait_for(socket);
-    Uetd::from_command(cmd)
-}
-
-/// Waits (bounded) until a daemon answers on its control socket. Existence
-/// of the file is not enough: a stale one (a recycled pid's, from an earlier
-/// run) is there before the daemon replaces it.
-fn wait_for(socket: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while std::os::unix::net::UnixStream::connect(socket).is_err() {
-        assert!(std::time::Instant::now() < deadline, "no socket {socket}");
-        std::thread::yield_now();
-    }
 }

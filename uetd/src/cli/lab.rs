@@ -33,8 +33,9 @@ pub enum LabCmd {
     Impair(ImpairArgs),
     /// Sample the bottleneck queue and ECN counters as JSON lines.
     Sample(SampleArgs),
-    /// Two hosts, a verified RMA write over AF_XDP, the raw ceilings, a
-    /// table; removes the lab afterwards. `UET_DEMO_BYTES` sets the size.
+    /// Two hosts, a verified RMA write over AF_XDP through the daemon,
+    /// `uet perf`, the raw ceilings, a table; removes the lab afterwards.
+    /// `UET_DEMO_BYTES` sets the size.
     Demo(DemoArgs),
     /// N senders into one receiver through the bottleneck, per congestion
     /// control mode: calibration, runs, metrics, report and figures.
@@ -139,6 +140,9 @@ pub struct DemoArgs {
     /// Bytes to write (default 1GiB, or $UET_DEMO_BYTES).
     #[arg(long)]
     pub bytes: Option<Size>,
+    /// Seconds `uet perf` runs.
+    #[arg(long, default_value_t = 3.0)]
+    pub perf_seconds: f64,
     /// Seconds each ceiling is measured.
     #[arg(long, default_value_t = 2.0)]
     pub ceiling_seconds: f64,
@@ -274,7 +278,9 @@ fn demo(a: &DemoArgs) -> Result<()> {
     };
     let report = lab::demo::run(&lab::demo::DemoOpts {
         bytes,
-        ceiling_time: Duration::from_secs_f64(a.ceiling_seconds),
+        perf_time: Duration::try_from_secs_f64(a.perf_seconds).context("--perf-seconds")?,
+        ceiling_time: Duration::try_from_secs_f64(a.ceiling_seconds)
+            .context("--ceiling-seconds")?,
         cc: a.cc.clone(),
         ..lab::demo::DemoOpts::default()
     })?;

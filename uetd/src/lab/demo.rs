@@ -1,9 +1,10 @@
-//! `uet lab demo`: a two-host lab (no bottleneck), one RMA write over
-//! AF_XDP checked byte-exact by the target's hash, and the two ceilings of
-//! the same path (host 1 → switch → host 0) — raw AF_XDP frames and kernel
-//! UDP — so the write's goodput reads as a fraction of what the path can
-//! carry. The write is measured by [`measure_write`] alone, which is what
-//! swaps to `uet perf` once the application API drives the daemons.
+//! `uet lab demo`: a two-host lab (no bottleneck); an RMA write over
+//! AF_XDP through host 1's daemon (its control socket, as an application
+//! writes), checked byte-exact by the target's hash; `uet perf`
+//! ([`apps::perf`]) on the same daemons for bandwidth, message rate and
+//! latency; and the two ceilings of the same path (host 1 → switch →
+//! host 0) — raw AF_XDP frames and kernel UDP — so both read as a
+//! fraction of what the path can carry.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use anyhow::{Context, Result, anyhow, ensure};
 use serde::Serialize;
 
 use super::{Lab, LabConfig, WriteOpts, WriteResult};
+use crate::apps::{self, PerfConfig, PerfReport};
 use crate::config::Backend;
 
 /// What the demo does.
@@ -22,6 +24,12 @@ pub struct DemoOpts {
     /// Bytes to write (1 GiB by default; `UET_DEMO_BYTES` overrides the
     /// CLI's default).
     pub bytes: u64,
+    /// `uet perf` runs this long.
+    pub perf_time: Duration,
+    /// `uet perf`'s message size.
+    pub perf_size: u32,
+    /// `uet perf`'s writes in flight.
+    pub perf_depth: usize,
     /// Each ceiling is measured for this long.
     pub ceiling_time: Duration,
     /// IP MTU of the lab's links.
@@ -34,9 +42,51 @@ impl Default for DemoOpts {
     fn default() -> Self {
         Self {
             bytes: 1 << 30,
+            perf_time: Duration::from_secs(3),
+            perf_size: 64 << 10,
+            perf_depth: 16,
             ceiling_time: Duration::from_secs(2),
             mtu: 1500,
             cc: "none".into(),
+        }
+    }
+}
+
+/// `uet perf`'s numbers, as the demo reports them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PerfSummary {
+    /// Message size, bytes.
+    pub size: u32,
+    /// Writes in flight.
+    pub depth: usize,
+    /// Messages completed.
+    pub messages: u64,
+    /// Seconds it ran.
+    pub seconds: f64,
+    /// Goodput, Gb/s.
+    pub gbps: f64,
+    /// Messages per second.
+    pub msg_rate: f64,
+    /// Completion latency p50, µs.
+    pub p50_us: f64,
+    /// p99, µs.
+    pub p99_us: f64,
+    /// p99.9, µs.
+    pub p999_us: f64,
+}
+
+impl PerfSummary {
+    fn new(r: &PerfReport, depth: usize) -> Self {
+        Self {
+            size: r.size,
+            depth,
+            messages: r.messages,
+            seconds: r.seconds,
+            gbps: r.gbps,
+            msg_rate: r.msg_rate,
+            p50_us: r.latency_us[0],
+            p99_us: r.latency_us[1],
+            p999_us: r.latency_us[2],
         }
     }
 }
@@ -48,6 +98,8 @@ pub struct DemoReport {
     pub lab: String,
     /// The write (goodput, hashes, retransmits, RTOs).
     pub write: WriteResult,
+    /// `uet perf` from host 1 into host 0's region.
+    pub perf: PerfSummary,
     /// Frame size of the ceilings (MTU + Ethernet header), bytes.
     pub frame_len: usize,
     /// Raw AF_XDP ceiling, Ethernet frame bytes, Gb/s.
@@ -67,6 +119,7 @@ impl DemoReport {
     /// The short table the CLI prints.
     pub fn table(&self) -> String {
         let pct = |g: f64| g / self.raw_xdp_payload_gbps * 100.0;
+        let p = &self.perf;
         let mut t = String::new();
         t.push_str(&format!(
             "uet lab demo — lab {}, host 1 → switch → host 0, veth, MTU {}, AF_XDP copy mode\n\n",
@@ -75,10 +128,17 @@ impl DemoReport {
         ));
         t.push_str("| path | Gb/s | % of raw AF_XDP |\n|---|---|---|\n");
         t.push_str(&format!(
-            "| uetd RMA write, {} bytes, verified | {:.2} | {:.0} % |\n",
+            "| RMA write through uetd, {} bytes, verified | {:.2} | {:.0} % |\n",
             self.write.bytes,
             self.write.gbps,
             pct(self.write.gbps)
+        ));
+        t.push_str(&format!(
+            "| uet perf, {} B writes × depth {} | {:.2} | {:.0} % |\n",
+            p.size,
+            p.depth,
+            p.gbps,
+            pct(p.gbps)
         ));
         t.push_str(&format!(
             "| raw AF_XDP ceiling, {} B frames (as UDP payload) | {:.2} | 100 % |\n",
@@ -91,7 +151,7 @@ impl DemoReport {
             pct(self.kernel_udp_gbps)
         ));
         t.push_str(&format!(
-            "\nwrite: {:.3} s, xxh3 {} (writer) = {} (target), {} data packets, {} retransmits, {} RTOs\n",
+            "\nwrite: {:.3} s, xxh3 {} (writer) = {} (target): verified; {} data packets, {} retransmits, {} RTOs\n",
             self.write.seconds,
             self.write.xxh3,
             self.write.target_xxh3,
@@ -99,52 +159,74 @@ impl DemoReport {
             self.write.retransmits,
             self.write.rtos
         ));
+        t.push_str(&format!(
+            "perf:  {} writes in {:.2} s, {:.0} msg/s, latency p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs\n",
+            p.messages, p.seconds, p.msg_rate, p.p50_us, p.p99_us, p.p999_us
+        ));
         t
     }
 }
 
-/// The demo's one measurement of the stack: an RMA write of `bytes` from
-/// host 1 to host 0, verified by the target. Today the daemons' built-in
-/// write test; `uet perf` replaces it here.
-pub fn measure_write(lab: &mut Lab, bytes: u64) -> Result<WriteResult> {
-    let w = lab.write(
-        1,
-        0,
-        &WriteOpts {
-            bytes,
-            timeout: Duration::from_secs(600),
-            ..WriteOpts::default()
-        },
-    )?;
-    ensure!(
-        w.verified(),
-        "the target's hash {} differs from the writer's {}",
-        w.target_xxh3,
-        w.xxh3
-    );
-    Ok(w)
-}
-
-/// Builds the lab, writes, measures the ceilings, removes the lab (also on
-/// failure).
+/// Builds the lab, writes, runs `uet perf`, measures the ceilings, removes
+/// the lab (also on failure).
 pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
+    ensure!(
+        u64::from(opts.perf_size) <= opts.bytes,
+        "the perf message size ({}) exceeds the region ({} bytes)",
+        opts.perf_size,
+        opts.bytes
+    );
     let mut lab = Lab::up(LabConfig {
         hosts: 2,
         mtu: opts.mtu,
         backend: Backend::Xdp,
         cc: opts.cc.clone(),
         region_bytes: opts.bytes,
-        sender_daemons: false,
+        sender_daemons: true,
         ..LabConfig::default()
     })?;
     eprintln!(
-        "lab {} up; writing {} bytes host 1 → host 0",
+        "lab {} up; writing {} bytes host 1 → host 0 through host 1's uetd",
         lab.name(),
         opts.bytes
     );
-    let write = measure_write(&mut lab, opts.bytes)?;
-    // The ceilings own the interfaces: the daemon goes first.
+    let write = lab.write(
+        1,
+        0,
+        &WriteOpts {
+            bytes: opts.bytes,
+            timeout: Duration::from_secs(600),
+            ..WriteOpts::default()
+        },
+    )?;
+    ensure!(
+        write.verified(),
+        "the target's hash {} differs from the writer's {}",
+        write.target_xxh3,
+        write.xxh3
+    );
+    eprintln!(
+        "running uet perf ({} B writes, depth {}) for {:.1} s",
+        opts.perf_size,
+        opts.perf_depth,
+        opts.perf_time.as_secs_f64()
+    );
+    let to = lab.region(0)?;
+    let perf = apps::perf(
+        &lab.socket(1),
+        &to,
+        opts.bytes,
+        &PerfConfig {
+            size: opts.perf_size,
+            iters: None,
+            duration: opts.perf_time,
+            depth: opts.perf_depth,
+        },
+    )
+    .context("uet perf")?;
+    // The ceilings own the interfaces: the daemons go first.
     lab.stop_daemon(0)?;
+    lab.stop_daemon(1)?;
     let frame_len = opts.mtu as usize + 14;
     eprintln!("measuring the raw AF_XDP ceiling");
     let (frame_gbps, payload_gbps) = raw_xdp(&lab, frame_len, opts.ceiling_time)?;
@@ -153,6 +235,7 @@ pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
     Ok(DemoReport {
         lab: lab.name().to_owned(),
         write,
+        perf: PerfSummary::new(&perf, opts.perf_depth),
         frame_len,
         raw_xdp_frame_gbps: frame_gbps,
         raw_xdp_payload_gbps: payload_gbps,

@@ -48,8 +48,8 @@ use std::net::Ipv4Addr;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
@@ -59,6 +59,7 @@ pub use bpf::{EcnCounters, EcnSettings, ImpairCounters, Impairment};
 pub use qdisc::QdiscStats;
 
 use crate::config::Backend;
+use crate::daemon::VERIFY_TAG;
 use crate::netns::{NetNs, run};
 
 /// Where state files and logs live.
@@ -101,7 +102,7 @@ pub struct LabConfig {
     /// [`REGION_KEY`]); the receiver's bounds what can be written to it.
     pub region_bytes: u64,
     /// Run a serving daemon on the senders too (`false`: only on the
-    /// receiver; writers are started per write anyway).
+    /// receiver; a sender's daemon then starts at its first write).
     pub sender_daemons: bool,
     /// The lab's name (`None`: `uetlab-<pid>-<n>`); namespaces, state and
     /// pins are named after it.
@@ -241,7 +242,7 @@ pub struct LabState {
     pub pins: Option<PathBuf>,
     /// Logs of the daemons.
     pub log_dir: PathBuf,
-    /// Other processes started in the lab (writers), while they run.
+    /// Other processes started in the lab, while they run.
     pub pids: Vec<u32>,
 }
 
@@ -370,7 +371,7 @@ impl LogReader {
     }
 
     /// The first line at index ≥ `from` for which `want` holds, polling
-    /// until `deadline`; fails early when `alive` says the writer exited.
+    /// until `deadline`; fails early when `alive` says the process exited.
     pub fn wait(
         &mut self,
         from: usize,
@@ -724,11 +725,7 @@ impl Lab {
 
     fn start_daemon(&mut self, i: usize) -> Result<()> {
         let mut args = self.daemon_args(i);
-        let size = if i == 0 {
-            self.state.config.region_bytes
-        } else {
-            self.state.config.region_bytes.min(1 << 20)
-        };
+        let size = self.region_len(i);
         args.extend([
             "--expose".into(),
             format!("{REGION_RI}:{REGION_KEY:#x}:{size}"),
@@ -744,16 +741,31 @@ impl Lab {
             });
             self.state.save()?;
         }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let socket = self.socket(i);
         let d = self.daemons[i].as_mut().expect("just started");
         let child = &mut d.child;
         d.log
             .wait(
                 0,
                 |l| l.contains(r#""event":"exposed""#),
-                Instant::now() + Duration::from_secs(60),
+                deadline,
                 || child_alive(child),
             )
             .with_context(|| format!("uetd in host {i} did not come up"))?;
+        // The region is up; the control socket follows. Answering, not
+        // merely present: a stale file of an earlier daemon may be there.
+        let mut pause = Duration::from_micros(200);
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            ensure!(
+                child_alive(child) && Instant::now() < deadline,
+                "uetd in host {i} does not answer on {}; {}",
+                socket.display(),
+                d.log.tail()
+            );
+            std::thread::park_timeout(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
         Ok(())
     }
 
@@ -887,62 +899,75 @@ impl Lab {
             .with_context(|| format!("connecting to host {i}'s uetd at {}", s.display()))
     }
 
-    /// Starts the built-in RMA write test (`uetd --write-to`) from host
-    /// `from` to host `to`'s region; host `from`'s serving daemon, if any,
-    /// is stopped for it (one datapath owns an interface) and restarted by
-    /// [`WriteRun::wait`]. Several writes from different hosts may run at
-    /// once (an incast).
+    /// Bytes of the region host `i`'s serving daemon exposes.
+    fn region_len(&self, i: usize) -> u64 {
+        let c = &self.state.config;
+        if i == 0 {
+            c.region_bytes
+        } else {
+            c.region_bytes.min(1 << 20)
+        }
+    }
+
+    /// Starts an RMA write from host `from` to host `to`'s region through
+    /// host `from`'s serving daemon, as an application does: a client of
+    /// its control socket registers a memfd holding the test pattern and
+    /// writes it in `chunk`-byte operations, `depth` in flight, the last
+    /// one asking the target's daemon to verify (hash) what landed. Host
+    /// `from`'s daemon is started first if it does not run. Several writes
+    /// from different hosts may run at once (an incast).
     pub fn start_write(&mut self, from: usize, to: usize, opts: &WriteOpts) -> Result<WriteRun> {
         ensure!(from != to, "a host cannot write to itself");
+        ensure!(
+            from < self.daemons.len() && to < self.daemons.len(),
+            "the lab has {} hosts",
+            self.daemons.len()
+        );
         ensure!(
             self.daemons[to].is_some(),
             "host {to} runs no daemon to write to"
         );
-        let restart = self.daemons[from].is_some();
-        self.stop_daemon(from)?;
-        let mut args = self.daemon_args(from);
-        args.extend([
-            "--write-to".into(),
-            self.state.hosts[to].ip.to_string(),
-            "--bytes".into(),
-            opts.bytes.to_string(),
-            "--chunk".into(),
-            opts.chunk.to_string(),
-            "--depth".into(),
-            opts.depth.to_string(),
-            "--pattern-seed".into(),
-            opts.seed.to_string(),
-            "--ri".into(),
-            REGION_RI.to_string(),
-            "--key".into(),
-            format!("{REGION_KEY:#x}"),
-            "--exit".into(),
-            "--stats".into(),
-        ]);
-        let log = self.state.log_dir.join(format!(
-            "write-h{from}-{}.log",
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let target_from = {
-            let d = self.daemons[to].as_mut().expect("checked");
-            d.log.poll()?;
-            d.log.lines.len()
+        ensure!(
+            opts.bytes > 0 && opts.chunk > 0 && opts.depth > 0,
+            "bytes, chunk and depth must be positive"
+        );
+        let chunk = u32::try_from(opts.chunk).context("chunk must be < 4 GiB")?;
+        let region = self.region_len(to);
+        ensure!(
+            opts.bytes <= region,
+            "{} bytes do not fit host {to}'s region of {region}",
+            opts.bytes
+        );
+        if self.daemons[from].is_none() {
+            self.start_daemon(from)?;
+        }
+        let dst = self.region(to)?;
+        let target_from = self.daemon_lines(to)?.len();
+        let mut client = self.client(from, &format!("lab write h{from}->h{to}"))?;
+        let before = stats_json(&mut client).context("the writer's counters")?;
+        let progress = Arc::new(AtomicU64::new(0));
+        let deadline = Instant::now() + opts.timeout;
+        let job = ClientWrite {
+            bytes: opts.bytes,
+            chunk,
+            depth: opts.depth,
+            seed: opts.seed,
+            dst,
+            deadline,
+            progress: Arc::clone(&progress),
         };
-        let child = {
-            let _s = step()?;
-            let c = self.spawn_uetd(from, &args, &log)?;
-            self.state.pids.push(c.id());
-            self.state.save()?;
-            c
-        };
+        let thread = std::thread::Builder::new()
+            .name(format!("lab-write-h{from}"))
+            .spawn(move || job.run(client))
+            .context("starting the writer thread")?;
         Ok(WriteRun {
             from,
             to,
-            child,
-            log: LogReader::new(log),
+            thread,
+            progress,
+            before,
             target_from,
-            restart,
-            timeout: opts.timeout,
+            deadline,
         })
     }
 
@@ -985,11 +1010,11 @@ impl Default for WriteOpts {
 pub struct WriteRun {
     from: usize,
     to: usize,
-    child: Child,
-    log: LogReader,
+    thread: std::thread::JoinHandle<Result<Written>>,
+    progress: Arc<AtomicU64>,
+    before: serde_json::Value,
     target_from: usize,
-    restart: bool,
-    timeout: Duration,
+    deadline: Instant,
 }
 
 /// What a write did.
@@ -1006,13 +1031,14 @@ pub struct WriteResult {
     /// The target's xxh3 of its region after the write (equal when the
     /// write landed intact).
     pub target_xxh3: String,
-    /// The writer's retransmits (all workers).
+    /// The writer's retransmits during the write (its daemon's counters,
+    /// all workers, after minus before).
     pub retransmits: u64,
-    /// The writer's retransmission timeouts.
+    /// The writer's retransmission timeouts during the write.
     pub rtos: u64,
-    /// Data packets the writer sent.
+    /// Data packets the writer sent during the write.
     pub tx_data: u64,
-    /// The writer's `--stats` object.
+    /// The writer daemon's counters after the write (`uet stats`).
     pub stats: serde_json::Value,
 }
 
@@ -1023,57 +1049,139 @@ impl WriteResult {
     }
 }
 
-fn json_str(v: &serde_json::Value, k: &str) -> String {
-    v[k].as_str().unwrap_or_default().to_owned()
-}
-
-fn sum_pds(stats: &serde_json::Value, k: &str) -> u64 {
+/// Sums a PDS counter over every worker of a `uet stats` object.
+pub fn sum_pds(stats: &serde_json::Value, k: &str) -> u64 {
     stats["workers"]
         .as_array()
         .map_or(0, |ws| ws.iter().filter_map(|w| w["pds"][k].as_u64()).sum())
 }
 
-impl WriteRun {
-    /// Waits for the writer's result and the target's verification, then
-    /// restarts the writer host's serving daemon if it had one.
-    pub fn wait(mut self, lab: &mut Lab) -> Result<WriteResult> {
-        let r = self.collect(lab);
-        let pid = self.child.id();
-        terminate(&mut self.child);
-        lab.state.pids.retain(|p| *p != pid);
-        lab.state.save()?;
-        if self.restart {
-            lab.start_daemon(self.from)?;
+fn stats_json(c: &mut uet_api::Client) -> Result<serde_json::Value> {
+    Ok(serde_json::from_str(&c.stats()?)?)
+}
+
+/// The writer thread's job: one client's writes of the test pattern.
+#[derive(Debug)]
+struct ClientWrite {
+    bytes: u64,
+    chunk: u32,
+    depth: usize,
+    seed: u64,
+    dst: uet_api::RemoteRegion,
+    deadline: Instant,
+    progress: Arc<AtomicU64>,
+}
+
+/// What the writer thread reports.
+#[derive(Debug)]
+struct Written {
+    xxh3: u64,
+    seconds: f64,
+    after: serde_json::Value,
+}
+
+impl ClientWrite {
+    fn run(self, mut c: uet_api::Client) -> Result<Written> {
+        use uet_api::{Event, Status};
+        let src = c
+            .create_region(self.bytes)
+            .context("creating the source memfd")?;
+        // The test pattern, hashed as it is written.
+        let mut h = xxhash_rust::xxh3::Xxh3::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut off = 0;
+        while off < self.bytes {
+            let n = (self.bytes - off).min(buf.len() as u64) as usize;
+            crate::mem::pattern(self.seed, off, &mut buf[..n]);
+            src.write_at(off, &buf[..n])?;
+            h.update(&buf[..n]);
+            off += n as u64;
         }
-        r
+        drop(buf);
+        let local = c.register_local(&src).context("registering the source")?;
+        let chunk = u64::from(self.chunk);
+        let chunks = self.bytes.div_ceil(chunk);
+        let len = |i: u64| (self.bytes - i * chunk).min(chunk) as u32;
+        let mut in_flight = std::collections::HashMap::new();
+        let (mut next, mut done) = (0u64, 0u64);
+        let start = Instant::now();
+        while done < chunks {
+            // Every chunk but the last first; the last, carrying the
+            // verification request, once the others completed (delivery
+            // complete), so the target hashes a region that is whole.
+            while in_flight.len() < self.depth && next + 1 < chunks {
+                let t = c.write(
+                    local.at(next * chunk),
+                    self.dst.at(next * chunk),
+                    len(next),
+                    None,
+                )?;
+                in_flight.insert(t, next);
+                next += 1;
+            }
+            if next + 1 == chunks && done + 1 == chunks {
+                let hd = VERIFY_TAG | self.bytes;
+                let t = c.write(
+                    local.at(next * chunk),
+                    self.dst.at(next * chunk),
+                    len(next),
+                    Some(hd),
+                )?;
+                in_flight.insert(t, next);
+                next += 1;
+            }
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            let ev = match c.wait_event(Some(left)) {
+                Err(uet_api::ClientError::Timeout) => bail!(
+                    "timed out after {:.1} s with {done} of {chunks} writes done",
+                    start.elapsed().as_secs_f64()
+                ),
+                r => r.context("waiting for completions")?,
+            };
+            let Event::Completion(cmp) = ev else { continue };
+            let Some(i) = in_flight.remove(&cmp.tag) else {
+                continue;
+            };
+            if cmp.status != Status::Ok {
+                bail!(
+                    "write {i} of {chunks} failed after {:.3} s: {:?}",
+                    start.elapsed().as_secs_f64(),
+                    cmp.status
+                );
+            }
+            done += 1;
+            self.progress
+                .fetch_add(u64::from(len(i)), Ordering::Relaxed);
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let after = stats_json(&mut c).context("the writer's counters")?;
+        let _ = c.close();
+        Ok(Written {
+            xxh3: h.digest(),
+            seconds,
+            after,
+        })
+    }
+}
+
+impl WriteRun {
+    /// Bytes whose writes completed so far.
+    pub fn progress(&self) -> u64 {
+        self.progress.load(Ordering::Relaxed)
     }
 
-    fn collect(&mut self, lab: &mut Lab) -> Result<WriteResult> {
-        let deadline = Instant::now() + self.timeout;
-        let child = &mut self.child;
-        let (_, line) = self
-            .log
-            .wait(
-                0,
-                |l| l.contains(r#""event":"written""#) || l.contains(r#""event":"write_failed""#),
-                deadline,
-                || child_alive(child),
-            )
-            .with_context(|| format!("the write from host {}", self.from))?;
-        let written: serde_json::Value = serde_json::from_str(&line)?;
-        // The --stats object comes as the writer exits.
-        let (_, stats) = self
-            .log
-            .wait(0, |l| l.starts_with(r#"{"workers""#), deadline, || true)
-            .context("the writer's stats")?;
-        let stats: serde_json::Value = serde_json::from_str(&stats)?;
-        if written["event"] == "write_failed" {
-            bail!(
-                "the write from host {} failed: {}",
-                self.from,
-                json_str(&written, "error")
-            );
-        }
+    /// Whether the writer has finished (either way).
+    pub fn is_finished(&self) -> bool {
+        self.thread.is_finished()
+    }
+
+    /// Waits for the writer's result and the target's verification.
+    pub fn wait(self, lab: &mut Lab) -> Result<WriteResult> {
+        let w = self
+            .thread
+            .join()
+            .map_err(|_| anyhow!("the writer thread panicked"))?
+            .with_context(|| format!("the write from host {} to host {}", self.from, self.to))?;
         let src = lab.state.hosts[self.from].ip.to_string();
         let d = lab.daemons[self.to]
             .as_mut()
@@ -1087,21 +1195,28 @@ impl WriteRun {
                     l.contains(r#""event":"verified""#)
                         && l.contains(&format!(r#""source":"{src}""#))
                 },
-                deadline,
+                self.deadline.max(Instant::now() + Duration::from_secs(10)),
                 || child_alive(child),
             )
             .context("the target's verification")?;
         let verified: serde_json::Value = serde_json::from_str(&v)?;
+        let delta = |k: &str| sum_pds(&w.after, k).saturating_sub(sum_pds(&self.before, k));
+        let bytes = self.progress.load(Ordering::Relaxed);
+        let target_bytes = verified["bytes"].as_u64().unwrap_or_default();
+        ensure!(
+            target_bytes == bytes,
+            "the target verified {target_bytes} bytes, the writer wrote {bytes}"
+        );
         Ok(WriteResult {
-            bytes: written["bytes"].as_u64().unwrap_or_default(),
-            seconds: written["seconds"].as_f64().unwrap_or_default(),
-            gbps: written["gbps"].as_f64().unwrap_or_default(),
-            xxh3: json_str(&written, "xxh3"),
-            target_xxh3: json_str(&verified, "xxh3"),
-            retransmits: sum_pds(&stats, "tx_retransmits"),
-            rtos: sum_pds(&stats, "rtos"),
-            tx_data: sum_pds(&stats, "tx_data"),
-            stats,
+            bytes,
+            seconds: w.seconds,
+            gbps: bytes as f64 * 8.0 / w.seconds / 1e9,
+            xxh3: format!("{:016x}", w.xxh3),
+            target_xxh3: verified["xxh3"].as_str().unwrap_or_default().to_owned(),
+            retransmits: delta("tx_retransmits"),
+            rtos: delta("rtos"),
+            tx_data: delta("tx_data"),
+            stats: w.after,
         })
     }
 }
