@@ -4,4 +4,7 @@
 //! metrics, write `results.json`, `results.csv`, `report.md` and the
 //! figures.
 
+pub mod metrics;
 pub mod model;
+pub mod plot;
+pub mod report;
