@@ -731,6 +731,29 @@ pub(crate) mod tests {
     use super::*;
     use crate::lab::incast::model::{LatencyStats, ReceiverCounters, VictimRun};
 
+    /// A fresh directory under the system's temp dir, removed on drop.
+    #[derive(Debug)]
+    pub(crate) struct TestDir(std::path::PathBuf);
+
+    impl TestDir {
+        pub(crate) fn new(name: &str) -> Self {
+            let p = std::env::temp_dir().join(format!("uet-test-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&p);
+            std::fs::create_dir_all(&p).unwrap();
+            Self(p)
+        }
+
+        pub(crate) fn path(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TestDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
     /// 1 Gb/s, 5 BDP of 50 KB, 1000-byte chunks.
     pub(crate) fn setup() -> Setup {
         Setup {
@@ -817,6 +840,157 @@ pub(crate) mod tests {
             victim: None,
             metrics: Metrics::default(),
         }
+    }
+
+    /// A whole invocation with plausible data: every mode × N × size ×
+    /// seed, flows sharing 1 Gb/s with a per-mode inefficiency, the queue
+    /// sampled every 10 µs, a traced sender, a victim; metrics computed.
+    pub(crate) fn synthetic_report(
+        modes: &[&str],
+        senders: &[usize],
+        sizes: &[u64],
+        seeds: u64,
+    ) -> crate::lab::incast::model::Report {
+        use crate::lab::incast::model::{CcSample, Report};
+        let mut setup = setup();
+        setup.chunk = 16 * 1024;
+        setup.buffer_bytes = 5 * 6_250;
+        setup.victim = true;
+        let mut cal = cal(50_000);
+        cal.bdp_bytes = 6_250;
+        cal.victim_isolated = Some(LatencyStats {
+            count: 1000,
+            mean_ns: 60_000.0,
+            p50_ns: 55_000,
+            p99_ns: 90_000,
+            max_ns: 120_000,
+            ops_per_s: 16_000.0,
+        });
+        let mut runs = Vec::new();
+        for &cc in modes {
+            let slow = match cc {
+                "none" => 1.35,
+                "nscc" => 1.06,
+                _ => 1.02,
+            };
+            for &n in senders {
+                for &size in sizes {
+                    for seed in 0..seeds {
+                        let fair_ns = size as f64 * 8.0 * n as f64; // at 1 Gb/s
+                        let flows: Vec<Flow> = (0..n)
+                            .map(|i| {
+                                let skew = 1.0 + 0.03 * ((i as u64 + seed) % 3) as f64;
+                                let end = (fair_ns * slow * skew) as u64 + 50_000;
+                                let start = 1_000 * i as u64;
+                                let chunks = size / setup.chunk;
+                                let progress = (1..=chunks)
+                                    .map(|c| {
+                                        let t = start + (end - start) * c / chunks;
+                                        (t, c * setup.chunk)
+                                    })
+                                    .collect();
+                                Flow {
+                                    sender: i + 1,
+                                    bytes: size,
+                                    wire_bytes: size / 1400 * 1500 + 1500,
+                                    start_ns: start,
+                                    end_ns: end,
+                                    progress,
+                                    retransmits: if cc == "none" { 7 } else { 0 },
+                                    rtos: u64::from(cc == "none"),
+                                    tx_data: size / 1400 + 8,
+                                    error: None,
+                                }
+                            })
+                            .collect();
+                        let ict = flows.iter().map(|f| f.end_ns).max().unwrap_or(0);
+                        let peak = if cc == "none" {
+                            31_000
+                        } else {
+                            4_000 + 500 * n as u64
+                        };
+                        let queue = (-5..=(ict / 10_000) as i64 + 5)
+                            .map(|k| {
+                                let t = k * 10_000;
+                                let mut s = sample(
+                                    t,
+                                    if t < 0 || t > ict as i64 {
+                                        0
+                                    } else {
+                                        peak - (k as u64 * 97) % (peak / 2)
+                                    },
+                                );
+                                s.drops = if cc == "none" {
+                                    (t.max(0) / 100_000) as u64
+                                } else {
+                                    u64::from(t > 20_000)
+                                };
+                                s.sent_bytes = (t.max(0) as u64).min(ict) / 8 * 95 / 100;
+                                s.ce_marks = (t.max(0) / 20_000) as u64;
+                                s
+                            })
+                            .collect();
+                        let cc_trace = (0..(ict / 20_000) as i64)
+                            .map(|k| CcSample {
+                                t_ns: k * 20_000,
+                                cwnd: 20_000 + (k as u64 % 7) * 1000,
+                                inflight: 15_000 + (k % 5) * 1000,
+                                backlog: size / 2,
+                                credit: cc.contains("rccc").then_some(3_000 + (k % 3) * 500),
+                            })
+                            .collect();
+                        let mut r = run(cc, seed, flows, queue);
+                        r.size = size;
+                        r.cc_trace = cc_trace;
+                        r.receiver = ReceiverCounters {
+                            rx_data: n as u64 * (size / 1400 + 1),
+                            tx_acks: n as u64 * (size / 1400 + 1) / 4,
+                            tx_nacks: 0,
+                            rx_ce: 3,
+                            tx_packets: n as u64 * (size / 1400 + 1) / 4,
+                        };
+                        r.victim = Some(VictimRun {
+                            congested: LatencyStats {
+                                count: 100,
+                                mean_ns: 70_000.0 * slow,
+                                p50_ns: (60_000.0 * slow) as u64,
+                                p99_ns: (150_000.0 * slow) as u64,
+                                max_ns: 400_000,
+                                ops_per_s: 14_000.0 / slow,
+                            },
+                        });
+                        r.metrics = compute(&r, &setup, &cal);
+                        runs.push(r);
+                    }
+                }
+            }
+        }
+        fill_f_c(&mut runs, &cal);
+        Report {
+            command: "uet lab incast --senders 4 --size 1MiB --cc all --seeds 2 --out /tmp/x"
+                .into(),
+            setup,
+            calibration: cal,
+            runs,
+        }
+    }
+
+    #[test]
+    fn synthetic_report_orders_modes_as_expected() {
+        let r = synthetic_report(&["none", "rccc"], &[4], &[256 * 1024], 2);
+        let s = summarize(&r.runs);
+        let (none, rccc) = (&s[0], &s[1]);
+        assert!(none.ict_over_ideal.median > rccc.ict_over_ideal.median);
+        assert!(none.peak_queue_bytes.median > rccc.peak_queue_bytes.median);
+        assert!(none.drops.median > rccc.drops.median);
+        assert_eq!(rccc.f_c.map(|f| f.count), Some(2));
+        assert!(rccc.f_c.unwrap().median > 1.0);
+        assert!(rccc.jain_windowed.is_some());
+        assert!(
+            (rccc.utilisation.median - 0.95).abs() < 0.01,
+            "{:?}",
+            rccc.utilisation
+        );
     }
 
     #[test]
