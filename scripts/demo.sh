@@ -12,7 +12,7 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 need=()
-for pkg in ca-certificates pkg-config clang llvm libbpf-dev iproute2 iputils-ping; do
+for pkg in ca-certificates pkg-config clang llvm libbpf-dev iproute2 iputils-ping fonts-dejavu-core; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -4,7 +4,10 @@
 //! metrics, write `results.json`, `results.csv`, `report.md` and the
 //! figures.
 
+pub mod metrics;
 pub mod model;
+pub mod plot;
+pub mod report;
 pub mod run;
 
 use std::path::{Path, PathBuf};
@@ -28,19 +31,26 @@ pub fn run(
     let mut lab = IncastLab::up(opts)?;
     let mut runs = Vec::new();
     for cc in &ccs {
-        for r in lab.runs(cc)? {
+        for mut r in lab.runs(cc)? {
+            r.metrics = metrics::compute(&r, &lab.setup, &lab.calibration);
             progress(&r);
             runs.push(r);
         }
     }
+    let setup = lab.setup.clone();
+    let calibration = lab.calibration.clone();
+    drop(lab);
+    for r in &mut runs {
+        r.metrics = metrics::compute(r, &setup, &calibration);
+    }
+    metrics::fill_f_c(&mut runs, &calibration);
     let report = model::Report {
         command: command.to_owned(),
-        setup: lab.setup.clone(),
-        calibration: lab.calibration.clone(),
+        setup,
+        calibration,
         runs,
     };
-    drop(lab);
-    let path = out.join("results.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;
-    Ok((report, vec![path]))
+    let mut files = report::write(out, &report)?;
+    files.extend(plot::figures(out, &report)?);
+    Ok((report, files))
 }

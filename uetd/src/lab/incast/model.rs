@@ -207,6 +207,10 @@ pub struct Metrics {
     /// first 10·T0) of Jain's index of the flows' goodput in the window;
     /// `None` when there are no such windows.
     pub jain_windowed: Option<f64>,
+    /// The window of `jain_windowed`, k·T0 ns (`metrics::jain_window_ns`);
+    /// 0 when T0 or R is 0.
+    #[serde(default)]
+    pub jain_window_ns: u64,
     /// TBF drops during the run.
     pub drops: u64,
     /// Of those, drops after the first T0 of the run.
