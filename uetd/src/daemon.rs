@@ -23,6 +23,7 @@ use uet_ses::{
 use uet_wire::time::Duration as WireDuration;
 use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
 
+use crate::capture::Capture;
 use crate::config::{Backend, Config, XdpAttach};
 use crate::io::PacketIo;
 use crate::mem::SharedRegion;
@@ -59,6 +60,8 @@ pub struct Daemon {
     /// the xdp backend. Dropped after the workers stop.
     steer: Option<XdpSteer>,
     neigh: Option<Arc<Neighbours>>,
+    /// The workers' capture switch and queue (`uet capture`).
+    capture: Arc<Capture>,
 }
 
 /// The result of [`Daemon::write_test`].
@@ -105,6 +108,7 @@ impl Daemon {
         let seed = cfg.seed.unwrap_or_else(os_seed);
         let (out_tx, outputs) = crossbeam_channel::unbounded();
         let mut workers = Vec::with_capacity(cfg.workers);
+        let capture = Arc::new(Capture::new(crate::capture::QUEUE_FRAMES));
         let (mut steer, neigh, hub) = if cfg.backend == Backend::Xdp {
             let ifname = cfg
                 .interface
@@ -208,7 +212,14 @@ impl Daemon {
                 seed ^ (w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             );
             let cpu = cfg.pin.then_some(w);
-            workers.push(worker::spawn(w, io, ep, out_tx.clone(), cpu)?);
+            workers.push(worker::spawn(
+                w,
+                io,
+                ep,
+                out_tx.clone(),
+                cpu,
+                Arc::clone(&capture),
+            )?);
         }
         tracing::info!(%local, backend = ?cfg.backend, workers = cfg.workers, cc = %mode, mtu, "uetd started");
         let mut d = Self {
@@ -220,6 +231,7 @@ impl Daemon {
             next_tag: 1,
             steer,
             neigh,
+            capture,
         };
         for e in d.cfg.expose.clone() {
             let spec = RegionSpec::new(
@@ -248,6 +260,11 @@ impl Daemon {
     /// The configuration it runs.
     pub fn config(&self) -> &Config {
         &self.cfg
+    }
+
+    /// The capture switch the workers mirror frames into.
+    pub fn capture(&self) -> &Capture {
+        &self.capture
     }
 
     /// The regions the daemon exposes itself.

@@ -11,6 +11,7 @@
 //! - All `unsafe` lives in the private `sys` module.
 
 pub mod apps;
+pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod control;

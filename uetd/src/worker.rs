@@ -10,6 +10,10 @@
 //! out     completions and target events to the control thread
 //! ```
 //!
+//! While `uet capture` runs, the backend also mirrors every frame it
+//! receives and sends to the capture queue ([`crate::capture`]); without
+//! one, that costs one relaxed atomic load per iteration.
+//!
 //! It busy-polls while there is work and, after a short spin with nothing
 //! to do, sleeps in `poll()` on the backend's fds and its wake eventfd until
 //! the endpoint's next timer — an idle daemon costs ~0 % CPU, so ten of them
@@ -32,6 +36,7 @@ use uet_ses::{
 };
 use uet_wire::time::Instant;
 
+use crate::capture::Capture;
 use crate::io::{IoStats, PacketIo};
 use crate::mem::SharedRegion;
 use crate::sys::eventfd::EventFd;
@@ -219,13 +224,15 @@ impl Drop for WorkerHandle {
     }
 }
 
-/// Starts worker `id` on its own thread, pinned to `cpu` if given.
+/// Starts worker `id` on its own thread, pinned to `cpu` if given; it
+/// mirrors frames into `capture` while one runs.
 pub fn spawn(
     id: usize,
     mut io: Box<dyn PacketIo + Send>,
     mut ep: DaemonEndpoint,
     out: crossbeam_channel::Sender<(usize, Output)>,
     cpu: Option<usize>,
+    capture: Arc<Capture>,
 ) -> std::io::Result<WorkerHandle> {
     let inbox = Arc::new(SegQueue::new());
     let wake = Arc::new(EventFd::new()?);
@@ -240,7 +247,15 @@ pub fn spawn(
             {
                 tracing::warn!(worker = id, cpu, "pinning failed: {e}");
             }
-            run(id, &mut *io, &mut ep, &i2, &w2, &s2, &st2, &out);
+            let shared = Shared {
+                inbox: &i2,
+                wake: &w2,
+                stop: &s2,
+                stats: &st2,
+                out: &out,
+                capture: &capture,
+            };
+            run(id, &mut *io, &mut ep, &shared);
         })?;
     Ok(WorkerHandle {
         inbox,
@@ -251,17 +266,26 @@ pub fn spawn(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run(
-    id: usize,
-    io: &mut dyn PacketIo,
-    ep: &mut DaemonEndpoint,
-    inbox: &SegQueue<Command>,
-    wake: &EventFd,
-    stop: &AtomicBool,
-    stats: &Mutex<WorkerStats>,
-    out: &crossbeam_channel::Sender<(usize, Output)>,
-) {
+/// What a worker shares with the control thread.
+#[derive(Clone, Copy)]
+struct Shared<'a> {
+    inbox: &'a SegQueue<Command>,
+    wake: &'a EventFd,
+    stop: &'a AtomicBool,
+    stats: &'a Mutex<WorkerStats>,
+    out: &'a crossbeam_channel::Sender<(usize, Output)>,
+    capture: &'a Capture,
+}
+
+fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_>) {
+    let Shared {
+        inbox,
+        wake,
+        stop,
+        stats,
+        out,
+        capture,
+    } = *sh;
     let mut tags: FxHashMap<OpId, u64> = FxHashMap::default();
     let mut recv_tags: FxHashMap<uet_ses::RecvId, u64> = FxHashMap::default();
     let mut idle = 0u32;
@@ -282,9 +306,13 @@ fn run(
             break;
         }
 
-        let rx = match io.recv(BATCH, &mut |meta, bytes| {
-            ep.handle_datagram(now, meta, bytes)
-        }) {
+        // One relaxed load; `None` unless a capture runs.
+        let mut tap = capture.tap();
+        let rx = match io.recv_tapped(
+            BATCH,
+            &mut |meta, bytes| ep.handle_datagram(now, meta, bytes),
+            tap.as_mut(),
+        ) {
             Ok(n) => n,
             Err(e) => {
                 tracing::warn!(worker = id, "receive failed: {e}");
@@ -294,7 +322,7 @@ fn run(
         if ep.poll_timeout().is_some_and(|t| t <= now) {
             ep.handle_timeout(now);
         }
-        let tx = match io.send(BATCH, &mut |buf| ep.poll_transmit(now, buf)) {
+        let tx = match io.send_tapped(BATCH, &mut |buf| ep.poll_transmit(now, buf), tap.as_mut()) {
             Ok(n) => n,
             Err(e) => {
                 tracing::warn!(worker = id, "send failed: {e}");
