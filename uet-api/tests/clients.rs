@@ -634,7 +634,7 @@ mod tokio_client {
             s.hello();
             assert_eq!(s.recv().msg, ClientMsg::Capture(spec));
             s.send(&DaemonMsg::CaptureStarted { snaplen: 32 });
-            s.send(&DaemonMsg::CaptureFrame(super::frame(7, Direction::Tx)));
+            s.send(&DaemonMsg::CaptureFrame(frame(7, Direction::Tx)));
             s.send(&DaemonMsg::CaptureEnd(CaptureEnd {
                 frames: 1,
                 dropped: 0,
@@ -645,7 +645,7 @@ mod tokio_client {
         assert_eq!(client.capture_start(spec).await.unwrap(), 32);
         assert_eq!(
             client.capture_next(None).await.unwrap(),
-            CaptureEvent::Frame(super::frame(7, Direction::Tx))
+            CaptureEvent::Frame(frame(7, Direction::Tx))
         );
         assert!(matches!(
             client.capture_next(None).await.unwrap(),

@@ -89,12 +89,21 @@ fn case(subnet: u8, a_backend: &str, b_backend: &str, capture_on: &str) {
     let count = COUNT.to_string();
     let mut capture = Uetd::from_command({
         let mut c = Command::new(env!("CARGO_BIN_EXE_uet"));
-        c.args(["capture", "--out", pcap.to_str().unwrap(), "--count", &count])
-            .args(["--socket", cap_sock]);
+        c.args([
+            "capture",
+            "--out",
+            pcap.to_str().unwrap(),
+            "--count",
+            &count,
+        ])
+        .args(["--socket", cap_sock]);
         c
     });
     let capturing = capture.wait_line("\"capturing\"", Duration::from_secs(30));
-    assert_eq!(field(&capturing, "snaplen"), uet_api::MAX_SNAPLEN.to_string());
+    assert_eq!(
+        field(&capturing, "snaplen"),
+        uet_api::MAX_SNAPLEN.to_string()
+    );
 
     // One capture at a time: a second is refused, clearly.
     let other = dir.join("other.pcap");
@@ -153,7 +162,11 @@ fn check_pcap(path: &Path, frames: u64, bytes: u64) {
         assert_eq!(p.orig_len as usize, p.data.len());
         // Wall-clock, not the monotonic clock (which would read 1970).
         let age = now.abs_diff(p.timestamp);
-        assert!(age < Duration::from_secs(3600), "timestamp {:?}", p.timestamp);
+        assert!(
+            age < Duration::from_secs(3600),
+            "timestamp {:?}",
+            p.timestamp
+        );
     }
     assert_eq!((n, total), (frames, bytes));
 }
@@ -180,9 +193,16 @@ fn check_decode(path: &Path, local_ip: &str, peer_ip: &str) {
         .count();
     let acks = frames
         .iter()
-        .filter(|f| f["pds"]["type"].as_str().is_some_and(|t| t.starts_with("ACK")))
+        .filter(|f| {
+            f["pds"]["type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("ACK"))
+        })
         .count();
-    assert!(writes > 0 && acks > 0, "writes {writes}, acks {acks}:\n{text}");
+    assert!(
+        writes > 0 && acks > 0,
+        "writes {writes}, acks {acks}:\n{text}"
+    );
     let sent = frames.iter().filter(|f| f["ip"]["src"] == local_ip).count();
     let received = frames.iter().filter(|f| f["ip"]["src"] == peer_ip).count();
     assert!(sent > 0 && received > 0, "sent {sent}, received {received}");
