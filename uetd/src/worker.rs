@@ -449,3 +449,113 @@ fn handle_command(
 
 /// A receiver of worker outputs.
 pub type Outputs = crossbeam_channel::Receiver<(usize, Output)>;
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+    use std::time::Instant as StdInstant;
+
+    use uet_ses::EndpointConfig;
+
+    use super::*;
+    use crate::capture::{CaptureDirection, Direction, Tap};
+    use crate::sys::eventfd::poll_in;
+
+    /// A backend that "receives" four frames per call, handing them to the
+    /// tap when it gets one, and counts calls with and without a tap.
+    struct FakeIo {
+        tapped: Arc<AtomicU64>,
+        untapped: Arc<AtomicU64>,
+    }
+
+    impl PacketIo for FakeIo {
+        fn recv_tapped(
+            &mut self,
+            _max: usize,
+            _sink: &mut dyn FnMut(&uet_pds::RxMeta, &[u8]),
+            tap: Option<&mut Tap<'_>>,
+        ) -> std::io::Result<usize> {
+            match tap {
+                Some(t) => {
+                    for i in 0..4u8 {
+                        t.frame(Direction::Rx, &[i; 60]);
+                    }
+                    self.tapped.fetch_add(1, Ordering::Relaxed);
+                }
+                None => {
+                    self.untapped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok(0)
+        }
+
+        fn send_tapped(
+            &mut self,
+            _max: usize,
+            _source: &mut dyn FnMut(&mut [u8]) -> Option<uet_pds::Transmit>,
+            _tap: Option<&mut Tap<'_>>,
+        ) -> std::io::Result<usize> {
+            Ok(0)
+        }
+
+        fn wait(
+            &mut self,
+            _timeout: Option<Duration>,
+            wake: std::os::fd::BorrowedFd<'_>,
+        ) -> std::io::Result<()> {
+            poll_in(&[wake], 1).map(drop)
+        }
+
+        fn max_uet_len(&self) -> usize {
+            1400
+        }
+
+        fn stats(&self) -> IoStats {
+            IoStats::default()
+        }
+    }
+
+    fn until(what: &str, cond: impl Fn() -> bool) {
+        let deadline = StdInstant::now() + Duration::from_secs(10);
+        while !cond() {
+            assert!(StdInstant::now() < deadline, "timed out waiting for {what}");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn the_loop_taps_only_while_capturing_and_counts_drops_when_full() {
+        let tapped = Arc::new(AtomicU64::new(0));
+        let untapped = Arc::new(AtomicU64::new(0));
+        let io = FakeIo {
+            tapped: Arc::clone(&tapped),
+            untapped: Arc::clone(&untapped),
+        };
+        let capture = Arc::new(Capture::new(2));
+        let (out, _outputs) = crossbeam_channel::unbounded();
+        let ep = DaemonEndpoint::new(EndpointConfig::default(), 1);
+        let mut w = spawn(0, Box::new(io), ep, out, None, Arc::clone(&capture)).unwrap();
+
+        until("an iteration", || untapped.load(Ordering::Relaxed) > 0);
+        assert_eq!(tapped.load(Ordering::Relaxed), 0);
+        assert!(capture.frames().is_empty());
+
+        capture.start(CaptureDirection::Both, 16);
+        // One tapped call offers four frames to a queue of two: two are
+        // queued, the rest (and everything after) are counted drops.
+        until("drops", || capture.dropped() >= 2);
+        assert_eq!(capture.frames().len(), 2);
+        let f = capture.frames().try_recv().unwrap();
+        assert_eq!((f.orig_len, f.data.len()), (60, 16));
+
+        capture.stop();
+        let seen = tapped.load(Ordering::Relaxed);
+        let before = untapped.load(Ordering::Relaxed);
+        until("untapped again", || {
+            untapped.load(Ordering::Relaxed) > before
+        });
+        // At most the iteration that was running when it stopped.
+        assert!(tapped.load(Ordering::Relaxed) <= seen + 1);
+        w.stop();
+    }
+}
