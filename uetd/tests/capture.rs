@@ -142,7 +142,55 @@ fn case(subnet: u8, a_backend: &str, b_backend: &str, capture_on: &str) {
 
     check_pcap(&pcap, COUNT, field(&summary, "bytes").parse().unwrap());
     check_decode(&pcap, local_ip, peer_ip);
+    ends_on_duration_and_on_sigint(cap_sock, &dir);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A capture with a duration ends by itself, one without limits ends on
+/// SIGINT; both leave a valid pcap of what they reported and say why they
+/// ended. (The link is idle by now, but a late frame may still be seen.)
+fn ends_on_duration_and_on_sigint(socket: &str, dir: &Path) {
+    let quiet = dir.join("quiet.pcap");
+    let out = ok(
+        &uet(
+            socket,
+            &[
+                "capture",
+                "--out",
+                quiet.to_str().unwrap(),
+                "--seconds",
+                "0.2",
+                "--direction",
+                "rx",
+            ],
+        ),
+        "uet capture --seconds",
+    );
+    let summary = out.lines().last().unwrap();
+    assert_eq!(field(summary, "reason"), "duration", "{out}");
+    check_summary_file(&quiet, summary);
+
+    let stopped = dir.join("stopped.pcap");
+    let mut capture = Uetd::from_command({
+        let mut c = Command::new(env!("CARGO_BIN_EXE_uet"));
+        c.args(["capture", "--out", stopped.to_str().unwrap()])
+            .args(["--socket", socket]);
+        c
+    });
+    capture.wait_line("\"capturing\"", Duration::from_secs(30));
+    capture.signal("-INT");
+    let summary = capture.wait_line("\"captured\"", Duration::from_secs(30));
+    assert_eq!(field(&summary, "reason"), "stopped", "{summary}");
+    assert_eq!(capture.wait_exit(Duration::from_secs(10)), Some(0));
+    check_summary_file(&stopped, &summary);
+}
+
+fn check_summary_file(path: &Path, summary: &str) {
+    check_pcap(
+        path,
+        field(summary, "frames").parse().unwrap(),
+        field(summary, "bytes").parse().unwrap(),
+    );
 }
 
 /// The file is a pcap with Ethernet link type and `frames` whole frames
