@@ -3,8 +3,8 @@
 //! the control thread, which streams them to the capturing client.
 //!
 //! Cost model:
-//! - no capture: each worker iteration does one relaxed load of
-//!   [`Capture::state`] ([`Capture::tap`] returns `None`) and the backends
+//! - no capture: each worker iteration does one relaxed load of the
+//!   state word ([`Capture::tap`] returns `None`) and the backends
 //!   see no tap — nothing per frame;
 //! - a capture: per frame of a wanted direction, a clock read, a copy of up
 //!   to the snap length into a recycled buffer and a `try_send`; when the
@@ -38,7 +38,7 @@ use crate::sys::mem::monotonic_ns;
 /// Frames the queue toward the control thread holds.
 pub const QUEUE_FRAMES: usize = 8192;
 
-/// Bits of [`Capture::state`]: directions (0-1), snap length (2-31),
+/// Bits of the `state` word: directions (0-1), snap length (2-31),
 /// generation (32-63); 0 is "no capture".
 const DIR_MASK: u64 = 0b11;
 const SNAP_SHIFT: u32 = 2;
