@@ -12,6 +12,13 @@
 //!
 //! # The protocol, version 1
 //!
+//! New message types may be added within a version when no existing layout
+//! changes and the daemon sends them only on a request that names them
+//! (capture came so): a client of the same version never sees one
+//! unasked, and a daemon that predates one answers it with
+//! `Error{Malformed}` ("unknown message type"). A changed layout or a
+//! message sent unasked bumps [`PROTOCOL_VERSION`].
+//!
 //! ## Frames
 //!
 //! A `SOCK_STREAM` Unix socket carries frames, all integers little-endian:
@@ -48,6 +55,8 @@
 //! | `0x0004` | `RegisterLocal` + 1 fd | `len: u64` |
 //! | `0x0005` | `Deregister` | `handle: u32` |
 //! | `0x0006` | `Stats` | — |
+//! | `0x0007` | `Capture` | `max_frames: opt<u64>, max_duration_ms: opt<u64>, snaplen: u32, direction: u8` |
+//! | `0x0008` | `CaptureStop` | — |
 //! | `0x0010` | `Write` | `tag: u64, local, remote, len: u32, header_data: opt<u64>` |
 //! | `0x0011` | `Read` | `tag: u64, local, remote, len: u32` |
 //! | `0x0012` | `Send` | `tag: u64, local, peer, len: u32, header_data: opt<u64>` |
@@ -67,9 +76,19 @@
 //! | `0x8004` | `LocalRegistered` | `handle: u32` |
 //! | `0x8005` | `Deregistered` | `handle: u32` |
 //! | `0x8006` | `StatsReply` | `json: str` |
+//! | `0x8007` | `CaptureStarted` | `snaplen: u32` |
 //! | `0x8010` | `Completion` | `tag: u64, status, bytes: u64` |
 //! | `0x8011` | `RecvCompletion` | `tag: u64, src_fep: ip, bytes: u64, message_len: u32, header_data: opt<u64>, match_bits: opt<u64>` |
 //! | `0x8012` | `WriteArrived` | `handle: u32, src_fep: ip, offset: u64, len: u32, header_data: u64` |
+//! | `0x8020` | `CaptureFrame` | `timestamp_ns: u64, direction: u8, orig_len: u32, data: bytes` |
+//! | `0x8021` | `CaptureEnd` | `frames: u64, dropped: u64, reason: u8` |
+//!
+//! Capture: `direction` in `Capture` is `1` received, `2` sent, `3` both
+//! (anything else is a decode error); in `CaptureFrame` it is `1` or `2`.
+//! `orig_len` is the frame's length on the wire and may not be less than
+//! the bytes carried; `timestamp_ns` is wall-clock time since the Unix
+//! epoch. `reason`: 1 count, 2 duration, 3 stopped by the client, 4 daemon
+//! shutting down; others reach the client as `Unknown(n)`.
 //!
 //! `status` is a `u8` kind then its fields: `0` ok; `1` remote, `return_code:
 //! u8` (SES return code); `2` local, `code: u16, message: str` (an
@@ -77,8 +96,8 @@
 //!
 //! Error codes ([`ErrorCode`]): 1 `VersionMismatch`, 2 `Malformed`, 3
 //! `UnknownHandle`, 4 `NotYours`, 5 `BadLength`, 6 `Refused`, 7 `BadFd`,
-//! 8 `Exhausted`, 9 `OutOfSequence`, 10 `Internal`, 11 `KeyInUse`; other
-//! values reach the application as `Unknown(n)`.
+//! 8 `Exhausted`, 9 `OutOfSequence`, 10 `Internal`, 11 `KeyInUse`, 12
+//! `Busy`; other values reach the application as `Unknown(n)`.
 //!
 //! ## Sequencing
 //!
@@ -103,7 +122,16 @@
 //!    with remote write.
 //! 5. An `Error` that answers no request means the daemon is closing the
 //!    connection (after `Malformed`, `OutOfSequence`…).
-//! 6. `Bye`, or the connection closing, frees all of the client's
+//! 6. `Capture` is answered by `CaptureStarted` or `Error` (`Refused`: only
+//!    a peer whose uid — `SO_PEERCRED` — is 0 or the daemon's may capture,
+//!    since frames carry every job's data; `Busy`: the daemon runs one
+//!    capture at a time; `BadLength`: a zero snap length). `CaptureFrame`s
+//!    follow, interleaved with anything else, until exactly one
+//!    `CaptureEnd` (count reached, duration passed, `CaptureStop`, daemon
+//!    shutdown). `CaptureStop` gets no reply of its own and is ignored when
+//!    no capture of this client runs; a client that disconnects ends its
+//!    capture.
+//! 7. `Bye`, or the connection closing, frees all of the client's
 //!    registrations (their RI generations are bumped, so stale keys fail
 //!    with `BAD_GENERATION`) and fails its operations in flight.
 //!
@@ -125,9 +153,10 @@ pub mod sock;
 
 #[cfg(feature = "tokio")]
 pub use client::AsyncClient;
-pub use client::{Client, ClientError, Event, LocalHandle, Registration, Session};
+pub use client::{CaptureEvent, Client, ClientError, Event, LocalHandle, Registration, Session};
 pub use proto::{
-    Access, Completion, ErrorCode, Handle, LocalRef, PROTOCOL_VERSION, Peer, RecvCompletion,
+    Access, CaptureDirection, CaptureEnd, CaptureEndReason, CaptureSpec, CapturedFrame, Completion,
+    Direction, ErrorCode, Handle, LocalRef, MAX_SNAPLEN, PROTOCOL_VERSION, Peer, RecvCompletion,
     RemoteRef, RemoteRegion, Status, Tag, WriteArrived,
 };
 pub use region::Region;

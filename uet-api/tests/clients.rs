@@ -15,8 +15,9 @@ use uet_api::proto::{ClientMsg, DaemonMsg, FrameReader, Received};
 use uet_api::region::{RegionFdError, check_region_fd};
 use uet_api::sock::{self, RecvError};
 use uet_api::{
-    Access, Client, ClientError, Completion, ErrorCode, Event, Handle, PROTOCOL_VERSION, Peer,
-    Region, Status, Tag, WriteArrived,
+    Access, CaptureDirection, CaptureEnd, CaptureEndReason, CaptureEvent, CaptureSpec,
+    CapturedFrame, Client, ClientError, Completion, Direction, ErrorCode, Event, Handle,
+    PROTOCOL_VERSION, Peer, Region, Status, Tag, WriteArrived,
 };
 
 const FEP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
@@ -518,6 +519,99 @@ fn many_registrations_in_one_burst_pair_each_frame_with_its_fd() {
     assert_eq!(n, 20);
 }
 
+fn frame(n: u8, direction: Direction) -> CapturedFrame {
+    CapturedFrame {
+        timestamp_ns: 1_700_000_000_000_000_000 + u64::from(n),
+        direction,
+        orig_len: 60,
+        data: vec![n; 14],
+    }
+}
+
+#[test]
+fn capture_streams_frames_apart_from_events_until_its_end() {
+    let spec = CaptureSpec {
+        max_frames: Some(100),
+        max_duration_ms: None,
+        snaplen: 128,
+        direction: CaptureDirection::Both,
+    };
+    let (c, h) = serve(move |mut s| {
+        s.hello();
+        assert_eq!(s.recv().msg, ClientMsg::Capture(spec));
+        s.send(&DaemonMsg::CaptureStarted { snaplen: 128 });
+        s.send(&DaemonMsg::CaptureFrame(frame(1, Direction::Rx)));
+        // An event of an operation in the middle of the stream.
+        s.completion(Tag(9), Status::Ok, 5);
+        s.send(&DaemonMsg::CaptureFrame(frame(2, Direction::Tx)));
+        assert_eq!(s.recv().msg, ClientMsg::CaptureStop);
+        s.send(&DaemonMsg::CaptureEnd(CaptureEnd {
+            frames: 2,
+            dropped: 3,
+            reason: CaptureEndReason::Stopped,
+        }));
+    });
+    let mut client = Client::handshake(c, "cap").unwrap();
+    assert_eq!(client.capture_start(spec).unwrap(), 128);
+    assert_eq!(
+        client.capture_next(None).unwrap(),
+        CaptureEvent::Frame(frame(1, Direction::Rx))
+    );
+    assert_eq!(
+        client.capture_next(None).unwrap(),
+        CaptureEvent::Frame(frame(2, Direction::Tx))
+    );
+    client.capture_stop().unwrap();
+    assert_eq!(
+        client.capture_next(None).unwrap(),
+        CaptureEvent::End(CaptureEnd {
+            frames: 2,
+            dropped: 3,
+            reason: CaptureEndReason::Stopped,
+        })
+    );
+    // The completion was kept for wait_event.
+    assert_eq!(client.wait_event(None).unwrap().tag(), Some(Tag(9)));
+    h.join().unwrap();
+}
+
+#[test]
+fn capture_refusals_are_typed_and_an_old_daemon_is_explained() {
+    let spec = CaptureSpec {
+        max_frames: None,
+        max_duration_ms: Some(1000),
+        snaplen: 64,
+        direction: CaptureDirection::Rx,
+    };
+    let (c, h) = serve(|mut s| {
+        s.hello();
+        let _ = s.recv();
+        s.send(&DaemonMsg::Error {
+            code: ErrorCode::Busy,
+            message: "busy: a capture is already running".into(),
+        });
+        // What a daemon without capture answers (then it closes).
+        let _ = s.recv();
+        s.send(&DaemonMsg::Error {
+            code: ErrorCode::Malformed,
+            message: "unknown message type 0x0007".into(),
+        });
+    });
+    let mut client = Client::handshake(c, "cap").unwrap();
+    match client.capture_start(spec).unwrap_err() {
+        ClientError::Daemon { code, .. } => assert_eq!(code, ErrorCode::Busy),
+        other => panic!("{other:?}"),
+    }
+    match client.capture_start(spec).unwrap_err() {
+        ClientError::Daemon { code, message } => {
+            assert_eq!(code, ErrorCode::Malformed);
+            assert!(message.contains("without capture support"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    h.join().unwrap();
+}
+
 #[cfg(feature = "tokio")]
 mod tokio_client {
     use super::*;
@@ -526,6 +620,41 @@ mod tokio_client {
     fn async_end(c: UnixStream) -> tokio::net::UnixStream {
         c.set_nonblocking(true).unwrap();
         tokio::net::UnixStream::from_std(c).unwrap()
+    }
+
+    #[tokio::test]
+    async fn capture_start_next_and_end() {
+        let spec = CaptureSpec {
+            max_frames: Some(1),
+            max_duration_ms: None,
+            snaplen: 32,
+            direction: CaptureDirection::Tx,
+        };
+        let (c, h) = serve(move |mut s| {
+            s.hello();
+            assert_eq!(s.recv().msg, ClientMsg::Capture(spec));
+            s.send(&DaemonMsg::CaptureStarted { snaplen: 32 });
+            s.send(&DaemonMsg::CaptureFrame(frame(7, Direction::Tx)));
+            s.send(&DaemonMsg::CaptureEnd(CaptureEnd {
+                frames: 1,
+                dropped: 0,
+                reason: CaptureEndReason::Count,
+            }));
+        });
+        let mut client = AsyncClient::handshake(async_end(c), "cap").await.unwrap();
+        assert_eq!(client.capture_start(spec).await.unwrap(), 32);
+        assert_eq!(
+            client.capture_next(None).await.unwrap(),
+            CaptureEvent::Frame(frame(7, Direction::Tx))
+        );
+        assert!(matches!(
+            client.capture_next(None).await.unwrap(),
+            CaptureEvent::End(CaptureEnd {
+                reason: CaptureEndReason::Count,
+                ..
+            })
+        ));
+        h.join().unwrap();
     }
 
     #[tokio::test]

@@ -1,6 +1,6 @@
 //! The application side of the `uet` CLI (issue 6): `serve`, `write`,
-//! `read`, `perf` and `stats`, each a client of the local daemon through
-//! `uet_api` — the same path an application takes.
+//! `read`, `perf`, `stats` and `capture`, each a client of the local daemon
+//! through `uet_api` — the same path an application takes.
 //!
 //! Addresses are `uet://FEP/JOB/PID/RI/GEN/0xKEY` (`uet_api::RemoteRegion`),
 //! which `uet serve` prints.
@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use hdrhistogram::Histogram;
 use serde_json::json;
-use uet_api::{Access, Client, Event, Region, RemoteRegion, Status, Tag};
+use uet_api::{
+    Access, CaptureDirection, CaptureEvent, CaptureSpec, Client, ClientError, Event, MAX_SNAPLEN,
+    Region, RemoteRegion, Status, Tag,
+};
 
 use crate::daemon::VERIFY_TAG;
 
@@ -68,7 +71,7 @@ pub fn serve(socket: &Path, size: u64, count: Option<u64>) -> Result<()> {
     while !stop.load(Ordering::Relaxed) && count.is_none_or(|n| seen < n) {
         let ev = match c.wait_event(Some(Duration::from_millis(200))) {
             Ok(ev) => ev,
-            Err(uet_api::ClientError::Timeout) => continue,
+            Err(ClientError::Timeout) => continue,
             Err(e) => return Err(e.into()),
         };
         if let Event::WriteArrived(w) = ev {
@@ -369,6 +372,113 @@ fn flatten(
             _ => {}
         }
     }
+}
+
+/// What `uet capture` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaptureConfig {
+    /// End after this many frames.
+    pub count: Option<u64>,
+    /// End after this long.
+    pub duration: Option<Duration>,
+    /// Bytes kept of each frame (clamped to [`MAX_SNAPLEN`]).
+    pub snaplen: u32,
+    /// Which frames.
+    pub direction: CaptureDirection,
+}
+
+/// What [`capture`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureReport {
+    /// Frames written to the file.
+    pub frames: u64,
+    /// Frames the daemon saw but could not queue for the capture.
+    pub dropped: u64,
+    /// Captured bytes written (frames cut at the snap length).
+    pub bytes: u64,
+    /// The snap length in force.
+    pub snaplen: u32,
+    /// Why the capture ended.
+    pub reason: String,
+}
+
+/// How long a capture may take to end once asked to (SIGINT/SIGTERM).
+const CAPTURE_END_WAIT: Duration = Duration::from_secs(5);
+
+/// `uet capture`: the frames the local daemon's datapath receives and
+/// sends, into `out` as a pcap file (Ethernet link type, nanosecond
+/// timestamps) that `uet decode --pcap` and Wireshark read. Calls
+/// `started` with the snap length once the daemon captures; ends on the
+/// count or duration of `cfg`, or SIGINT/SIGTERM.
+pub fn capture(
+    socket: &Path,
+    out: &Path,
+    cfg: &CaptureConfig,
+    started: impl FnOnce(u32),
+) -> Result<CaptureReport> {
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    use pcap_file::{DataLink, TsResolution};
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    if cfg.snaplen == 0 {
+        bail!("--snaplen must be at least 1");
+    }
+    let file = std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut c = connect(socket, "uet capture")?;
+    let spec = CaptureSpec {
+        max_frames: cfg.count,
+        max_duration_ms: cfg
+            .duration
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)),
+        snaplen: cfg.snaplen.min(MAX_SNAPLEN),
+        direction: cfg.direction,
+    };
+    let snaplen = c.capture_start(spec).context("starting the capture")?;
+    let header = PcapHeader {
+        datalink: DataLink::ETHERNET,
+        ts_resolution: TsResolution::NanoSecond,
+        snaplen,
+        ..PcapHeader::default()
+    };
+    let mut w = PcapWriter::with_header(std::io::BufWriter::new(file), header)
+        .with_context(|| format!("writing {}", out.display()))?;
+    started(snaplen);
+    let (mut frames, mut bytes) = (0u64, 0u64);
+    let mut stopping: Option<Instant> = None;
+    let end = loop {
+        if stopping.is_none() && stop.load(Ordering::Relaxed) {
+            c.capture_stop()?;
+            stopping = Some(Instant::now());
+        }
+        if stopping.is_some_and(|t| t.elapsed() > CAPTURE_END_WAIT) {
+            bail!("the daemon did not end the capture within {CAPTURE_END_WAIT:?}");
+        }
+        match c.capture_next(Some(Duration::from_millis(200))) {
+            Ok(CaptureEvent::Frame(f)) => {
+                let ts = Duration::from_nanos(f.timestamp_ns);
+                w.write_packet(&PcapPacket::new(ts, f.orig_len, &f.data))
+                    .with_context(|| format!("writing {}", out.display()))?;
+                frames += 1;
+                bytes += f.data.len() as u64;
+            }
+            Ok(CaptureEvent::End(e)) => break e,
+            Err(ClientError::Timeout) => {}
+            Err(e) => return Err(e).context("capturing"),
+        }
+    };
+    let mut file = w.into_writer();
+    std::io::Write::flush(&mut file).with_context(|| format!("writing {}", out.display()))?;
+    let _ = c.close();
+    Ok(CaptureReport {
+        frames,
+        dropped: end.dropped,
+        bytes,
+        snaplen,
+        reason: end.reason.to_string(),
+    })
 }
 
 /// A progress line on stderr when it is a terminal.

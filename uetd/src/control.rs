@@ -18,6 +18,15 @@
 //! (generation bump: stale keys fail with BAD_GENERATION) and so are its
 //! local buffers, so its operations in flight fail cleanly; completions
 //! still arriving for it are dropped.
+//!
+//! Capture (`uet capture`): frames carry every job's data, so only a
+//! client whose `SO_PEERCRED` uid is 0 or the daemon's own may capture
+//! (others get `Refused`). One capture runs per daemon at a time; a second
+//! client asking meanwhile gets `Busy` (the workers' capture path stays a
+//! single switch and queue). The control loop streams the frames to the
+//! capturing client as they come and ends the capture on its count, its
+//! duration, `CaptureStop`, the client leaving, or shutdown; everyone else
+//! is served as usual meanwhile.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -31,7 +40,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use crossbeam_channel::{Sender, select};
-use uet_api::proto::{ClientMsg, DaemonMsg, FrameReader};
+use uet_api::proto::{
+    CaptureEnd, CaptureEndReason, CaptureSpec, ClientMsg, DaemonMsg, FrameReader, MAX_SNAPLEN,
+};
 use uet_api::sock::{RecvError, peer_credentials, recv_frame, send_msg};
 use uet_api::{Access, Completion, ErrorCode, Handle, PROTOCOL_VERSION, Status, Tag};
 use uet_ses::{
@@ -40,6 +51,7 @@ use uet_ses::{
 };
 use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
 
+use crate::capture::{CapturedFrame, Started};
 use crate::daemon::Daemon;
 use crate::mem::SharedRegion;
 use crate::worker::Output;
@@ -110,13 +122,35 @@ enum Pending {
     Recv { client: ClientId, tag: Tag },
 }
 
+/// The running capture.
+struct ActiveCapture {
+    client: ClientId,
+    started: Started,
+    max_frames: Option<u64>,
+    deadline: Option<std::time::Instant>,
+    frames: u64,
+}
+
 /// The control loop's state.
 struct Control {
     cfg: ControlConfig,
     clients: HashMap<ClientId, Client>,
     pending: HashMap<u64, Pending>,
     pids_in_use: Vec<bool>,
+    /// The daemon's effective uid (who, besides root, may capture).
+    daemon_uid: u32,
+    capture: Option<ActiveCapture>,
 }
+
+/// Whether a peer of uid `peer` may capture on a daemon running as
+/// `daemon`: root, or the daemon's own user.
+pub fn capture_permitted(peer: u32, daemon: u32) -> bool {
+    peer == 0 || peer == daemon
+}
+
+/// How long the control loop waits for anything before looking at the
+/// capture deadline and the stop flag again.
+const TICK: Duration = Duration::from_millis(100);
 
 /// Binds the socket (0660; a stale socket file is replaced) and serves until
 /// `stop` is set. Worker outputs not meant for clients go to `other`.
@@ -142,11 +176,22 @@ pub fn serve(
         cfg,
         clients: HashMap::new(),
         pending: HashMap::new(),
+        daemon_uid: crate::sys::cred::effective_uid(),
+        capture: None,
     };
     // pid 0 is the daemon's own (its exposed regions).
     c.pids_in_use[0] = true;
     let outputs = daemon.outputs().clone();
+    let frames = daemon.capture().frames().clone();
     while !stop.load(Ordering::Relaxed) {
+        let tick = c
+            .capture
+            .as_ref()
+            .and_then(|a| a.deadline)
+            .map_or(TICK, |d| {
+                d.saturating_duration_since(std::time::Instant::now())
+                    .min(TICK)
+            });
         select! {
             recv(rx) -> ev => if let Ok(ev) = ev { c.on_event(daemon, ev) },
             recv(outputs) -> o => if let Ok((_, o)) = o
@@ -154,9 +199,18 @@ pub fn serve(
             {
                 other(daemon, &o);
             },
-            default(Duration::from_millis(100)) => {}
+            recv(frames) -> f => if let Ok(f) = f { c.on_frame(daemon, f) },
+            default(tick) => {}
+        }
+        if c.capture
+            .as_ref()
+            .and_then(|a| a.deadline)
+            .is_some_and(|d| std::time::Instant::now() >= d)
+        {
+            c.end_capture(daemon, CaptureEndReason::Duration);
         }
     }
+    c.end_capture(daemon, CaptureEndReason::Shutdown);
     accept_stop.store(true, Ordering::Relaxed);
     // Unblock accept() with a connection of our own, then remove the file.
     let _ = UnixStream::connect(&c.cfg.path);
@@ -371,8 +425,140 @@ impl Control {
                 let json = crate::stats::to_json(&daemon.stats()).to_string();
                 self.send(daemon, id, &DaemonMsg::StatsReply { json });
             }
+            ClientMsg::Capture(spec) => {
+                let reply = self.start_capture(daemon, id, &spec);
+                self.send(daemon, id, &reply);
+            }
+            ClientMsg::CaptureStop => {
+                if self.capture.as_ref().is_some_and(|a| a.client == id) {
+                    self.end_capture(daemon, CaptureEndReason::Stopped);
+                }
+            }
             op => self.operation(daemon, id, op),
         }
+    }
+
+    /// Starts a capture for client `id`, or says why not.
+    fn start_capture(&mut self, daemon: &Daemon, id: ClientId, spec: &CaptureSpec) -> DaemonMsg {
+        let Some(c) = self.clients.get(&id) else {
+            return err(ErrorCode::Internal, "no client");
+        };
+        if !capture_permitted(c.uid, self.daemon_uid) {
+            return err(
+                ErrorCode::Refused,
+                format!(
+                    "a capture shows every job's frames: only root or uid {} (the daemon's) \
+                     may capture, not uid {}",
+                    self.daemon_uid, c.uid
+                ),
+            );
+        }
+        if let Some(a) = &self.capture {
+            let who = self
+                .clients
+                .get(&a.client)
+                .map_or("another client", |o| o.name.as_str());
+            return err(
+                ErrorCode::Busy,
+                format!("busy: a capture is already running (for {who}); one at a time"),
+            );
+        }
+        if spec.snaplen == 0 {
+            return err(ErrorCode::BadLength, "the snap length must be at least 1");
+        }
+        if spec.max_frames == Some(0) || spec.max_duration_ms == Some(0) {
+            return err(
+                ErrorCode::BadLength,
+                "a frame count or duration limit must be positive",
+            );
+        }
+        let snaplen = spec.snaplen.min(MAX_SNAPLEN);
+        let deadline = spec.max_duration_ms.map(|ms| {
+            let d = Duration::from_millis(ms);
+            let now = std::time::Instant::now();
+            // A duration past what the clock can hold is no limit.
+            now.checked_add(d)
+                .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
+        });
+        let started = daemon.capture().start(spec.direction, snaplen);
+        tracing::info!(client = %c.name, uid = c.uid, ?spec, "capture started");
+        self.capture = Some(ActiveCapture {
+            client: id,
+            started,
+            max_frames: spec.max_frames,
+            deadline,
+            frames: 0,
+        });
+        DaemonMsg::CaptureStarted { snaplen }
+    }
+
+    /// Streams a captured frame to the capturing client.
+    fn on_frame(&mut self, daemon: &Daemon, f: CapturedFrame) {
+        let Some(a) = &mut self.capture else {
+            daemon.capture().recycle(f.data);
+            return;
+        };
+        if f.generation != a.started.generation {
+            daemon.capture().recycle(f.data);
+            return;
+        }
+        a.frames += 1;
+        let client = a.client;
+        let done = a.max_frames.is_some_and(|m| a.frames >= m);
+        let msg = DaemonMsg::CaptureFrame(uet_api::CapturedFrame {
+            timestamp_ns: a.started.wall_ns(f.mono_ns),
+            direction: f.direction,
+            orig_len: f.orig_len,
+            data: f.data,
+        });
+        // A client that cannot keep up is dropped by the send timeout (and
+        // its capture with it); frames the queue cannot hold meanwhile are
+        // counted as drops by the workers.
+        self.send(daemon, client, &msg);
+        if let DaemonMsg::CaptureFrame(cf) = msg {
+            daemon.capture().recycle(cf.data);
+        }
+        if done {
+            self.end_capture(daemon, CaptureEndReason::Count);
+        }
+    }
+
+    /// Ends the running capture (if any): stops the workers, delivers the
+    /// frames they queued before that (unless the count is reached) and
+    /// sends `CaptureEnd`.
+    fn end_capture(&mut self, daemon: &Daemon, reason: CaptureEndReason) {
+        let Some(mut a) = self.capture.take() else {
+            return;
+        };
+        let cap = daemon.capture();
+        cap.stop();
+        let full = |a: &ActiveCapture| a.max_frames.is_some_and(|m| a.frames >= m);
+        while !full(&a)
+            && let Ok(f) = cap.frames().try_recv()
+        {
+            if f.generation != a.started.generation {
+                cap.recycle(f.data);
+                continue;
+            }
+            a.frames += 1;
+            let msg = DaemonMsg::CaptureFrame(uet_api::CapturedFrame {
+                timestamp_ns: a.started.wall_ns(f.mono_ns),
+                direction: f.direction,
+                orig_len: f.orig_len,
+                data: f.data,
+            });
+            self.send(daemon, a.client, &msg);
+            if let DaemonMsg::CaptureFrame(cf) = msg {
+                cap.recycle(cf.data);
+            }
+        }
+        let end = CaptureEnd {
+            frames: a.frames,
+            dropped: cap.dropped(),
+            reason,
+        };
+        tracing::info!(client = a.client, frames = end.frames, dropped = end.dropped, %reason, "capture ended");
+        self.send(daemon, a.client, &DaemonMsg::CaptureEnd(end));
     }
 
     /// Sends an error that ends the connection, and ends it.
@@ -750,6 +936,11 @@ impl Control {
         let Some(c) = self.clients.remove(&id) else {
             return;
         };
+        if self.capture.as_ref().is_some_and(|a| a.client == id) {
+            self.capture = None;
+            daemon.capture().stop();
+            tracing::info!(client = %c.name, id, "capture ended: the client left");
+        }
         let _ = c.stream.shutdown(std::net::Shutdown::Both);
         for r in c.remotes.values() {
             if let Err(e) = daemon.deregister(r.addr) {
@@ -886,4 +1077,21 @@ fn transport_code(e: uet_pds::PdsError) -> u16 {
 fn random_key(id: ClientId, ri: u16) -> u64 {
     use std::hash::BuildHasher;
     std::collections::hash_map::RandomState::new().hash_one((id, ri))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_root_or_the_daemons_user_may_capture() {
+        // A daemon run by root: only root.
+        assert!(capture_permitted(0, 0));
+        assert!(!capture_permitted(1000, 0));
+        // A daemon run by uid 1000: root and 1000, nobody else.
+        assert!(capture_permitted(0, 1000));
+        assert!(capture_permitted(1000, 1000));
+        assert!(!capture_permitted(1001, 1000));
+        assert!(!capture_permitted(65534, 1000));
+    }
 }

@@ -23,6 +23,7 @@ use uet_ses::{
 use uet_wire::time::Duration as WireDuration;
 use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
 
+use crate::capture::Capture;
 use crate::config::{Backend, Config, XdpAttach};
 use crate::io::PacketIo;
 use crate::mem::SharedRegion;
@@ -59,6 +60,8 @@ pub struct Daemon {
     /// the xdp backend. Dropped after the workers stop.
     steer: Option<XdpSteer>,
     neigh: Option<Arc<Neighbours>>,
+    /// The workers' capture switch and queue (`uet capture`).
+    capture: Arc<Capture>,
 }
 
 /// The result of [`Daemon::write_test`].
@@ -105,6 +108,7 @@ impl Daemon {
         let seed = cfg.seed.unwrap_or_else(os_seed);
         let (out_tx, outputs) = crossbeam_channel::unbounded();
         let mut workers = Vec::with_capacity(cfg.workers);
+        let capture = Arc::new(Capture::new(crate::capture::QUEUE_FRAMES));
         let (mut steer, neigh, hub) = if cfg.backend == Backend::Xdp {
             let ifname = cfg
                 .interface
@@ -213,7 +217,14 @@ impl Daemon {
                 seed ^ (w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             );
             let cpu = cfg.pin.then_some(w);
-            workers.push(worker::spawn(w, io, ep, out_tx.clone(), cpu)?);
+            workers.push(worker::spawn(
+                w,
+                io,
+                ep,
+                out_tx.clone(),
+                cpu,
+                Arc::clone(&capture),
+            )?);
         }
         tracing::info!(%local, backend = ?cfg.backend, workers = cfg.workers, cc = %mode, mtu, "uetd started");
         let mut d = Self {
@@ -225,6 +236,7 @@ impl Daemon {
             next_tag: 1,
             steer,
             neigh,
+            capture,
         };
         for e in d.cfg.expose.clone() {
             let spec = RegionSpec::new(
@@ -253,6 +265,11 @@ impl Daemon {
     /// The configuration it runs.
     pub fn config(&self) -> &Config {
         &self.cfg
+    }
+
+    /// The capture switch the workers mirror frames into.
+    pub fn capture(&self) -> &Capture {
+        &self.capture
     }
 
     /// The regions the daemon exposes itself.
@@ -564,7 +581,7 @@ fn software_pacer(pds: &mut PdsConfig, link_rate_bps: u64, base_rtt: Duration) {
     let packet_ns = (r.mtu as u128 * 8 * 1_000_000_000 / u128::from(link_rate_bps.max(1))) as u64;
     r.slice = r.slice.max(WireDuration::from_nanos(packet_ns));
     let catch_up = PACER_CATCH_UP.max(base_rtt).as_nanos();
-    let slices = catch_up.div_ceil(u128::from(r.slice.as_nanos().max(1)));
+    let slices = catch_up.div_ceil(r.slice.as_nanos().max(1));
     r.max_burst_slices = r
         .max_burst_slices
         .max(u32::try_from(slices).unwrap_or(u32::MAX));

@@ -20,6 +20,8 @@ use std::time::Duration;
 use uet_pds::{RxMeta, Transmit};
 use uet_wire::inet::EthernetAddress;
 
+use crate::capture::Tap;
+
 /// Counters of a backend (monotonic; read by the stats path).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IoStats {
@@ -50,7 +52,18 @@ pub trait PacketIo {
     /// Receives up to `max` datagrams, calling `sink` with each one's
     /// metadata and UET bytes (PDS prologue onwards). Returns how many were
     /// delivered. Never blocks.
-    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize>;
+    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize> {
+        self.recv_tapped(max, sink, None)
+    }
+
+    /// [`PacketIo::recv`], also handing every received frame, whole as on
+    /// the wire, to `tap` while a capture runs ([`crate::capture`]).
+    fn recv_tapped(
+        &mut self,
+        max: usize,
+        sink: &mut dyn FnMut(&RxMeta, &[u8]),
+        tap: Option<&mut Tap<'_>>,
+    ) -> io::Result<usize>;
 
     /// Sends up to `max` datagrams: for each, `source` writes UET bytes into
     /// the lent buffer and returns where they go, or `None` when it has
@@ -60,6 +73,17 @@ pub trait PacketIo {
         &mut self,
         max: usize,
         source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
+    ) -> io::Result<usize> {
+        self.send_tapped(max, source, None)
+    }
+
+    /// [`PacketIo::send`], also handing every frame sent to `tap` while a
+    /// capture runs.
+    fn send_tapped(
+        &mut self,
+        max: usize,
+        source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
+        tap: Option<&mut Tap<'_>>,
     ) -> io::Result<usize>;
 
     /// Sleeps until a datagram may be ready, `wake` becomes readable (an

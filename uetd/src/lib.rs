@@ -4,13 +4,15 @@
 //!   per-core loop driving a `uet_ses::Endpoint` over a [`io::PacketIo`]
 //!   backend — [`udp`] (kernel sockets) or AF_XDP rings fed by the [`xdp`]
 //!   steering program.
-//! - [`decode`]: the frame decoder behind `uet decode`.
+//! - [`decode`]: the frame decoder behind `uet decode`; [`capture`]: the
+//!   workers' frame mirror behind `uet capture`.
 //! - [`netns`]: namespaces and veth for the lab and the real-kernel tests.
 //! - [`lab`]: the veth lab (hosts, switch, bottleneck, ECN and impairment
 //!   programs, daemons) behind `uet lab` ([`cli::lab`]).
 //! - All `unsafe` lives in the private `sys` module.
 
 pub mod apps;
+pub mod capture;
 pub mod cli;
 pub mod config;
 pub mod control;

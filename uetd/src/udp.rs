@@ -19,9 +19,11 @@ use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 use uet_pds::{RxMeta, Transmit};
-use uet_wire::encap::{EncapConfig, nominal_pktsize};
+use uet_wire::encap::{EncapConfig, Transport, emit_frame, nominal_pktsize};
+use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
 use uet_wire::{Dscp, Ecn, EntropyValue};
 
+use crate::capture::{Direction, Tap};
 use crate::io::{IoStats, PacketIo};
 use crate::sys::eventfd::poll_in;
 use crate::sys::udp::MsgBatch;
@@ -158,12 +160,68 @@ impl UdpIo {
     }
 }
 
+/// Rebuilds the frame a datagram of `uet` bytes from `src` to `dst` with
+/// `tos` was (or will be) on the wire, for a capture: zero MACs, TTL 64,
+/// the UDP checksum filled ([`crate::capture`]). False when the addresses
+/// differ in family or the datagram does not fit.
+fn wire_frame(
+    src: SocketAddr,
+    dst: SocketAddr,
+    tos: u8,
+    encap: &EncapConfig,
+    uet: &[u8],
+    buf: &mut [u8],
+) -> bool {
+    let Some(ip) = IpRepr::udp(
+        src.ip(),
+        dst.ip(),
+        Dscp::from_masked(tos >> 2),
+        Ecn::from_bits(tos),
+    ) else {
+        return false;
+    };
+    let eth = EthernetRepr {
+        dst: EthernetAddress([0; 6]),
+        src: EthernetAddress([0; 6]),
+        vlan: None,
+        ethertype: EtherType::Ipv4,
+    };
+    let transport = Transport::Udp {
+        src_port: src.port(),
+        dst_port: dst.port(),
+    };
+    emit_frame(&eth, &ip, &transport, encap, uet.len(), buf, |b| {
+        b.copy_from_slice(uet);
+    })
+    .is_ok()
+}
+
+/// The length of [`wire_frame`]'s frame: Ethernet, IP and UDP headers and
+/// the datagram.
+const fn wire_len(ip: IpAddr, uet_len: usize) -> usize {
+    14 + match ip {
+        IpAddr::V4(_) => V4_OVERHEAD,
+        IpAddr::V6(_) => V6_OVERHEAD,
+    } + uet_len
+}
+
 impl PacketIo for UdpIo {
-    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize> {
+    fn recv_tapped(
+        &mut self,
+        max: usize,
+        sink: &mut dyn FnMut(&RxMeta, &[u8]),
+        mut tap: Option<&mut Tap<'_>>,
+    ) -> io::Result<usize> {
         let n = self.rx.recv(self.rx_sock.as_fd(), max)?;
         let mut delivered = 0;
         for i in 0..n {
             let (bytes, src, tos) = self.rx.received(i);
+            if let (Some(t), Some(src)) = (tap.as_deref_mut(), src) {
+                let local = SocketAddr::new(self.cfg.local, self.cfg.udp_port);
+                t.build(Direction::Rx, wire_len(local.ip(), bytes.len()), |buf| {
+                    wire_frame(src, local, tos, &self.cfg.encap, bytes, buf)
+                });
+            }
             let Some(src) = src else {
                 self.stats.rx_dropped += 1;
                 continue;
@@ -188,10 +246,11 @@ impl PacketIo for UdpIo {
         Ok(delivered)
     }
 
-    fn send(
+    fn send_tapped(
         &mut self,
         max: usize,
         source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
+        mut tap: Option<&mut Tap<'_>>,
     ) -> io::Result<usize> {
         let k = max.min(self.tx.capacity());
         let max_uet = self.max_uet;
@@ -228,8 +287,14 @@ impl PacketIo for UdpIo {
             let fd = self.pool[usize::from(sock)].as_fd();
             let got = self.tx.send(fd, a..b).unwrap_or_default();
             for slot in a..a + got {
-                let (bytes, _, _) = self.tx.received(slot);
+                let (bytes, dst, tos) = self.tx.received(slot);
                 self.stats.tx_bytes += bytes.len() as u64;
+                if let (Some(t), Some(dst)) = (tap.as_deref_mut(), dst) {
+                    let src = SocketAddr::new(self.cfg.local, self.cfg.ev_base.wrapping_add(sock));
+                    t.build(Direction::Tx, wire_len(src.ip(), bytes.len()), |buf| {
+                        wire_frame(src, dst, tos, &self.cfg.encap, bytes, buf)
+                    });
+                }
             }
             sent += got;
             if got < want {
@@ -255,5 +320,32 @@ impl PacketIo for UdpIo {
 
     fn stats(&self) -> IoStats {
         self.stats
+    }
+}
+
+#[cfg(test)]
+mod capture_tests {
+    use uet_wire::encap::parse_l2_l4;
+
+    use super::*;
+
+    #[test]
+    fn a_rebuilt_frame_parses_back_to_the_datagram() {
+        let src: SocketAddr = "10.0.0.1:49157".parse().unwrap();
+        let dst: SocketAddr = "10.0.0.2:4793".parse().unwrap();
+        let uet = [0x11u8, 0x22, 0x33, 0x44, 0x55];
+        let cfg = EncapConfig::default();
+        // DSCP 10, ECN CE.
+        let tos = (10 << 2) | 0b11;
+        let mut buf = vec![0; wire_len(src.ip(), uet.len())];
+        assert!(wire_frame(src, dst, tos, &cfg, &uet, &mut buf));
+        let (h, range) = parse_l2_l4(&buf, &cfg).unwrap();
+        assert_eq!(&buf[range], &uet);
+        assert_eq!((h.ip.src_addr(), h.ip.dst_addr()), (src.ip(), dst.ip()));
+        assert_eq!(h.entropy.get(), 49157);
+        assert_eq!(h.ip.ecn(), Ecn::Ce);
+        // Families that differ build nothing.
+        let v6: SocketAddr = "[fd00::2]:4793".parse().unwrap();
+        assert!(!wire_frame(src, v6, tos, &cfg, &uet, &mut buf));
     }
 }

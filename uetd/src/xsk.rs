@@ -30,6 +30,7 @@ use uet_pds::{RxMeta, Transmit};
 use uet_wire::encap::{EncapConfig, Transport, emit_frame, parse_l2_l4};
 use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
 
+use crate::capture::{Direction, Tap};
 use crate::io::{IoStats, NextHop, PacketIo};
 use crate::sys::eventfd::{EventFd, poll_in};
 use crate::sys::xsk::{
@@ -679,7 +680,12 @@ impl XdpIo {
 }
 
 impl PacketIo for XdpIo {
-    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize> {
+    fn recv_tapped(
+        &mut self,
+        max: usize,
+        sink: &mut dyn FnMut(&RxMeta, &[u8]),
+        mut tap: Option<&mut Tap<'_>>,
+    ) -> io::Result<usize> {
         self.take_returns();
         let mut delivered = 0;
         let mut done = 0;
@@ -694,6 +700,11 @@ impl PacketIo for XdpIo {
             let reg = self.hub.umem(l.origin);
             let data = reg.umem.data(&l.frame);
             self.extra.handed_in += 1;
+            // The receiving worker handed it on uncaptured: the owner
+            // captures it.
+            if let Some(t) = tap.as_deref_mut() {
+                t.frame(Direction::Rx, data);
+            }
             if let Some((meta, uet)) = Self::parse(
                 &self.encap,
                 self.local_ip,
@@ -728,6 +739,11 @@ impl PacketIo for XdpIo {
                     &mut self.extra,
                     data,
                 ) else {
+                    // Seen and dropped (malformed, not for us): captured,
+                    // since that is what a capture is for.
+                    if let Some(t) = tap.as_deref_mut() {
+                        t.frame(Direction::Rx, data);
+                    }
                     self.set.free.push(f);
                     continue;
                 };
@@ -738,6 +754,9 @@ impl PacketIo for XdpIo {
                 }
                 let owner = self.hub.owner_of(meta.src);
                 if owner == self.worker {
+                    if let Some(t) = tap.as_deref_mut() {
+                        t.frame(Direction::Rx, data);
+                    }
                     self.stats.rx_packets += 1;
                     self.stats.rx_bytes += data.len() as u64;
                     sink(&meta, uet);
@@ -754,6 +773,9 @@ impl PacketIo for XdpIo {
                             bells |= 1 << owner;
                         }
                         Err(l) => {
+                            if let Some(t) = tap.as_deref_mut() {
+                                t.frame(Direction::Rx, self.umem.data(&l.frame));
+                            }
                             self.stats.rx_dropped += 1;
                             self.extra.handoff_full += 1;
                             self.set.free.push(l.frame);
@@ -771,10 +793,11 @@ impl PacketIo for XdpIo {
         Ok(delivered)
     }
 
-    fn send(
+    fn send_tapped(
         &mut self,
         max: usize,
         source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
+        mut tap: Option<&mut Tap<'_>>,
     ) -> io::Result<usize> {
         self.take_returns();
         self.set.reclaim();
@@ -832,6 +855,9 @@ impl PacketIo for XdpIo {
                 |_| {},
             ) {
                 Ok(n) => {
+                    if let Some(t) = tap.as_deref_mut() {
+                        t.frame(Direction::Tx, &chunk[hr..hr + n]);
+                    }
                     self.umem.set_span(&mut f, hr as u32, n as u32);
                     if let Err(f) = self.set.socks[s].tx.push(f) {
                         // Cannot happen (room was reserved); keep the frame.

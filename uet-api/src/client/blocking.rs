@@ -6,9 +6,11 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{ClientError, Core, Event, LocalHandle, Registration, Routed, Session, ops};
+use super::{
+    CaptureEvent, ClientError, Core, Event, LocalHandle, Registration, Routed, Session, ops,
+};
 use crate::proto::{
-    Access, ClientMsg, DaemonMsg, FrameReader, Handle, LocalRef, Peer, RemoteRef, Tag,
+    Access, CaptureSpec, ClientMsg, DaemonMsg, FrameReader, Handle, LocalRef, Peer, RemoteRef, Tag,
 };
 use crate::region::Region;
 use crate::sock::{self, RecvError};
@@ -239,6 +241,66 @@ impl Client {
         timeout: Option<Duration>,
     ) -> Result<Event, ClientError> {
         self.wait(Some(tag), timeout)
+    }
+
+    /// Starts a capture of the frames the daemon's datapath receives and
+    /// sends; returns the snap length in force. Frames then arrive through
+    /// [`Self::capture_next`] until its [`CaptureEvent::End`].
+    ///
+    /// # Errors
+    ///
+    /// The daemon's refusal ([`ClientError::Daemon`]: `Refused` for a uid
+    /// other than 0 or the daemon's, `Busy` while another capture runs,
+    /// `BadLength` for a zero snap length) or a connection error.
+    pub fn capture_start(&mut self, spec: CaptureSpec) -> Result<u32, ClientError> {
+        let reply = self.request(&ClientMsg::Capture(spec), None)?;
+        Core::on_capture_started(reply)
+    }
+
+    /// The next frame of the running capture, or its end; `None` waits
+    /// forever. Events of operations that arrive meanwhile are kept for
+    /// `wait_event`.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::Timeout`] (the connection stays usable), the
+    /// daemon's closing `Error`, or a connection error.
+    pub fn capture_next(&mut self, timeout: Option<Duration>) -> Result<CaptureEvent, ClientError> {
+        if let Some(e) = self.core.captured.pop_front() {
+            return Ok(e);
+        }
+        self.core.usable()?;
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            let m = match self.recv(deadline) {
+                Ok(m) => m,
+                Err(ClientError::Timeout) => return Err(ClientError::Timeout),
+                Err(e) => return self.core.track(Err(e)),
+            };
+            match self.core.route(m) {
+                Routed::Event => {
+                    if let Some(e) = self.core.captured.pop_front() {
+                        return Ok(e);
+                    }
+                }
+                Routed::Reply(r) => {
+                    self.core.broken = true;
+                    return Err(Core::stray_reply(r));
+                }
+            }
+        }
+    }
+
+    /// Asks the daemon to end the running capture; its
+    /// [`CaptureEvent::End`] follows the frames already sent (ignored
+    /// when no capture runs).
+    ///
+    /// # Errors
+    ///
+    /// A connection error.
+    pub fn capture_stop(&mut self) -> Result<(), ClientError> {
+        self.core.usable()?;
+        self.send_msg(&ClientMsg::CaptureStop, None)
     }
 
     /// Says `Bye` and closes.

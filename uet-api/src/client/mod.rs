@@ -8,6 +8,11 @@
 //! their ends arrive as [`Event`]s, in whatever order the fabric finishes
 //! them, through `wait_event` (the next event) or `wait_completion` (one
 //! tag's end, other events kept for later).
+//!
+//! A capture (`capture_start`, then `capture_next` until
+//! [`CaptureEvent::End`], `capture_stop` to end it early) streams the
+//! frames the daemon's datapath sees; its frames are kept apart from the
+//! events, so operations may run on the same connection meanwhile.
 
 mod blocking;
 #[cfg(feature = "tokio")]
@@ -23,9 +28,9 @@ pub use blocking::{Client, DEFAULT_REPLY_TIMEOUT};
 pub use tokio::AsyncClient;
 
 use crate::proto::{
-    Access, ClientMsg, Completion, DaemonMsg, DecodeError, ErrorCode, FrameTooLarge, Handle,
-    LocalRef, Message, PROTOCOL_VERSION, RecvCompletion, RemoteRef, RemoteRegion, Tag,
-    WriteArrived,
+    Access, CaptureEnd, CapturedFrame, ClientMsg, Completion, DaemonMsg, DecodeError, ErrorCode,
+    FrameTooLarge, Handle, LocalRef, Message, PROTOCOL_VERSION, RecvCompletion, RemoteRef,
+    RemoteRegion, Tag, WriteArrived,
 };
 use crate::sock::RecvError;
 
@@ -114,6 +119,15 @@ impl Event {
             Self::WriteArrived(_) => None,
         }
     }
+}
+
+/// What a running capture delivers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaptureEvent {
+    /// A frame the datapath received or sent.
+    Frame(CapturedFrame),
+    /// The capture ended; nothing of it follows.
+    End(CaptureEnd),
 }
 
 /// Why a client call failed.
@@ -244,6 +258,8 @@ struct Core {
     session: Session,
     next_tag: u64,
     events: VecDeque<Event>,
+    /// Frames and the end of a running capture, apart from `events`.
+    captured: VecDeque<CaptureEvent>,
     broken: bool,
     /// Encoding scratch.
     out: Vec<u8>,
@@ -263,6 +279,7 @@ impl Core {
             session,
             next_tag: 1,
             events: VecDeque::new(),
+            captured: VecDeque::new(),
             broken: false,
             out: Vec::with_capacity(256),
         }
@@ -342,6 +359,14 @@ impl Core {
             DaemonMsg::Completion(c) => Event::Completion(c),
             DaemonMsg::RecvCompletion(r) => Event::Recv(r),
             DaemonMsg::WriteArrived(w) => Event::WriteArrived(w),
+            DaemonMsg::CaptureFrame(f) => {
+                self.captured.push_back(CaptureEvent::Frame(f));
+                return Routed::Event;
+            }
+            DaemonMsg::CaptureEnd(e) => {
+                self.captured.push_back(CaptureEvent::End(e));
+                return Routed::Event;
+            }
             reply => return Routed::Reply(reply),
         };
         self.events.push_back(ev);
@@ -407,6 +432,21 @@ impl Core {
         match reply {
             DaemonMsg::Deregistered { handle: h } if h == handle => Ok(()),
             other => Err(refusal("Deregistered", other)),
+        }
+    }
+
+    fn on_capture_started(reply: DaemonMsg) -> Result<u32, ClientError> {
+        match reply {
+            DaemonMsg::CaptureStarted { snaplen } => Ok(snaplen),
+            // A daemon older than capture does not know the message type.
+            DaemonMsg::Error {
+                code: ErrorCode::Malformed,
+                message,
+            } if message.contains("unknown message type") => Err(ClientError::Daemon {
+                code: ErrorCode::Malformed,
+                message: format!("{message} (a uetd without capture support?)"),
+            }),
+            other => Err(refusal("CaptureStarted", other)),
         }
     }
 

@@ -41,6 +41,15 @@ impl Enc<'_> {
         }
     }
 
+    /// `u16` byte count followed by the bytes. Callers keep `v` within
+    /// `u16::MAX` (the frame limit refuses longer bodies anyway); longer
+    /// input is cut there.
+    pub(super) fn blob(&mut self, v: &[u8]) {
+        let v = &v[..v.len().min(usize::from(u16::MAX))];
+        self.u16(v.len() as u16);
+        self.bytes(v);
+    }
+
     /// `u8` family (4 or 6) followed by 4 or 16 address bytes.
     pub(super) fn ip(&mut self, ip: IpAddr) {
         match ip {
@@ -205,6 +214,12 @@ impl<'a> Dec<'a> {
                 at: here,
             }),
         }
+    }
+
+    /// A `u16` byte count followed by that many bytes.
+    pub(super) fn blob(&mut self, field: &'static str) -> Result<&'a [u8], DecodeError> {
+        let n = self.u16(field)?;
+        self.take(usize::from(n), field)
     }
 
     pub(super) fn str(&mut self, field: &'static str) -> Result<String, DecodeError> {

@@ -300,6 +300,9 @@ pub enum ErrorCode {
     Internal,
     /// 11: the key asked for is already in use.
     KeyInUse,
+    /// 12: the daemon is doing this for someone else already (a capture
+    /// is running).
+    Busy,
     /// Any other code.
     Unknown(u16),
 }
@@ -320,6 +323,7 @@ impl ErrorCode {
             Self::OutOfSequence => 9,
             Self::Internal => 10,
             Self::KeyInUse => 11,
+            Self::Busy => 12,
             Self::Unknown(c) => c,
         }
     }
@@ -339,6 +343,7 @@ impl ErrorCode {
             9 => Self::OutOfSequence,
             10 => Self::Internal,
             11 => Self::KeyInUse,
+            12 => Self::Busy,
             c => Self::Unknown(c),
         }
     }
@@ -445,6 +450,187 @@ pub struct WriteArrived {
     pub header_data: u64,
 }
 
+/// The most bytes of one frame a capture carries: a `CaptureFrame` must
+/// fit in [`MAX_FRAME_LEN`]. The daemon clamps a larger snap length to it.
+pub const MAX_SNAPLEN: u32 = 65_000;
+
+/// Which way a captured frame went through the daemon's datapath.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// Received (wire `1`).
+    Rx,
+    /// Sent (wire `2`).
+    Tx,
+}
+
+impl Direction {
+    /// The wire value.
+    #[must_use]
+    pub const fn code(self) -> u8 {
+        match self {
+            Self::Rx => 1,
+            Self::Tx => 2,
+        }
+    }
+
+    /// From the wire value, `None` if undefined.
+    #[must_use]
+    pub const fn from_code(c: u8) -> Option<Self> {
+        match c {
+            1 => Some(Self::Rx),
+            2 => Some(Self::Tx),
+            _ => None,
+        }
+    }
+}
+
+/// Which frames a capture wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CaptureDirection {
+    /// Received frames only (wire `1`).
+    Rx,
+    /// Sent frames only (wire `2`).
+    Tx,
+    /// Both (wire `3`).
+    Both,
+}
+
+impl CaptureDirection {
+    /// The wire value: bit 0 received, bit 1 sent.
+    #[must_use]
+    pub const fn bits(self) -> u8 {
+        match self {
+            Self::Rx => 1,
+            Self::Tx => 2,
+            Self::Both => 3,
+        }
+    }
+
+    /// From the wire value, `None` if undefined (0 or above 3).
+    #[must_use]
+    pub const fn from_bits(b: u8) -> Option<Self> {
+        match b {
+            1 => Some(Self::Rx),
+            2 => Some(Self::Tx),
+            3 => Some(Self::Both),
+            _ => None,
+        }
+    }
+
+    /// Whether frames going `d` are wanted.
+    #[must_use]
+    pub const fn wants(self, d: Direction) -> bool {
+        self.bits() & d.code() != 0
+    }
+}
+
+impl core::str::FromStr for CaptureDirection {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "rx" => Ok(Self::Rx),
+            "tx" => Ok(Self::Tx),
+            "both" => Ok(Self::Both),
+            _ => Err(format!("{s:?} is not a direction: rx, tx or both")),
+        }
+    }
+}
+
+/// What a capture asks for (`ClientMsg::Capture`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CaptureSpec {
+    /// End after this many frames (`None`: no limit).
+    pub max_frames: Option<u64>,
+    /// End after this many milliseconds (`None`: no limit).
+    pub max_duration_ms: Option<u64>,
+    /// Bytes kept of each frame (1 or more; clamped to [`MAX_SNAPLEN`]).
+    pub snaplen: u32,
+    /// Which frames.
+    pub direction: CaptureDirection,
+}
+
+/// One frame as the daemon's datapath received or sent it, from the
+/// Ethernet header on (the UDP backend's frames carry Ethernet, IP and UDP
+/// headers the daemon rebuilt around the datagram).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CapturedFrame {
+    /// Wall-clock time, nanoseconds since the Unix epoch.
+    pub timestamp_ns: u64,
+    /// Received or sent.
+    pub direction: Direction,
+    /// The frame's length on the wire (at least `data.len()`).
+    pub orig_len: u32,
+    /// Its first bytes, up to the snap length.
+    pub data: Vec<u8>,
+}
+
+/// Why a capture ended. Reasons this version does not know decode as
+/// `Unknown`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CaptureEndReason {
+    /// 1: `max_frames` were delivered.
+    Count,
+    /// 2: `max_duration_ms` passed.
+    Duration,
+    /// 3: the client sent `CaptureStop`.
+    Stopped,
+    /// 4: the daemon is shutting down.
+    Shutdown,
+    /// Any other value.
+    Unknown(u8),
+}
+
+impl CaptureEndReason {
+    /// The wire value.
+    #[must_use]
+    pub const fn code(self) -> u8 {
+        match self {
+            Self::Count => 1,
+            Self::Duration => 2,
+            Self::Stopped => 3,
+            Self::Shutdown => 4,
+            Self::Unknown(c) => c,
+        }
+    }
+
+    /// From the wire value.
+    #[must_use]
+    pub const fn from_code(c: u8) -> Self {
+        match c {
+            1 => Self::Count,
+            2 => Self::Duration,
+            3 => Self::Stopped,
+            4 => Self::Shutdown,
+            c => Self::Unknown(c),
+        }
+    }
+}
+
+impl fmt::Display for CaptureEndReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Count => f.write_str("count"),
+            Self::Duration => f.write_str("duration"),
+            Self::Stopped => f.write_str("stopped"),
+            Self::Shutdown => f.write_str("shutdown"),
+            Self::Unknown(c) => write!(f, "reason {c}"),
+        }
+    }
+}
+
+/// The end of a capture (`DaemonMsg::CaptureEnd`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CaptureEnd {
+    /// Frames delivered to the client.
+    pub frames: u64,
+    /// Frames the datapath saw but could not queue for the capture
+    /// (the bounded queue toward the control thread was full).
+    pub dropped: u64,
+    /// Why it ended.
+    pub reason: CaptureEndReason,
+}
+
 /// Frames from the client to the daemon.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ClientMsg {
@@ -546,6 +732,13 @@ pub enum ClientMsg {
         /// `None`: untagged; `Some((match_bits, ignore_bits))`: tagged.
         tagged: Option<(u64, u64)>,
     },
+    /// `0x0007`: mirror the frames the datapath receives and sends to this
+    /// connection (uid 0 or the daemon's own only; one capture per daemon
+    /// at a time). Answered by `CaptureStarted` or `Error`; frames follow
+    /// as `CaptureFrame` and the capture ends with `CaptureEnd`.
+    Capture(CaptureSpec),
+    /// `0x0008`: end the running capture (answered by its `CaptureEnd`).
+    CaptureStop,
 }
 
 /// Frames from the daemon to the client.
@@ -606,6 +799,16 @@ pub enum DaemonMsg {
     RecvCompletion(RecvCompletion),
     /// `0x8012`: a write with header data landed.
     WriteArrived(WriteArrived),
+    /// `0x8007`: the answer to `Capture`: frames follow.
+    CaptureStarted {
+        /// The snap length in force (the request's, clamped to
+        /// [`MAX_SNAPLEN`]).
+        snaplen: u32,
+    },
+    /// `0x8020`: a captured frame.
+    CaptureFrame(CapturedFrame),
+    /// `0x8021`: the capture ended.
+    CaptureEnd(CaptureEnd),
 }
 
 /// Message type codes.
@@ -622,6 +825,10 @@ pub mod ty {
     pub const DEREGISTER: u16 = 0x0005;
     /// `ClientMsg::Stats`.
     pub const STATS: u16 = 0x0006;
+    /// `ClientMsg::Capture`.
+    pub const CAPTURE: u16 = 0x0007;
+    /// `ClientMsg::CaptureStop`.
+    pub const CAPTURE_STOP: u16 = 0x0008;
     /// `ClientMsg::Write`.
     pub const WRITE: u16 = 0x0010;
     /// `ClientMsg::Read`.
@@ -644,12 +851,18 @@ pub mod ty {
     pub const DEREGISTERED: u16 = 0x8005;
     /// `DaemonMsg::StatsReply`.
     pub const STATS_REPLY: u16 = 0x8006;
+    /// `DaemonMsg::CaptureStarted`.
+    pub const CAPTURE_STARTED: u16 = 0x8007;
     /// `DaemonMsg::Completion`.
     pub const COMPLETION: u16 = 0x8010;
     /// `DaemonMsg::RecvCompletion`.
     pub const RECV_COMPLETION: u16 = 0x8011;
     /// `DaemonMsg::WriteArrived`.
     pub const WRITE_ARRIVED: u16 = 0x8012;
+    /// `DaemonMsg::CaptureFrame`.
+    pub const CAPTURE_FRAME: u16 = 0x8020;
+    /// `DaemonMsg::CaptureEnd`.
+    pub const CAPTURE_END: u16 = 0x8021;
 }
 
 /// Why bytes did not decode. Offsets (`at`) count from the first byte of
@@ -942,6 +1155,8 @@ impl Message for ClientMsg {
             Self::Send { .. } => ty::SEND,
             Self::TaggedSend { .. } => ty::TAGGED_SEND,
             Self::PostRecv { .. } => ty::POST_RECV,
+            Self::Capture(_) => ty::CAPTURE,
+            Self::CaptureStop => ty::CAPTURE_STOP,
         }
     }
 
@@ -957,7 +1172,13 @@ impl Message for ClientMsg {
                 e.u16(*version);
                 e.str(name);
             }
-            Self::Bye | Self::Stats => {}
+            Self::Bye | Self::Stats | Self::CaptureStop => {}
+            Self::Capture(c) => {
+                e.opt_u64(c.max_frames);
+                e.opt_u64(c.max_duration_ms);
+                e.u32(c.snaplen);
+                e.u8(c.direction.bits());
+            }
             Self::Register { len, access, key } => {
                 e.u64(*len);
                 e.u8(access.bits());
@@ -1050,6 +1271,13 @@ impl Message for ClientMsg {
             }
             ty::BYE => Self::Bye,
             ty::STATS => Self::Stats,
+            ty::CAPTURE => Self::Capture(CaptureSpec {
+                max_frames: d.opt_u64("max_frames")?,
+                max_duration_ms: d.opt_u64("max_duration_ms")?,
+                snaplen: d.u32("snaplen")?,
+                direction: d.u8_map("direction", CaptureDirection::from_bits)?,
+            }),
+            ty::CAPTURE_STOP => Self::CaptureStop,
             ty::REGISTER => Self::Register {
                 len: d.u64("len")?,
                 access: d.u8_map("access", Access::from_bits)?,
@@ -1155,6 +1383,9 @@ impl Message for DaemonMsg {
             Self::Completion(_) => ty::COMPLETION,
             Self::RecvCompletion(_) => ty::RECV_COMPLETION,
             Self::WriteArrived(_) => ty::WRITE_ARRIVED,
+            Self::CaptureStarted { .. } => ty::CAPTURE_STARTED,
+            Self::CaptureFrame(_) => ty::CAPTURE_FRAME,
+            Self::CaptureEnd(_) => ty::CAPTURE_END,
         }
     }
 
@@ -1217,6 +1448,18 @@ impl Message for DaemonMsg {
                 e.u32(w.len);
                 e.u64(w.header_data);
             }
+            Self::CaptureStarted { snaplen } => e.u32(*snaplen),
+            Self::CaptureFrame(f) => {
+                e.u64(f.timestamp_ns);
+                e.u8(f.direction.code());
+                e.u32(f.orig_len);
+                e.blob(&f.data);
+            }
+            Self::CaptureEnd(c) => {
+                e.u64(c.frames);
+                e.u64(c.dropped);
+                e.u8(c.reason.code());
+            }
         }
     }
 
@@ -1269,6 +1512,31 @@ impl Message for DaemonMsg {
                 offset: d.u64("offset")?,
                 len: d.u32("len")?,
                 header_data: d.u64("header_data")?,
+            }),
+            ty::CAPTURE_STARTED => Self::CaptureStarted {
+                snaplen: d.u32("snaplen")?,
+            },
+            ty::CAPTURE_FRAME => {
+                let timestamp_ns = d.u64("timestamp_ns")?;
+                let direction = d.u8_map("direction", Direction::from_code)?;
+                // A frame cannot be shorter than the bytes kept of it.
+                let bad_len = d.bad("orig_len");
+                let orig_len = d.u32("orig_len")?;
+                let data = d.blob("data")?;
+                if (orig_len as usize) < data.len() {
+                    return Err(bad_len);
+                }
+                Self::CaptureFrame(CapturedFrame {
+                    timestamp_ns,
+                    direction,
+                    orig_len,
+                    data: data.to_vec(),
+                })
+            }
+            ty::CAPTURE_END => Self::CaptureEnd(CaptureEnd {
+                frames: d.u64("frames")?,
+                dropped: d.u64("dropped")?,
+                reason: CaptureEndReason::from_code(d.u8("reason")?),
             }),
             other => return Err(DecodeError::UnknownType { ty: other }),
         };

@@ -140,7 +140,45 @@ fn arb_client_msg() -> impl Strategy<Value = ClientMsg> {
                 len,
                 tagged
             }),
+        arb_capture_spec().prop_map(ClientMsg::Capture),
+        Just(ClientMsg::CaptureStop),
     ]
+}
+
+fn arb_capture_direction() -> impl Strategy<Value = CaptureDirection> {
+    (1u8..=3).prop_filter_map("defined", CaptureDirection::from_bits)
+}
+
+fn arb_capture_spec() -> impl Strategy<Value = CaptureSpec> {
+    (
+        proptest::option::of(any::<u64>()),
+        proptest::option::of(any::<u64>()),
+        any::<u32>(),
+        arb_capture_direction(),
+    )
+        .prop_map(
+            |(max_frames, max_duration_ms, snaplen, direction)| CaptureSpec {
+                max_frames,
+                max_duration_ms,
+                snaplen,
+                direction,
+            },
+        )
+}
+
+fn arb_captured_frame() -> impl Strategy<Value = CapturedFrame> {
+    (
+        any::<u64>(),
+        prop_oneof![Just(Direction::Rx), Just(Direction::Tx)],
+        proptest::collection::vec(any::<u8>(), 0..200),
+        any::<u32>(),
+    )
+        .prop_map(|(timestamp_ns, direction, data, extra)| CapturedFrame {
+            timestamp_ns,
+            direction,
+            orig_len: (data.len() as u32).saturating_add(extra % 10_000),
+            data,
+        })
 }
 
 fn arb_status() -> impl Strategy<Value = Status> {
@@ -217,6 +255,15 @@ fn arb_daemon_msg() -> impl Strategy<Value = DaemonMsg> {
                     header_data,
                 })
             }),
+        any::<u32>().prop_map(|snaplen| DaemonMsg::CaptureStarted { snaplen }),
+        arb_captured_frame().prop_map(DaemonMsg::CaptureFrame),
+        (any::<u64>(), any::<u64>(), any::<u8>()).prop_map(|(frames, dropped, r)| {
+            DaemonMsg::CaptureEnd(CaptureEnd {
+                frames,
+                dropped,
+                reason: CaptureEndReason::from_code(r),
+            })
+        }),
     ]
 }
 
@@ -582,4 +629,88 @@ mod fds {
         );
         assert_eq!(r.pending_fds(), 0, "descriptors closed on failure");
     }
+}
+
+#[test]
+fn capture_frame_of_full_snaplen_fits_a_frame() {
+    let m = DaemonMsg::CaptureFrame(CapturedFrame {
+        timestamp_ns: 1,
+        direction: Direction::Tx,
+        orig_len: MAX_SNAPLEN,
+        data: vec![0xab; MAX_SNAPLEN as usize],
+    });
+    let f = m
+        .to_frame()
+        .expect("MAX_SNAPLEN bytes fit in MAX_FRAME_LEN");
+    assert_eq!(DaemonMsg::decode(&f), Ok(m));
+}
+
+#[test]
+fn capture_frame_shorter_than_its_data_is_bad_value() {
+    let m = DaemonMsg::CaptureFrame(CapturedFrame {
+        timestamp_ns: 7,
+        direction: Direction::Rx,
+        orig_len: 4,
+        data: vec![1, 2, 3, 4],
+    });
+    let mut f = m.to_frame().unwrap();
+    // orig_len sits after the type, the timestamp and the direction.
+    let at = HEADER_LEN + 8 + 1;
+    f[at..at + 4].copy_from_slice(&3u32.to_le_bytes());
+    assert_eq!(
+        DaemonMsg::decode(&f),
+        Err(DecodeError::BadValue {
+            ty: ty::CAPTURE_FRAME,
+            field: "orig_len",
+            at
+        })
+    );
+}
+
+#[test]
+fn capture_directions_outside_the_defined_ones_are_bad_value() {
+    let spec = CaptureSpec {
+        max_frames: None,
+        max_duration_ms: None,
+        snaplen: 128,
+        direction: CaptureDirection::Both,
+    };
+    let mut f = ClientMsg::Capture(spec).to_frame().unwrap();
+    let at = f.len() - 1;
+    for bad in [0u8, 4, 0xff] {
+        f[at] = bad;
+        assert_eq!(
+            ClientMsg::decode(&f),
+            Err(DecodeError::BadValue {
+                ty: ty::CAPTURE,
+                field: "direction",
+                at
+            })
+        );
+    }
+    let end = DaemonMsg::CaptureFrame(CapturedFrame {
+        timestamp_ns: 0,
+        direction: Direction::Rx,
+        orig_len: 0,
+        data: Vec::new(),
+    });
+    let mut f = end.to_frame().unwrap();
+    f[HEADER_LEN + 8] = 3;
+    assert!(matches!(
+        DaemonMsg::decode(&f),
+        Err(DecodeError::BadValue {
+            field: "direction",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn capture_direction_filter() {
+    use CaptureDirection as C;
+    assert!(C::Rx.wants(Direction::Rx) && !C::Rx.wants(Direction::Tx));
+    assert!(C::Tx.wants(Direction::Tx) && !C::Tx.wants(Direction::Rx));
+    assert!(C::Both.wants(Direction::Rx) && C::Both.wants(Direction::Tx));
+    assert_eq!("both".parse::<C>(), Ok(C::Both));
+    assert!("up".parse::<C>().is_err());
 }

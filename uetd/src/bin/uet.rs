@@ -1,7 +1,7 @@
 //! `uet`: the command-line tool of the uet stack.
 //!
-//! `uet decode` reads frames; `serve`, `write`, `read`, `perf` and `stats`
-//! talk to the local `uetd` through its control socket.
+//! `uet decode` reads frames; `serve`, `write`, `read`, `perf`, `stats`
+//! and `capture` talk to the local `uetd` through its control socket.
 
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -36,6 +36,9 @@ enum Command {
     Perf(PerfArgs),
     /// The local daemon's counters (JSON, or Prometheus text).
     Stats(StatsArgs),
+    /// Capture the UET frames the local daemon receives and sends into a
+    /// pcap file (`uet decode --pcap` and Wireshark read it).
+    Capture(CaptureArgs),
     /// Build, sample and remove veth labs; `uet lab demo` shows the stack.
     Lab {
         #[command(subcommand)]
@@ -140,6 +143,27 @@ struct StatsArgs {
 }
 
 #[derive(Args, Debug)]
+struct CaptureArgs {
+    /// The pcap file to write.
+    #[arg(long, value_name = "FILE.pcap")]
+    out: PathBuf,
+    /// Stop after this many frames.
+    #[arg(long)]
+    count: Option<u64>,
+    /// Stop after this many seconds (default: --count, or Ctrl-C).
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Bytes kept of each frame.
+    #[arg(long, default_value_t = uet_api::MAX_SNAPLEN)]
+    snaplen: u32,
+    /// Which frames: rx, tx or both.
+    #[arg(long, default_value = "both")]
+    direction: uet_api::CaptureDirection,
+    #[command(flatten)]
+    sock: SocketArg,
+}
+
+#[derive(Args, Debug)]
 struct DecodeArgs {
     /// A frame as hex, starting at the Ethernet header (spaces, colons and a
     /// 0x prefix are ignored). May be given several times.
@@ -210,6 +234,7 @@ fn main() -> ExitCode {
         Command::Perf(a) => run_perf(&a),
         Command::Stats(a) => apps::stats(&apps::socket_path(a.sock.socket), a.prometheus)
             .map(|s| println!("{}", s.trim_end())),
+        Command::Capture(a) => run_capture(&a),
         Command::Lab { cmd } => uetd::cli::lab::run(cmd),
     };
     match result {
@@ -232,6 +257,45 @@ fn transfer_json(event: &str, t: &apps::Transfer) -> serde_json::Value {
         "seconds": t.seconds,
         "gbps": t.bytes as f64 * 8.0 / t.seconds.max(1e-9) / 1e9,
     })
+}
+
+fn run_capture(a: &CaptureArgs) -> Result<()> {
+    let duration = match a.seconds {
+        None => None,
+        Some(s) if s.is_finite() && s > 0.0 => Some(std::time::Duration::from_secs_f64(s)),
+        Some(s) => bail!("--seconds must be positive, not {s}"),
+    };
+    if a.count == Some(0) {
+        bail!("--count must be positive");
+    }
+    let cfg = apps::CaptureConfig {
+        count: a.count,
+        duration,
+        snaplen: a.snaplen,
+        direction: a.direction,
+    };
+    let sock = apps::socket_path(a.sock.socket.clone());
+    let file = a.out.display().to_string();
+    let r = apps::capture(&sock, &a.out, &cfg, |snaplen| {
+        println!(
+            "{}",
+            serde_json::json!({"event": "capturing", "file": file, "snaplen": snaplen})
+        );
+        let _ = std::io::stdout().flush();
+    })?;
+    println!(
+        "{}",
+        serde_json::json!({
+            "event": "captured",
+            "file": file,
+            "frames": r.frames,
+            "dropped": r.dropped,
+            "bytes": r.bytes,
+            "snaplen": r.snaplen,
+            "reason": r.reason,
+        })
+    );
+    Ok(())
 }
 
 fn run_perf(a: &PerfArgs) -> Result<()> {
