@@ -22,3 +22,20 @@ pub(crate) fn pin_to_cpu(cpu: usize) -> io::Result<()> {
         Err(io::Error::last_os_error())
     }
 }
+
+/// Makes the calling thread SCHED_FIFO at `priority` (1–99; needs
+/// CAP_SYS_NICE). For a measurement thread that sleeps between samples: it
+/// runs microseconds per wake-up, so it cannot starve the others, and its
+/// samples come when due rather than when a loaded CPU gets round to it.
+pub(crate) fn set_fifo_priority(priority: i32) -> io::Result<()> {
+    let p = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: passes a valid sched_param; 0 = this thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}

@@ -339,32 +339,12 @@ fn ccc_of(stats: &str, dst: &str, t_ns: i64) -> Option<CcSample> {
         })
 }
 
-/// Raw samples of the sampler thread.
-#[derive(Debug, Default)]
-struct Samples {
-    queue: Vec<Sample>,
-    /// Absolute CLOCK_MONOTONIC times in `t_ns`.
-    cc: Vec<CcSample>,
-}
-
-/// Samples the bottleneck and `traced`'s congestion context every
-/// millisecond until `stop`.
-fn sample_loop(
-    sampler: &Sampler,
-    mut traced: Option<(&mut Client, String)>,
-    stop: &AtomicBool,
-) -> Result<Samples> {
-    let mut s = Samples::default();
-    let period = 500_000u64;
+/// Paces a sampling loop: every `period_ns` until `stop`.
+fn paced(period_ns: u64, stop: &AtomicBool, mut f: impl FnMut() -> Result<()>) -> Result<()> {
     let mut next = monotonic_ns();
     while !stop.load(Ordering::Relaxed) {
-        s.queue.push(sampler.sample()?);
-        if let Some((c, dst)) = traced.as_mut()
-            && let Some(ccc) = ccc_of(&c.stats()?, dst, monotonic_ns() as i64)
-        {
-            s.cc.push(ccc);
-        }
-        next += period;
+        f()?;
+        next += period_ns;
         let now = monotonic_ns();
         if next > now {
             // Pacing the sampler, not waiting for an event.
@@ -373,8 +353,43 @@ fn sample_loop(
             next = now;
         }
     }
-    s.queue.push(sampler.sample()?);
-    Ok(s)
+    f()
+}
+
+/// Samples the bottleneck every 500 µs until `stop`, as a SCHED_FIFO
+/// thread (the incast's writers and daemons load both CPUs; a normal
+/// thread fell below 1 kHz).
+fn queue_loop(sampler: &Sampler, stop: &AtomicBool) -> Result<Vec<Sample>> {
+    if let Err(e) = crate::sys::affinity::set_fifo_priority(10) {
+        tracing::warn!("the queue sampler runs without real-time priority: {e}");
+    }
+    let mut out = Vec::with_capacity(4096);
+    paced(500_000, stop, || {
+        out.push(sampler.sample()?);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Samples `dst`'s congestion context in a daemon's published counters
+/// every millisecond (they are published at most that often) until `stop`.
+fn trace_loop(c: &mut Client, dst: &str, stop: &AtomicBool) -> Result<Vec<CcSample>> {
+    let mut out = Vec::with_capacity(2048);
+    paced(1_000_000, stop, || {
+        if let Some(s) = ccc_of(&c.stats()?, dst, monotonic_ns() as i64) {
+            out.push(s);
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// What the sampling threads collected.
+#[derive(Debug, Default)]
+struct Samples {
+    queue: Vec<Sample>,
+    /// Absolute CLOCK_MONOTONIC times in `t_ns`.
+    cc: Vec<CcSample>,
 }
 
 fn queue_samples(raw: &[Sample], t0: u64) -> Vec<QueueSample> {
@@ -695,8 +710,8 @@ impl IncastLab {
         let barrier = Barrier::new(n + 1);
         let t0_cell = Mutex::new(0u64);
         let (flows, samples, victim_lat) = std::thread::scope(|s| -> Result<_> {
-            let sampling =
-                s.spawn(|| sample_loop(sampler, Some((tracer, receiver_ip)), &stop_sampling));
+            let sampling = s.spawn(|| queue_loop(sampler, &stop_sampling));
+            let tracer_t = s.spawn(|| trace_loop(tracer, &receiver_ip, &stop_sampling));
             let victim_t = victim.map(|v| s.spawn(|| v.ping(dst, victim_off, None, &stop_victim)));
             let handles: Vec<_> = writers
                 .iter_mut()
@@ -726,7 +741,10 @@ impl IncastLab {
             std::thread::sleep(Duration::from_millis(3));
             stop_sampling.store(true, Ordering::Relaxed);
             stop_victim.store(true, Ordering::Relaxed);
-            let samples = sampling.join().expect("sampler panicked")?;
+            let samples = Samples {
+                queue: sampling.join().expect("sampler panicked")?,
+                cc: tracer_t.join().expect("tracer panicked")?,
+            };
             let victim_lat = victim_t
                 .map(|h| h.join().expect("victim panicked"))
                 .transpose()?;
