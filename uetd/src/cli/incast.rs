@@ -64,6 +64,11 @@ pub struct IncastArgs {
     /// Bytes per write operation (default size/16, 4–64 KiB).
     #[arg(long)]
     pub chunk: Option<Size>,
+    /// The daemons' base RTT in µs, what NSCC and RCCC plan for (default:
+    /// 3 × the measured idle T0: the loops of an incast on two CPUs wait
+    /// for schedulers).
+    #[arg(long)]
+    pub base_rtt_us: Option<u64>,
     /// Where results.json, results.csv, report.md and the figures go.
     #[arg(long, default_value = "incast")]
     pub out: PathBuf,
@@ -91,6 +96,7 @@ impl IncastArgs {
             mtu: self.mtu,
             backend: self.backend,
             chunk: self.chunk.map(|c| c.0),
+            base_rtt_us: self.base_rtt_us,
             ..IncastOpts::default()
         };
         if self.sweep {

@@ -596,7 +596,7 @@ pub const TARGET_MIN_SIZE: u64 = 256 * 1024;
 ///
 /// The set-up is not consulted: the bounds are the issue's, whatever R and
 /// buffer the invocation used; the report prints both beside the checks.
-pub fn check_targets(s: &Summary, _setup: &Setup, cal: &Calibration) -> Vec<TargetCheck> {
+pub fn check_targets(s: &Summary, setup: &Setup, cal: &Calibration) -> Vec<TargetCheck> {
     if s.senders > TARGET_MAX_SENDERS || s.size < TARGET_MIN_SIZE {
         return Vec::new();
     }
@@ -665,9 +665,9 @@ pub fn check_targets(s: &Summary, _setup: &Setup, cal: &Calibration) -> Vec<Targ
                 Bound::AtMost(0.0),
                 Unit::Count,
             ));
-            let target = nscc_target_delay_ns(cal) as f64;
+            let target = nscc_target_delay_ns(setup, cal) as f64;
             out.push(check(
-                "steady queueing delay (0.5–2 × target_qdelay = T0)",
+                "steady queueing delay (0.5–2 × target_qdelay = base RTT)",
                 s.steady_delay_p50_ns.median,
                 Bound::Within(0.5 * target, 2.0 * target),
                 Unit::Ns,
@@ -679,9 +679,14 @@ pub fn check_targets(s: &Summary, _setup: &Setup, cal: &Calibration) -> Vec<Targ
 }
 
 /// NSCC's `target_qdelay` in the lab: 1.0·base_rtt (no trimming), with
-/// base_rtt = T0 p50, ns.
-pub fn nscc_target_delay_ns(cal: &Calibration) -> u64 {
-    cal.t0.p50_ns
+/// base_rtt the daemons' (`Setup::base_rtt_us`), or T0 p50 when a report
+/// predates that field, ns.
+pub fn nscc_target_delay_ns(setup: &Setup, cal: &Calibration) -> u64 {
+    if setup.base_rtt_us > 0 {
+        setup.base_rtt_us * 1000
+    } else {
+        cal.t0.p50_ns
+    }
 }
 
 /// The calibration checks (`cc-eval.md`, "Calibrate first"): every
@@ -770,6 +775,7 @@ pub(crate) mod tests {
             header_bytes_per_packet: 100,
             cpus: 2,
             load_before: 0.5,
+            base_rtt_us: 0,
         }
     }
 

@@ -39,6 +39,10 @@ pub struct Setup {
     pub cpus: usize,
     /// 1-minute load average when the invocation started.
     pub load_before: f64,
+    /// The daemons' base RTT (`uetd --base-rtt-us`): what NSCC's target
+    /// delay and window and RCCC's credit bound plan for, µs.
+    #[serde(default)]
+    pub base_rtt_us: u64,
 }
 
 /// Latency of a series of small operations.

@@ -62,6 +62,9 @@ pub struct IncastOpts {
     pub chunk: Option<u64>,
     /// Give up on a run after this long.
     pub timeout: Duration,
+    /// The daemons' `--base-rtt-us` (what NSCC and RCCC plan for);
+    /// `None`: 3 × the measured T0 (p50), see `BASE_RTT_PER_T0`.
+    pub base_rtt_us: Option<u64>,
 }
 
 impl Default for IncastOpts {
@@ -81,6 +84,7 @@ impl Default for IncastOpts {
             backend: Backend::Xdp,
             chunk: None,
             timeout: Duration::from_secs(60),
+            base_rtt_us: None,
         }
     }
 }
@@ -123,6 +127,16 @@ impl IncastOpts {
 /// longest; plain requests are 4 B shorter) and the standard SES header 44
 /// (`uet_ses::initiator`: payload per packet is `max_ses_len − 44`).
 const HEADER_BYTES: u64 = 14 + 20 + 8 + 16 + 44;
+
+/// The daemons' base RTT as a multiple of the idle T0. T0 is one sender
+/// alone on idle CPUs; in an incast, N+1 busy daemons share two CPUs and
+/// every hop of the control loops (credit out, data back; data out, ACK
+/// back) waits for a scheduler, so the loop round trip is several T0.
+/// Measured (N = 4 × 1 MiB, 1 Gb/s, one seed): base RTT = T0 (150 µs):
+/// RCCC 2.81×, NSCC 2.84× ideal at ~35 % utilisation — windows and credit
+/// bounds of one idle BDP starve; 500 µs: 1.52× / 1.41×; 1000 µs: 1.48× /
+/// 1.47× with spurious RTOs. 3 × T0 sits in the flat part.
+const BASE_RTT_PER_T0: u64 = 3;
 
 /// Bytes each sender writes alone in the calibration.
 const SOLO_BYTES: u64 = 16 << 20;
@@ -530,6 +544,7 @@ impl IncastLab {
             header_bytes_per_packet: HEADER_BYTES,
             cpus: std::thread::available_parallelism().map_or(1, usize::from),
             load_before,
+            base_rtt_us: 0,
         };
         let mut me = Self {
             lab,
@@ -614,6 +629,14 @@ impl IncastLab {
         Ok(())
     }
 
+    /// What the daemons plan for: `--base-rtt-us`, else
+    /// [`BASE_RTT_PER_T0`] × T0 (p50).
+    fn base_rtt_us(&self) -> u64 {
+        self.opts
+            .base_rtt_us
+            .unwrap_or_else(|| (self.calibration.t0.p50_ns * BASE_RTT_PER_T0).div_ceil(1000))
+    }
+
     fn victim_offset(&self) -> u64 {
         let max_n = *self.opts.senders.iter().max().expect("checked") as u64;
         max_n * self.max_size.next_multiple_of(4096)
@@ -622,8 +645,9 @@ impl IncastLab {
     /// Every run of `cc`: the daemons restart with it (base RTT = T0), one
     /// flow through the bottleneck is measured, then every (N, size, seed).
     pub fn runs(&mut self, cc: &str) -> Result<Vec<Run>> {
-        let t0_us = self.calibration.t0.p50_ns.div_ceil(1000);
-        self.lab.restart_daemons(cc, t0_us)?;
+        let base_rtt_us = self.base_rtt_us();
+        self.setup.base_rtt_us = base_rtt_us;
+        self.lab.restart_daemons(cc, base_rtt_us)?;
         let max_n = *self.opts.senders.iter().max().expect("checked");
         let mut writers = (1..=max_n)
             .map(|h| Writer::new(&self.lab, h, self.max_size))
