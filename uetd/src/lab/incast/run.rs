@@ -796,7 +796,8 @@ impl IncastLab {
                 progress: o.progress.iter().map(|&(t, b)| (t - t0, b)).collect(),
                 retransmits: d.retransmits,
                 rtos: d.rtos,
-                tx_data: d.tx_data,
+                // The PDS counts first transmissions as tx_data.
+                tx_data: d.tx_data + d.retransmits,
                 error: o.error,
             });
         }
