@@ -238,6 +238,7 @@ pub fn compute(run: &Run, setup: &Setup, cal: &Calibration) -> Metrics {
         victim_bw_cif,
         f_c: None,
         failed_flows: flows.iter().filter(|f| f.error.is_some()).count(),
+        cpu_busy: run.cpu_busy.unwrap_or(0.0),
     }
 }
 
@@ -387,6 +388,8 @@ pub struct Summary {
     pub f_c: Option<Stat>,
     /// Failed flows.
     pub failed_flows: Stat,
+    /// Share of the CPUs busy during the runs.
+    pub cpu_busy: Stat,
 }
 
 /// The order modes are shown in: the baseline first.
@@ -451,6 +454,7 @@ fn summary(cc: &str, senders: usize, size: u64, rs: &[&Run]) -> Summary {
         victim_bw_cif: some(|m| m.victim_bw_cif),
         f_c: some(|m| m.f_c),
         failed_flows: all(|m| m.failed_flows as f64),
+        cpu_busy: all(|m| m.cpu_busy),
     }
 }
 
@@ -844,6 +848,7 @@ pub(crate) mod tests {
             cc_trace: Vec::new(),
             receiver: ReceiverCounters::default(),
             victim: None,
+            cpu_busy: None,
             metrics: Metrics::default(),
         }
     }

@@ -190,6 +190,10 @@ pub struct Run {
     pub receiver: ReceiverCounters,
     /// The victim, when there is one.
     pub victim: Option<VictimRun>,
+    /// Share of all CPUs busy (user, system, irq, softirq, steal — from
+    /// /proc/stat) from the common start to the last completion.
+    #[serde(default)]
+    pub cpu_busy: Option<f64>,
     /// What [`super::metrics::compute`] derived.
     pub metrics: Metrics,
 }
@@ -249,6 +253,9 @@ pub struct Metrics {
     pub f_c: Option<f64>,
     /// Failed flows.
     pub failed_flows: usize,
+    /// The run's [`Run::cpu_busy`] (0 when not measured).
+    #[serde(default)]
+    pub cpu_busy: f64,
 }
 
 /// Everything one `uet lab incast` invocation measured: `results.json`.

@@ -79,6 +79,7 @@ const METRIC_COLUMNS: &[MetricColumn] = &[
     ("victim_bw_cif", |m| opt(m.victim_bw_cif)),
     ("f_c", |m| opt(m.f_c)),
     ("failed_flows", |m| m.failed_flows.to_string()),
+    ("cpu_busy", |m| m.cpu_busy.to_string()),
 ];
 
 /// A CSV field, quoted when it needs to be (RFC 4180).
@@ -176,6 +177,7 @@ const SUMMARY_TABLES: &[(&str, &[Column])] = &[
             ("Jain", |s| cell(s.jain, ratio)),
             ("Jain (windowed)", |s| opt_cell(s.jain_windowed, ratio)),
             ("utilisation", |s| cell(s.utilisation, pct)),
+            ("CPUs busy", |s| cell(s.cpu_busy, pct)),
             ("failed flows", |s| cell(s.failed_flows, count)),
         ],
     ),
@@ -508,6 +510,18 @@ fn misses_context(md: &mut String, report: &Report, summaries: &[Summary]) {
         .iter()
         .filter(|g| matches!(g.cc.as_str(), "rccc" | "nscc"))
     {
+        if g.cpu_busy.median > 0.0 {
+            let _ = writeln!(
+                md,
+                "- {} N={} S={}: the CPUs were {} busy while the bottleneck was {} utilised \
+                 (medians over seeds)",
+                g.cc,
+                g.senders,
+                size_label(g.size),
+                pct(g.cpu_busy.median),
+                pct(g.utilisation.median)
+            );
+        }
         if g.failed_flows.max > 0.0 || g.rtos.max > 0.0 {
             let _ = writeln!(
                 md,

@@ -467,6 +467,22 @@ impl Lab {
     }
 }
 
+/// (busy, total) jiffies of all CPUs so far (/proc/stat's `cpu` line:
+/// busy = user + nice + system + irq + softirq + steal).
+fn cpu_jiffies() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let get = |i: usize| v.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal (guest is in user).
+    let busy = get(0) + get(1) + get(2) + get(5) + get(6) + get(7);
+    Some((busy, busy + get(3) + get(4)))
+}
+
 fn load_average() -> f64 {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
@@ -733,7 +749,7 @@ impl IncastLab {
         let stop_victim = AtomicBool::new(false);
         let barrier = Barrier::new(n + 1);
         let t0_cell = Mutex::new(0u64);
-        let (flows, samples, victim_lat) = std::thread::scope(|s| -> Result<_> {
+        let (flows, samples, victim_lat, cpu_busy) = std::thread::scope(|s| -> Result<_> {
             let sampling = s.spawn(|| queue_loop(sampler, &stop_sampling));
             let tracer_t = s.spawn(|| trace_loop(tracer, &receiver_ip, &stop_sampling));
             let victim_t = victim.map(|v| s.spawn(|| v.ping(dst, victim_off, None, &stop_victim)));
@@ -757,10 +773,16 @@ impl IncastLab {
             std::thread::sleep(Duration::from_millis(5));
             barrier.wait();
             *t0_cell.lock().expect("not poisoned") = monotonic_ns();
+            let cpu_before = cpu_jiffies();
             let flows: Vec<_> = handles
                 .into_iter()
                 .map(|h| h.join().expect("writer thread panicked"))
                 .collect();
+            let cpu = cpu_before
+                .zip(cpu_jiffies())
+                .and_then(|((b0, t0), (b1, t1))| {
+                    (t1 > t0).then(|| (b1 - b0) as f64 / (t1 - t0) as f64)
+                });
             // A few samples of the drained queue after the last completion.
             std::thread::sleep(Duration::from_millis(3));
             stop_sampling.store(true, Ordering::Relaxed);
@@ -772,7 +794,7 @@ impl IncastLab {
             let victim_lat = victim_t
                 .map(|h| h.join().expect("victim panicked"))
                 .transpose()?;
-            Ok((flows, samples, victim_lat))
+            Ok((flows, samples, victim_lat, cpu))
         })?;
         let flows: Vec<_> = flows.into_iter().collect::<Result<_>>()?;
         let barrier_t = *t0_cell.lock().expect("not poisoned");
@@ -827,6 +849,7 @@ impl IncastLab {
                 tx_packets: rx.tx_packets,
             },
             victim: victim_lat.map(|congested| VictimRun { congested }),
+            cpu_busy,
             metrics: Default::default(),
         })
     }
