@@ -69,6 +69,10 @@ pub struct IncastArgs {
     /// for schedulers).
     #[arg(long)]
     pub base_rtt_us: Option<u64>,
+    /// The daemons' RTO_INIT_TIME in µs (default: 6 × the buffer's drain
+    /// time + 4 × T0 p99, at least 5 ms).
+    #[arg(long)]
+    pub rto_init_us: Option<u64>,
     /// Where results.json, results.csv, report.md and the figures go.
     #[arg(long, default_value = "incast")]
     pub out: PathBuf,
@@ -97,6 +101,7 @@ impl IncastArgs {
             backend: self.backend,
             chunk: self.chunk.map(|c| c.0),
             base_rtt_us: self.base_rtt_us,
+            rto_init_us: self.rto_init_us,
             ..IncastOpts::default()
         };
         if self.sweep {

@@ -780,6 +780,7 @@ pub(crate) mod tests {
             cpus: 2,
             load_before: 0.5,
             base_rtt_us: 0,
+            rto_init_us: 0,
         }
     }
 

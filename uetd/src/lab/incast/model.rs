@@ -43,6 +43,9 @@ pub struct Setup {
     /// delay and window and RCCC's credit bound plan for, µs.
     #[serde(default)]
     pub base_rtt_us: u64,
+    /// The daemons' RTO_INIT_TIME (`uetd --rto-init-us`), µs.
+    #[serde(default)]
+    pub rto_init_us: u64,
 }
 
 /// Latency of a series of small operations.

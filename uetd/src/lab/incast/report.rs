@@ -304,8 +304,8 @@ fn setup_section(md: &mut String, report: &Report) {
         ("bytes per write operation", size_label(s.chunk)),
         ("datapath", s.backend.clone()),
         (
-            "daemons' base RTT (NSCC/RCCC plan for)",
-            format!("{} µs", s.base_rtt_us),
+            "daemons' base RTT (NSCC/RCCC plan for) / RTO_INIT",
+            format!("{} µs / {} µs", s.base_rtt_us, s.rto_init_us),
         ),
         (
             "CPUs / 1-min load before",

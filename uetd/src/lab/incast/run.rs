@@ -62,6 +62,9 @@ pub struct IncastOpts {
     pub chunk: Option<u64>,
     /// Give up on a run after this long.
     pub timeout: Duration,
+    /// The daemons' `--rto-init-us` (RTO_INIT_TIME); `None`: what
+    /// [`IncastLab::rto_init_us`] derives from the buffer and T0.
+    pub rto_init_us: Option<u64>,
     /// The daemons' `--base-rtt-us` (what NSCC and RCCC plan for);
     /// `None`: 3 × the measured T0 (p50), see `BASE_RTT_PER_T0`.
     pub base_rtt_us: Option<u64>,
@@ -85,6 +88,7 @@ impl Default for IncastOpts {
             chunk: None,
             timeout: Duration::from_secs(60),
             base_rtt_us: None,
+            rto_init_us: None,
         }
     }
 }
@@ -561,6 +565,7 @@ impl IncastLab {
             cpus: std::thread::available_parallelism().map_or(1, usize::from),
             load_before,
             base_rtt_us: 0,
+            rto_init_us: 0,
         };
         let mut me = Self {
             lab,
@@ -653,6 +658,20 @@ impl IncastLab {
             .unwrap_or_else(|| (self.calibration.t0.p50_ns * BASE_RTT_PER_T0).div_ceil(1000))
     }
 
+    /// RTO_INIT_TIME for the daemons (the spec leaves it to the fabric's
+    /// configuration): `--rto-init-us`, else UEC's simulator's rule — 6 ×
+    /// the time to drain a full buffer — plus 4 × the idle path's p99 round
+    /// trip (scheduler jitter on a shared host: measured up to 4 ms, which
+    /// the default 5 ms RTO turned into spurious timeouts with no drop),
+    /// and at least the daemon's default 5 ms.
+    pub fn rto_init_us(&self) -> u64 {
+        self.opts.rto_init_us.unwrap_or_else(|| {
+            let drain_us = self.setup.buffer_bytes * 8 * 1_000_000 / self.opts.bottleneck.max(1);
+            let jitter_us = self.calibration.t0.p99_ns.div_ceil(1000);
+            (6 * drain_us + 4 * jitter_us).clamp(5_000, 1_000_000)
+        })
+    }
+
     fn victim_offset(&self) -> u64 {
         let max_n = *self.opts.senders.iter().max().expect("checked") as u64;
         max_n * self.max_size.next_multiple_of(4096)
@@ -663,6 +682,9 @@ impl IncastLab {
     pub fn runs(&mut self, cc: &str) -> Result<Vec<Run>> {
         let base_rtt_us = self.base_rtt_us();
         self.setup.base_rtt_us = base_rtt_us;
+        let rto = self.rto_init_us();
+        self.setup.rto_init_us = rto;
+        self.lab.state.config.daemon_args = vec!["--rto-init-us".into(), rto.to_string()];
         self.lab.restart_daemons(cc, base_rtt_us)?;
         let max_n = *self.opts.senders.iter().max().expect("checked");
         let mut writers = (1..=max_n)
