@@ -476,6 +476,28 @@ fn ifindex(ns: &NetNs, ifname: &str) -> Result<u32> {
         .with_context(|| format!("no ifindex for {ifname} in {}", ns.name()))
 }
 
+/// `tc qdisc VERB dev p0 root handle 1: tbf …` in the switch: the
+/// bottleneck toward the receiver.
+fn tbf(sw: &NetNs, verb: &str, rate: u64, burst: u64, limit: u64) -> Result<()> {
+    run(sw.command("tc").args([
+        "qdisc",
+        verb,
+        "dev",
+        "p0",
+        "root",
+        "handle",
+        "1:",
+        "tbf",
+        "rate",
+        &format!("{rate}bit"),
+        "burst",
+        &burst.to_string(),
+        "limit",
+        &limit.to_string(),
+    ]))?;
+    Ok(())
+}
+
 /// Writes a sysctl of the calling thread's network namespace.
 fn sysctl_net(path: &str, value: &str) -> Result<()> {
     std::fs::write(Path::new("/proc/sys/net").join(path), value)
@@ -626,23 +648,7 @@ impl Lab {
         if let (Some(rate), Some(limit), Some(burst)) =
             (cfg.bottleneck, cfg.buffer_bytes(), cfg.burst_bytes())
         {
-            run(sw.command("tc").args([
-                "qdisc",
-                "add",
-                "dev",
-                "p0",
-                "root",
-                "handle",
-                "1:",
-                "tbf",
-                "rate",
-                &format!("{rate}bit"),
-                "burst",
-                &burst.to_string(),
-                "limit",
-                &limit.to_string(),
-            ]))
-            .context("installing the TBF bottleneck")?;
+            tbf(sw, "add", rate, burst, limit).context("installing the TBF bottleneck")?;
         }
 
         {

@@ -19,6 +19,7 @@ use std::sync::OnceLock;
 
 use anyhow::{Result, anyhow};
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::drawing::DrawingAreaErrorKind;
 use plotters::prelude::*;
 use plotters::style::register_font;
@@ -430,6 +431,33 @@ fn line_legend(color: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)
     move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
 }
 
+/// A chart of f64 × f64.
+type TimeChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// A panel over time (x in `unit` up to `x_max`, y over `y`) with its
+/// caption, mesh and axis names.
+fn time_panel<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    caption: &str,
+    unit: TimeUnit,
+    x_max: f64,
+    y: std::ops::Range<f64>,
+    y_desc: &str,
+) -> Result<TimeChart<'a, DB>, DrawingAreaErrorKind<DB::ErrorType>> {
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, CAPTION)
+        .margin(8)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max, y)?;
+    chart
+        .configure_mesh()
+        .x_desc(format!("time ({})", unit.name))
+        .y_desc(y_desc)
+        .draw()?;
+    Ok(chart)
+}
+
 /// Per-flow goodput, x in `unit` up to `x_max`, y Mb/s up to `y_max`.
 fn goodput_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
@@ -439,17 +467,7 @@ fn goodput_panel<DB: DrawingBackend>(
     x_max: f64,
     y_max: f64,
 ) -> Drawn<DB> {
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, CAPTION)
-        .margin(8)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-    chart
-        .configure_mesh()
-        .x_desc(format!("time ({})", unit.name))
-        .y_desc("goodput (Mb/s)")
-        .draw()?;
+    let mut chart = time_panel(area, caption, unit, x_max, 0.0..y_max, "goodput (Mb/s)")?;
     let labelled = m.goodput.len() <= 8;
     for (i, s) in m.goodput.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
@@ -481,17 +499,7 @@ fn queue_panel<DB: DrawingBackend>(
     x_max: f64,
     y_max: f64,
 ) -> Drawn<DB> {
-    let mut chart = ChartBuilder::on(area)
-        .caption(caption, CAPTION)
-        .margin(8)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-    chart
-        .configure_mesh()
-        .x_desc(format!("time ({})", unit.name))
-        .y_desc("queue (KiB)")
-        .draw()?;
+    let mut chart = time_panel(area, caption, unit, x_max, 0.0..y_max, "queue (KiB)")?;
     let tbf = RGBColor(31, 119, 180);
     let vq = RGBColor(255, 127, 14);
     chart
@@ -572,20 +580,8 @@ fn cc_panel<DB: DrawingBackend>(
     let all = m.cwnd.iter().chain(&m.inflight).chain(&m.credit);
     let y_max = max_y(all.clone()).max(1.0) * LEGEND_HEADROOM;
     let y_min = all.map(|p| p.1).fold(0.0, f64::min) * 1.1;
-    let mut chart = ChartBuilder::on(area)
-        .caption(
-            format!("sender {}: congestion state", m.trace_sender),
-            CAPTION,
-        )
-        .margin(8)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..x_max, y_min..y_max)?;
-    chart
-        .configure_mesh()
-        .x_desc(format!("time ({})", unit.name))
-        .y_desc("KiB")
-        .draw()?;
+    let caption = format!("sender {}: congestion state", m.trace_sender);
+    let mut chart = time_panel(area, &caption, unit, x_max, y_min..y_max, "KiB")?;
     for (s, label, color) in [
         (&m.cwnd, "cwnd", RGBColor(31, 119, 180)),
         (&m.inflight, "inflight", RGBColor(255, 127, 14)),

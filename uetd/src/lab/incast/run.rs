@@ -25,7 +25,6 @@ use super::model::{
 };
 use crate::config::Backend;
 use crate::lab::{EcnSettings, Lab, LabConfig, Sample, Sampler};
-use crate::netns::run as run_cmd;
 use crate::sys::mem::monotonic_ns;
 
 /// The congestion-control modes an incast compares.
@@ -435,24 +434,8 @@ fn queue_samples(raw: &[Sample], t0: u64) -> Vec<QueueSample> {
 /// Replaces the bottleneck's TBF (rate, buffer) in the switch.
 fn set_tbf(lab: &Lab, rate: u64, limit: u64) -> Result<()> {
     let burst = (2 * u64::from(lab.state.config.mtu + 14)).max(rate / 8 / 50_000);
-    run_cmd(lab.switch().command("tc").args([
-        "qdisc",
-        "replace",
-        "dev",
-        "p0",
-        "root",
-        "handle",
-        "1:",
-        "tbf",
-        "rate",
-        &format!("{rate}bit"),
-        "burst",
-        &burst.to_string(),
-        "limit",
-        &limit.to_string(),
-    ]))
-    .context("changing the TBF bottleneck")?;
-    Ok(())
+    crate::lab::tbf(lab.switch(), "replace", rate, burst, limit)
+        .context("changing the TBF bottleneck")
 }
 
 impl Lab {
