@@ -578,6 +578,11 @@ impl Ccc {
     }
 
     fn update_state(&mut self, now: Instant) {
+        // NSCC's own inflight follows the destination's byte counts; it may
+        // not claim more than the ledger has outstanding (`clamp_inflight`).
+        if let Some(n) = &mut self.nscc {
+            n.clamp_inflight(self.inflight);
+        }
         let waiting = self.backlog > 0 || self.rtx_backlog > 0;
         let next = if waiting {
             if self.can_send(now, self.config.mtu) {
@@ -712,6 +717,47 @@ mod tests {
             "sent {sent} of window {max}"
         );
         assert_eq!(c.state(), CccState::Active, "data waits for the window");
+    }
+
+    #[test]
+    fn nscc_cannot_stall_on_bytes_the_ledger_no_longer_has_in_flight() {
+        let mut rng = Xoshiro256::seed_from_u64(3);
+        let n = NsccConfig::new(
+            1_000_000_000,
+            1_000_000_000,
+            Duration::from_micros(100),
+            1500,
+            false,
+        );
+        let cfg = CccConfig {
+            mtu: 1500,
+            algorithm: Algorithm::Nscc(n),
+            ..CccConfig::default()
+        };
+        let mut c = Ccc::new(cfg, Instant::ZERO, &mut rng);
+        let t = Instant::ZERO;
+        c.on_new_data(t, 1 << 20);
+        for _ in 0..3 {
+            c.on_send(t, 1500, false);
+        }
+        // The ledger sees all three acknowledged; the destination's count
+        // (256-byte units, NSCC state) reports fewer bytes than were sent.
+        c.on_ack(
+            t,
+            &AckEvent {
+                acked_bytes: 4500,
+                acked_pkts: 3,
+                newly_rcvd_bytes: Some(4096),
+                ..ack(4500)
+            },
+        );
+        assert_eq!(c.inflight(), 0);
+        assert_eq!(
+            c.nscc().map(Nscc::inflight),
+            Some(0),
+            "nothing is outstanding, so nothing is in flight"
+        );
+        assert!(c.can_send(t, 1500));
     }
 
     #[test]

@@ -312,6 +312,19 @@ impl Nscc {
         self.inflight = self.inflight.saturating_add(to_i64(bytes));
     }
 
+    /// Caps `inflight` at `outstanding`, the bytes the source's ledger
+    /// still has in flight \[I\]. `OnACK` takes `newly_rcvd_bytes` from the
+    /// destination's count (256-byte units, only on ACKs that carry NSCC
+    /// state), the source counts what it sent; when the two disagree the
+    /// difference stays in `inflight` for good, and a window shrunk to a
+    /// few MTUs can then stay shut with nothing in flight — no ACK, no RTO
+    /// ever opens it (seen on the veth lab: a sender with 181 KB of backlog,
+    /// cwnd 3 KB and an empty ledger, stalled for good). Bytes the source
+    /// no longer has outstanding cannot be in flight.
+    pub fn clamp_inflight(&mut self, outstanding: i64) {
+        self.inflight = self.inflight.min(outstanding.max(0));
+    }
+
     /// Packets of `bytes` still counted in `inflight` will never be
     /// acknowledged (their PDC closed in error): they leave `inflight`
     /// without a congestion signal \[I\].

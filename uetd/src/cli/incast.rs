@@ -35,7 +35,8 @@ pub struct IncastArgs {
     /// The bottleneck's buffer, bytes (default 5 × the measured BDP).
     #[arg(long)]
     pub buffer: Option<Size>,
-    /// ECN thresholds KMIN,KMAX, bytes (default 0.2,0.8 × BDP).
+    /// ECN thresholds KMIN,KMAX, bytes (default 0.2,0.8 × R × the daemons'
+    /// base RTT).
     #[arg(long, value_parser = super::lab::parse_pair)]
     pub ecn: Option<(u64, u64)>,
     /// No ECN marking.
