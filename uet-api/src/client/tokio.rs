@@ -258,29 +258,8 @@ impl AsyncClient {
         &mut self,
         timeout: Option<Duration>,
     ) -> Result<CaptureEvent, ClientError> {
-        if let Some(e) = self.core.captured.pop_front() {
-            return Ok(e);
-        }
-        self.core.usable()?;
-        let deadline = timeout.map(|t| Instant::now() + t);
-        loop {
-            let m = match self.recv(deadline).await {
-                Ok(m) => m,
-                Err(ClientError::Timeout) => return Err(ClientError::Timeout),
-                Err(e) => return self.core.track(Err(e)),
-            };
-            match self.core.route(m) {
-                Routed::Event => {
-                    if let Some(e) = self.core.captured.pop_front() {
-                        return Ok(e);
-                    }
-                }
-                Routed::Reply(r) => {
-                    self.core.broken = true;
-                    return Err(Core::stray_reply(r));
-                }
-            }
-        }
+        self.wait_for(timeout, |core| core.captured.pop_front())
+            .await
     }
 
     /// Asks the daemon to end the running capture; its
@@ -352,7 +331,17 @@ impl AsyncClient {
         tag: Option<Tag>,
         timeout: Option<Duration>,
     ) -> Result<Event, ClientError> {
-        if let Some(e) = self.core.take_event(tag) {
+        self.wait_for(timeout, |core| core.take_event(tag)).await
+    }
+
+    /// Reads frames until `take` finds what the caller waits for (an
+    /// operation's event, a captured frame), by `timeout`.
+    async fn wait_for<T>(
+        &mut self,
+        timeout: Option<Duration>,
+        mut take: impl FnMut(&mut Core) -> Option<T>,
+    ) -> Result<T, ClientError> {
+        if let Some(e) = take(&mut self.core) {
             return Ok(e);
         }
         self.core.usable()?;
@@ -365,7 +354,7 @@ impl AsyncClient {
             };
             match self.core.route(m) {
                 Routed::Event => {
-                    if let Some(e) = self.core.take_event(tag) {
+                    if let Some(e) = take(&mut self.core) {
                         return Ok(e);
                     }
                 }
