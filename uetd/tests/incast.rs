@@ -1,8 +1,10 @@
 //! `uet lab incast`, reduced (issue 7's CI check): a real veth lab, four
 //! senders × 1 MiB into one receiver through a 1 Gb/s TBF with a 5 × BDP
 //! buffer, every congestion-control mode, one seed. Bounds are the looser
-//! ones a loaded two-core CI machine allows; the full sweep and its targets
-//! live in BENCHMARKS.md (`uet lab incast --sweep`).
+//! ones a loaded two-core CI machine allows (its scheduler stalls fire
+//! RTOs with nothing lost, so RTO counts are reported, not asserted); the
+//! full sweep and its targets live in BENCHMARKS.md (`uet lab incast
+//! --sweep`).
 
 use uetd::lab::incast::model::Run;
 use uetd::lab::incast::{self, CC_MODES, IncastOpts};
@@ -60,7 +62,14 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
     let none = &run_of(&report.runs, "none").metrics;
     let rccc = &run_of(&report.runs, "rccc").metrics;
     let nscc = &run_of(&report.runs, "nscc").metrics;
-    assert_eq!(rccc.rtos, 0, "RCCC needs no timeout: {summary}");
+    // Not "no RTO": on a two-vCPU CI machine the fixed RTO_INIT fires on
+    // host stalls with nothing lost (a CI run: RCCC 8 RTOs, every mode 4–11,
+    // no drop anywhere). What RCCC must not do is resend much: cc-eval's
+    // bound on retransmissions per packet.
+    assert!(
+        rccc.retransmits_per_packet <= 0.05,
+        "RCCC resends little: {summary}"
+    );
     assert!(
         rccc.drops <= none.drops,
         "RCCC drops no more than no control: {summary}"
@@ -69,6 +78,10 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
     assert!(
         nscc.drops <= none.drops,
         "NSCC drops no more than no control: {summary}"
+    );
+    assert!(
+        nscc.retransmits_per_packet <= 0.05,
+        "NSCC resends little: {summary}"
     );
     // NSCC on two shared vCPUs: Jain 0.80–0.92 measured at N = 4 (its RTT
     // samples carry milliseconds of scheduler jitter; BENCHMARKS.md), below
