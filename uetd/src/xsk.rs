@@ -527,6 +527,8 @@ pub struct XdpIo {
     worker: usize,
     hub: Arc<Handoff>,
     next_hop: Arc<dyn NextHop>,
+    /// The last receive source whose next hop was known or learnt.
+    last_known_src: Option<IpAddr>,
     encap: EncapConfig,
     local_ip: IpAddr,
     hdr_len: usize,
@@ -599,6 +601,7 @@ impl XdpIo {
             worker,
             hub,
             next_hop,
+            last_known_src: None,
             encap: cfg.encap,
             local_ip: cfg.local_ip,
             hdr_len,
@@ -747,10 +750,15 @@ impl PacketIo for XdpIo {
                     self.set.free.push(f);
                     continue;
                 };
-                if self.next_hop.lookup(meta.src).is_none()
-                    && let Some(mac) = data.get(6..12).and_then(EthernetAddress::from_bytes)
-                {
-                    self.next_hop.learn(meta.src, mac);
+                // Gleaning costs a map lookup only when the source differs
+                // from the last one known (frames come in runs per peer).
+                if self.last_known_src != Some(meta.src) {
+                    if self.next_hop.lookup(meta.src).is_none()
+                        && let Some(mac) = data.get(6..12).and_then(EthernetAddress::from_bytes)
+                    {
+                        self.next_hop.learn(meta.src, mac);
+                    }
+                    self.last_known_src = Some(meta.src);
                 }
                 let owner = self.hub.owner_of(meta.src);
                 if owner == self.worker {
