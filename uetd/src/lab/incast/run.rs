@@ -136,7 +136,7 @@ const HEADER_BYTES: u64 = 14 + 20 + 8 + 16 + 44;
 /// alone on idle CPUs; in an incast, N+1 busy daemons share two CPUs and
 /// every hop of the control loops (credit out, data back; data out, ACK
 /// back) waits for a scheduler, so the loop round trip is several T0.
-/// Measured (N = 4 × 1 MiB, 1 Gb/s, one seed): base RTT = T0 (150 µs):
+/// Measured (N = 4 × 1 MiB, 1 Gb/s; 3 seeds at T0, one seed otherwise): base RTT = T0 (150 µs):
 /// RCCC 2.81×, NSCC 2.84× ideal at ~35 % utilisation — windows and credit
 /// bounds of one idle BDP starve; 500 µs: 1.52× / 1.41×; 1000 µs: 1.48× /
 /// 1.47× with spurious RTOs. 3 × T0 sits in the flat part.
