@@ -319,6 +319,9 @@ fn a_second_hello_and_a_wrong_version_are_refused() {
         version,
         name: "raw".into(),
     };
+    // The daemon prints `exposed` before its control socket is bound: wait
+    // until it answers (a raw connect right away failed with ENOENT once).
+    drop(connect(&t.sock_a));
     // A wrong version is refused in the handshake.
     let s = UnixStream::connect(&t.sock_a).unwrap();
     send_msg(&s, &hello(99), None).unwrap();
