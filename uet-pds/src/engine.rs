@@ -759,7 +759,7 @@ impl Pds {
         let mut at = |x: Instant| t = Some(t.map_or(x, |y| y.min(x)));
         for p in self.pdcs.values() {
             if let Some(e) = p.ledger.iter().find(|e| !e.needs_rtx) {
-                at(e.sent_at + self.config.rto(e.rtx_count));
+                at(e.sent_at + self.config.rto(e.rto_count));
             }
             if let Some(rx) = &p.rx
                 && let AckDue::At(d) = rx.due
@@ -839,9 +839,9 @@ impl Pds {
             // that is never answered keeps retrying it.
             let may_force = p.forced_at.is_none_or(|t| now >= t + cfg.rto(0));
             if let Some(e) = p.ledger.iter_mut().find(|e| !e.needs_rtx)
-                && now >= e.sent_at + cfg.rto(e.rtx_count)
+                && now >= e.sent_at + cfg.rto(e.rto_count)
             {
-                if e.rtx_count >= max {
+                if e.rto_count >= max {
                     fail = true;
                 } else {
                     // Declared lost only if counted in inflight: not a
@@ -850,6 +850,7 @@ impl Pds {
                         lost = Some((b, e.ev));
                     }
                     e.needs_rtx = true;
+                    e.rto_count += 1;
                     e.rto_forced = may_force;
                     if may_force {
                         p.forced_at = Some(now);

@@ -930,3 +930,61 @@ fn an_rto_lets_one_packet_through_a_closed_window() {
     };
     assert!(r.retx && r.cc.is_some(), "it carries the credit target");
 }
+
+/// `Max_RTO_Retx_Cnt` bounds retransmissions *by timeout*: a packet resent
+/// early again and again because later packets overtook it (SACK-inferred
+/// loss) has not spent its RTO budget. Counting every retransmission against
+/// it closed a healthy PDC in error on the lab at 5 % loss with reordering.
+#[test]
+fn fast_retransmissions_do_not_spend_the_rto_budget() {
+    let cfg = PdsConfig::default();
+    let max = cfg.max_rto_retx;
+    let mut a = host(A, 1, cfg);
+    let mut b = host(B, 2, PdsConfig::default());
+    let (pdc, mut now) = established(&mut a, &mut b);
+    let step = |now: &mut Instant| *now += Duration::from_micros(10);
+    a.pds.enqueue(now, pdc, pkts(2, 1, 100)).unwrap();
+    let victim = drain(&mut a, now);
+    assert_eq!(victim.len(), 1, "the victim leaves; it is lost");
+    let PdsRepr::Request(v) = victim[0].pds() else {
+        panic!()
+    };
+    let rounds = max + 2;
+    for k in 0..rounds {
+        // Three later packets overtake it and are SACKed...
+        step(&mut now);
+        a.pds
+            .enqueue(now, pdc, pkts(10 + u64::from(k), 3, 100))
+            .unwrap();
+        let fresh = drain(&mut a, now);
+        assert_eq!(fresh.len(), 3);
+        step(&mut now);
+        for d in &fresh {
+            deliver(&mut b, now, d);
+        }
+        for d in drain(&mut b, now) {
+            deliver(&mut a, now, &d);
+        }
+        // ...so it is resent at once, and that copy is lost too.
+        let re = drain(&mut a, now);
+        assert_eq!(re.len(), 1, "round {k}: one early retransmission");
+        let PdsRepr::Request(r) = re[0].pds() else {
+            panic!()
+        };
+        assert!(r.retx && r.psn == v.psn);
+    }
+    assert_eq!(a.pds.counters().sack_inferred, u64::from(rounds));
+    // Now its timer fires: the first RTO, not the budget's end.
+    let when = a.pds.poll_timeout().expect("the victim's RTO");
+    a.pds.handle_timeout(when, &mut a.up);
+    assert!(a.up.failed.is_empty(), "{:?}", a.up.failed);
+    let re = drain(&mut a, when);
+    assert_eq!(re.len(), 1, "resent by the RTO");
+    assert_eq!(a.pds.counters().rto_fired, 1);
+    deliver(&mut b, when, &re[0]);
+    for d in drain(&mut b, when) {
+        deliver(&mut a, when, &d);
+    }
+    assert!(a.up.acked.iter().any(|p| p.token == 2), "the victim landed");
+    assert!(a.up.failed.is_empty());
+}

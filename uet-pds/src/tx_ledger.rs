@@ -21,8 +21,15 @@ pub struct TxEntry<T> {
     pub bytes: u32,
     /// When it was last (re)transmitted.
     pub sent_at: Instant,
-    /// Retransmissions so far.
+    /// Retransmissions so far, whatever triggered them.
     pub rtx_count: u32,
+    /// Retransmission timeouts fired for it so far: the retry count that
+    /// sets its RTO backoff (`RTO_INIT_TIME * 2^retry_count`) and is
+    /// bounded by `Max_RTO_Retx_Cnt` (§3 "Loss recovery"). Retransmissions
+    /// after a NACK (bounded by `Max_NACK_Retx_Cnt`) or after SACK-inferred
+    /// loss do not count: a packet delayed past its successors and resent
+    /// early is not a dead path.
+    pub rto_count: u32,
     /// NACK-triggered retransmissions so far.
     pub nack_count: u32,
     /// The EV it was last sent with.
@@ -89,6 +96,7 @@ impl<T> TxLedger<T> {
             bytes,
             sent_at: now,
             rtx_count: 0,
+            rto_count: 0,
             nack_count: 0,
             ev,
             sacked: false,
