@@ -1476,7 +1476,9 @@ impl Pds {
             // anything from us: speculative, on its initial window (seed:
             // SYN stays set until the first ACK_CC). Its bytes count against
             // the sender's share (`RcccReceiver`, "Fair share").
-            if r.syn() && !r.retx {
+            if r.retx {
+                rr.on_retransmitted_rx(now, key, cc.credit_target, bytes, last_hop);
+            } else if r.syn() {
                 rr.on_speculative_rx(now, key, cc.credit_target, bytes, last_hop);
             } else {
                 rr.on_rx(now, key, cc.credit_target, bytes, last_hop);

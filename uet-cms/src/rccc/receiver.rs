@@ -74,6 +74,20 @@ pub struct RcccReceiverStats {
     /// Speculative bytes received (first-window packets that were not
     /// trimmed), counted against their senders' shares.
     pub speculative_bytes: u64,
+    /// Pacer ticks that granted less than their budget because the credit
+    /// outstanding reached [`RcccConfig::max_outstanding`].
+    pub outstanding_limited: u64,
+}
+
+/// How a data packet came to be sent, for the credit accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arrival {
+    /// On the initial window.
+    Speculative,
+    /// On paced credit (or forced past it by an RTO).
+    Paced,
+    /// A retransmission.
+    Retransmission,
 }
 
 /// What the table keeps per sender.
@@ -99,6 +113,11 @@ struct Entry {
     /// The first grant the sender has not answered (by a packet or a
     /// CREDIT_REQ) since.
     unanswered_since: Option<Instant>,
+    /// Paced credit granted to it minus the data bytes that came back since
+    /// (see [`RcccConfig::max_outstanding`]). Negative while the source
+    /// spends its initial window (not counted as granted) or after an
+    /// overdraw, down to [`RcccReceiver::balance_floor`].
+    balance: i64,
 }
 
 impl Entry {
@@ -163,6 +182,11 @@ pub struct RcccReceiver<S> {
     /// The fair-share clock: the service of the least-served active sender
     /// when the set was last non-empty.
     clock: u64,
+    /// Sum of the senders' `balance`.
+    outstanding: i64,
+    /// Senders whose demand was met, with when their balance is written
+    /// off if they have not rejoined by then.
+    settling: VecDeque<(Instant, S)>,
     stats: RcccReceiverStats,
     events: VecDeque<RcccReceiverEvent<S>>,
 }
@@ -182,6 +206,8 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             frac: 0,
             carry: 0,
             clock: 0,
+            outstanding: 0,
+            settling: VecDeque::new(),
             stats: RcccReceiverStats::default(),
             events: VecDeque::new(),
         })
@@ -223,6 +249,12 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         self.senders.get(&sender).map(|e| e.granted)
     }
 
+    /// Paced credit granted and not yet back as data, over all senders
+    /// (see [`RcccConfig::max_outstanding`]).
+    pub fn outstanding(&self) -> u64 {
+        self.outstanding.max(0).unsigned_abs()
+    }
+
     /// The service `sender` has had in the fair-share clock (paced grants
     /// plus speculative bytes received), if known.
     pub fn served(&self, sender: S) -> Option<u64> {
@@ -253,7 +285,14 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         bytes: u64,
         trimmed_last_hop: bool,
     ) {
-        self.rx(now, sender, credit_target, bytes, trimmed_last_hop, false);
+        self.rx(
+            now,
+            sender,
+            credit_target,
+            bytes,
+            trimmed_last_hop,
+            Arrival::Paced,
+        );
     }
 
     /// [`on_rx`](Self::on_rx) for a packet the source sent speculatively,
@@ -269,7 +308,38 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         bytes: u64,
         trimmed_last_hop: bool,
     ) {
-        self.rx(now, sender, credit_target, bytes, trimmed_last_hop, true);
+        self.rx(
+            now,
+            sender,
+            credit_target,
+            bytes,
+            trimmed_last_hop,
+            Arrival::Speculative,
+        );
+    }
+
+    /// [`on_rx`](Self::on_rx) for a retransmission. Besides its own credit,
+    /// it settles the credit its lost original took, so credit that went
+    /// down with a dropped packet does not stay outstanding
+    /// ([`RcccConfig::max_outstanding`]). When the original was not lost
+    /// after all, the outstanding count is one packet low for a while, which
+    /// only loosens the bound by that much \[I\].
+    pub fn on_retransmitted_rx(
+        &mut self,
+        now: Instant,
+        sender: S,
+        credit_target: Credit24,
+        bytes: u64,
+        trimmed_last_hop: bool,
+    ) {
+        self.rx(
+            now,
+            sender,
+            credit_target,
+            bytes,
+            trimmed_last_hop,
+            Arrival::Retransmission,
+        );
     }
 
     fn rx(
@@ -279,7 +349,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         credit_target: Credit24,
         bytes: u64,
         trimmed_last_hop: bool,
-        speculative: bool,
+        arrival: Arrival,
     ) {
         let extra = if trimmed_last_hop {
             self.stats.last_hop_trims += 1;
@@ -290,9 +360,84 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             0
         };
         self.heard(now, sender, credit_target, extra);
-        if speculative && !trimmed_last_hop {
+        // Every data byte that arrives settles credit, a trimmed packet's
+        // too (it spent its credit and is no longer in flight); speculative
+        // bytes settle the initial window, which was never counted, so the
+        // balance goes negative by what the source had for free.
+        if arrival == Arrival::Speculative && !trimmed_last_hop {
             self.stats.speculative_bytes = self.stats.speculative_bytes.saturating_add(bytes);
             self.add_service(sender, bytes);
+        }
+        let back = match arrival {
+            Arrival::Retransmission => bytes.saturating_mul(2),
+            Arrival::Speculative | Arrival::Paced => bytes,
+        };
+        self.settle(sender, back);
+    }
+
+    /// The lowest a sender's balance goes: its initial window and two
+    /// packets (one overdraw, one retransmission settled twice when its
+    /// original arrived after all). Bounds how far settled-but-unpaid bytes
+    /// can loosen [`RcccConfig::max_outstanding`].
+    fn balance_floor(&self) -> i64 {
+        let f = self
+            .config
+            .initial_window
+            .saturating_add(2 * u64::from(self.config.mtu));
+        -i64::try_from(f).unwrap_or(i64::MAX)
+    }
+
+    /// `bytes` of `sender`'s outstanding credit came back.
+    fn settle(&mut self, sender: S, bytes: u64) {
+        let floor = self.balance_floor();
+        if let Some(e) = self.senders.get_mut(&sender) {
+            let b = e
+                .balance
+                .saturating_sub(i64::try_from(bytes).unwrap_or(i64::MAX))
+                .max(floor)
+                .min(e.balance);
+            self.outstanding += b - e.balance;
+            e.balance = b;
+        }
+    }
+
+    /// A sender left the active table: what it still owes back is written
+    /// off, at once if it did not answer grants (it holds them, or lost
+    /// them), an idle timeout later if its demand was met (the data of its
+    /// last grants is still on its way, and a source that cannot send for a
+    /// while has its demand met by grants it banks). Either way credit that
+    /// never comes back cannot hold the pacer at its bound for good.
+    fn write_off_later(&mut self, now: Instant, sender: S, reason: LeaveReason) {
+        match reason {
+            LeaveReason::DemandMet => {
+                let at = now.saturating_add(self.config.idle_timeout);
+                self.settling.push_back((at, sender));
+            }
+            LeaveReason::Idle | LeaveReason::Removed => self.write_off(sender),
+        }
+    }
+
+    /// Runs the write-offs that are due (of senders still inactive).
+    fn write_offs_due(&mut self, now: Instant) {
+        while let Some(&(at, s)) = self.settling.front() {
+            if at > now {
+                break;
+            }
+            self.settling.pop_front();
+            if self.senders.get(&s).is_some_and(|e| !e.active) {
+                self.write_off(s);
+            }
+        }
+    }
+
+    /// Forgets what `sender` still owes back. Data of it still in flight
+    /// then settles against nothing (the floor bounds that).
+    fn write_off(&mut self, sender: S) {
+        if let Some(e) = self.senders.get_mut(&sender)
+            && e.balance > 0
+        {
+            self.outstanding -= e.balance;
+            e.balance = 0;
         }
     }
 
@@ -305,6 +450,12 @@ impl<S: Copy + Ord> RcccReceiver<S> {
     pub fn on_credit_request(&mut self, now: Instant, sender: S, credit_target: Credit24) {
         self.stats.credit_requests += 1;
         self.heard(now, sender, credit_target, 0);
+        // A source asks when it has no credit left and backlog to send: the
+        // credit it was granted was spent or lost, and what is still on its
+        // way is not worth holding the pacer for (see
+        // `RcccConfig::max_outstanding`). Without this, credit lost with
+        // packets dropped more than once would close the pacer for good.
+        self.write_off(sender);
         if !self.is_active(sender) {
             self.queue_cp(sender);
         }
@@ -342,6 +493,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         let Some(e) = self.senders.remove(&sender) else {
             return false;
         };
+        self.outstanding -= e.balance;
         if e.active {
             self.active.remove(&(e.served, sender));
             self.push_event(RcccReceiverEvent::Left {
@@ -395,6 +547,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             queued: false,
             cp_pending: false,
             unanswered_since: None,
+            balance: 0,
         });
         e.unanswered_since = None;
         // The target relative to what was granted, by serial arithmetic; a
@@ -475,10 +628,21 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         self.carry = 0;
 
         self.evict_idle(now);
+        self.write_offs_due(now);
         let n = self.active.len();
         if n == 0 {
             self.next_tick = None;
             return;
+        }
+        // Never more outstanding than `max_outstanding`: what is over it is
+        // not granted, nor banked (see `RcccConfig::max_outstanding`).
+        let headroom = self
+            .config
+            .max_outstanding
+            .saturating_sub(self.outstanding());
+        if budget > headroom {
+            self.stats.outstanding_limited += 1;
+            budget = headroom;
         }
 
         // Time-slice division [seed]: the slice's budget is split equally
@@ -541,6 +705,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
                 self.active.insert((e.served, s));
             } else {
                 e.active = false;
+                self.write_off_later(now, s, LeaveReason::DemandMet);
                 self.push_event(RcccReceiverEvent::Left {
                     now,
                     sender: s,
@@ -587,6 +752,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
                 e.target = e.granted;
                 e.unanswered_since = None;
             }
+            self.write_off_later(now, s, reason);
             if reason == LeaveReason::Idle {
                 self.stats.idle_evictions += 1;
             }
@@ -604,6 +770,9 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         }
         if let Some(e) = self.senders.get_mut(&s) {
             e.granted += bytes;
+            let b = i64::try_from(bytes).unwrap_or(i64::MAX);
+            e.balance = e.balance.saturating_add(b);
+            self.outstanding = self.outstanding.saturating_add(b);
             e.unanswered_since.get_or_insert(now);
             self.stats.grants += 1;
             self.stats.granted_bytes = self.stats.granted_bytes.saturating_add(bytes);
@@ -648,11 +817,22 @@ mod tests {
         Instant::from_nanos(n * 1000)
     }
 
-    /// The seed's arithmetic: line rate, credit divided to the byte.
+    /// The seed's arithmetic: line rate, credit divided to the byte. Open
+    /// loop (no bound on outstanding credit), as the seed's walk-through
+    /// never sends the data back.
     fn seed_config() -> RcccConfig {
         RcccConfig {
             pacing_ppm: 1_000_000,
             quantum: 1,
+            ..open_loop()
+        }
+    }
+
+    /// The defaults without the bound on outstanding credit: for tests of
+    /// the pacer's division that do not return data.
+    fn open_loop() -> RcccConfig {
+        RcccConfig {
+            max_outstanding: u64::MAX,
             ..RcccConfig::default()
         }
     }
@@ -700,7 +880,7 @@ mod tests {
 
     #[test]
     fn default_pacing_is_just_under_line_rate() {
-        let mut r = RcccReceiver::new(RcccConfig::default()).unwrap();
+        let mut r = RcccReceiver::new(open_loop()).unwrap();
         r.on_rx(us(0), 1u32, c24(SEED_TARGET), 4160, false);
         for t in 0..10 {
             r.handle_timeout(us(t));
@@ -753,7 +933,7 @@ mod tests {
     #[test]
     fn speculative_bytes_count_against_the_share() {
         // Default pacing (12,375 B per slice) in whole 4,160 B packets.
-        let mut r = RcccReceiver::new(RcccConfig::default()).unwrap();
+        let mut r = RcccReceiver::new(open_loop()).unwrap();
         // Sender 0's first window arrived (two packets); senders 1 and 2
         // had theirs trimmed at the last hop.
         for _ in 0..2 {
@@ -789,7 +969,7 @@ mod tests {
 
     #[test]
     fn a_rejoining_sender_starts_at_the_fair_share_clock() {
-        let mut r = RcccReceiver::new(RcccConfig::default()).unwrap();
+        let mut r = RcccReceiver::new(open_loop()).unwrap();
         r.on_rx(us(0), 1u32, c24(12_500 + 2_000_000), 4160, false);
         for t in 0..100 {
             r.on_rx(us(t), 1u32, c24(12_500 + 2_000_000), 0, false);
@@ -983,5 +1163,116 @@ mod tests {
             t += 1;
         }
         assert!(r.is_active(1));
+    }
+
+    /// A sender that keeps asking (the target stays 2 MB ahead of what it
+    /// was granted) but sends nothing back, as a source whose host does not
+    /// run it: the pacer stops at `max_outstanding` of unanswered credit.
+    fn banked_to_the_bound() -> (RcccReceiver<u32>, u64) {
+        let cfg = RcccConfig::default();
+        let bound = cfg.max_outstanding;
+        let mut r = RcccReceiver::new(cfg).unwrap();
+        for t in 0..100 {
+            let g = r.granted(1).unwrap_or(12_500);
+            r.on_rx(us(t), 1u32, c24(g + 2_000_000), 0, false);
+            r.handle_timeout(us(t));
+        }
+        (r, bound)
+    }
+
+    #[test]
+    fn outstanding_credit_stops_the_pacer_until_data_comes_back() {
+        let (mut r, bound) = banked_to_the_bound();
+        assert_eq!(bound, 225_000, "1.5 BDP at 100 Gb/s × 12 µs");
+        let paced = r.granted(1).unwrap() - 12_500;
+        // 100 slices at 12,375 B would be 1.2 MB; it stopped at the bound.
+        assert!(paced <= bound && paced > bound - 2 * 4160, "{paced}");
+        assert_eq!(r.outstanding(), paced);
+        assert!(r.stats().outstanding_limited > 0);
+        // Ten packets arrive: exactly that much may be granted again.
+        for _ in 0..10 {
+            r.on_rx(us(100), 1u32, c24(paced + 12_500 + 2_000_000), 4160, false);
+        }
+        for t in 100..200 {
+            r.handle_timeout(us(t));
+        }
+        let more = r.granted(1).unwrap() - 12_500 - paced;
+        assert!(more <= 41_600 + (bound - paced), "{more}");
+        assert!(more >= 41_600 - 4160, "{more}");
+    }
+
+    #[test]
+    fn a_retransmission_settles_the_credit_of_its_lost_original() {
+        let (mut r, _) = banked_to_the_bound();
+        let out = r.outstanding();
+        let pkts = out / 4160;
+        // All but one packet of it arrive; the last was dropped.
+        for _ in 0..pkts - 1 {
+            r.on_rx(us(100), 1u32, c24(0), 4160, false);
+        }
+        assert_eq!(r.outstanding(), out - (pkts - 1) * 4160);
+        // Its retransmission brings its own credit and its original's back.
+        r.on_retransmitted_rx(us(101), 1u32, c24(0), 4160, false);
+        assert_eq!(r.outstanding(), out.saturating_sub((pkts + 1) * 4160));
+    }
+
+    #[test]
+    fn a_credit_request_writes_off_what_the_source_no_longer_has() {
+        let (mut r, bound) = banked_to_the_bound();
+        assert!(r.outstanding() > bound - 2 * 4160);
+        let g = r.granted(1).unwrap();
+        // Its packets were lost; it has no credit and asks again.
+        r.on_credit_request(us(100), 1u32, c24(g + 2_000_000));
+        assert_eq!(r.outstanding(), 0);
+        r.handle_timeout(us(100));
+        assert!(r.granted(1).unwrap() > g, "the pacer grants again");
+    }
+
+    #[test]
+    fn a_satisfied_sender_counts_until_the_idle_timeout() {
+        let cfg = RcccConfig::default();
+        let idle = cfg.idle_timeout;
+        let mut r = RcccReceiver::new(cfg).unwrap();
+        // Sender 1 asks 50 kB and gets it: its demand is met, it leaves.
+        r.on_rx(us(0), 1u32, c24(12_500 + 49_920), 0, false);
+        // Sender 2 keeps the pacer running.
+        r.on_rx(us(0), 2u32, c24(12_500 + 2_000_000), 0, false);
+        let mut t = 0;
+        while r.is_active(1) {
+            r.handle_timeout(us(t));
+            t += 1;
+        }
+        // It left in the tick at t - 1.
+        let left = us(t - 1);
+        let owed = r.granted(1).unwrap() - 12_500;
+        assert_eq!(owed, 49_920);
+        // Until the idle timeout its credit still counts against the bound
+        // (its data may still be on the way)...
+        let before = r.outstanding();
+        assert!(before >= owed);
+        // ...after it, it is written off. Sender 2 sends back what it gets,
+        // so only sender 1's share can keep the count up.
+        let end = left
+            .saturating_add(idle)
+            .saturating_add(Duration::from_micros(2));
+        let mut now = left;
+        while now < end {
+            now = now.saturating_add(Duration::from_micros(1));
+            let g2 = r.granted(2).unwrap();
+            let o = r.outstanding();
+            // Everything sender 2 was granted comes back at once.
+            r.on_rx(
+                now,
+                2u32,
+                c24(g2 + 2_000_000),
+                o.saturating_sub(owed),
+                false,
+            );
+            r.handle_timeout(now);
+            if now < left.saturating_add(idle) {
+                assert!(r.outstanding() >= owed, "written off too early");
+            }
+        }
+        assert!(r.outstanding() < owed, "{} still counted", r.outstanding());
     }
 }

@@ -29,6 +29,8 @@ enum Msg {
         target: Credit24,
         bytes: u64,
         trimmed: bool,
+        /// A retransmission (the receiver settles its original's credit).
+        rtx: bool,
     },
     /// A CREDIT CP or a piggybacked ACK_CC credit to a source.
     Credit { src: usize, cum: Credit24 },
@@ -155,6 +157,7 @@ impl Sim {
                             target,
                             bytes,
                             trimmed,
+                            rtx: is_rtx,
                         },
                         0,
                     );
@@ -183,8 +186,14 @@ impl Sim {
                 target,
                 bytes,
                 trimmed,
+                rtx,
             } => {
-                self.rx.on_rx(now, src, target, bytes, trimmed);
+                if rtx {
+                    self.rx
+                        .on_retransmitted_rx(now, src, target, bytes, trimmed);
+                } else {
+                    self.rx.on_rx(now, src, target, bytes, trimmed);
+                }
                 if trimmed {
                     // NACKs travel on the control class and are not lost here.
                     self.send(Msg::Nack { src, bytes }, 0);
@@ -636,6 +645,8 @@ proptest! {
             while let Some((s, c)) = rx.poll_grant() {
                 prop_assert_eq!(Some(c), rx.granted(s).map(wire24));
             }
+            // Paced credit not yet back never exceeds the bound.
+            prop_assert!(rx.outstanding() <= cfg.max_outstanding);
             for s in 0..8u8 {
                 if let Some(d) = rx.demand(s) {
                     prop_assert!(d <= cfg.max_credit + u64::from(cfg.mtu) * 2);
