@@ -179,6 +179,7 @@ impl Pair {
             ecn: Ecn::Ect0,
             trimmed: None,
             nominal_size: len as u32 + 48,
+            rx_time: None,
         };
         self.b.handle_datagram(self.now, &meta, &self.buf[..len]);
     }
@@ -196,6 +197,7 @@ impl Pair {
                 ecn: Ecn::Ect0,
                 trimmed: None,
                 nominal_size: t.len as u32 + 48,
+                rx_time: None,
             };
             self.a
                 .handle_datagram(self.now, &meta, &self.ack_buf[..t.len]);
