@@ -101,7 +101,6 @@ impl<E: Engine> Host for SimHost<E> {
             ecn: h.ip.ecn(),
             trimmed: h.trimmed,
             nominal_size: h.nominal_pktsize() as u32,
-            rx_time: None,
         };
         self.engine.handle_datagram(now, &meta, &frame[range]);
     }

@@ -155,13 +155,6 @@ pub struct RxMeta {
     pub trimmed: Option<Trim>,
     /// Its nominal size (`transport_pktsize + 40`, §1).
     pub nominal_size: u32,
-    /// When it reached this host, if the backend knows (AF_XDP: stamped by
-    /// the XDP program as the frame arrives); `None` means `now`. The time
-    /// it then waited for the host to run the engine is not network time:
-    /// a request's service time (§2.7) counts from it, and an ACK's wait
-    /// is added to the service time its RTT sample excludes, so NSCC reads
-    /// queueing in the network, not on the host's run queue.
-    pub rx_time: Option<Instant>,
 }
 
 /// A datagram to send: UET bytes in the caller's buffer plus where they go.
@@ -1595,7 +1588,7 @@ impl Pds {
         self.counters.rx_data += 1;
         rx.ev = meta.ev;
         rx.trigger = r.psn;
-        rx.trigger_at = meta.rx_time.map_or(now, |t| t.min(now));
+        rx.trigger_at = now;
         rx.retx |= r.retx;
         let ce = meta.ecn == Ecn::Ce;
         self.counters.rx_ce += u64::from(ce);
@@ -1819,12 +1812,6 @@ impl Pds {
             }) => (0, false, None, Duration::ZERO, Some(c.credit)),
             _ => (0, false, None, Duration::ZERO, None),
         };
-        // The ACK's own wait on this host since it arrived (see
-        // `RxMeta::rx_time`) is not network delay either.
-        let service = service
-            + meta
-                .rx_time
-                .map_or(Duration::ZERO, |t| now.saturating_since(t));
         if reschedule {
             self.schedule(id);
         }

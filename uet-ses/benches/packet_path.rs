@@ -179,7 +179,6 @@ impl Pair {
             ecn: Ecn::Ect0,
             trimmed: None,
             nominal_size: len as u32 + 48,
-            rx_time: None,
         };
         self.b.handle_datagram(self.now, &meta, &self.buf[..len]);
     }
@@ -197,7 +196,6 @@ impl Pair {
                 ecn: Ecn::Ect0,
                 trimmed: None,
                 nominal_size: t.len as u32 + 48,
-                rx_time: None,
             };
             self.a
                 .handle_datagram(self.now, &meta, &self.ack_buf[..t.len]);

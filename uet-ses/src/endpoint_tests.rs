@@ -58,7 +58,6 @@ fn pump_sized(
                 ecn: Ecn::Ect0,
                 trimmed: None,
                 nominal_size: t.len as u32 + 48,
-                rx_time: None,
             };
             let bytes = buf[..t.len].to_vec();
             b.handle_datagram(now, &meta, &bytes);
@@ -71,7 +70,6 @@ fn pump_sized(
                 ecn: Ecn::Ect0,
                 trimmed: None,
                 nominal_size: t.len as u32 + 48,
-                rx_time: None,
             };
             let bytes = buf[..t.len].to_vec();
             a.handle_datagram(now, &meta, &bytes);

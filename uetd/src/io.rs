@@ -45,9 +45,6 @@ pub struct IoStats {
     pub handed_off: u64,
     /// Transmit attempts that found the TX ring (or socket buffer) full.
     pub tx_ring_full: u64,
-    /// Datagrams handed to the worker with the time they reached the host
-    /// (`RxMeta::rx_time`; AF_XDP: the steering program's stamp).
-    pub rx_stamped: u64,
 }
 
 /// A datapath backend driven by one worker thread.

@@ -69,7 +69,6 @@ pub fn to_json(stats: &[WorkerStats]) -> Value {
                     "tx_no_neighbour": s.io.tx_no_neighbour,
                     "handed_off": s.io.handed_off,
                     "tx_ring_full": s.io.tx_ring_full,
-                    "rx_stamped": s.io.rx_stamped,
                 },
                 "pds": {
                     "tx_data": s.pds.tx_data,

@@ -237,7 +237,6 @@ impl PacketIo for UdpIo {
                 ecn: Ecn::from_bits(tos),
                 trimmed: self.cfg.encap.trim_of(dscp),
                 nominal_size: nominal_pktsize(bytes.len() + 8) as u32,
-                rx_time: None,
             };
             self.stats.rx_packets += 1;
             self.stats.rx_bytes += bytes.len() as u64;

@@ -29,7 +29,6 @@ use crossbeam_queue::ArrayQueue;
 use uet_pds::{RxMeta, Transmit};
 use uet_wire::encap::{EncapConfig, Transport, emit_frame, parse_l2_l4};
 use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
-use uet_wire::time::Instant as WireInstant;
 
 use crate::capture::{Direction, Tap};
 use crate::io::{IoStats, NextHop, PacketIo};
@@ -674,19 +673,8 @@ impl XdpIo {
             ecn: h.ip.ecn(),
             trimmed: h.trimmed,
             nominal_size: h.nominal_pktsize() as u32,
-            rx_time: None,
         };
         Some((meta, &data[range]))
-    }
-
-    /// When the frame reached the host, from the steering program's stamp
-    /// in front of it (`xdp_prog::stamp`), if it has one.
-    fn rx_stamp(umem: &UmemArea, f: &Frame, stats: &mut IoStats) -> Option<WireInstant> {
-        let ns = umem
-            .before(f, xdp_prog::stamp::LEN)
-            .and_then(xdp_prog::stamp::parse)?;
-        stats.rx_stamped += 1;
-        Some(WireInstant::from_nanos(ns))
     }
 
     fn ip_repr(&self, t: &Transmit) -> Option<IpRepr> {
@@ -720,14 +708,13 @@ impl PacketIo for XdpIo {
             if let Some(t) = tap.as_deref_mut() {
                 t.frame(Direction::Rx, data);
             }
-            if let Some((mut meta, uet)) = Self::parse(
+            if let Some((meta, uet)) = Self::parse(
                 &self.encap,
                 self.local_ip,
                 &mut self.stats,
                 &mut self.extra,
                 data,
             ) {
-                meta.rx_time = Self::rx_stamp(&reg.umem, &l.frame, &mut self.stats);
                 self.stats.rx_packets += 1;
                 self.stats.rx_bytes += data.len() as u64;
                 sink(&meta, uet);
@@ -748,7 +735,7 @@ impl PacketIo for XdpIo {
                 done += 1;
                 popped += 1;
                 let data = self.umem.data(&f);
-                let Some((mut meta, uet)) = Self::parse(
+                let Some((meta, uet)) = Self::parse(
                     &self.encap,
                     self.local_ip,
                     &mut self.stats,
@@ -775,7 +762,6 @@ impl PacketIo for XdpIo {
                 }
                 let owner = self.hub.owner_of(meta.src);
                 if owner == self.worker {
-                    meta.rx_time = Self::rx_stamp(&self.umem, &f, &mut self.stats);
                     if let Some(t) = tap.as_deref_mut() {
                         t.frame(Direction::Rx, data);
                     }

@@ -154,18 +154,6 @@ fn write_and_read_through_the_api_land_in_the_clients_memory() {
             .map(|w| w["io"]["tx_no_neighbour"].as_u64().unwrap())
             .sum();
         assert_eq!(misses, 0, "{who} dropped frames for want of a MAC: {s}");
-        // Every frame the XDP program steered carries its arrival stamp
-        // (AF_XDP copy mode on veth keeps the metadata).
-        let sum = |k: &str| -> u64 {
-            s["workers"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|w| w["io"][k].as_u64().unwrap())
-                .sum()
-        };
-        assert!(sum("rx_packets") > 0, "{who}: {s}");
-        assert_eq!(sum("rx_stamped"), sum("rx_packets"), "{who}: {s}");
     }
 
     // Read it back into a second local buffer.

@@ -61,45 +61,6 @@ pub fn objects() -> [(&'static str, &'static [u8]); 3] {
     ]
 }
 
-/// The receive stamp the steering program writes in the XDP metadata area,
-/// right before each UET frame it redirects (`struct uet_rx_stamp` in
-/// `src/uet_steer.bpf.c`): magic `u32`, reserved `u32`, then the
-/// `bpf_ktime_get_ns()` (CLOCK_MONOTONIC) at which the frame reached the
-/// host, all in host byte order. AF_XDP copies metadata into the UMEM
-/// chunk in front of the packet in copy and zero-copy mode alike.
-pub mod stamp {
-    /// Bytes of metadata in front of the packet.
-    pub const LEN: usize = 16;
-    /// The magic value of a stamped frame (`"UETS"`).
-    pub const MAGIC: u32 = 0x5545_5453;
-
-    /// The arrival time in CLOCK_MONOTONIC nanoseconds, if `meta` (the
-    /// [`LEN`] bytes before the packet) holds a stamp.
-    #[must_use]
-    pub fn parse(meta: &[u8]) -> Option<u64> {
-        let m: &[u8; LEN] = meta.try_into().ok()?;
-        let magic = u32::from_ne_bytes([m[0], m[1], m[2], m[3]]);
-        (magic == MAGIC)
-            .then(|| u64::from_ne_bytes([m[8], m[9], m[10], m[11], m[12], m[13], m[14], m[15]]))
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn a_stamp_is_read_and_anything_else_is_not() {
-            let mut m = [0u8; LEN];
-            m[..4].copy_from_slice(&MAGIC.to_ne_bytes());
-            m[8..].copy_from_slice(&123_456_789u64.to_ne_bytes());
-            assert_eq!(parse(&m), Some(123_456_789));
-            m[0] ^= 1;
-            assert_eq!(parse(&m), None, "stale bytes without the magic");
-            assert_eq!(parse(&m[..8]), None, "too short");
-        }
-    }
-}
-
 /// Names and indices of the ECN marker (`src/uet_ecn.bpf.c`, whose header
 /// comment defines the model and each counter). Every map is an
 /// `BPF_MAP_TYPE_ARRAY` of `u64`.

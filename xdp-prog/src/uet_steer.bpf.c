@@ -14,14 +14,6 @@
 // no socket is registered there. Everything else is XDP_PASS, so ARP, ND,
 // ping and ssh keep working with the program attached.
 //
-// Before redirecting a UET frame the program puts a 16-byte receive stamp in
-// the XDP metadata area in front of it (struct uet_rx_stamp: magic, then
-// bpf_ktime_get_ns() = CLOCK_MONOTONIC), which AF_XDP copies into the UMEM
-// chunk right before the packet. The daemon takes it as the frame's arrival
-// time, so the time a frame waits in the RX ring for the poll loop is not
-// mistaken for network delay. A driver without metadata support makes
-// bpf_xdp_adjust_meta fail: the frame then goes on unstamped.
-//
 // Parsing bounds (every header is bounds-checked against data_end before it
 // is read; this is what makes the verifier accept the packet accesses):
 //   Ethernet  14 bytes, plus at most one 802.1Q (0x8100) or 802.1ad (0x88a8)
@@ -201,32 +193,6 @@ static __always_inline enum verdict classify(void *data, void *data_end,
 	return VERDICT_PASS; /* ARP, LLDP, … */
 }
 
-/* Metadata in front of a UET frame (xdp_prog::RxStamp): when it reached
- * this host, so that the daemon can tell network delay from the time the
- * frame waited for its poll loop to run. bpf_ktime_get_ns() is
- * CLOCK_MONOTONIC, the daemon's clock. The magic tells a stamped frame from
- * stale bytes when a driver has no metadata support (the helper fails and
- * the frame goes on unstamped). */
-#define UET_STAMP_MAGIC 0x55455453u /* "UETS" */
-struct uet_rx_stamp {
-	__u32 magic;
-	__u32 reserved;
-	__u64 rx_ns;
-};
-
-static __always_inline void stamp(struct xdp_md *ctx)
-{
-	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct uet_rx_stamp)))
-		return;
-	void *data = (void *)(long)ctx->data;
-	struct uet_rx_stamp *m = (void *)(long)ctx->data_meta;
-	if ((void *)(m + 1) > data)
-		return;
-	m->magic = UET_STAMP_MAGIC;
-	m->reserved = 0;
-	m->rx_ns = bpf_ktime_get_ns();
-}
-
 SEC("xdp")
 int uet_steer(struct xdp_md *ctx)
 {
@@ -254,7 +220,6 @@ int uet_steer(struct xdp_md *ctx)
 		return XDP_PASS;
 	}
 
-	stamp(ctx);
 	/* The low bits of flags are the action when the slot is empty. */
 	act = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 	if (act == XDP_REDIRECT) {

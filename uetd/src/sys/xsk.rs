@@ -202,18 +202,6 @@ impl UmemArea {
         unsafe { std::slice::from_raw_parts(self.map.ptr.as_ptr().add(off), len) }
     }
 
-    /// The `n` bytes in front of a frame's data (the XDP metadata area), if
-    /// they lie inside its chunk.
-    pub(crate) fn before<'a>(&'a self, f: &'a Frame, n: usize) -> Option<&'a [u8]> {
-        let (off, _) = self.span(f);
-        let base = self.base_of(f.addr) as usize;
-        let start = off.checked_sub(n).filter(|s| *s >= base)?;
-        // SAFETY: start..off lies inside the frame's chunk (checked above;
-        // span checked the chunk is in the mapping); the Frame token proves
-        // no kernel ring holds the chunk, as for `data`.
-        Some(unsafe { std::slice::from_raw_parts(self.map.ptr.as_ptr().add(start), n) })
-    }
-
     /// The whole chunk of a frame, for writing a packet into it.
     pub(crate) fn chunk_mut<'a>(&'a self, f: &'a mut Frame) -> &'a mut [u8] {
         assert_eq!(f.umem, self.id, "frame of another UMEM");
