@@ -391,6 +391,42 @@ impl<M> MemEntry<M> {
         &mut self.memory
     }
 
+    /// Check steps 5-11 (module docs), once the live region is found: the
+    /// region-relative start of the window.
+    fn validate(&self, req: &AccessRequest) -> Result<u64, ReturnCode> {
+        if let Some(rc) = self.disabled_code() {
+            return Err(rc);
+        }
+        if req.generation != self.generation {
+            return Err(ReturnCode::BadGeneration);
+        }
+        let key_ok = match req.key {
+            Some(k) => k == self.key,
+            None => self.access.contains(Access::UNKEYED),
+        };
+        if !key_ok {
+            return Err(ReturnCode::BadMkey);
+        }
+        if !self.access.contains(req.needed) {
+            return Err(ReturnCode::PermViolation);
+        }
+        if req.len > self.len {
+            return Err(ReturnCode::TooLong);
+        }
+        let start = match req.addressing {
+            Addressing::Relative => req.offset,
+            Addressing::Absolute => req
+                .offset
+                .checked_sub(self.base)
+                .ok_or(ReturnCode::BadAddr)?,
+        };
+        let end = start.checked_add(req.len).ok_or(ReturnCode::BadAddr)?;
+        if end > self.len {
+            return Err(ReturnCode::BadAddr);
+        }
+        Ok(start)
+    }
+
     /// The first failure of check steps 5-6 (module docs), if any.
     pub(crate) const fn disabled_code(&self) -> Option<ReturnCode> {
         if !self.enabled {
@@ -706,8 +742,17 @@ impl<M: RegisteredMemory> MemoryTable<M> {
     /// Validates one remote access (the order is in the module docs) and
     /// returns the window it may touch.
     pub fn check(&mut self, req: &AccessRequest) -> Result<Checked<'_, M>, ReturnCode> {
-        let start = self.resolve(req)?;
-        let entry = self.get_mut(req.addr).ok_or(ReturnCode::BadIndex)?;
+        let pids = self
+            .jobs
+            .get_mut(&req.addr.job)
+            .ok_or(ReturnCode::BadJobId)?;
+        let ris = pids.get_mut(&req.addr.pid).ok_or(ReturnCode::BadPid)?;
+        let entry = match ris.get_mut(&req.addr.ri) {
+            None => return Err(ReturnCode::BadIndex),
+            Some(Slot::Retired { .. }) => return Err(ReturnCode::BadGeneration),
+            Some(Slot::Live(e)) => e,
+        };
+        let start = entry.validate(req)?;
         Ok(Checked {
             entry,
             start,
@@ -720,42 +765,11 @@ impl<M: RegisteredMemory> MemoryTable<M> {
     pub fn resolve(&self, req: &AccessRequest) -> Result<u64, ReturnCode> {
         let pids = self.jobs.get(&req.addr.job).ok_or(ReturnCode::BadJobId)?;
         let ris = pids.get(&req.addr.pid).ok_or(ReturnCode::BadPid)?;
-        let entry = match ris.get(&req.addr.ri) {
-            None => return Err(ReturnCode::BadIndex),
-            Some(Slot::Retired { .. }) => return Err(ReturnCode::BadGeneration),
-            Some(Slot::Live(e)) => e,
-        };
-        if let Some(rc) = entry.disabled_code() {
-            return Err(rc);
+        match ris.get(&req.addr.ri) {
+            None => Err(ReturnCode::BadIndex),
+            Some(Slot::Retired { .. }) => Err(ReturnCode::BadGeneration),
+            Some(Slot::Live(e)) => e.validate(req),
         }
-        if req.generation != entry.generation {
-            return Err(ReturnCode::BadGeneration);
-        }
-        let key_ok = match req.key {
-            Some(k) => k == entry.key,
-            None => entry.access.contains(Access::UNKEYED),
-        };
-        if !key_ok {
-            return Err(ReturnCode::BadMkey);
-        }
-        if !entry.access.contains(req.needed) {
-            return Err(ReturnCode::PermViolation);
-        }
-        if req.len > entry.len {
-            return Err(ReturnCode::TooLong);
-        }
-        let start = match req.addressing {
-            Addressing::Relative => req.offset,
-            Addressing::Absolute => req
-                .offset
-                .checked_sub(entry.base)
-                .ok_or(ReturnCode::BadAddr)?,
-        };
-        let end = start.checked_add(req.len).ok_or(ReturnCode::BadAddr)?;
-        if end > entry.len {
-            return Err(ReturnCode::BadAddr);
-        }
-        Ok(start)
     }
 
     fn entry_mut(&mut self, addr: RegionAddr) -> Result<&mut MemEntry<M>, MemError> {
