@@ -383,8 +383,11 @@ impl RxHalf {
         if clear_psn.is_after(self.cleared) {
             self.cleared = clear_psn;
         }
-        let cleared = self.cleared;
-        self.gtd.retain(|k, _| Psn(*k).is_after(cleared));
+        // Runs for every request packet; `gtd` is nearly always empty.
+        if !self.gtd.is_empty() {
+            let cleared = self.cleared;
+            self.gtd.retain(|k, _| Psn(*k).is_after(cleared));
+        }
     }
 }
 
@@ -750,6 +753,12 @@ impl Pds {
     /// The next event.
     pub fn poll_event(&mut self) -> Option<PdsEvent> {
         self.events.pop_front()
+    }
+
+    /// Whether [`Pds::poll_event`] has an event to return.
+    #[must_use]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
     }
 
     /// When [`Pds::handle_timeout`] should next be called.
