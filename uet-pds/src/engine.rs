@@ -451,7 +451,7 @@ impl Pdc {
     }
 
     fn has_tx_work(&self) -> bool {
-        !self.queue.is_empty() || self.ledger.iter().any(|e| e.needs_rtx) || self.clear_needed
+        !self.queue.is_empty() || self.ledger.has_rtx() || self.clear_needed
     }
 }
 
@@ -1765,26 +1765,31 @@ impl Pds {
             let highest = p
                 .ledger
                 .iter()
-                .filter(|e| e.sacked)
-                .map(|e| e.psn)
-                .last()
-                .unwrap_or(cack);
-            for e in p.ledger.iter_mut() {
-                if highest.diff(e.psn) < dupthresh as i32 {
-                    break;
-                }
-                // A packet never resent was sent no later than any higher
-                // PSN; a resent one must predate the newest delivery, or
-                // its retransmission is still on the way.
-                let old_enough = if e.rtx_count == 0 {
-                    e.sent_at + reo <= latest
-                } else {
-                    e.sent_at + reo < latest
-                };
-                // Only packets counted in inflight can be declared lost.
-                if old_enough && let CcShare::Inflight(b) = CcShare::of(cfg, e) {
-                    e.needs_rtx = true;
-                    inferred.push((b, e.ev));
+                .rev()
+                .find(|e| e.sacked)
+                .map_or(cack, |e| e.psn);
+            let behind = |e: &TxEntry<TxItem>| highest.diff(e.psn) >= dupthresh as i32;
+            // Nothing is behind when the oldest entry is not (the usual
+            // case): the ledger is then not even borrowed for writing.
+            let any_behind = p.ledger.iter().next().is_some_and(behind);
+            if any_behind {
+                for e in p.ledger.iter_mut() {
+                    if !behind(e) {
+                        break;
+                    }
+                    // A packet never resent was sent no later than any higher
+                    // PSN; a resent one must predate the newest delivery, or
+                    // its retransmission is still on the way.
+                    let old_enough = if e.rtx_count == 0 {
+                        e.sent_at + reo <= latest
+                    } else {
+                        e.sent_at + reo < latest
+                    };
+                    // Only packets counted in inflight can be declared lost.
+                    if old_enough && let CcShare::Inflight(b) = CcShare::of(cfg, e) {
+                        e.needs_rtx = true;
+                        inferred.push((b, e.ev));
+                    }
                 }
             }
         }
@@ -2368,7 +2373,7 @@ impl Pds {
         // retransmissions go through the CCC like new data: a NACK or loss
         // already moved their bytes from inflight to the retransmit backlog
         // (`CcShare`). Probes and CLOSE are control traffic, never counted.
-        let rtx_blocked = p.ledger.iter().find(|e| e.needs_rtx).is_some_and(|e| {
+        let rtx_blocked = p.ledger.first_rtx().is_some_and(|e| {
             matches!(CcShare::of(&self.config, e), CcShare::Rtx(_))
                 && !e.rto_forced
                 && !ccc.can_send(now, self.config.nominal(item_len(&e.token)))
