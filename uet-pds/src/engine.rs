@@ -1831,9 +1831,7 @@ impl Pds {
             && !good_evs.is_empty()
             && let Some(c) = self.cccs.get_mut(&key)
         {
-            for ev in &good_evs {
-                c.on_ev_good(now, *ev);
-            }
+            c.on_evs_good(now, &good_evs);
         }
         if acked_pkts > 0
             && let Some(c) = self.cccs.get_mut(&key)
