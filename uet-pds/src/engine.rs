@@ -1026,23 +1026,20 @@ impl Pds {
         if !self.config.ccc.algorithm.has_rccc() {
             return;
         }
-        let keys: Vec<(IpAddr, TrafficClass)> = self
-            .cccs
-            .iter()
-            .filter(|(_, c)| {
-                c.rccc()
-                    .is_some_and(uet_cms::RcccSource::needs_credit_request)
-            })
-            .map(|(k, _)| *k)
-            .collect();
-        for key in keys {
-            let Some(c) = self.cccs.get_mut(&key) else {
+        // One pass, no key list: polling one CCC changes no other.
+        let Self {
+            cccs, pdcs, ctl, ..
+        } = self;
+        for (&key, c) in cccs.iter_mut() {
+            if !c
+                .rccc()
+                .is_some_and(uet_cms::RcccSource::needs_credit_request)
+            {
                 continue;
-            };
+            }
             if let Some(target) = c.poll_credit_request(now) {
                 // Any established PDC of this CCC carries the request.
-                let pdc = self
-                    .pdcs
+                let pdc = pdcs
                     .values()
                     .find(|p| p.ccc == key && p.peer_id.is_some())
                     .map(|p| (p.id, p.peer_id, p.peer, p.mode));
@@ -1058,7 +1055,7 @@ impl Pds {
                             target_credit: target.get(),
                         },
                     };
-                    self.ctl.push_back(CtlOut::Cp { dst, repr });
+                    ctl.push_back(CtlOut::Cp { dst, repr });
                 }
             }
         }
