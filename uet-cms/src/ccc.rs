@@ -497,6 +497,11 @@ impl Ccc {
         self.ev.process_ev_at(now, ev, EvFeedback::Good);
     }
 
+    /// [`Ccc::on_ev_good`] for every EV of `evs`, in order, in one call.
+    pub fn on_evs_good(&mut self, now: Instant, evs: &[EntropyValue]) {
+        self.ev.process_good_at(now, evs);
+    }
+
     /// `OnNACK`: the packet is marked for retransmission.
     pub fn on_nack(&mut self, now: Instant, nack: &NackEvent) {
         let feedback = if nack.trimmed && !nack.trimmed_last_hop {

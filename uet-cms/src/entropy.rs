@@ -236,6 +236,20 @@ impl Reps {
             .copied()
     }
 
+    /// GOOD feedback for `evs` at `now`: what `process` does for each in
+    /// turn. Only the first can thaw (a freeze that has not ended by `now`
+    /// does not end at the same `now`, and recycling never freezes), so the
+    /// thaw check runs once.
+    fn process_good(&mut self, now: Instant, evs: &[EntropyValue]) {
+        if evs.is_empty() {
+            return;
+        }
+        self.maybe_thaw(Some(now));
+        for &ev in evs {
+            self.add(ev);
+        }
+    }
+
     fn add(&mut self, ev: EntropyValue) {
         if self.buffer.len() == self.capacity {
             self.buffer.pop_front();
@@ -504,6 +518,18 @@ impl EvSelector {
     /// no-op for ROD, §5.1).
     pub fn process_ev(&mut self, ev: EntropyValue, feedback: EvFeedback) {
         self.process(None, ev, feedback);
+    }
+
+    /// GOOD feedback for several EVs arriving at `now` (the packets one
+    /// ACK acknowledged): the same as [`EvSelector::process_ev_at`] with
+    /// [`EvFeedback::Good`] for each in order, in one call.
+    pub fn process_good_at(&mut self, now: Instant, evs: &[EntropyValue]) {
+        match self {
+            // GOOD feedback changes no bitmap penalty.
+            Self::Single(_) | Self::Oblivious { .. } | Self::Bitmap(_) => {}
+            Self::Reps(reps) => reps.process_good(now, evs),
+            Self::Mixed(mixed) => mixed.reps.process_good(now, evs),
+        }
     }
 
     /// Feedback about an EV, arriving at `now`.
@@ -775,6 +801,41 @@ mod tests {
         }
         assert_eq!(reps(&sel).fresh().count(), 1, "explore used the buffer");
         assert_eq!(sel.next_ev_at(later, &mut rng).get(), 0xc077);
+    }
+
+    /// `process_good_at` over a batch leaves the selector exactly as
+    /// `process_ev_at(.., Good)` for each EV does, in every mode, frozen
+    /// or not, and across a thaw.
+    #[test]
+    fn good_batch_matches_one_by_one() {
+        let modes = [
+            EvMode::Reps,
+            EvMode::Mixed,
+            EvMode::Bitmap,
+            EvMode::Oblivious,
+        ];
+        for mode in modes {
+            let mut rng = Xoshiro256::seed_from_u64(21);
+            let cfg = EvConfig::default().with_mode(mode);
+            let mut a = EvSelector::from_config(&cfg, &mut rng);
+            let t0 = Instant::from_nanos(1_000);
+            a.process_ev_at(t0, ev(0xc0ee), EvFeedback::Timeout);
+            a.process_ev_at(t0, ev(0xc0e0), EvFeedback::Ecn);
+            let mut b = a.clone();
+            let times = [
+                t0,
+                t0 + Duration::from_micros(3),
+                t0 + Duration::from_millis(11),
+            ];
+            for (k, t) in times.into_iter().enumerate() {
+                let evs: Vec<_> = (0..12).map(|i| ev(0xc000 + 16 * k as u16 + i)).collect();
+                for &e in &evs {
+                    a.process_ev_at(t, e, EvFeedback::Good);
+                }
+                b.process_good_at(t, &evs);
+                assert_eq!(format!("{a:?}"), format!("{b:?}"), "{mode:?} at {t:?}");
+            }
+        }
     }
 
     #[test]

@@ -383,8 +383,11 @@ impl RxHalf {
         if clear_psn.is_after(self.cleared) {
             self.cleared = clear_psn;
         }
-        let cleared = self.cleared;
-        self.gtd.retain(|k, _| Psn(*k).is_after(cleared));
+        // Runs for every request packet; `gtd` is nearly always empty.
+        if !self.gtd.is_empty() {
+            let cleared = self.cleared;
+            self.gtd.retain(|k, _| Psn(*k).is_after(cleared));
+        }
     }
 }
 
@@ -448,7 +451,7 @@ impl Pdc {
     }
 
     fn has_tx_work(&self) -> bool {
-        !self.queue.is_empty() || self.ledger.iter().any(|e| e.needs_rtx) || self.clear_needed
+        !self.queue.is_empty() || self.ledger.has_rtx() || self.clear_needed
     }
 }
 
@@ -752,6 +755,12 @@ impl Pds {
         self.events.pop_front()
     }
 
+    /// Whether [`Pds::poll_event`] has an event to return.
+    #[must_use]
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// When [`Pds::handle_timeout`] should next be called.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -1017,23 +1026,20 @@ impl Pds {
         if !self.config.ccc.algorithm.has_rccc() {
             return;
         }
-        let keys: Vec<(IpAddr, TrafficClass)> = self
-            .cccs
-            .iter()
-            .filter(|(_, c)| {
-                c.rccc()
-                    .is_some_and(uet_cms::RcccSource::needs_credit_request)
-            })
-            .map(|(k, _)| *k)
-            .collect();
-        for key in keys {
-            let Some(c) = self.cccs.get_mut(&key) else {
+        // One pass, no key list: polling one CCC changes no other.
+        let Self {
+            cccs, pdcs, ctl, ..
+        } = self;
+        for (&key, c) in cccs.iter_mut() {
+            if !c
+                .rccc()
+                .is_some_and(uet_cms::RcccSource::needs_credit_request)
+            {
                 continue;
-            };
+            }
             if let Some(target) = c.poll_credit_request(now) {
                 // Any established PDC of this CCC carries the request.
-                let pdc = self
-                    .pdcs
+                let pdc = pdcs
                     .values()
                     .find(|p| p.ccc == key && p.peer_id.is_some())
                     .map(|p| (p.id, p.peer_id, p.peer, p.mode));
@@ -1049,7 +1055,7 @@ impl Pds {
                             target_credit: target.get(),
                         },
                     };
-                    self.ctl.push_back(CtlOut::Cp { dst, repr });
+                    ctl.push_back(CtlOut::Cp { dst, repr });
                 }
             }
         }
@@ -1758,26 +1764,31 @@ impl Pds {
             let highest = p
                 .ledger
                 .iter()
-                .filter(|e| e.sacked)
-                .map(|e| e.psn)
-                .last()
-                .unwrap_or(cack);
-            for e in p.ledger.iter_mut() {
-                if highest.diff(e.psn) < dupthresh as i32 {
-                    break;
-                }
-                // A packet never resent was sent no later than any higher
-                // PSN; a resent one must predate the newest delivery, or
-                // its retransmission is still on the way.
-                let old_enough = if e.rtx_count == 0 {
-                    e.sent_at + reo <= latest
-                } else {
-                    e.sent_at + reo < latest
-                };
-                // Only packets counted in inflight can be declared lost.
-                if old_enough && let CcShare::Inflight(b) = CcShare::of(cfg, e) {
-                    e.needs_rtx = true;
-                    inferred.push((b, e.ev));
+                .rev()
+                .find(|e| e.sacked)
+                .map_or(cack, |e| e.psn);
+            let behind = |e: &TxEntry<TxItem>| highest.diff(e.psn) >= dupthresh as i32;
+            // Nothing is behind when the oldest entry is not (the usual
+            // case): the ledger is then not even borrowed for writing.
+            let any_behind = p.ledger.iter().next().is_some_and(behind);
+            if any_behind {
+                for e in p.ledger.iter_mut() {
+                    if !behind(e) {
+                        break;
+                    }
+                    // A packet never resent was sent no later than any higher
+                    // PSN; a resent one must predate the newest delivery, or
+                    // its retransmission is still on the way.
+                    let old_enough = if e.rtx_count == 0 {
+                        e.sent_at + reo <= latest
+                    } else {
+                        e.sent_at + reo < latest
+                    };
+                    // Only packets counted in inflight can be declared lost.
+                    if old_enough && let CcShare::Inflight(b) = CcShare::of(cfg, e) {
+                        e.needs_rtx = true;
+                        inferred.push((b, e.ev));
+                    }
                 }
             }
         }
@@ -1819,9 +1830,7 @@ impl Pds {
             && !good_evs.is_empty()
             && let Some(c) = self.cccs.get_mut(&key)
         {
-            for ev in &good_evs {
-                c.on_ev_good(now, *ev);
-            }
+            c.on_evs_good(now, &good_evs);
         }
         if acked_pkts > 0
             && let Some(c) = self.cccs.get_mut(&key)
@@ -2361,7 +2370,7 @@ impl Pds {
         // retransmissions go through the CCC like new data: a NACK or loss
         // already moved their bytes from inflight to the retransmit backlog
         // (`CcShare`). Probes and CLOSE are control traffic, never counted.
-        let rtx_blocked = p.ledger.iter().find(|e| e.needs_rtx).is_some_and(|e| {
+        let rtx_blocked = p.ledger.first_rtx().is_some_and(|e| {
             matches!(CcShare::of(&self.config, e), CcShare::Rtx(_))
                 && !e.rto_forced
                 && !ccc.can_send(now, self.config.nominal(item_len(&e.token)))

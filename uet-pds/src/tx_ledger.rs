@@ -52,6 +52,12 @@ pub struct TxEntry<T> {
 pub struct TxLedger<T> {
     una: Psn,
     entries: VecDeque<TxEntry<T>>,
+    /// `false` only if no entry has `needs_rtx` set: every method that
+    /// hands out a `&mut TxEntry` sets it, and a search for an entry
+    /// needing retransmission that finds none clears it. The transmit path
+    /// asks on every packet; this keeps that O(1) instead of a scan of the
+    /// whole window.
+    rtx_maybe: bool,
 }
 
 impl<T> TxLedger<T> {
@@ -61,6 +67,7 @@ impl<T> TxLedger<T> {
         Self {
             una: start,
             entries: VecDeque::new(),
+            rtx_maybe: false,
         }
     }
 
@@ -123,16 +130,19 @@ impl<T> TxLedger<T> {
         if d < 0 {
             return None;
         }
-        self.entries.get_mut(d as usize)
+        let e = self.entries.get_mut(d as usize)?;
+        self.rtx_maybe = true;
+        Some(e)
     }
 
     /// Iterates over the entries in PSN order.
-    pub fn iter(&self) -> impl Iterator<Item = &TxEntry<T>> {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &TxEntry<T>> {
         self.entries.iter()
     }
 
     /// Iterates mutably over the entries in PSN order.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut TxEntry<T>> {
+        self.rtx_maybe = true;
         self.entries.iter_mut()
     }
 
@@ -183,7 +193,29 @@ impl<T> TxLedger<T> {
 
     /// The first entry marked for retransmission.
     pub fn first_needing_rtx(&mut self) -> Option<&mut TxEntry<T>> {
-        self.entries.iter_mut().find(|e| e.needs_rtx)
+        let i = self.first_rtx_index()?;
+        self.entries.get_mut(i)
+    }
+
+    /// The oldest entry waiting for retransmission, to look at.
+    pub fn first_rtx(&mut self) -> Option<&TxEntry<T>> {
+        let i = self.first_rtx_index()?;
+        self.entries.get(i)
+    }
+
+    /// Whether an entry is waiting for retransmission.
+    #[must_use]
+    pub fn has_rtx(&self) -> bool {
+        self.rtx_maybe && self.entries.iter().any(|e| e.needs_rtx)
+    }
+
+    fn first_rtx_index(&mut self) -> Option<usize> {
+        if !self.rtx_maybe {
+            return None;
+        }
+        let i = self.entries.iter().position(|e| e.needs_rtx);
+        self.rtx_maybe = i.is_some();
+        i
     }
 }
 

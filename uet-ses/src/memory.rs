@@ -391,6 +391,42 @@ impl<M> MemEntry<M> {
         &mut self.memory
     }
 
+    /// Check steps 5-11 (module docs), once the live region is found: the
+    /// region-relative start of the window.
+    fn validate(&self, req: &AccessRequest) -> Result<u64, ReturnCode> {
+        if let Some(rc) = self.disabled_code() {
+            return Err(rc);
+        }
+        if req.generation != self.generation {
+            return Err(ReturnCode::BadGeneration);
+        }
+        let key_ok = match req.key {
+            Some(k) => k == self.key,
+            None => self.access.contains(Access::UNKEYED),
+        };
+        if !key_ok {
+            return Err(ReturnCode::BadMkey);
+        }
+        if !self.access.contains(req.needed) {
+            return Err(ReturnCode::PermViolation);
+        }
+        if req.len > self.len {
+            return Err(ReturnCode::TooLong);
+        }
+        let start = match req.addressing {
+            Addressing::Relative => req.offset,
+            Addressing::Absolute => req
+                .offset
+                .checked_sub(self.base)
+                .ok_or(ReturnCode::BadAddr)?,
+        };
+        let end = start.checked_add(req.len).ok_or(ReturnCode::BadAddr)?;
+        if end > self.len {
+            return Err(ReturnCode::BadAddr);
+        }
+        Ok(start)
+    }
+
     /// The first failure of check steps 5-6 (module docs), if any.
     pub(crate) const fn disabled_code(&self) -> Option<ReturnCode> {
         if !self.enabled {
@@ -516,20 +552,29 @@ impl<M> fmt::Debug for Checked<'_, M> {
     }
 }
 
-type RiTable<M> = HashMap<ResourceIndex, Slot<M>>;
-
 /// The registered regions of one endpoint, keyed by [`RegionAddr`].
 ///
 /// `M` is the memory type; the default, a boxed `Send` trait object, lets
 /// one table hold differently backed regions and move between threads.
+///
+/// One flat map from the full address to its slot, so that a remote access
+/// costs one lookup; which jobs and processes are known (check steps 1-2) is
+/// counted on the side and consulted only when that lookup fails.
 pub struct MemoryTable<M = Box<dyn RegisteredMemory + Send>> {
-    jobs: HashMap<JobId, HashMap<PidOnFep, RiTable<M>>>,
+    slots: HashMap<RegionAddr, Slot<M>>,
+    /// Slots (live or tombstones) per process: a process is known while it
+    /// has one.
+    pids: HashMap<(JobId, PidOnFep), usize>,
+    /// Known processes per job: a job is known while it has one.
+    jobs: HashMap<JobId, usize>,
     live: usize,
 }
 
 impl<M> Default for MemoryTable<M> {
     fn default() -> Self {
         Self {
+            slots: HashMap::default(),
+            pids: HashMap::default(),
             jobs: HashMap::default(),
             live: 0,
         }
@@ -572,19 +617,20 @@ impl<M: RegisteredMemory> MemoryTable<M> {
         if spec.base.checked_add(len).is_none() {
             return Err(MemError::BaseOverflow);
         }
-        let ris = self
-            .jobs
-            .entry(spec.addr.job)
-            .or_default()
-            .entry(spec.addr.pid)
-            .or_default();
-        let generation = match ris.get(&spec.addr.ri) {
+        let generation = match self.slots.get(&spec.addr) {
             Some(Slot::Live(_)) => return Err(MemError::RiInUse),
             Some(Slot::Retired { next }) => *next,
-            None => RiGeneration::default(),
+            None => {
+                let pid_slots = self.pids.entry((spec.addr.job, spec.addr.pid)).or_default();
+                if *pid_slots == 0 {
+                    *self.jobs.entry(spec.addr.job).or_default() += 1;
+                }
+                *pid_slots += 1;
+                RiGeneration::default()
+            }
         };
-        ris.insert(
-            spec.addr.ri,
+        self.slots.insert(
+            spec.addr,
             Slot::Live(MemEntry {
                 key: spec.key,
                 generation,
@@ -609,12 +655,7 @@ impl<M: RegisteredMemory> MemoryTable<M> {
     /// Removes a region and returns its memory. The RI keeps a tombstone
     /// with the generation bumped, so stale requests fail `BAD_GENERATION`.
     pub fn deregister(&mut self, addr: RegionAddr) -> Result<M, MemError> {
-        let slot = self
-            .jobs
-            .get_mut(&addr.job)
-            .and_then(|p| p.get_mut(&addr.pid))
-            .and_then(|r| r.get_mut(&addr.ri))
-            .ok_or(MemError::NotRegistered)?;
+        let slot = self.slots.get_mut(&addr).ok_or(MemError::NotRegistered)?;
         let next = match slot {
             Slot::Live(e) => RiGeneration::from_masked(e.generation.get().wrapping_add(1)),
             Slot::Retired { .. } => return Err(MemError::NotRegistered),
@@ -654,21 +695,23 @@ impl<M: RegisteredMemory> MemoryTable<M> {
     /// and pid become unknown (`BAD_JOB_ID` / `BAD_PID`) unless other
     /// entries keep them.
     pub fn remove_pid(&mut self, job: JobId, pid: PidOnFep) -> Vec<M> {
-        let Some(pids) = self.jobs.get_mut(&job) else {
+        if self.pids.remove(&(job, pid)).is_none() {
             return Vec::new();
-        };
-        let removed: Vec<M> = pids
-            .remove(&pid)
-            .into_iter()
-            .flat_map(HashMap::into_values)
-            .filter_map(|s| match s {
+        }
+        if let Some(n) = self.jobs.get_mut(&job) {
+            *n -= 1;
+            if *n == 0 {
+                self.jobs.remove(&job);
+            }
+        }
+        let removed: Vec<M> = self
+            .slots
+            .extract_if(|a, _| a.job == job && a.pid == pid)
+            .filter_map(|(_, s)| match s {
                 Slot::Live(e) => Some(e.memory),
                 Slot::Retired { .. } => None,
             })
             .collect();
-        if pids.is_empty() {
-            self.jobs.remove(&job);
-        }
         self.live -= removed.len();
         removed
     }
@@ -676,7 +719,7 @@ impl<M: RegisteredMemory> MemoryTable<M> {
     /// The live region at `addr`.
     #[must_use]
     pub fn get(&self, addr: RegionAddr) -> Option<&MemEntry<M>> {
-        match self.jobs.get(&addr.job)?.get(&addr.pid)?.get(&addr.ri)? {
+        match self.slots.get(&addr)? {
             Slot::Live(e) => Some(e),
             Slot::Retired { .. } => None,
         }
@@ -684,12 +727,7 @@ impl<M: RegisteredMemory> MemoryTable<M> {
 
     /// The live region at `addr`, writable.
     pub fn get_mut(&mut self, addr: RegionAddr) -> Option<&mut MemEntry<M>> {
-        match self
-            .jobs
-            .get_mut(&addr.job)?
-            .get_mut(&addr.pid)?
-            .get_mut(&addr.ri)?
-        {
+        match self.slots.get_mut(&addr)? {
             Slot::Live(e) => Some(e),
             Slot::Retired { .. } => None,
         }
@@ -699,15 +737,18 @@ impl<M: RegisteredMemory> MemoryTable<M> {
     /// if the pid is unknown in it. Used for sends, which name a process
     /// rather than a region.
     pub fn check_process(&self, job: JobId, pid: PidOnFep) -> Result<(), ReturnCode> {
-        let pids = self.jobs.get(&job).ok_or(ReturnCode::BadJobId)?;
-        pids.get(&pid).map(|_| ()).ok_or(ReturnCode::BadPid)
+        known_process(&self.jobs, &self.pids, job, pid)
     }
 
     /// Validates one remote access (the order is in the module docs) and
     /// returns the window it may touch.
     pub fn check(&mut self, req: &AccessRequest) -> Result<Checked<'_, M>, ReturnCode> {
-        let start = self.resolve(req)?;
-        let entry = self.get_mut(req.addr).ok_or(ReturnCode::BadIndex)?;
+        let entry = match self.slots.get_mut(&req.addr) {
+            None => return Err(missing(&self.jobs, &self.pids, req.addr)),
+            Some(Slot::Retired { .. }) => return Err(ReturnCode::BadGeneration),
+            Some(Slot::Live(e)) => e,
+        };
+        let start = entry.validate(req)?;
         Ok(Checked {
             entry,
             start,
@@ -718,48 +759,43 @@ impl<M: RegisteredMemory> MemoryTable<M> {
     /// [`MemoryTable::check`] without borrowing the region: the
     /// region-relative start of the validated window.
     pub fn resolve(&self, req: &AccessRequest) -> Result<u64, ReturnCode> {
-        let pids = self.jobs.get(&req.addr.job).ok_or(ReturnCode::BadJobId)?;
-        let ris = pids.get(&req.addr.pid).ok_or(ReturnCode::BadPid)?;
-        let entry = match ris.get(&req.addr.ri) {
-            None => return Err(ReturnCode::BadIndex),
-            Some(Slot::Retired { .. }) => return Err(ReturnCode::BadGeneration),
-            Some(Slot::Live(e)) => e,
-        };
-        if let Some(rc) = entry.disabled_code() {
-            return Err(rc);
+        match self.slots.get(&req.addr) {
+            None => Err(missing(&self.jobs, &self.pids, req.addr)),
+            Some(Slot::Retired { .. }) => Err(ReturnCode::BadGeneration),
+            Some(Slot::Live(e)) => e.validate(req),
         }
-        if req.generation != entry.generation {
-            return Err(ReturnCode::BadGeneration);
-        }
-        let key_ok = match req.key {
-            Some(k) => k == entry.key,
-            None => entry.access.contains(Access::UNKEYED),
-        };
-        if !key_ok {
-            return Err(ReturnCode::BadMkey);
-        }
-        if !entry.access.contains(req.needed) {
-            return Err(ReturnCode::PermViolation);
-        }
-        if req.len > entry.len {
-            return Err(ReturnCode::TooLong);
-        }
-        let start = match req.addressing {
-            Addressing::Relative => req.offset,
-            Addressing::Absolute => req
-                .offset
-                .checked_sub(entry.base)
-                .ok_or(ReturnCode::BadAddr)?,
-        };
-        let end = start.checked_add(req.len).ok_or(ReturnCode::BadAddr)?;
-        if end > entry.len {
-            return Err(ReturnCode::BadAddr);
-        }
-        Ok(start)
     }
 
     fn entry_mut(&mut self, addr: RegionAddr) -> Result<&mut MemEntry<M>, MemError> {
         self.get_mut(addr).ok_or(MemError::NotRegistered)
+    }
+}
+
+/// Check steps 1-2 (see [`MemoryTable::check_process`]).
+fn known_process(
+    jobs: &HashMap<JobId, usize>,
+    pids: &HashMap<(JobId, PidOnFep), usize>,
+    job: JobId,
+    pid: PidOnFep,
+) -> Result<(), ReturnCode> {
+    if !jobs.contains_key(&job) {
+        return Err(ReturnCode::BadJobId);
+    }
+    if !pids.contains_key(&(job, pid)) {
+        return Err(ReturnCode::BadPid);
+    }
+    Ok(())
+}
+
+/// The code for an address with no slot: check steps 1-3.
+fn missing(
+    jobs: &HashMap<JobId, usize>,
+    pids: &HashMap<(JobId, PidOnFep), usize>,
+    addr: RegionAddr,
+) -> ReturnCode {
+    match known_process(jobs, pids, addr.job, addr.pid) {
+        Err(rc) => rc,
+        Ok(()) => ReturnCode::BadIndex,
     }
 }
 

@@ -23,6 +23,19 @@ impl RangeSet {
         if start >= end {
             return 0;
         }
+        // In-order arrival, the common case: the range starts at or after
+        // the end of the last one, so it extends or follows it.
+        if let Some(last) = self.ranges.last_mut()
+            && last.1 <= start
+        {
+            if last.1 == start {
+                last.1 = end;
+            } else {
+                self.ranges.push((start, end));
+            }
+            self.covered += end - start;
+            return end - start;
+        }
         // The first range that ends at or after `start` (touching counts, so
         // adjacent ranges merge).
         let first = self.ranges.partition_point(|&(_, e)| e < start);

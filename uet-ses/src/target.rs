@@ -470,7 +470,7 @@ impl<M: RegisteredMemory> SesTarget<M> {
             }),
             Opcode::Read => self.on_read(&inc),
             Opcode::Write | Opcode::Send | Opcode::TaggedSend | Opcode::DatagramSend => {
-                self.on_message(src, inc, payload)
+                self.on_message(src, &inc, payload)
             }
             // Atomics, rendezvous, deferrable sends, RTR, MSG_ERROR, reserved
             // and vendor codes: not implemented yet.
@@ -648,25 +648,41 @@ impl<M: RegisteredMemory> SesTarget<M> {
 
     // -- writes and sends ---------------------------------------------------
 
-    /// A packet of a write or send.
-    fn on_message(&mut self, src: Source, inc: Incoming, payload: &[u8]) -> TargetOutcome {
+    /// A packet of a write or send. A packet of a message already tracked
+    /// is handled in place in `inflight` (one lookup, no move of the
+    /// message's state); a new message's state is built here and tracked
+    /// only if it is not finished by its first packet.
+    fn on_message(&mut self, src: Source, inc: &Incoming, payload: &[u8]) -> TargetOutcome {
         let key = match inc.message_id {
             Some(id) if !inc.is_single() => Some(MsgKey { src, id }),
             _ => None,
         };
-        let mut msg = match key.and_then(|k| self.inflight.remove(&k)) {
-            Some(m) => m,
-            None => {
-                if inc.message_id.is_some_and(|id| self.is_recent(src, id)) {
-                    return TargetOutcome::Duplicate;
-                }
-                if key.is_some() && self.inflight.len() >= self.config.max_inflight_messages {
-                    return TargetOutcome::NoResource;
-                }
-                Inbound::new(src, inc)
+        if let Some(k) = key {
+            // `on_packet` never touches `inflight`: take the map out for the
+            // call so that the message can be borrowed from it while `self`
+            // is borrowed mutably (an empty map costs no allocation).
+            let mut inflight = core::mem::take(&mut self.inflight);
+            let tracked = inflight.get_mut(&k).map(|msg| {
+                let outcome = self.on_packet(msg, inc, payload);
+                (outcome, msg.finished())
+            });
+            if let Some((_, true)) = tracked {
+                inflight.remove(&k);
+                self.remember(src, k.id);
             }
-        };
-        let outcome = self.on_packet(&mut msg, &inc, payload);
+            self.inflight = inflight;
+            if let Some((outcome, _)) = tracked {
+                return outcome;
+            }
+        }
+        if inc.message_id.is_some_and(|id| self.is_recent(src, id)) {
+            return TargetOutcome::Duplicate;
+        }
+        if key.is_some() && self.inflight.len() >= self.config.max_inflight_messages {
+            return TargetOutcome::NoResource;
+        }
+        let mut msg = Inbound::new(src, *inc);
+        let outcome = self.on_packet(&mut msg, inc, payload);
         if msg.finished() {
             if let Some(id) = inc.message_id {
                 self.remember(src, id);

@@ -46,6 +46,7 @@ pub struct UetPacket<'a> {
 /// ending in a 16-byte ICV \[I: REFPROV encrypts from the SES header on,
 /// using the PDS header as additional data]; it is returned as `payload`
 /// (ICV excluded) without decryption.
+#[inline]
 pub fn parse_uet(bytes: &[u8], truncated: bool) -> Result<UetPacket<'_>> {
     let (tss, pds) = parse_with_tss(bytes)?;
     let pds_offset = tss.map_or(0, |t| t.buffer_len());

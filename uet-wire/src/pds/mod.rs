@@ -260,6 +260,7 @@ impl PdsRepr {
     /// Errors: truncation, a reserved `type` or `next_hdr`
     /// (`ErrorKind::Reserved`), and TSS (type 1, `ErrorKind::OutOfRange` at
     /// byte 0: TSS is not a PDS header, see [`parse_with_tss`]).
+    #[inline]
     pub fn parse(bytes: &[u8]) -> Result<Self> {
         let pro = prologue::Repr::parse(&prologue::Packet::new_checked(bytes)?)?;
         Ok(match pro.ty {
@@ -333,6 +334,7 @@ impl PdsRepr {
     /// # Panics
     ///
     /// If `buf` is shorter than `buffer_len()`.
+    #[inline]
     pub fn emit(&self, buf: &mut [u8]) {
         let buf = &mut buf[..self.buffer_len()];
         match self {
@@ -402,6 +404,7 @@ impl fmt::Display for PdsRepr {
 /// PDS header starts at `tss.map_or(0, |t| t.buffer_len())`. Errors in the
 /// PDS header have their offset rebased onto `bytes`; TSS errors carry
 /// `Layer::Tss`. No cryptography happens here.
+#[inline]
 pub fn parse_with_tss(bytes: &[u8]) -> Result<(Option<tss::Repr>, PdsRepr)> {
     if type_raw_of(bytes) == PdsType::Tss.code() {
         let t = tss::Repr::parse(&tss::Packet::new_checked(bytes)?)?;

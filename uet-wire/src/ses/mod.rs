@@ -207,6 +207,7 @@ impl StandardRequest {
 
     /// Parses a standard request and its extension from the start of
     /// `bytes`. Error offsets are relative to the start of `bytes`.
+    #[inline]
     pub fn parse(bytes: &[u8]) -> Result<Self> {
         let header = StandardRepr::parse(&StandardPacket::new_checked(bytes)?)?;
         let amo = if header.opcode.has_atomic_ext() {
@@ -253,6 +254,7 @@ impl StandardRequest {
     /// # Panics
     ///
     /// If `buf` is shorter than [`StandardRequest::buffer_len`].
+    #[inline]
     pub fn emit(&self, buf: &mut [u8]) {
         let (head, rest) = buf.split_at_mut(STANDARD_HEADER_LEN);
         self.header.emit(&mut StandardPacket::new_unchecked(head));
@@ -308,6 +310,7 @@ impl SesRepr {
     /// includes its extension header; everything after
     /// [`SesRepr::header_len`] bytes is payload (and trailer). Error offsets
     /// are relative to the start of `bytes`.
+    #[inline]
     pub fn parse(next_hdr: NextHeader, bytes: &[u8]) -> Result<Option<Self>> {
         Ok(Some(match next_hdr {
             NextHeader::None => return Ok(None),
@@ -368,6 +371,7 @@ impl SesRepr {
     /// # Panics
     ///
     /// If `buf` is shorter than [`SesRepr::buffer_len`].
+    #[inline]
     pub fn emit(&self, buf: &mut [u8]) {
         let buf = &mut buf[..self.buffer_len()];
         match self {
