@@ -79,6 +79,11 @@ pub struct RcccReceiverStats {
     pub outstanding_limited: u64,
 }
 
+/// The positive part of a balance.
+fn pos(balance: i64) -> u64 {
+    balance.max(0).unsigned_abs()
+}
+
 /// How a data packet came to be sent, for the credit accounting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Arrival {
@@ -182,8 +187,9 @@ pub struct RcccReceiver<S> {
     /// The fair-share clock: the service of the least-served active sender
     /// when the set was last non-empty.
     clock: u64,
-    /// Sum of the senders' `balance`.
-    outstanding: i64,
+    /// Sum of the senders' positive `balance`s: a sender's unused initial
+    /// window lowers only its own count, never another's.
+    outstanding: u64,
     /// Senders whose demand was met, with when their balance is written
     /// off if they have not rejoined by then.
     settling: VecDeque<(Instant, S)>,
@@ -252,7 +258,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
     /// Paced credit granted and not yet back as data, over all senders
     /// (see [`RcccConfig::max_outstanding`]).
     pub fn outstanding(&self) -> u64 {
-        self.outstanding.max(0).unsigned_abs()
+        self.outstanding
     }
 
     /// The service `sender` has had in the fair-share clock (paced grants
@@ -396,7 +402,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
                 .saturating_sub(i64::try_from(bytes).unwrap_or(i64::MAX))
                 .max(floor)
                 .min(e.balance);
-            self.outstanding += b - e.balance;
+            self.outstanding = self.outstanding - pos(e.balance) + pos(b);
             e.balance = b;
         }
     }
@@ -436,7 +442,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         if let Some(e) = self.senders.get_mut(&sender)
             && e.balance > 0
         {
-            self.outstanding -= e.balance;
+            self.outstanding -= pos(e.balance);
             e.balance = 0;
         }
     }
@@ -493,7 +499,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         let Some(e) = self.senders.remove(&sender) else {
             return false;
         };
-        self.outstanding -= e.balance;
+        self.outstanding -= pos(e.balance);
         if e.active {
             self.active.remove(&(e.served, sender));
             self.push_event(RcccReceiverEvent::Left {
@@ -771,8 +777,9 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         if let Some(e) = self.senders.get_mut(&s) {
             e.granted += bytes;
             let b = i64::try_from(bytes).unwrap_or(i64::MAX);
+            let before = pos(e.balance);
             e.balance = e.balance.saturating_add(b);
-            self.outstanding = self.outstanding.saturating_add(b);
+            self.outstanding = self.outstanding - before + pos(e.balance);
             e.unanswered_since.get_or_insert(now);
             self.stats.grants += 1;
             self.stats.granted_bytes = self.stats.granted_bytes.saturating_add(bytes);
