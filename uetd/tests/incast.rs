@@ -1,6 +1,8 @@
 //! `uet lab incast`, reduced (issue 7's CI check): a real veth lab, four
-//! senders × 1 MiB into one receiver through a 1 Gb/s TBF with a 5 × BDP
-//! buffer, every congestion-control mode, one seed. Bounds are the looser
+//! senders × 1 MiB into one receiver through a 500 Mb/s TBF with a 5 × BDP
+//! buffer, every congestion-control mode, one seed. Half the sweep's 1 Gb/s:
+//! a sender alone must be faster than the bottleneck for there to be an
+//! incast at all, and on a loaded two-core machine one measured 0.94 Gb/s. Bounds are the looser
 //! ones a loaded two-core CI machine allows (its scheduler stalls fire
 //! RTOs with nothing lost, so RTO counts are reported, not asserted); the
 //! full sweep and its targets live in BENCHMARKS.md (`uet lab incast
@@ -24,6 +26,7 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
         sizes: vec![1 << 20],
         ccs: CC_MODES.iter().map(|s| (*s).to_owned()).collect(),
         seeds: 1,
+        bottleneck: 500_000_000,
         ..IncastOpts::default()
     };
     let (report, files) = incast::run(opts, &out, "tests/incast.rs", |_| {}).unwrap();
