@@ -61,7 +61,7 @@
 //!   which the receiver turns into demand at once and the source into a
 //!   retransmit backlog that waits for paced credit (no RTO). The bytes of
 //!   speculative packets that do arrive (SYN set, not a retransmission) are
-//!   charged to their sender's share: [`RcccReceiver::on_speculative_rx`].
+//!   charged to their sender's share: [`RcccReceiver::on_data`].
 //!
 //! ## Units on the wire [I, documented gap §10]
 //!
@@ -142,7 +142,7 @@ use core::fmt;
 use uet_wire::Credit24;
 use uet_wire::time::Duration;
 
-pub use receiver::{LeaveReason, RcccReceiver, RcccReceiverEvent, RcccReceiverStats};
+pub use receiver::{Arrival, LeaveReason, RcccReceiver, RcccReceiverEvent, RcccReceiverStats};
 pub use source::{CreditUpdate, RcccSource, RcccSourceEvent, RcccSourceStats, RequestCause};
 
 /// Bits in a credit time unit: `link_rate_bps × ppm × ns` is divided by this

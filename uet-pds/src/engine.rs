@@ -23,6 +23,7 @@ use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 use uet_cms::nscc::{RcvdBytesTracker, service_time_from_wire, service_time_to_wire};
+use uet_cms::rccc::Arrival;
 use uet_cms::{AckEvent, Ccc, NackEvent, RcccReceiver};
 use uet_wire::encap::Trim;
 use uet_wire::pds::{
@@ -1482,13 +1483,14 @@ impl Pds {
             // anything from us: speculative, on its initial window (seed:
             // SYN stays set until the first ACK_CC). Its bytes count against
             // the sender's share (`RcccReceiver`, "Fair share").
-            if r.retx {
-                rr.on_retransmitted_rx(now, key, cc.credit_target, bytes, last_hop);
+            let arrival = if r.retx {
+                Arrival::Retransmission
             } else if r.syn() {
-                rr.on_speculative_rx(now, key, cc.credit_target, bytes, last_hop);
+                Arrival::Speculative
             } else {
-                rr.on_rx(now, key, cc.credit_target, bytes, last_hop);
-            }
+                Arrival::Paced
+            };
+            rr.on_data(now, key, cc.credit_target, bytes, last_hop, arrival);
             rx.rccc = Some(key);
             self.rccc_pdc.insert(key, local);
         }

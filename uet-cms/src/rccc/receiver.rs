@@ -84,9 +84,9 @@ fn pos(balance: i64) -> u64 {
     balance.max(0).unsigned_abs()
 }
 
-/// How a data packet came to be sent, for the credit accounting.
+/// How a data packet came to be sent ([`RcccReceiver::on_data`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Arrival {
+pub enum Arrival {
     /// On the initial window.
     Speculative,
     /// On paced credit (or forced past it by an RTO).
@@ -301,51 +301,30 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         );
     }
 
-    /// [`on_rx`](Self::on_rx) for a packet the source sent speculatively,
-    /// on its initial window before any feedback (SYN set, not a
-    /// retransmission). If it was not trimmed, its bytes count against the
-    /// sender's fair share (see [`RcccReceiver`], "Fair share"); a trimmed
-    /// one becomes demand like any last-hop trim.
-    pub fn on_speculative_rx(
+    /// [`on_rx`](Self::on_rx) for a packet sent other than on paced
+    /// credit, as `arrival` says:
+    ///
+    /// * [`Arrival::Speculative`]: on the source's initial window before any
+    ///   feedback (SYN set, not a retransmission). If it was not trimmed,
+    ///   its bytes count against the sender's fair share (see
+    ///   [`RcccReceiver`], "Fair share"); a trimmed one becomes demand like
+    ///   any last-hop trim.
+    /// * [`Arrival::Retransmission`]: besides its own credit, it settles the
+    ///   credit its lost original took, so credit that went down with a
+    ///   dropped packet does not stay outstanding
+    ///   ([`RcccConfig::max_outstanding`]). When the original was not lost
+    ///   after all, the sender's count is one packet low for a while, which
+    ///   only loosens the bound by that much \[I\].
+    pub fn on_data(
         &mut self,
         now: Instant,
         sender: S,
         credit_target: Credit24,
         bytes: u64,
         trimmed_last_hop: bool,
+        arrival: Arrival,
     ) {
-        self.rx(
-            now,
-            sender,
-            credit_target,
-            bytes,
-            trimmed_last_hop,
-            Arrival::Speculative,
-        );
-    }
-
-    /// [`on_rx`](Self::on_rx) for a retransmission. Besides its own credit,
-    /// it settles the credit its lost original took, so credit that went
-    /// down with a dropped packet does not stay outstanding
-    /// ([`RcccConfig::max_outstanding`]). When the original was not lost
-    /// after all, the outstanding count is one packet low for a while, which
-    /// only loosens the bound by that much \[I\].
-    pub fn on_retransmitted_rx(
-        &mut self,
-        now: Instant,
-        sender: S,
-        credit_target: Credit24,
-        bytes: u64,
-        trimmed_last_hop: bool,
-    ) {
-        self.rx(
-            now,
-            sender,
-            credit_target,
-            bytes,
-            trimmed_last_hop,
-            Arrival::Retransmission,
-        );
+        self.rx(now, sender, credit_target, bytes, trimmed_last_hop, arrival);
     }
 
     fn rx(
@@ -944,9 +923,30 @@ mod tests {
         // Sender 0's first window arrived (two packets); senders 1 and 2
         // had theirs trimmed at the last hop.
         for _ in 0..2 {
-            r.on_speculative_rx(us(0), 0u32, c24(SEED_TARGET), 4160, false);
-            r.on_speculative_rx(us(0), 1u32, c24(SEED_TARGET), 4160, true);
-            r.on_speculative_rx(us(0), 2u32, c24(SEED_TARGET), 4160, true);
+            r.on_data(
+                us(0),
+                0u32,
+                c24(SEED_TARGET),
+                4160,
+                false,
+                Arrival::Speculative,
+            );
+            r.on_data(
+                us(0),
+                1u32,
+                c24(SEED_TARGET),
+                4160,
+                true,
+                Arrival::Speculative,
+            );
+            r.on_data(
+                us(0),
+                2u32,
+                c24(SEED_TARGET),
+                4160,
+                true,
+                Arrival::Speculative,
+            );
         }
         assert_eq!(r.served(0), Some(8320));
         assert_eq!(r.stats().speculative_bytes, 8320);
@@ -1219,7 +1219,7 @@ mod tests {
         }
         assert_eq!(r.outstanding(), out - (pkts - 1) * 4160);
         // Its retransmission brings its own credit and its original's back.
-        r.on_retransmitted_rx(us(101), 1u32, c24(0), 4160, false);
+        r.on_data(us(101), 1u32, c24(0), 4160, false, Arrival::Retransmission);
         assert_eq!(r.outstanding(), out.saturating_sub((pkts + 1) * 4160));
     }
 

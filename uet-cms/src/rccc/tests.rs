@@ -18,7 +18,7 @@ use uet_wire::Credit24;
 use uet_wire::rand::{Rng, Xoshiro256};
 use uet_wire::time::{Duration, Instant};
 
-use super::{RcccConfig, RcccReceiver, RcccSource, diff24, wire24};
+use super::{Arrival, RcccConfig, RcccReceiver, RcccSource, diff24, wire24};
 
 /// A message in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -190,7 +190,7 @@ impl Sim {
             } => {
                 if rtx {
                     self.rx
-                        .on_retransmitted_rx(now, src, target, bytes, trimmed);
+                        .on_data(now, src, target, bytes, trimmed, Arrival::Retransmission);
                 } else {
                     self.rx.on_rx(now, src, target, bytes, trimmed);
                 }
