@@ -676,6 +676,22 @@ mod tests {
         assert!(states.len() >= 6);
     }
 
+    /// NSCC for a `rate_bps` link (and NIC) with base RTT `rtt`.
+    pub(super) fn nscc_for(rate_bps: u64, rtt: Duration, mtu: u32, trimming: bool) -> NsccConfig {
+        NsccConfig::new(rate_bps, rate_bps, rtt, mtu, trimming)
+    }
+
+    /// A CCC running `algorithm` with packets of `mtu`, at time zero.
+    pub(super) fn ccc_with(mtu: u32, algorithm: Algorithm) -> Ccc {
+        let mut rng = Xoshiro256::seed_from_u64(3);
+        let cfg = CccConfig {
+            mtu,
+            algorithm,
+            ..CccConfig::default()
+        };
+        Ccc::new(cfg, Instant::ZERO, &mut rng)
+    }
+
     #[test]
     fn a_window_smaller_than_a_packet_still_sends_one() {
         let mut rng = Xoshiro256::seed_from_u64(3);
@@ -690,21 +706,9 @@ mod tests {
 
     #[test]
     fn nscc_window_gates_sending() {
-        let mut rng = Xoshiro256::seed_from_u64(3);
-        let n = NsccConfig::new(
-            100_000_000_000,
-            100_000_000_000,
-            Duration::from_micros(6),
-            4096,
-            true,
-        );
+        let n = nscc_for(100_000_000_000, Duration::from_micros(6), 4096, true);
         let max = n.max_wnd;
-        let cfg = CccConfig {
-            mtu: 4096,
-            algorithm: Algorithm::Nscc(n),
-            ..CccConfig::default()
-        };
-        let mut c = Ccc::new(cfg, Instant::ZERO, &mut rng);
+        let mut c = ccc_with(4096, Algorithm::Nscc(n));
         assert_eq!(
             c.cwnd(),
             112_500,
@@ -726,20 +730,8 @@ mod tests {
 
     #[test]
     fn nscc_cannot_stall_on_bytes_the_ledger_no_longer_has_in_flight() {
-        let mut rng = Xoshiro256::seed_from_u64(3);
-        let n = NsccConfig::new(
-            1_000_000_000,
-            1_000_000_000,
-            Duration::from_micros(100),
-            1500,
-            false,
-        );
-        let cfg = CccConfig {
-            mtu: 1500,
-            algorithm: Algorithm::Nscc(n),
-            ..CccConfig::default()
-        };
-        let mut c = Ccc::new(cfg, Instant::ZERO, &mut rng);
+        let n = nscc_for(1_000_000_000, Duration::from_micros(100), 1500, false);
+        let mut c = ccc_with(1500, Algorithm::Nscc(n));
         let t = Instant::ZERO;
         c.on_new_data(t, 1 << 20);
         for _ in 0..3 {
@@ -832,6 +824,7 @@ mod pft_tests {
 /// and duplicate ACKs.
 #[cfg(test)]
 mod accounting_tests {
+    use super::tests::{ccc_with, nscc_for};
     use super::*;
     use proptest::prelude::*;
     use uet_wire::rand::Xoshiro256;
@@ -870,13 +863,7 @@ mod accounting_tests {
     }
 
     fn algorithm() -> impl Strategy<Value = (Algorithm, bool)> {
-        let nscc = NsccConfig::new(
-            100_000_000_000,
-            100_000_000_000,
-            Duration::from_micros(6),
-            1000,
-            true,
-        );
+        let nscc = nscc_for(100_000_000_000, Duration::from_micros(6), 1000, true);
         prop_oneof![
             (1u64..40).prop_map(|w| Algorithm::Fixed { window: w * 1000 }),
             Just(Algorithm::Nscc(nscc.clone())),
@@ -1051,20 +1038,8 @@ mod accounting_tests {
     /// retransmission leaves.
     #[test]
     fn an_ack_of_a_packet_waiting_for_retransmission_cancels_it() {
-        let mut rng = Xoshiro256::seed_from_u64(3);
-        let nscc = NsccConfig::new(
-            100_000_000_000,
-            100_000_000_000,
-            Duration::from_micros(6),
-            1000,
-            true,
-        );
-        let cfg = CccConfig {
-            mtu: 1000,
-            algorithm: Algorithm::NsccRccc(nscc, RcccConfig::default()),
-            ..CccConfig::default()
-        };
-        let mut c = Ccc::new(cfg, Instant::ZERO, &mut rng);
+        let nscc = nscc_for(100_000_000_000, Duration::from_micros(6), 1000, true);
+        let mut c = ccc_with(1000, Algorithm::NsccRccc(nscc, RcccConfig::default()));
         let t = Instant::ZERO;
         c.on_new_data(t, 2000);
         c.on_send(t, 1000, false);

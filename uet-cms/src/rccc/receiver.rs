@@ -84,6 +84,13 @@ fn pos(balance: i64) -> u64 {
     balance.max(0).unsigned_abs()
 }
 
+/// Sets a sender's balance and keeps `total`, the receiver's outstanding
+/// credit, equal to the sum of the positive balances.
+fn set_balance(total: &mut u64, e: &mut Entry, balance: i64) {
+    *total = *total - pos(e.balance) + pos(balance);
+    e.balance = balance;
+}
+
 /// How a data packet came to be sent ([`RcccReceiver::on_data`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arrival {
@@ -291,7 +298,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         bytes: u64,
         trimmed_last_hop: bool,
     ) {
-        self.rx(
+        self.on_data(
             now,
             sender,
             credit_target,
@@ -316,18 +323,6 @@ impl<S: Copy + Ord> RcccReceiver<S> {
     ///   after all, the sender's count is one packet low for a while, which
     ///   only loosens the bound by that much \[I\].
     pub fn on_data(
-        &mut self,
-        now: Instant,
-        sender: S,
-        credit_target: Credit24,
-        bytes: u64,
-        trimmed_last_hop: bool,
-        arrival: Arrival,
-    ) {
-        self.rx(now, sender, credit_target, bytes, trimmed_last_hop, arrival);
-    }
-
-    fn rx(
         &mut self,
         now: Instant,
         sender: S,
@@ -381,8 +376,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
                 .saturating_sub(i64::try_from(bytes).unwrap_or(i64::MAX))
                 .max(floor)
                 .min(e.balance);
-            self.outstanding = self.outstanding - pos(e.balance) + pos(b);
-            e.balance = b;
+            set_balance(&mut self.outstanding, e, b);
         }
     }
 
@@ -418,11 +412,8 @@ impl<S: Copy + Ord> RcccReceiver<S> {
     /// Forgets what `sender` still owes back. Data of it still in flight
     /// then settles against nothing (the floor bounds that).
     fn write_off(&mut self, sender: S) {
-        if let Some(e) = self.senders.get_mut(&sender)
-            && e.balance > 0
-        {
-            self.outstanding -= pos(e.balance);
-            e.balance = 0;
+        if let Some(e) = self.senders.get_mut(&sender) {
+            set_balance(&mut self.outstanding, e, e.balance.min(0));
         }
     }
 
@@ -755,10 +746,10 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         }
         if let Some(e) = self.senders.get_mut(&s) {
             e.granted += bytes;
-            let b = i64::try_from(bytes).unwrap_or(i64::MAX);
-            let before = pos(e.balance);
-            e.balance = e.balance.saturating_add(b);
-            self.outstanding = self.outstanding - before + pos(e.balance);
+            let b = e
+                .balance
+                .saturating_add(i64::try_from(bytes).unwrap_or(i64::MAX));
+            set_balance(&mut self.outstanding, e, b);
             e.unanswered_since.get_or_insert(now);
             self.stats.grants += 1;
             self.stats.granted_bytes = self.stats.granted_bytes.saturating_add(bytes);
