@@ -56,9 +56,11 @@ fn congestion_control_beats_the_fixed_window() {
     let rccc = incast(CcMode::Rccc, 1);
     let nscc = incast(CcMode::Nscc, 1);
     assert!(
-        none.ict_over_ideal > 2.0 && none.rtos > 0,
+        none.ict_over_ideal > 1.3 && none.drops > 0,
         "the baseline is congested"
     );
+    assert!(rccc.ict_over_ideal < none.ict_over_ideal);
+    assert!(nscc.ict_over_ideal < none.ict_over_ideal);
     assert!(rccc.drops <= none.drops && nscc.drops <= none.drops);
     assert!(rccc.peak_queue_bytes < none.peak_queue_bytes);
 }
@@ -162,4 +164,26 @@ fn spraying_recovers_full_rate_where_a_fixed_ev_collides() {
         fixed.iter().all(|g| *g < 0.6),
         "colliding flows share one spine: {fixed:?}"
     );
+}
+
+/// 128:1 into a drop-tail buffer, as `uet-sim incast --senders 128`: the
+/// speculative windows overflow it and whole window tails are lost. RCCC
+/// finds every loss without an RTO (transmission order, RACK's time rule,
+/// tail probes), and NSCC stays fair (before those, Jain was 0.48 here).
+#[test]
+#[cfg_attr(debug_assertions, ignore = "release only (seconds of simulation)")]
+fn drop_tail_128_to_1_recovers_lost_tails_without_rtos() {
+    let link = LinkParams::new(100_000_000_000, Duration::from_micros(2), 1 << 20);
+    let pds = incast_pds_config(&link, 4096);
+    let r = run_incast_cc(128, 256 << 10, CcMode::Rccc, &link, &pds, 1);
+    eprintln!("128:1 rccc: {}", r.to_json());
+    assert!(r.ok);
+    assert!(r.drops > 0, "the buffer overflows");
+    assert_eq!(r.rtos, 0);
+    assert!(r.ict_over_ideal <= 1.05, "ICT {:.3}", r.ict_over_ideal);
+    let n = run_incast_cc(128, 256 << 10, CcMode::Nscc, &link, &pds, 1);
+    eprintln!("128:1 nscc: {}", n.to_json());
+    assert!(n.ok);
+    assert!(n.jain >= 0.90, "Jain {:.3}", n.jain);
+    assert!(n.ict_over_ideal <= 1.10, "ICT {:.3}", n.ict_over_ideal);
 }

@@ -91,6 +91,9 @@ impl CcMode {
         }
         // ACK coalescing at most BDP/4 (cc-eval.md calibration note).
         pds.with_bdp(bdp);
+        // Tail loss probes no sooner than one idle round trip.
+        pds.tail_probe = Some(base_rtt);
+        pds.rack_window = Some(base_rtt / 4);
     }
 }
 

@@ -38,6 +38,18 @@ pub struct PdsConfig {
     /// ... and only if it was sent at least this long before the newest
     /// packet the ACK delivered (0: merely before it).
     pub reorder_window: Duration,
+    /// RACK's reordering window (RFC 8985 §6.2): a packet sent at least
+    /// this long before a delivered one is presumed lost, however few
+    /// packets separate them. `None`: transmission order counts only with
+    /// `dupthresh`.
+    pub rack_window: Option<Duration>,
+    /// Tail loss probing (`tail_probe.rs`): the least probe timeout, PTO =
+    /// max(2 · SRTT, this). A PDC with packets in flight that has neither
+    /// sent nor heard anything for a PTO sends a Probe CP on the data
+    /// traffic class, and the packets sent before it that its answer does
+    /// not acknowledge are presumed lost. `None`: no probes, the RTO alone
+    /// recovers a lost tail.
+    pub tail_probe: Option<Duration>,
     /// Longest an ACK is held back waiting for more packets to coalesce
     /// (a safety net under the byte trigger and the sender's `ar`).
     pub ack_delay: Duration,
@@ -80,6 +92,8 @@ impl Default for PdsConfig {
             ack_delay: Duration::from_micros(20),
             dupthresh: 3,
             reorder_window: Duration::ZERO,
+            tail_probe: None,
+            rack_window: None,
             max_ses_len: 4096,
             dscp_data: Dscp::from_masked(0),
             dscp_data_rtx: None,

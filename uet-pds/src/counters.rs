@@ -70,6 +70,10 @@ pub struct Counters {
     pub rto_fired: u64,
     /// Packets presumed lost from SACK information and resent early.
     pub sack_inferred: u64,
+    /// Tail loss probes sent (Probe CPs of PDCs silent for a PTO).
+    pub tail_probes: u64,
+    /// Of `sack_inferred`, packets a tail probe's answer found lost.
+    pub tail_probe_lost: u64,
     /// ACKs sent.
     pub tx_acks: u64,
     /// NACKs sent.

@@ -44,7 +44,8 @@ use crate::config::PdsConfig;
 use crate::counters::{Counters, DropReason};
 use crate::pdc_table::PdcTable;
 use crate::rx_window::{RxOutcome, RxWindow};
-use crate::tx_ledger::{TxEntry, TxLedger};
+use crate::tail_probe::TailProbe;
+use crate::tx_ledger::{NewestTx, TxEntry, TxLedger};
 
 /// Entropy of control packets that answer no particular data packet
 /// (REFPROV default 0x4242, §8).
@@ -428,6 +429,8 @@ struct Pdc {
     probe: Option<(u16, Instant)>,
     /// NSCC source: the last `rcvd_bytes` the target reported (§5.2).
     rcvd: RcvdBytesTracker,
+    /// Tail loss probing: SRTT, the PTO, the probe on its way.
+    tail: TailProbe,
 }
 
 impl Pdc {
@@ -464,6 +467,12 @@ enum CtlOut {
         repr: PdsNackRepr,
     },
     Cp {
+        dst: IpAddr,
+        repr: PdsCpRepr,
+    },
+    /// A tail loss probe: a Probe CP on the data traffic class, so that it
+    /// queues behind the data it asks about.
+    TailProbe {
         dst: IpAddr,
         repr: PdsCpRepr,
     },
@@ -637,6 +646,7 @@ impl Pds {
             holds: 0,
             probe: None,
             rcvd: RcvdBytesTracker::new(),
+            tail: TailProbe::default(),
         };
         self.ensure_ccc(now, key.dst, key.tc);
         self.pdcs.insert(id, pdc);
@@ -768,8 +778,13 @@ impl Pds {
         let mut t: Option<Instant> = None;
         let mut at = |x: Instant| t = Some(t.map_or(x, |y| y.min(x)));
         for p in self.pdcs.values() {
-            if let Some(e) = p.ledger.iter().find(|e| !e.needs_rtx) {
+            if let Some(e) = p.ledger.rto_guard() {
                 at(e.sent_at + self.config.rto(e.rto_count));
+            }
+            if let Some(d) = p.tail.deadline(self.config.tail_probe)
+                && Self::probe_would_help(&self.config, p)
+            {
+                at(d);
             }
             if let Some(rx) = &p.rx
                 && let AckDue::At(d) = rx.due
@@ -800,6 +815,14 @@ impl Pds {
 
     fn idle_limit(&self, p: &Pdc) -> Duration {
         idle_limit(&self.config, p)
+    }
+
+    /// Whether a tail probe could find a loss: a data packet is in flight
+    /// (not SACKed, not already marked for retransmission).
+    fn probe_would_help(config: &PdsConfig, p: &Pdc) -> bool {
+        p.ledger
+            .iter()
+            .any(|e| matches!(CcShare::of(config, e), CcShare::Inflight(_)))
     }
 
     /// Handles expired timers: retransmission timeouts (backoff, retry
@@ -848,7 +871,7 @@ impl Pds {
             // The oldest packet stays guarded by its own RTO, so a source
             // that is never answered keeps retrying it.
             let may_force = p.forced_at.is_none_or(|t| now >= t + cfg.rto(0));
-            if let Some(e) = p.ledger.iter_mut().find(|e| !e.needs_rtx)
+            if let Some(e) = p.ledger.rto_guard_mut()
                 && now >= e.sent_at + cfg.rto(e.rto_count)
             {
                 if e.rto_count >= max {
@@ -871,6 +894,29 @@ impl Pds {
                         self.active.push_back(id);
                     }
                 }
+            }
+            if !fail
+                && p.established
+                && p.tail.deadline(cfg.tail_probe).is_some_and(|d| now >= d)
+                && Self::probe_would_help(cfg, p)
+            {
+                let opaque = (self.rng.next_u32() as u16).max(1);
+                p.tail.sent(now, opaque, p.ledger.next_tx());
+                self.ctl.push_back(CtlOut::TailProbe {
+                    dst: p.peer,
+                    repr: PdsCpRepr {
+                        mode: p.mode,
+                        retx: false,
+                        ar: true,
+                        psn: p.ledger.next_psn(),
+                        spdcid: Some(p.id),
+                        dpdcid: DpdcidField::Dpdcid(p.peer_id),
+                        payload: CpPayload::Probe {
+                            probe_opaque: opaque,
+                            sack_base: p.ledger.una(),
+                        },
+                    },
+                });
             }
             if let Some(rx) = &mut p.rx
                 && let AckDue::At(d) = rx.due
@@ -1360,6 +1406,7 @@ impl Pds {
                         holds: 0,
                         probe: None,
                         rcvd: RcvdBytesTracker::new(),
+                        tail: TailProbe::default(),
                     };
                     let start = pdc.start;
                     let mut pdc = pdc;
@@ -1662,15 +1709,18 @@ impl Pds {
                 self.events.push_back(PdsEvent::PdcEstablished { pdc: id });
             }
         }
-        if let PdsAckPsnField::ProbeOpaque(o) = a.ack_psn_offset
-            && let Some((want, sent)) = p.probe
-            && want == o
-        {
-            p.probe = None;
-            self.events.push_back(PdsEvent::ProbeAnswered {
-                pdc: id,
-                rtt: now - sent,
-            });
+        let mut tail_answer = None;
+        if let PdsAckPsnField::ProbeOpaque(o) = a.ack_psn_offset {
+            if let Some((want, sent)) = p.probe
+                && want == o
+            {
+                p.probe = None;
+                self.events.push_back(PdsEvent::ProbeAnswered {
+                    pdc: id,
+                    rtt: now - sent,
+                });
+            }
+            tail_answer = p.tail.answered(o);
         }
         let cack = a.cack_psn;
         // An ACK for PSNs never sent is a peer violation: drop it whole.
@@ -1686,6 +1736,23 @@ impl Pds {
         let mut tx_time: Option<Instant> = None;
         // Send time of the most recently sent packet this ACK delivered.
         let mut newest_delivered: Option<Instant> = None;
+        // The newest transmissions this ACK proves delivered: packets sent
+        // once, and a resent one when the ACK was triggered by it and
+        // answers a retransmission (`retx`). Any other resent packet may
+        // have arrived by its first copy, so it proves nothing about when.
+        let ack_psn = a.ack_psn();
+        let mut newest_tx = NewestTx::default();
+        // Send time of the newest packet sent once that this ACK delivered:
+        // the RTT sample (Karn: a resent packet's is ambiguous).
+        let mut rtt_from: Option<Instant> = None;
+        let mut note_tx = |e: &TxEntry<TxItem>| {
+            if e.rtx_count == 0 {
+                rtt_from = Some(rtt_from.map_or(e.sent_at, |t| t.max(e.sent_at)));
+            }
+            if e.rtx_count == 0 || (a.retx && ack_psn == Some(e.psn)) {
+                newest_tx.insert(e.tx_seq, e.sent_at);
+            }
+        };
         // EVs of the packets this ACK newly acknowledges (§6 feedback).
         let mut good_evs = core::mem::take(&mut self.scratch_evs);
         good_evs.clear();
@@ -1701,6 +1768,7 @@ impl Pds {
         {
             upper.on_response(now, pkt, resp, data);
             if !e.sacked {
+                note_tx(e);
                 if let CcShare::Rtx(b) = CcShare::of(cfg, e) {
                     cancelled_bytes += b;
                     cancelled_pkts += 1;
@@ -1719,6 +1787,7 @@ impl Pds {
             let base = cack.offset(cc.sack_psn_offset);
             p.ledger.ack_selective(base, cc.sack_bitmap, |e| {
                 newest_delivered = Some(newest_delivered.map_or(e.sent_at, |t| t.max(e.sent_at)));
+                note_tx(e);
                 good_evs.push(e.ev);
                 if let CcShare::Rtx(b) = CcShare::of(cfg, e) {
                     cancelled_bytes += b;
@@ -1740,6 +1809,7 @@ impl Pds {
                     cancelled_pkts += 1;
                 }
                 if !e.sacked {
+                    note_tx(&e);
                     good_evs.push(e.ev);
                     newest_delivered =
                         Some(newest_delivered.map_or(e.sent_at, |t| t.max(e.sent_at)));
@@ -1752,14 +1822,41 @@ impl Pds {
             }
             TxItem::Close => closed = true,
         });
-        // Loss inference from SACK (the sender-side OnInferredLoss of
-        // §5.1): a packet `dupthresh` or more PSNs behind the highest
-        // delivered one, and sent before the newest packet this ACK
-        // delivered (so a fresh retransmission is not marked again), is
-        // presumed lost and resent at once instead of waiting for its RTO.
+        p.ledger.note_delivered(&newest_tx);
+        if let Some(t) = rtt_from {
+            p.tail.on_rtt_sample(now - t);
+        }
+        if newest_delivered.is_some() {
+            p.tail.on_progress(now);
+        }
+        // Loss inference (the sender-side OnInferredLoss of §5.1): a packet
+        // is presumed lost and resent at once, instead of waiting for its
+        // RTO, when
+        // * it is `dupthresh` or more PSNs behind the highest delivered one
+        //   (SACK), or
+        // * `dupthresh` packets sent after its latest transmission were
+        //   delivered (transmission order: TCP's duplicate-ACK count, which
+        //   counts retransmissions too). This finds what PSN order cannot:
+        //   the tail of a window lost in a burst, which no higher PSN
+        //   follows while the window's earlier losses are resent first.
+        //   Counting deliveries, not transmissions since, keeps one fast
+        //   retransmission on a short path from condemning everything still
+        //   queued on a long one (sprayed paths reorder);
+        // * with `rack_window`, a delivered packet was sent at least that
+        //   long after it (RACK's time rule, RFC 8985);
+        // * it was sent before a tail probe (`tail_probe.rs`) whose answer
+        //   does not acknowledge it.
+        // Either way it must have been sent before the newest delivered
+        // packet or the probe (by `reorder_window`), so a fresh
+        // retransmission is not marked again.
         let mut inferred = core::mem::take(&mut self.scratch_lost);
         inferred.clear();
-        if let Some(latest) = newest_delivered {
+        let mut probe_lost = 0;
+        let evidence = match (newest_delivered, tail_answer) {
+            (Some(d), Some(t)) => Some(d.max(t.sent_at)),
+            (d, t) => d.or_else(|| t.map(|t| t.sent_at)),
+        };
+        if let Some(mut latest) = evidence {
             let reo = self.config.reorder_window;
             let dupthresh = self.config.dupthresh;
             // Highest PSN known delivered (SACKed or cumulatively ACKed).
@@ -1769,14 +1866,41 @@ impl Pds {
                 .rev()
                 .find(|e| e.sacked)
                 .map_or(cack, |e| e.psn);
-            let behind = |e: &TxEntry<TxItem>| highest.diff(e.psn) >= dupthresh as i32;
-            // Nothing is behind when the oldest entry is not (the usual
-            // case): the ledger is then not even borrowed for writing.
-            let any_behind = p.ledger.iter().next().is_some_and(behind);
-            if any_behind {
+            let delivered = *p.ledger.delivered();
+            if let Some((_, at)) = delivered.nth(1) {
+                latest = latest.max(at);
+            }
+            // The dupthresh-th newest delivered transmission: a packet sent
+            // before it had that many sent after it delivered.
+            let nth = delivered.nth(dupthresh as usize);
+            let resent_hi = p.ledger.resent_hi();
+            let by_probe = |e: &TxEntry<TxItem>| {
+                tail_answer.is_some_and(|t| t.next_tx.wrapping_sub(e.tx_seq) as i32 > 0)
+            };
+            let rack = self.config.rack_window;
+            let after = |t: u32, e: &TxEntry<TxItem>| t.wrapping_sub(e.tx_seq) as i32 > 0;
+            let by_order = |e: &TxEntry<TxItem>| {
+                highest.diff(e.psn) >= dupthresh as i32
+                    || nth.is_some_and(|(t, _)| after(t, e))
+                    || delivered.nth(1).is_some_and(|(t, at)| {
+                        after(t, e) && rack.is_some_and(|w| e.sent_at + w <= at)
+                    })
+            };
+            let behind = |e: &TxEntry<TxItem>| by_order(e) || by_probe(e);
+            // Entries sent once have growing PSNs and transmission numbers:
+            // past the highest PSN ever resent, the first one not behind
+            // ends the search. In the usual case (the oldest entry is not
+            // behind and nothing was resent) the ledger is not even
+            // borrowed for writing.
+            let done =
+                |e: &TxEntry<TxItem>| !behind(e) && resent_hi.is_none_or(|h| e.psn.is_after(h));
+            if p.ledger.iter().next().is_some_and(|e| !done(e)) {
                 for e in p.ledger.iter_mut() {
-                    if !behind(e) {
+                    if done(e) {
                         break;
+                    }
+                    if !behind(e) {
+                        continue;
                     }
                     // A packet never resent was sent no later than any higher
                     // PSN; a resent one must predate the newest delivery, or
@@ -1788,12 +1912,16 @@ impl Pds {
                     };
                     // Only packets counted in inflight can be declared lost.
                     if old_enough && let CcShare::Inflight(b) = CcShare::of(cfg, e) {
+                        if !by_order(e) {
+                            probe_lost += 1;
+                        }
                         e.needs_rtx = true;
                         inferred.push((b, e.ev));
                     }
                 }
             }
         }
+        self.counters.tail_probe_lost += probe_lost;
         if !inferred.is_empty() {
             self.counters.sack_inferred += inferred.len() as u64;
         }
@@ -2165,6 +2293,14 @@ impl Pds {
                 self.counters.tx_control += 1;
                 (dst, CONTROL_EV, PdsRepr::Cp(repr))
             }
+            CtlOut::TailProbe { dst, repr } => {
+                self.counters.tx_control += 1;
+                self.counters.tail_probes += 1;
+                let repr = PdsRepr::Cp(repr);
+                let len = repr.buffer_len();
+                repr.emit(buf.get_mut(..len)?);
+                return Some(Transmit::data(&self.config, dst, CONTROL_EV, len));
+            }
         };
         let len = repr.buffer_len();
         repr.emit(buf.get_mut(..len)?);
@@ -2380,11 +2516,7 @@ impl Pds {
         if rtx_blocked {
             return None;
         }
-        if let Some(e) = p.ledger.first_needing_rtx() {
-            e.needs_rtx = false;
-            e.rto_forced = false;
-            e.sent_at = now;
-            e.rtx_count += 1;
+        if let Some(e) = p.ledger.resend_first(now) {
             let psn = e.psn;
             let item = e.token;
             let sacked = e.sacked;
@@ -2537,6 +2669,7 @@ impl Pds {
         upper: &mut impl Upper,
     ) -> Option<Transmit> {
         p.last_activity = now;
+        p.tail.on_progress(now);
         let dst = Self::dst_field(p, psn);
         let clear = p.clear_psn();
         let clear_off = clear.offset_from(psn).unwrap_or(i16::MIN);

@@ -17,6 +17,7 @@ pub mod counters;
 pub mod engine;
 mod pdc_table;
 pub mod rx_window;
+mod tail_probe;
 pub mod tx_ledger;
 
 pub use cc_mode::CcMode;

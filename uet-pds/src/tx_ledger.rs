@@ -43,8 +43,62 @@ pub struct TxEntry<T> {
     /// TCP's RTO), so a source starved of credit or window can always make
     /// itself heard.
     pub rto_forced: bool,
+    /// Its place in the PDC's transmission order at its latest
+    /// (re)transmission: every data transmission, new or resent, takes the
+    /// next number. Loss inference compares it with the newest delivered
+    /// transmission ([`TxLedger::delivered`]).
+    pub tx_seq: u32,
     /// What the layer above needs to rebuild the packet.
     pub token: T,
+}
+
+/// The [`NewestTx::DEPTH`] newest transmissions in a set (by transmission
+/// number, wrapping), with their send times: enough to tell whether
+/// `dupthresh` transmissions sent after a packet were delivered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NewestTx {
+    /// Newest first.
+    tx: [(u32, Instant); Self::DEPTH],
+    len: usize,
+}
+
+impl NewestTx {
+    /// How many are kept; `dupthresh` above it counts as this.
+    pub const DEPTH: usize = 4;
+
+    /// Adds transmission `tx`, sent at `at` (a duplicate changes nothing).
+    pub fn insert(&mut self, tx: u32, at: Instant) {
+        let newer = |a: u32, b: u32| a.wrapping_sub(b) as i32 > 0;
+        let mut i = self.len;
+        while i > 0 && newer(tx, self.tx[i - 1].0) {
+            i -= 1;
+        }
+        if i >= Self::DEPTH || i > 0 && self.tx[i - 1].0 == tx {
+            return;
+        }
+        let end = self.len.min(Self::DEPTH - 1);
+        self.tx.copy_within(i..end, i + 1);
+        self.tx[i] = (tx, at);
+        self.len = (self.len + 1).min(Self::DEPTH);
+    }
+
+    /// The `k`-th newest (1 = the newest), if `k` are known.
+    #[must_use]
+    pub fn nth(&self, k: usize) -> Option<(u32, Instant)> {
+        let k = k.clamp(1, Self::DEPTH);
+        (k <= self.len).then(|| self.tx[k - 1])
+    }
+
+    /// Newest first.
+    pub fn iter(&self) -> impl Iterator<Item = &(u32, Instant)> {
+        self.tx[..self.len].iter()
+    }
+
+    /// Whether none is known.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 /// The ledger.
@@ -58,6 +112,13 @@ pub struct TxLedger<T> {
     /// asks on every packet; this keeps that O(1) instead of a scan of the
     /// whole window.
     rtx_maybe: bool,
+    /// The transmission number the next (re)transmission takes.
+    next_tx: u32,
+    /// The newest transmissions known delivered.
+    delivered: NewestTx,
+    /// The highest PSN ever resent: above it, entries were sent once, so
+    /// their transmission numbers grow with their PSNs.
+    resent_hi: Option<Psn>,
 }
 
 impl<T> TxLedger<T> {
@@ -68,6 +129,9 @@ impl<T> TxLedger<T> {
             una: start,
             entries: VecDeque::new(),
             rtx_maybe: false,
+            next_tx: 0,
+            delivered: NewestTx::default(),
+            resent_hi: None,
         }
     }
 
@@ -98,6 +162,8 @@ impl<T> TxLedger<T> {
     /// Records a new packet and returns its PSN.
     pub fn push(&mut self, now: Instant, bytes: u32, ev: EntropyValue, token: T) -> Psn {
         let psn = self.next_psn();
+        let tx_seq = self.next_tx;
+        self.next_tx = tx_seq.wrapping_add(1);
         self.entries.push_back(TxEntry {
             psn,
             bytes,
@@ -109,6 +175,7 @@ impl<T> TxLedger<T> {
             sacked: false,
             needs_rtx: false,
             rto_forced: false,
+            tx_seq,
             token,
         });
         psn
@@ -184,17 +251,82 @@ impl<T> TxLedger<T> {
         }
     }
 
-    /// The oldest entry that is neither SACKed nor waiting for
-    /// retransmission: the one the RTO timer guards.
+    /// The entry the RTO timer guards: the oldest one neither SACKed nor
+    /// waiting for retransmission; failing that, when nothing waits for
+    /// retransmission, the oldest SACKed one (its RTO sends an ACK_REQ: the
+    /// cumulative ACK that should have covered it is overdue). While an
+    /// entry waits for retransmission the cumulative ACK cannot move past
+    /// it, so no ACK_REQ is sent for the SACKed entries after it.
     #[must_use]
-    pub fn oldest_outstanding(&self) -> Option<&TxEntry<T>> {
-        self.entries.iter().find(|e| !e.sacked && !e.needs_rtx)
+    pub fn rto_guard(&self) -> Option<&TxEntry<T>> {
+        let i = self.rto_guard_index()?;
+        self.entries.get(i)
     }
 
-    /// The first entry marked for retransmission.
-    pub fn first_needing_rtx(&mut self) -> Option<&mut TxEntry<T>> {
-        let i = self.first_rtx_index()?;
+    /// [`Self::rto_guard`], mutably.
+    pub fn rto_guard_mut(&mut self) -> Option<&mut TxEntry<T>> {
+        let i = self.rto_guard_index()?;
+        self.rtx_maybe = true;
         self.entries.get_mut(i)
+    }
+
+    fn rto_guard_index(&self) -> Option<usize> {
+        let mut pending = false;
+        let mut first_sacked = None;
+        for (i, e) in self.entries.iter().enumerate() {
+            if e.needs_rtx {
+                pending = true;
+            } else if !e.sacked {
+                return Some(i);
+            } else if first_sacked.is_none() {
+                first_sacked = Some(i);
+            }
+        }
+        first_sacked.filter(|_| !pending)
+    }
+
+    /// Takes the first entry marked for retransmission and records that it
+    /// is being resent now: its marks are cleared, `sent_at`, `rtx_count`
+    /// and its transmission number move on.
+    pub fn resend_first(&mut self, now: Instant) -> Option<&mut TxEntry<T>> {
+        let i = self.first_rtx_index()?;
+        let e = self.entries.get_mut(i)?;
+        e.needs_rtx = false;
+        e.rto_forced = false;
+        e.sent_at = now;
+        e.rtx_count += 1;
+        e.tx_seq = self.next_tx;
+        self.next_tx = self.next_tx.wrapping_add(1);
+        if self.resent_hi.is_none_or(|h| e.psn.is_after(h)) {
+            self.resent_hi = Some(e.psn);
+        }
+        Some(e)
+    }
+
+    /// The transmission number the next (re)transmission will take.
+    #[must_use]
+    pub fn next_tx(&self) -> u32 {
+        self.next_tx
+    }
+
+    /// Records the transmissions an ACK proved delivered.
+    pub fn note_delivered(&mut self, newest: &NewestTx) {
+        for &(tx, at) in newest.iter() {
+            self.delivered.insert(tx, at);
+        }
+    }
+
+    /// The newest transmissions known delivered.
+    #[must_use]
+    pub fn delivered(&self) -> &NewestTx {
+        &self.delivered
+    }
+
+    /// The highest PSN ever resent: entries above it were sent once, so
+    /// their transmission numbers grow with their PSNs.
+    #[must_use]
+    pub fn resent_hi(&self) -> Option<Psn> {
+        self.resent_hi
     }
 
     /// The oldest entry waiting for retransmission, to look at.
@@ -241,19 +373,83 @@ mod tests {
         let mut sacked = vec![];
         l.ack_selective(Psn(u32::MAX - 1), 0b11010, |e| sacked.push(e.token));
         assert_eq!(sacked, vec![1, 3, 4]);
-        assert_eq!(l.oldest_outstanding().map(|e| e.token), Some(0));
+        assert_eq!(l.rto_guard().map(|e| e.token), Some(0));
         let mut acked = vec![];
         assert!(l.ack_cumulative(Psn(u32::MAX), |e| acked.push((e.token, e.sacked))));
         assert_eq!(acked, vec![(0, false), (1, true)]);
         assert_eq!(l.una(), Psn(0));
-        assert_eq!(l.oldest_outstanding().map(|e| e.token), Some(2));
+        assert_eq!(l.rto_guard().map(|e| e.token), Some(2));
         // Stale or future cumulative ACKs change nothing.
         assert!(!l.ack_cumulative(Psn(u32::MAX - 1), |_| panic!()));
         assert!(!l.ack_cumulative(Psn(9), |_| panic!()));
         assert_eq!(l.len(), 3);
     }
 
+    #[test]
+    fn the_rto_guards_no_sacked_entry_behind_a_pending_retransmission() {
+        let mut l = TxLedger::new(Psn(10));
+        for i in 0..3u32 {
+            l.push(Instant::ZERO, 100, ev(), i);
+        }
+        // 11 and 12 SACKed, 10 in flight: 10 is guarded.
+        l.ack_selective(Psn(11), 0b11, |_| {});
+        assert_eq!(l.rto_guard().map(|e| e.token), Some(0));
+        // 10 marked for retransmission: the cumulative ACK cannot pass it,
+        // so no ACK_REQ for 11 or 12 either; nothing is guarded.
+        l.get_mut(Psn(10)).unwrap().needs_rtx = true;
+        assert!(l.rto_guard().is_none());
+        // A later packet in flight is guarded again.
+        l.push(Instant::ZERO, 100, ev(), 3);
+        assert_eq!(l.rto_guard_mut().map(|e| e.token), Some(3));
+        // 10 SACKed too: everything delivered but not cumulatively ACKed;
+        // the oldest SACKed entry is guarded (its RTO asks for the ACK).
+        l.ack_selective(Psn(10), 0b1001, |_| {});
+        assert_eq!(l.rto_guard().map(|e| e.token), Some(0));
+    }
+
+    #[test]
+    fn transmissions_are_numbered_in_the_order_they_leave() {
+        let mut l = TxLedger::new(Psn(0));
+        for i in 0..3u32 {
+            l.push(Instant::ZERO, 100, ev(), i);
+        }
+        l.get_mut(Psn(1)).unwrap().needs_rtx = true;
+        let e = l.resend_first(Instant::from_nanos(5)).unwrap();
+        assert_eq!((e.psn, e.tx_seq, e.rtx_count), (Psn(1), 3, 1));
+        assert!(!e.needs_rtx);
+        assert_eq!(l.resent_hi(), Some(Psn(1)));
+        assert_eq!(l.next_tx(), 4);
+        let mut n = NewestTx::default();
+        n.insert(3, Instant::from_nanos(5));
+        l.note_delivered(&n);
+        assert_eq!(l.delivered().nth(1), Some((3, Instant::from_nanos(5))));
+        assert_eq!(l.delivered().nth(2), None);
+    }
+
     proptest! {
+        /// NewestTx keeps the DEPTH newest distinct transmission numbers,
+        /// newest first, across the u32 wrap.
+        #[test]
+        fn newest_tx_keeps_the_newest(base in any::<u32>(), xs in proptest::collection::vec(0u32..64, 0..40)) {
+            let mut n = NewestTx::default();
+            let mut model = BTreeSet::new();
+            for x in &xs {
+                n.insert(base.wrapping_add(*x), Instant::from_nanos(u64::from(*x)));
+                model.insert(*x);
+            }
+            let want: Vec<(u32, Instant)> = model
+                .iter()
+                .rev()
+                .take(NewestTx::DEPTH)
+                .map(|x| (base.wrapping_add(*x), Instant::from_nanos(u64::from(*x))))
+                .collect();
+            let got: Vec<(u32, Instant)> = n.iter().copied().collect();
+            prop_assert_eq!(&got, &want);
+            for k in 1..=NewestTx::DEPTH {
+                prop_assert_eq!(n.nth(k), want.get(k - 1).copied());
+            }
+        }
+
         /// Every packet is reported acknowledged exactly once by the
         /// cumulative path, whatever mix of ACKs arrives.
         #[test]

@@ -75,6 +75,8 @@ pub fn to_json(stats: &[WorkerStats]) -> Value {
                     "tx_retransmits": s.pds.tx_retransmits,
                     "rtos": s.pds.rto_fired,
                     "sack_inferred": s.pds.sack_inferred,
+                    "tail_probes": s.pds.tail_probes,
+                    "tail_probe_lost": s.pds.tail_probe_lost,
                     "tx_acks": s.pds.tx_acks,
                     "rx_acks": s.pds.rx_acks,
                     "rx_data": s.pds.rx_data,

@@ -1,0 +1,134 @@
+//! Tail loss probing: finding lost packets that nothing sent later will
+//! reveal, before their retransmission timeout.
+//!
+//! SACK inference (PSN order and transmission order, in the engine's
+//! `on_ack`) needs a later packet to be delivered. The last packets of a
+//! burst have none when the burst was lost whole at its tail, and they
+//! often cannot get one: the window or the credit is held by the very
+//! packets that were lost, and the earlier losses wait for it too. Only the
+//! RTO then recovers them, at RTO_INIT_TIME, which must cover a full buffer
+//! (200 µs on the simulated 100 Gb/s fabric, against a 10 µs round trip).
+//!
+//! A PDC that has packets in flight and has neither sent nor heard anything
+//! for a probe timeout (PTO) sends a Probe CP (§2.10; HTSIM's SLEEK probes
+//! do the same, `uet-spec-notes.md` §4). The target answers it with an ACK
+//! carrying its current cumulative and selective acknowledgement. The probe
+//! left after every packet in flight and went the same way (data traffic
+//! class: a control class that overtakes data would prove nothing), so a
+//! packet sent before it that the answer does not acknowledge was lost
+//! (RACK-TLP, RFC 8985, which probes with a data segment instead).
+//!
+//! PTO = max(2 · SRTT, `PdsConfig::tail_probe`), SRTT smoothed as TCP does
+//! (RFC 6298: 1/8 of each sample) from the ACKs of packets sent once. No
+//! probe goes before the first RTT sample: a source that has heard nothing
+//! at all is the RTO's case.
+
+use uet_wire::time::{Duration, Instant};
+
+/// A probe on its way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Outstanding {
+    /// Its `probe_opaque`.
+    pub(crate) opaque: u16,
+    /// When it left.
+    pub(crate) sent_at: Instant,
+    /// The transmission number the next data packet would have taken when
+    /// it left: every packet with a lower one was sent before it.
+    pub(crate) next_tx: u32,
+}
+
+/// The tail-probe state of one PDC's send half.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TailProbe {
+    srtt: Option<Duration>,
+    /// The last data transmission, delivering ACK or probe.
+    last_progress: Option<Instant>,
+    outstanding: Option<Outstanding>,
+}
+
+impl TailProbe {
+    /// An RTT sample from the ACK of a packet sent once.
+    pub(crate) fn on_rtt_sample(&mut self, rtt: Duration) {
+        self.srtt = Some(match self.srtt {
+            None => rtt,
+            Some(s) => s - s / 8 + rtt / 8,
+        });
+    }
+
+    /// Something was sent, or an ACK delivered something: the PTO restarts.
+    pub(crate) fn on_progress(&mut self, now: Instant) {
+        self.last_progress = Some(now);
+    }
+
+    /// The smoothed round trip, once sampled.
+    #[cfg(test)]
+    pub(crate) fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+
+    /// When a probe is due, if one may be sent at all (`min_pto` enables
+    /// probing; the caller checks that packets are in flight).
+    pub(crate) fn deadline(&self, min_pto: Option<Duration>) -> Option<Instant> {
+        let pto = (self.srtt? * 2).max(min_pto?);
+        Some(self.last_progress? + pto)
+    }
+
+    /// Records a probe sent now.
+    pub(crate) fn sent(&mut self, now: Instant, opaque: u16, next_tx: u32) {
+        self.outstanding = Some(Outstanding {
+            opaque,
+            sent_at: now,
+            next_tx,
+        });
+        self.last_progress = Some(now);
+    }
+
+    /// The probe answered by an ACK echoing `opaque`, if it is ours.
+    pub(crate) fn answered(&mut self, opaque: u16) -> Option<Outstanding> {
+        let o = self.outstanding.filter(|o| o.opaque == opaque)?;
+        self.outstanding = None;
+        Some(o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_probe_before_an_rtt_sample_or_when_disabled() {
+        let mut t = TailProbe::default();
+        t.on_progress(Instant::from_nanos(1_000));
+        assert_eq!(t.deadline(Some(Duration::from_micros(5))), None);
+        t.on_rtt_sample(Duration::from_micros(10));
+        assert_eq!(t.deadline(None), None);
+        // PTO = 2 × SRTT = 20 µs after the last progress.
+        assert_eq!(
+            t.deadline(Some(Duration::from_micros(5))),
+            Some(Instant::from_nanos(21_000))
+        );
+        // ... but never below the configured floor.
+        assert_eq!(
+            t.deadline(Some(Duration::from_micros(50))),
+            Some(Instant::from_nanos(51_000))
+        );
+    }
+
+    #[test]
+    fn srtt_moves_an_eighth_of_each_sample() {
+        let mut t = TailProbe::default();
+        t.on_rtt_sample(Duration::from_micros(80));
+        t.on_rtt_sample(Duration::from_micros(160));
+        assert_eq!(t.srtt(), Some(Duration::from_micros(90)));
+    }
+
+    #[test]
+    fn only_the_outstanding_probe_is_answered_once() {
+        let mut t = TailProbe::default();
+        t.sent(Instant::from_nanos(7), 42, 9);
+        assert_eq!(t.answered(41), None);
+        let o = t.answered(42).unwrap();
+        assert_eq!((o.sent_at, o.next_tx), (Instant::from_nanos(7), 9));
+        assert_eq!(t.answered(42), None);
+    }
+}

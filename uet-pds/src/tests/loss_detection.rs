@@ -1,0 +1,215 @@
+//! Loss detection beyond PSN order: transmission order (a window's tail,
+//! found by the retransmissions of its earlier losses), RACK's time rule,
+//! and the tail loss probe (`tail_probe.rs`).
+
+use super::*;
+
+/// Sends `n` packets of token `token` on `pdc`, one per microsecond from
+/// `now`, and returns them.
+fn send(a: &mut Host, pdc: uet_wire::PdcId, now: Instant, token: u64, n: u32) -> Vec<Dgram> {
+    let mut out = vec![];
+    for (i, pkt) in (0u64..).zip(pkts(token, n, 100)) {
+        let at = now + Duration::from_micros(i);
+        a.pds.enqueue(at, pdc, [pkt]).unwrap();
+        out.extend(drain(a, at));
+    }
+    assert_eq!(out.len(), n as usize);
+    out
+}
+
+/// Delivers `ds` to B at `now` and B's answers back to A.
+fn exchange(a: &mut Host, b: &mut Host, now: Instant, ds: &[Dgram]) {
+    for d in ds {
+        deliver(b, now, d);
+    }
+    for d in drain(b, now) {
+        deliver(a, now, &d);
+    }
+}
+
+/// [`exchange`], one packet at a time: each retransmission (`ar` set) is
+/// answered by its own ACK, which names it.
+fn exchange_each(a: &mut Host, b: &mut Host, now: Instant, ds: &[Dgram]) {
+    for d in ds {
+        exchange(a, b, now, std::slice::from_ref(d));
+    }
+}
+
+fn psn_of(d: &Dgram) -> Psn {
+    match d.pds() {
+        PdsRepr::Request(r) => r.psn,
+        other => panic!("not a request: {other:?}"),
+    }
+}
+
+fn psns(ds: &[Dgram]) -> Vec<Psn> {
+    ds.iter().map(psn_of).collect()
+}
+
+#[test]
+fn a_lost_tail_is_found_by_the_retransmissions_before_it() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let (pdc, now) = established(&mut a, &mut b);
+    // p0..p7 leave; only p4 arrives.
+    let p = send(&mut a, pdc, now, 2, 8);
+    let mut now = now + Duration::from_micros(10);
+    exchange(&mut a, &mut b, now, &p[4..5]);
+    // PSN order finds p0 and p1 (three and more behind p4), not p2 and p3
+    // (fewer), nor p5..p7 (after it: nothing later was sent).
+    let re = drain(&mut a, now);
+    assert_eq!(psns(&re), psns(&p[0..2]));
+    // Their retransmissions arrive: with p4, three packets sent after p2
+    // and p3 were delivered, so those are lost; p5..p7 only have two.
+    now += Duration::from_micros(10);
+    exchange_each(&mut a, &mut b, now, &re);
+    let re = drain(&mut a, now);
+    assert_eq!(psns(&re), psns(&p[2..4]));
+    // Those arrive too: now the tail has four deliveries after it.
+    now += Duration::from_micros(10);
+    exchange_each(&mut a, &mut b, now, &re);
+    let re = drain(&mut a, now);
+    assert_eq!(psns(&re), psns(&p[5..8]));
+    now += Duration::from_micros(10);
+    exchange_each(&mut a, &mut b, now, &re);
+    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 8);
+    assert_eq!(a.pds.counters().sack_inferred, 7);
+    assert_eq!(a.pds.counters().rto_fired, 0, "no RTO was needed");
+    assert!(drain(&mut a, now).is_empty());
+}
+
+#[test]
+fn rack_window_presumes_lost_what_left_long_before_a_delivered_packet() {
+    for rack in [None, Some(Duration::from_micros(5))] {
+        let cfg = PdsConfig {
+            rack_window: rack,
+            ..PdsConfig::default()
+        };
+        let mut a = host(A, 1, cfg);
+        let mut b = host(B, 2, PdsConfig::default());
+        let (pdc, now) = established(&mut a, &mut b);
+        // p0 leaves, then p1 8 µs later; p0 is lost, p1 arrives.
+        let p0 = send(&mut a, pdc, now, 2, 1);
+        let p1 = send(&mut a, pdc, now + Duration::from_micros(8), 3, 1);
+        let now = now + Duration::from_micros(20);
+        exchange(&mut a, &mut b, now, &p1);
+        let re = drain(&mut a, now);
+        match rack {
+            // One packet behind: PSN order and dupthresh wait.
+            None => assert!(re.is_empty()),
+            // Sent 8 µs before a delivered packet, more than the window.
+            Some(_) => assert_eq!(psns(&re), psns(&p0)),
+        }
+    }
+}
+
+#[test]
+fn rack_window_spares_what_left_just_before_a_delivered_packet() {
+    let cfg = PdsConfig {
+        rack_window: Some(Duration::from_micros(5)),
+        ..PdsConfig::default()
+    };
+    let mut a = host(A, 1, cfg);
+    let mut b = host(B, 2, PdsConfig::default());
+    let (pdc, now) = established(&mut a, &mut b);
+    // p0 and p1 leave 1 µs apart; p1 overtakes p0 (another path).
+    let p = send(&mut a, pdc, now, 2, 2);
+    let now = now + Duration::from_micros(20);
+    exchange(&mut a, &mut b, now, &p[1..2]);
+    assert!(drain(&mut a, now).is_empty(), "reordering, not loss");
+    exchange(&mut a, &mut b, now, &p[0..1]);
+    // (p0 is not the message's last packet: its ACK may wait for the
+    // coalescing timer.)
+    let later = now + PdsConfig::default().ack_delay;
+    b.pds.handle_timeout(later, &mut b.up);
+    exchange(&mut a, &mut b, later, &[]);
+    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 2);
+    assert_eq!(a.pds.counters().tx_retransmits, 0);
+}
+
+/// An established PDC with tail probes no sooner than 5 µs, whose one RTT
+/// sample is 2 µs: its PTO is 5 µs.
+fn probing() -> (Host, Host, uet_wire::PdcId, Instant) {
+    let cfg = PdsConfig {
+        tail_probe: Some(Duration::from_micros(5)),
+        ..PdsConfig::default()
+    };
+    let mut a = host(A, 1, cfg);
+    let mut b = host(B, 2, PdsConfig::default());
+    let (pdc, now) = established(&mut a, &mut b);
+    (a, b, pdc, now)
+}
+
+#[test]
+fn a_silent_lost_tail_is_probed_and_resent_long_before_its_rto() {
+    let (mut a, mut b, pdc, now) = probing();
+    let p = send(&mut a, pdc, now, 2, 2);
+    // Both are lost. The next timer is the probe's, a PTO after the last
+    // packet left (not the 5 ms RTO).
+    let last = now + Duration::from_micros(1);
+    let when = a.pds.poll_timeout().unwrap();
+    assert_eq!(when, last + Duration::from_micros(5));
+    a.pds.handle_timeout(when, &mut a.up);
+    let probe = drain(&mut a, when);
+    assert_eq!(probe.len(), 1);
+    let PdsRepr::Cp(c) = probe[0].pds() else {
+        panic!("{:?}", probe[0].pds())
+    };
+    assert!(matches!(c.payload, CpPayload::Probe { .. }));
+    // On the data traffic class: it queues behind the data it asks about.
+    assert_eq!(probe[0].dscp, PdsConfig::default().dscp_data);
+    assert_eq!(a.pds.counters().tail_probes, 1);
+    // Its answer acknowledges neither packet: both were lost.
+    let now = when + Duration::from_micros(3);
+    exchange(&mut a, &mut b, now, &probe);
+    let re = drain(&mut a, now);
+    assert_eq!(psns(&re), psns(&p));
+    assert_eq!(a.pds.counters().tail_probe_lost, 2);
+    assert_eq!(a.pds.counters().rto_fired, 0);
+    exchange(&mut a, &mut b, now + Duration::from_micros(3), &re);
+    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 2);
+}
+
+#[test]
+fn a_probe_behind_delayed_packets_finds_nothing_lost() {
+    let (mut a, mut b, pdc, now) = probing();
+    let p = send(&mut a, pdc, now, 2, 2);
+    let when = a.pds.poll_timeout().unwrap();
+    a.pds.handle_timeout(when, &mut a.up);
+    let probe = drain(&mut a, when);
+    assert_eq!(probe.len(), 1);
+    // The packets were only queued: they arrive before the probe, which
+    // followed them, and the answer covers them.
+    let now = when + Duration::from_micros(30);
+    for d in &p {
+        deliver(&mut b, now, d);
+    }
+    exchange(&mut a, &mut b, now, &probe);
+    assert!(drain(&mut a, now).is_empty());
+    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 2);
+    assert_eq!(a.pds.counters().tail_probe_lost, 0);
+    assert_eq!(a.pds.counters().tx_retransmits, 0);
+}
+
+#[test]
+fn no_probe_without_packets_in_flight_or_when_disabled() {
+    // Disabled: the next timer after a lost packet is its RTO.
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let (pdc, now) = established(&mut a, &mut b);
+    send(&mut a, pdc, now, 2, 1);
+    assert_eq!(
+        a.pds.poll_timeout(),
+        Some(now + PdsConfig::default().rto_init)
+    );
+    // Enabled, but everything acknowledged: no probe is ever due.
+    let (mut a, mut b, pdc, now) = probing();
+    let p = send(&mut a, pdc, now, 2, 1);
+    exchange(&mut a, &mut b, now + Duration::from_micros(2), &p);
+    let until = now + Duration::from_millis(1);
+    while let Some(w) = a.pds.poll_timeout().filter(|w| *w < until) {
+        a.pds.handle_timeout(w, &mut a.up);
+        assert!(drain(&mut a, w).is_empty(), "nothing to probe at {w}");
+    }
+    assert_eq!(a.pds.counters().tail_probes, 0);
+}
