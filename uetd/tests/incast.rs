@@ -1,20 +1,22 @@
 //! `uet lab incast`, reduced (issue 7's CI check): a real veth lab, four
 //! senders × 1 MiB into one receiver through a 500 Mb/s TBF with a 5 × BDP
-//! buffer, every congestion-control mode, one seed. Half the sweep's 1 Gb/s:
-//! a sender alone must be faster than the bottleneck for there to be an
-//! incast at all, and on a loaded two-core machine one measured 0.94 Gb/s. Bounds are the looser
-//! ones a loaded two-core CI machine allows (its scheduler stalls fire
-//! RTOs with nothing lost, so RTO counts are reported, not asserted); the
-//! full sweep and its targets live in BENCHMARKS.md (`uet lab incast
-//! --sweep`).
+//! buffer, every congestion-control mode, three seeds (the bounds hold for
+//! the medians). Half the sweep's 1 Gb/s: a sender alone must be faster
+//! than the bottleneck for there to be an incast at all, and on a loaded
+//! two-core machine one measured 0.94 Gb/s. Bounds are the looser ones a
+//! loaded two-core CI machine allows (its scheduler stalls fire RTOs with
+//! nothing lost, so RTO counts are reported, not asserted); the full sweep
+//! and its targets live in BENCHMARKS.md (`uet lab incast --sweep`).
 
 use uetd::lab::incast::model::Run;
 use uetd::lab::incast::{self, CC_MODES, IncastOpts};
 
-fn run_of<'a>(runs: &'a [Run], cc: &str) -> &'a Run {
-    runs.iter()
-        .find(|r| r.cc == cc)
-        .unwrap_or_else(|| panic!("no {cc} run"))
+/// The median over `cc`'s runs of one metric.
+fn median(runs: &[Run], cc: &str, metric: impl Fn(&Run) -> f64) -> f64 {
+    let mut v: Vec<f64> = runs.iter().filter(|r| r.cc == cc).map(metric).collect();
+    assert!(!v.is_empty(), "no {cc} run");
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 #[test]
@@ -25,7 +27,12 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
         senders: vec![4],
         sizes: vec![1 << 20],
         ccs: CC_MODES.iter().map(|s| (*s).to_owned()).collect(),
-        seeds: 1,
+        // Three seeds, and the bounds below hold for the medians (as the
+        // targets are stated): one run on a loaded two-core machine can
+        // stall a source long enough for its banked credit to overflow the
+        // buffer (a CI run: RCCC 0.085 retransmissions per packet while the
+        // same command gave 0.000–0.039 in eleven other runs).
+        seeds: 3,
         bottleneck: 500_000_000,
         ..IncastOpts::default()
     };
@@ -34,7 +41,7 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
         &report
             .runs
             .iter()
-            .map(|r| (&r.cc, &r.metrics))
+            .map(|r| (&r.cc, r.seed, &r.metrics))
             .collect::<Vec<_>>(),
     )
     .unwrap();
@@ -45,7 +52,7 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
     for (i, bps) in report.calibration.solo_bps.iter().enumerate() {
         assert!(*bps > r, "sender {} alone: {bps} b/s ≤ R", i + 1);
     }
-    assert_eq!(report.runs.len(), CC_MODES.len());
+    assert_eq!(report.runs.len(), 3 * CC_MODES.len());
     for run in &report.runs {
         assert_eq!(run.flows.len(), 4);
         assert_eq!(run.metrics.failed_flows, 0, "{}: {summary}", run.cc);
@@ -62,35 +69,30 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
         assert!(run.metrics.ict_over_ideal >= 0.9, "{}: {summary}", run.cc);
     }
 
-    let none = &run_of(&report.runs, "none").metrics;
-    let rccc = &run_of(&report.runs, "rccc").metrics;
-    let nscc = &run_of(&report.runs, "nscc").metrics;
+    let runs = &report.runs;
+    let drops = |cc| median(runs, cc, |r| r.metrics.drops as f64);
+    let rtx = |cc| median(runs, cc, |r| r.metrics.retransmits_per_packet);
+    let jain = |cc| median(runs, cc, |r| r.metrics.jain);
     // Not "no RTO": on a two-vCPU CI machine the fixed RTO_INIT fires on
     // host stalls with nothing lost (a CI run: RCCC 8 RTOs, every mode 4–11,
     // no drop anywhere). What RCCC must not do is resend much: cc-eval's
     // bound on retransmissions per packet.
+    assert!(rtx("rccc") <= 0.05, "RCCC resends little: {summary}");
     assert!(
-        rccc.retransmits_per_packet <= 0.05,
-        "RCCC resends little: {summary}"
-    );
-    assert!(
-        rccc.drops <= none.drops,
+        drops("rccc") <= drops("none"),
         "RCCC drops no more than no control: {summary}"
     );
-    assert!(rccc.jain >= 0.95, "RCCC is fair: {summary}");
+    assert!(jain("rccc") >= 0.95, "RCCC is fair: {summary}");
     assert!(
-        nscc.drops <= none.drops,
+        drops("nscc") <= drops("none"),
         "NSCC drops no more than no control: {summary}"
     );
-    assert!(
-        nscc.retransmits_per_packet <= 0.05,
-        "NSCC resends little: {summary}"
-    );
+    assert!(rtx("nscc") <= 0.05, "NSCC resends little: {summary}");
     // NSCC on two shared vCPUs: Jain 0.80–0.92 measured at N = 4 (its RTT
     // samples carry milliseconds of scheduler jitter; BENCHMARKS.md), below
     // its 0.90 target; this bound still fails when a flow starves (three
     // flows alone give 0.75, two of four at a tenth 0.60).
-    assert!(nscc.jain > 0.75, "NSCC starves no flow: {summary}");
+    assert!(jain("nscc") > 0.75, "NSCC starves no flow: {summary}");
 
     for name in [
         "results.json",
