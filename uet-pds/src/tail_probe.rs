@@ -18,10 +18,13 @@
 //! packet sent before it that the answer does not acknowledge was lost
 //! (RACK-TLP, RFC 8985, which probes with a data segment instead).
 //!
-//! PTO = max(2 · SRTT, `PdsConfig::tail_probe`), SRTT smoothed as TCP does
-//! (RFC 6298: 1/8 of each sample) from the ACKs of packets sent once. No
-//! probe goes before the first RTT sample: a source that has heard nothing
-//! at all is the RTO's case.
+//! The probe timeout (PTO, [`TailProbe::deadline`]) follows the least round
+//! trip, not the smoothed one as RFC 8985's does (2 · SRTT there): under an
+//! incast SRTT includes the full queue and 2 · SRTT is as long as the RTO,
+//! and a probe answered from behind that queue is still exact. At most one
+//! probe is outstanding. RTT samples come from the ACKs of packets sent
+//! once (Karn). No probe goes before the first sample: a source that has
+//! heard nothing at all is the RTO's case.
 
 use uet_wire::time::{Duration, Instant};
 
@@ -41,6 +44,7 @@ pub(crate) struct Outstanding {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TailProbe {
     srtt: Option<Duration>,
+    min_rtt: Option<Duration>,
     /// The last data transmission, delivering ACK or probe.
     last_progress: Option<Instant>,
     outstanding: Option<Outstanding>,
@@ -53,6 +57,13 @@ impl TailProbe {
             None => rtt,
             Some(s) => s - s / 8 + rtt / 8,
         });
+        self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+    }
+
+    /// The least round trip sampled.
+    #[cfg(test)]
+    pub(crate) fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt
     }
 
     /// Something was sent, or an ACK delivered something: the PTO restarts.
@@ -67,10 +78,25 @@ impl TailProbe {
     }
 
     /// When a probe is due, if one may be sent at all (`min_pto` enables
-    /// probing; the caller checks that packets are in flight).
-    pub(crate) fn deadline(&self, min_pto: Option<Duration>) -> Option<Instant> {
-        let pto = (self.srtt? * 2).max(min_pto?);
-        Some(self.last_progress? + pto)
+    /// probing; `ack_delay` is the longest the target holds an ACK back;
+    /// the caller checks that packets are in flight).
+    ///
+    /// PTO = max(2 · min RTT, `min_pto`) + `ack_delay` after the last
+    /// progress: the longest an unloaded path takes to answer. A probe is
+    /// a 40-byte control packet and its answer is exact on a FIFO path even
+    /// behind a deep queue, so it can go long before the RTO, which must
+    /// cover a full buffer. While one is unanswered, the next waits for
+    /// 2 · SRTT (it may be queued, or lost).
+    pub(crate) fn deadline(
+        &self,
+        min_pto: Option<Duration>,
+        ack_delay: Duration,
+    ) -> Option<Instant> {
+        let pto = (self.min_rtt? * 2).max(min_pto?) + ack_delay;
+        match self.outstanding {
+            Some(o) => Some(o.sent_at + pto.max(self.srtt? * 2)),
+            None => Some(self.last_progress? + pto),
+        }
     }
 
     /// Records a probe sent now.
@@ -98,19 +124,27 @@ mod tests {
     #[test]
     fn no_probe_before_an_rtt_sample_or_when_disabled() {
         let mut t = TailProbe::default();
+        let d = Duration::from_micros(3);
         t.on_progress(Instant::from_nanos(1_000));
-        assert_eq!(t.deadline(Some(Duration::from_micros(5))), None);
+        assert_eq!(t.deadline(Some(Duration::from_micros(5)), d), None);
         t.on_rtt_sample(Duration::from_micros(10));
-        assert_eq!(t.deadline(None), None);
-        // PTO = 2 × SRTT = 20 µs after the last progress.
+        t.on_rtt_sample(Duration::from_micros(90));
+        assert_eq!(t.deadline(None, d), None);
+        // PTO = 2 × min RTT + ACK delay = 23 µs after the last progress.
         assert_eq!(
-            t.deadline(Some(Duration::from_micros(5))),
-            Some(Instant::from_nanos(21_000))
+            t.deadline(Some(Duration::from_micros(5)), d),
+            Some(Instant::from_nanos(24_000))
         );
-        // ... but never below the configured floor.
+        // ... never below the configured floor.
         assert_eq!(
-            t.deadline(Some(Duration::from_micros(50))),
-            Some(Instant::from_nanos(51_000))
+            t.deadline(Some(Duration::from_micros(50)), d),
+            Some(Instant::from_nanos(54_000))
+        );
+        // One probe on its way: the next waits 2 × SRTT (20 µs).
+        t.sent(Instant::from_nanos(30_000), 7, 0);
+        assert_eq!(
+            t.deadline(Some(Duration::from_micros(5)), d),
+            Some(Instant::from_nanos(30_000 + 40_000))
         );
     }
 
@@ -120,6 +154,7 @@ mod tests {
         t.on_rtt_sample(Duration::from_micros(80));
         t.on_rtt_sample(Duration::from_micros(160));
         assert_eq!(t.srtt(), Some(Duration::from_micros(90)));
+        assert_eq!(t.min_rtt(), Some(Duration::from_micros(80)));
     }
 
     #[test]

@@ -45,60 +45,11 @@ pub struct TxEntry<T> {
     pub rto_forced: bool,
     /// Its place in the PDC's transmission order at its latest
     /// (re)transmission: every data transmission, new or resent, takes the
-    /// next number. Loss inference compares it with the newest delivered
-    /// transmission ([`TxLedger::delivered`]).
+    /// next number. A tail probe's answer condemns what left before the
+    /// probe (`tail_probe.rs`).
     pub tx_seq: u32,
     /// What the layer above needs to rebuild the packet.
     pub token: T,
-}
-
-/// The [`NewestTx::DEPTH`] newest transmissions in a set (by transmission
-/// number, wrapping), with their send times: enough to tell whether
-/// `dupthresh` transmissions sent after a packet were delivered.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NewestTx {
-    /// Newest first.
-    tx: [(u32, Instant); Self::DEPTH],
-    len: usize,
-}
-
-impl NewestTx {
-    /// How many are kept; `dupthresh` above it counts as this.
-    pub const DEPTH: usize = 4;
-
-    /// Adds transmission `tx`, sent at `at` (a duplicate changes nothing).
-    pub fn insert(&mut self, tx: u32, at: Instant) {
-        let newer = |a: u32, b: u32| a.wrapping_sub(b) as i32 > 0;
-        let mut i = self.len;
-        while i > 0 && newer(tx, self.tx[i - 1].0) {
-            i -= 1;
-        }
-        if i >= Self::DEPTH || i > 0 && self.tx[i - 1].0 == tx {
-            return;
-        }
-        let end = self.len.min(Self::DEPTH - 1);
-        self.tx.copy_within(i..end, i + 1);
-        self.tx[i] = (tx, at);
-        self.len = (self.len + 1).min(Self::DEPTH);
-    }
-
-    /// The `k`-th newest (1 = the newest), if `k` are known.
-    #[must_use]
-    pub fn nth(&self, k: usize) -> Option<(u32, Instant)> {
-        let k = k.clamp(1, Self::DEPTH);
-        (k <= self.len).then(|| self.tx[k - 1])
-    }
-
-    /// Newest first.
-    pub fn iter(&self) -> impl Iterator<Item = &(u32, Instant)> {
-        self.tx[..self.len].iter()
-    }
-
-    /// Whether none is known.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 /// The ledger.
@@ -114,8 +65,8 @@ pub struct TxLedger<T> {
     rtx_maybe: bool,
     /// The transmission number the next (re)transmission takes.
     next_tx: u32,
-    /// The newest transmissions known delivered.
-    delivered: NewestTx,
+    /// When the newest packet sent only once known delivered was sent.
+    delivered_once: Option<Instant>,
     /// The highest PSN ever resent: above it, entries were sent once, so
     /// their transmission numbers grow with their PSNs.
     resent_hi: Option<Psn>,
@@ -130,7 +81,7 @@ impl<T> TxLedger<T> {
             entries: VecDeque::new(),
             rtx_maybe: false,
             next_tx: 0,
-            delivered: NewestTx::default(),
+            delivered_once: None,
             resent_hi: None,
         }
     }
@@ -309,17 +260,15 @@ impl<T> TxLedger<T> {
         self.next_tx
     }
 
-    /// Records the transmissions an ACK proved delivered.
-    pub fn note_delivered(&mut self, newest: &NewestTx) {
-        for &(tx, at) in newest.iter() {
-            self.delivered.insert(tx, at);
-        }
+    /// Records that a packet sent only once, at `sent_at`, was delivered.
+    pub fn note_delivered_once(&mut self, sent_at: Instant) {
+        self.delivered_once = Some(self.delivered_once.map_or(sent_at, |t| t.max(sent_at)));
     }
 
-    /// The newest transmissions known delivered.
+    /// When the newest packet sent only once known delivered was sent.
     #[must_use]
-    pub fn delivered(&self) -> &NewestTx {
-        &self.delivered
+    pub fn delivered_once(&self) -> Option<Instant> {
+        self.delivered_once
     }
 
     /// The highest PSN ever resent: entries above it were sent once, so
@@ -419,37 +368,16 @@ mod tests {
         assert!(!e.needs_rtx);
         assert_eq!(l.resent_hi(), Some(Psn(1)));
         assert_eq!(l.next_tx(), 4);
-        let mut n = NewestTx::default();
-        n.insert(3, Instant::from_nanos(5));
-        l.note_delivered(&n);
-        assert_eq!(l.delivered().nth(1), Some((3, Instant::from_nanos(5))));
-        assert_eq!(l.delivered().nth(2), None);
+        l.note_delivered_once(Instant::from_nanos(5));
+        l.note_delivered_once(Instant::ZERO);
+        assert_eq!(
+            l.delivered_once(),
+            Some(Instant::from_nanos(5)),
+            "only newer moves it"
+        );
     }
 
     proptest! {
-        /// NewestTx keeps the DEPTH newest distinct transmission numbers,
-        /// newest first, across the u32 wrap.
-        #[test]
-        fn newest_tx_keeps_the_newest(base in any::<u32>(), xs in proptest::collection::vec(0u32..64, 0..40)) {
-            let mut n = NewestTx::default();
-            let mut model = BTreeSet::new();
-            for x in &xs {
-                n.insert(base.wrapping_add(*x), Instant::from_nanos(u64::from(*x)));
-                model.insert(*x);
-            }
-            let want: Vec<(u32, Instant)> = model
-                .iter()
-                .rev()
-                .take(NewestTx::DEPTH)
-                .map(|x| (base.wrapping_add(*x), Instant::from_nanos(u64::from(*x))))
-                .collect();
-            let got: Vec<(u32, Instant)> = n.iter().copied().collect();
-            prop_assert_eq!(&got, &want);
-            for k in 1..=NewestTx::DEPTH {
-                prop_assert_eq!(n.nth(k), want.get(k - 1).copied());
-            }
-        }
-
         /// Every packet is reported acknowledged exactly once by the
         /// cumulative path, whatever mix of ACKs arrives.
         #[test]

@@ -1,6 +1,5 @@
-//! Loss detection beyond PSN order: transmission order (a window's tail,
-//! found by the retransmissions of its earlier losses), RACK's time rule,
-//! and the tail loss probe (`tail_probe.rs`).
+//! Loss detection beyond PSN order: RACK's time rule (on packets sent
+//! once only) and the tail loss probe (`tail_probe.rs`).
 
 use super::*;
 
@@ -27,14 +26,6 @@ fn exchange(a: &mut Host, b: &mut Host, now: Instant, ds: &[Dgram]) {
     }
 }
 
-/// [`exchange`], one packet at a time: each retransmission (`ar` set) is
-/// answered by its own ACK, which names it.
-fn exchange_each(a: &mut Host, b: &mut Host, now: Instant, ds: &[Dgram]) {
-    for d in ds {
-        exchange(a, b, now, std::slice::from_ref(d));
-    }
-}
-
 fn psn_of(d: &Dgram) -> Psn {
     match d.pds() {
         PdsRepr::Request(r) => r.psn,
@@ -47,35 +38,32 @@ fn psns(ds: &[Dgram]) -> Vec<Psn> {
 }
 
 #[test]
-fn a_lost_tail_is_found_by_the_retransmissions_before_it() {
-    let mut a = host(A, 1, PdsConfig::default());
+fn a_delayed_first_copy_is_no_evidence_against_what_left_after_it() {
+    let cfg = PdsConfig {
+        rack_window: Some(Duration::from_micros(5)),
+        ..PdsConfig::default()
+    };
+    let mut a = host(A, 1, cfg);
     let mut b = host(B, 2, PdsConfig::default());
     let (pdc, now) = established(&mut a, &mut b);
-    // p0..p7 leave; only p4 arrives.
-    let p = send(&mut a, pdc, now, 2, 8);
-    let mut now = now + Duration::from_micros(10);
-    exchange(&mut a, &mut b, now, &p[4..5]);
-    // PSN order finds p0 and p1 (three and more behind p4), not p2 and p3
-    // (fewer), nor p5..p7 (after it: nothing later was sent).
-    let re = drain(&mut a, now);
+    // p0..p6 leave 1 µs apart. p0 and p1 are held up, p6 is still on its
+    // way; p2..p5 arrive, so p0 and p1 are presumed lost and resent 20 µs
+    // after p0 left.
+    let p = send(&mut a, pdc, now, 2, 7);
+    let t1 = now + Duration::from_micros(20);
+    exchange(&mut a, &mut b, t1, &p[2..6]);
+    let re = drain(&mut a, t1);
     assert_eq!(psns(&re), psns(&p[0..2]));
-    // Their retransmissions arrive: with p4, three packets sent after p2
-    // and p3 were delivered, so those are lost; p5..p7 only have two.
-    now += Duration::from_micros(10);
-    exchange_each(&mut a, &mut b, now, &re);
-    let re = drain(&mut a, now);
-    assert_eq!(psns(&re), psns(&p[2..4]));
-    // Those arrive too: now the tail has four deliveries after it.
-    now += Duration::from_micros(10);
-    exchange_each(&mut a, &mut b, now, &re);
-    let re = drain(&mut a, now);
-    assert_eq!(psns(&re), psns(&p[5..8]));
-    now += Duration::from_micros(10);
-    exchange_each(&mut a, &mut b, now, &re);
-    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 8);
-    assert_eq!(a.pds.counters().sack_inferred, 7);
-    assert_eq!(a.pds.counters().rto_fired, 0, "no RTO was needed");
-    assert!(drain(&mut a, now).is_empty());
+    // p1's resend arrives, then p0's delayed first copy; one ACK answers
+    // both: it names p0 and says a retransmission arrived. Taking p0's
+    // resend (20 µs after p6 left) as what arrived would condemn p6.
+    let t2 = t1 + Duration::from_micros(3);
+    deliver(&mut b, t2, &re[1]);
+    exchange(&mut a, &mut b, t2, &p[0..1]);
+    assert!(drain(&mut a, t2).is_empty(), "p6 is not presumed lost");
+    exchange(&mut a, &mut b, t2, &p[6..7]);
+    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 7);
+    assert_eq!(a.pds.counters().tx_retransmits, 2);
 }
 
 #[test]
@@ -128,7 +116,7 @@ fn rack_window_spares_what_left_just_before_a_delivered_packet() {
 }
 
 /// An established PDC with tail probes no sooner than 5 µs, whose one RTT
-/// sample is 2 µs: its PTO is 5 µs.
+/// sample is 2 µs: its PTO is 5 µs + the ACK delay.
 fn probing() -> (Host, Host, uet_wire::PdcId, Instant) {
     let cfg = PdsConfig {
         tail_probe: Some(Duration::from_micros(5)),
@@ -145,10 +133,11 @@ fn a_silent_lost_tail_is_probed_and_resent_long_before_its_rto() {
     let (mut a, mut b, pdc, now) = probing();
     let p = send(&mut a, pdc, now, 2, 2);
     // Both are lost. The next timer is the probe's, a PTO after the last
-    // packet left (not the 5 ms RTO).
+    // packet left (not the 5 ms RTO): max(2 × min RTT = 4 µs, the 5 µs
+    // floor) + the target's 20 µs ACK delay.
     let last = now + Duration::from_micros(1);
     let when = a.pds.poll_timeout().unwrap();
-    assert_eq!(when, last + Duration::from_micros(5));
+    assert_eq!(when, last + Duration::from_micros(25));
     a.pds.handle_timeout(when, &mut a.up);
     let probe = drain(&mut a, when);
     assert_eq!(probe.len(), 1);
@@ -212,4 +201,26 @@ fn no_probe_without_packets_in_flight_or_when_disabled() {
         assert!(drain(&mut a, w).is_empty(), "nothing to probe at {w}");
     }
     assert_eq!(a.pds.counters().tail_probes, 0);
+}
+
+#[test]
+fn a_probe_answer_condemns_nothing_past_its_sack_bitmap() {
+    let (mut a, mut b, pdc, now) = probing();
+    // 70 packets leave at once; all but p0 arrive, and every ACK is lost.
+    a.pds.enqueue(now, pdc, pkts(2, 70, 100)).unwrap();
+    let p = drain(&mut a, now);
+    assert_eq!(p.len(), 70);
+    for d in &p[1..] {
+        deliver(&mut b, now + Duration::from_micros(1), d);
+    }
+    drain(&mut b, now + Duration::from_micros(1));
+    let when = a.pds.poll_timeout().unwrap();
+    a.pds.handle_timeout(when, &mut a.up);
+    let probe = drain(&mut a, when);
+    assert_eq!(a.pds.counters().tail_probes, 1);
+    // The answer's bitmap starts at p0 and covers 64 PSNs: p0 is missing
+    // there, p64..p69 are past it, neither acknowledged nor lost.
+    exchange(&mut a, &mut b, when + Duration::from_micros(2), &probe);
+    let re = drain(&mut a, when + Duration::from_micros(2));
+    assert_eq!(psns(&re), psns(&p[..1]));
 }
