@@ -55,10 +55,9 @@ fn congestion_control_beats_the_fixed_window() {
     let none = incast(CcMode::None, 1);
     let rccc = incast(CcMode::Rccc, 1);
     let nscc = incast(CcMode::Nscc, 1);
-    assert!(
-        none.ict_over_ideal > 1.3 && none.drops > 0,
-        "the baseline is congested"
-    );
+    // The fixed window overflows the buffer; with losses found early
+    // (tail probes, RACK) it recovers in 1.2 x ideal, still behind both.
+    assert!(none.drops > 0, "the baseline overflows the buffer");
     assert!(rccc.ict_over_ideal < none.ict_over_ideal);
     assert!(nscc.ict_over_ideal < none.ict_over_ideal);
     assert!(rccc.drops <= none.drops && nscc.drops <= none.drops);
