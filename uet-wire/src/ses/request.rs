@@ -406,6 +406,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> StandardPacket<T> {
     pub fn set_request_length(&mut self, v: u32) {
         set_u32(self.buffer.as_mut(), field::STD_REQUEST_LENGTH, v);
     }
+
+    /// Sets or clears the `eom` flag alone.
+    pub fn set_eom(&mut self, eom: bool) {
+        let b = &mut self.buffer.as_mut()[field::VER_FLAGS];
+        *b = (*b & !field::EOM) | if eom { field::EOM } else { 0 };
+    }
 }
 
 /// Bytes 32-39 of a standard request, whose reading depends on `som` (§4.2).
