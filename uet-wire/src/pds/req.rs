@@ -427,7 +427,19 @@ impl Repr {
             }),
             _ => None,
         };
-        Ok(Self {
+        Ok(Self::decode(packet, mode, next_hdr, cc))
+    }
+
+    /// The fields after the checks `parse` makes, given what those decided:
+    /// never fails, and panics only if `packet` is shorter than 12 bytes.
+    #[inline]
+    pub(crate) fn decode<T: AsRef<[u8]>>(
+        packet: &Packet<T>,
+        mode: ReliableMode,
+        next_hdr: NextHeader,
+        cc: Option<ReqCcState>,
+    ) -> Self {
+        Self {
             mode,
             next_hdr,
             retx: packet.retx(),
@@ -437,7 +449,7 @@ impl Repr {
             spdcid: packet.spdcid(),
             dpdcid: packet.dpdcid_field(),
             cc,
-        })
+        }
     }
 
     /// The packet type this header is emitted as.
