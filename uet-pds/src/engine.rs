@@ -121,6 +121,14 @@ pub trait Upper {
     fn on_request(&mut self, now: Instant, rx: &RxRequest<'_>) -> Reply;
     /// One of our packets was acknowledged (exactly once per packet).
     fn on_acked(&mut self, now: Instant, pkt: PktRef);
+    /// The packets one cumulative ACK acknowledged, in PSN order: the same
+    /// as [`Upper::on_acked`] for each in turn (the default), which an
+    /// implementation may do once per run of packets of one token.
+    fn on_acked_all(&mut self, now: Instant, pkts: &[PktRef]) {
+        for &pkt in pkts {
+            self.on_acked(now, pkt);
+        }
+    }
     /// An ACK carried an SES response for one of our packets.
     fn on_response(&mut self, now: Instant, pkt: PktRef, response: &SesRepr, data: &[u8]);
     /// The engine gave up on one of our packets (also on packets already
@@ -491,6 +499,9 @@ pub struct Pds {
     /// Scratch lists reused for every ACK (no allocation per packet):
     /// EVs of newly acknowledged packets, and packets presumed lost.
     scratch_evs: Vec<EntropyValue>,
+    /// The packets of one cumulative ACK, handed up together (kept to reuse
+    /// its allocation).
+    scratch_acked: Vec<PktRef>,
     scratch_lost: Vec<(u64, EntropyValue)>,
     scratch_ids: Vec<PdcId>,
     events: VecDeque<PdsEvent>,
@@ -542,6 +553,7 @@ impl Pds {
             rccc_rx,
             rccc_pdc: HashMap::default(),
             scratch_evs: Vec::new(),
+            scratch_acked: Vec::new(),
             scratch_lost: Vec::new(),
             scratch_ids: Vec::new(),
             events: VecDeque::new(),
@@ -1733,9 +1745,11 @@ impl Pds {
                 }
             });
         }
+        let mut acked = core::mem::take(&mut self.scratch_acked);
+        acked.clear();
         p.ledger.ack_cumulative(cack, |e| match e.token {
             TxItem::Data(pkt) => {
-                if let CcShare::Rtx(b) = CcShare::of(cfg, &e) {
+                if let CcShare::Rtx(b) = CcShare::of(cfg, e) {
                     cancelled_bytes += b;
                     cancelled_pkts += 1;
                 }
@@ -1747,11 +1761,15 @@ impl Pds {
                     acked_pkts += 1;
                     tx_time = Some(e.sent_at);
                     rtx_count = e.rtx_count;
-                    upper.on_acked(now, pkt);
+                    acked.push(pkt);
                 }
             }
             TxItem::Close => closed = true,
         });
+        if !acked.is_empty() {
+            upper.on_acked_all(now, &acked);
+        }
+        self.scratch_acked = acked;
         // Loss inference from SACK (the sender-side OnInferredLoss of
         // §5.1): a packet `dupthresh` or more PSNs behind the highest
         // delivered one, and sent before the newest packet this ACK
