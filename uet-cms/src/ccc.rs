@@ -299,11 +299,12 @@ impl Ccc {
     /// The RCCC credit target to advertise now (cumulative, §5.3), capped
     /// at cwnd + MTU when NSCC is also on.
     pub fn credit_target(&self) -> Option<Credit24> {
+        let r = self.rccc.as_ref()?;
         let cap = self
             .nscc
             .as_ref()
             .map(|n| n.cwnd() + u64::from(self.config.mtu));
-        self.rccc.as_ref().map(|r| r.credit_target(cap))
+        Some(r.credit_target(cap))
     }
 
     /// A CREDIT_REQ payload when RCCC's credit timeout says the source needs

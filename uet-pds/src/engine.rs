@@ -2136,8 +2136,14 @@ impl Pds {
         buf: &mut [u8],
         upper: &mut impl Upper,
     ) -> Option<Transmit> {
-        self.queue_grants();
-        self.send_credit_requests(now);
+        // Without RCCC (the common case) neither has anything to do: the
+        // checks are here so that no call is made for them.
+        if self.rccc_rx.is_some() {
+            self.queue_grants();
+        }
+        if self.config.ccc.algorithm.has_rccc() {
+            self.send_credit_requests(now);
+        }
         if let Some(c) = self.ctl.pop_front() {
             return self.write_ctl(c, buf);
         }
@@ -2609,6 +2615,7 @@ impl Pds {
 /// The `req_cc_state` of a request when the CCC runs RCCC: its cumulative
 /// credit target, and `ccc_id` = the traffic class (a source has one CCC per
 /// destination and class, so (source, class) names it at the target).
+#[inline]
 fn req_cc_state(ccc: &Ccc, tc: TrafficClass) -> Option<ReqCcState> {
     ccc.credit_target().map(|credit_target| ReqCcState {
         ccc_id: CccId::from_masked(tc.get()),
