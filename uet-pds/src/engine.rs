@@ -452,11 +452,7 @@ impl Pdc {
     /// edge of the initiator's unACKed window − 1"). SACKed or answered
     /// packets count as delivered.
     fn clear_psn(&self) -> Psn {
-        self.ledger
-            .iter()
-            .find(|e| !e.sacked)
-            .map_or_else(|| self.ledger.next_psn(), |e| e.psn)
-            .sub(1)
+        self.ledger.first_unsacked_psn().sub(1)
     }
 
     fn has_tx_work(&self) -> bool {
@@ -1159,20 +1155,23 @@ impl Pds {
         bytes: &[u8],
         upper: &mut impl Upper,
     ) {
-        let Ok(pkt) = uet_wire::parse_uet(bytes, meta.trimmed.is_some()) else {
+        // Borrowed from the result, not moved out of it (a move is a
+        // memcpy of the whole parsed packet).
+        let parsed = uet_wire::parse_uet(bytes, meta.trimmed.is_some());
+        let Ok(pkt) = &parsed else {
             self.counters.drop(DropReason::Malformed);
             return;
         };
-        match pkt.pds {
+        match &pkt.pds {
             PdsRepr::Request(r) => {
-                self.on_request(now, meta, &r, pkt.ses.as_ref(), pkt.payload, upper);
+                self.on_request(now, meta, r, pkt.ses.as_ref(), pkt.payload, upper);
             }
             PdsRepr::Ack(a) => {
                 let data_off = pkt.payload;
-                self.on_ack(now, meta, &a, pkt.ses.as_ref(), data_off, upper);
+                self.on_ack(now, meta, a, pkt.ses.as_ref(), data_off, upper);
             }
-            PdsRepr::Nack(n) => self.on_nack(now, meta, &n, upper),
-            PdsRepr::Cp(c) => self.on_cp(now, meta, &c, upper),
+            PdsRepr::Nack(n) => self.on_nack(now, meta, n, upper),
+            PdsRepr::Cp(c) => self.on_cp(now, meta, c, upper),
             PdsRepr::Uud(_) => {
                 if meta.trimmed.is_some() {
                     self.counters.drop(DropReason::Trimmed);
@@ -1189,7 +1188,7 @@ impl Pds {
                 };
                 let _ = upper.on_request(now, &rx);
             }
-            PdsRepr::Rudi(r) => self.on_rudi(now, meta, &r, pkt.ses.as_ref(), pkt.payload, upper),
+            PdsRepr::Rudi(r) => self.on_rudi(now, meta, r, pkt.ses.as_ref(), pkt.payload, upper),
         }
     }
 
@@ -2585,7 +2584,7 @@ impl Pds {
                 let hl = if cc.is_some() { 16 } else { 12 };
                 let ses = buf.get_mut(hl..hl + pkt.len as usize)?;
                 let nh = upper.write_request(now, &pkt, ses);
-                let repr = PdsRepr::Request(PdsRequestRepr {
+                let repr = PdsRequestRepr {
                     mode: p.mode,
                     next_hdr: nh,
                     retx,
@@ -2595,8 +2594,12 @@ impl Pds {
                     spdcid: Some(p.id),
                     dpdcid: dst,
                     cc,
-                });
-                repr.emit(buf.get_mut(..hl)?);
+                };
+                // Straight to the request view (what `PdsRepr::emit` does
+                // after its dispatch on the type).
+                repr.emit(&mut uet_wire::pds::req::Packet::new_unchecked(
+                    buf.get_mut(..hl)?,
+                ));
                 if p.clear_needed && clear_off != i16::MIN {
                     // The request carried the CLEAR.
                     p.clear_needed = false;

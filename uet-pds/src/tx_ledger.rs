@@ -135,6 +135,20 @@ impl<T> TxLedger<T> {
         Some(e)
     }
 
+    /// The first PSN not SACKed: the oldest entry's in the usual case
+    /// (looked at first, without an iterator), `next_psn` if all are.
+    #[must_use]
+    pub fn first_unsacked_psn(&self) -> Psn {
+        match self.entries.front() {
+            Some(e) if !e.sacked => e.psn,
+            _ => self
+                .entries
+                .iter()
+                .find(|e| !e.sacked)
+                .map_or_else(|| self.next_psn(), |e| e.psn),
+        }
+    }
+
     /// Iterates over the entries in PSN order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &TxEntry<T>> {
         self.entries.iter()
