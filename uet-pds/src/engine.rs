@@ -43,6 +43,7 @@ use uet_wire::{
 use crate::config::PdsConfig;
 use crate::counters::{Counters, DropReason};
 use crate::pdc_table::PdcTable;
+use crate::pkt_queue::PktQueue;
 use crate::rx_window::{RxOutcome, RxWindow};
 use crate::tx_ledger::{TxEntry, TxLedger};
 
@@ -416,7 +417,7 @@ struct Pdc {
     /// When an RTO last let a packet of this PDC pass closed congestion
     /// control.
     forced_at: Option<Instant>,
-    queue: VecDeque<PktRef>,
+    queue: PktQueue,
     clear_needed: bool,
     /// The last CLEAR_PSN sent in a CLEAR CP: another is sent only when
     /// CLEAR_PSN moves past it.
@@ -632,7 +633,7 @@ impl Pds {
             start,
             established: false,
             ledger: TxLedger::new(start),
-            queue: VecDeque::new(),
+            queue: PktQueue::new(),
             clear_needed: false,
             forced_at: None,
             clear_sent: None,
@@ -670,14 +671,15 @@ impl Pds {
         if p.closing {
             return Err(OpenError::Closing);
         }
-        let before = p.queue.len();
+        let mut pushed = false;
         let mut bytes = 0u64;
         for pkt in pkts {
             bytes += u64::from(self.config.nominal(pkt.len));
             p.queue.push_back(pkt);
+            pushed = true;
         }
         p.last_activity = now;
-        if p.queue.len() > before {
+        if pushed {
             let key = p.ccc;
             self.ensure_ccc(now, key.0, key.1);
             if let Some(c) = self.cccs.get_mut(&key) {
@@ -685,6 +687,39 @@ impl Pds {
             }
             self.schedule(pdc);
         }
+        Ok(())
+    }
+
+    /// [`Pds::enqueue`] of one whole message in O(1): packets `frag` 0 to
+    /// `count - 1` of `token`, each `len` bytes of SES header and payload
+    /// except the last (`last_len`, with `last` set). Nothing is queued for
+    /// `count` 0.
+    pub fn enqueue_message(
+        &mut self,
+        now: Instant,
+        pdc: PdcId,
+        token: u64,
+        count: u32,
+        len: u32,
+        last_len: u32,
+    ) -> Result<(), OpenError> {
+        let p = self.pdcs.get_mut(&pdc).ok_or(OpenError::UnknownPdc)?;
+        if p.closing {
+            return Err(OpenError::Closing);
+        }
+        p.last_activity = now;
+        if count == 0 {
+            return Ok(());
+        }
+        let bytes = u64::from(count - 1) * u64::from(self.config.nominal(len))
+            + u64::from(self.config.nominal(last_len));
+        p.queue.push_message(token, count, len, last_len);
+        let key = p.ccc;
+        self.ensure_ccc(now, key.0, key.1);
+        if let Some(c) = self.cccs.get_mut(&key) {
+            c.on_new_data(now, bytes);
+        }
+        self.schedule(pdc);
         Ok(())
     }
 
@@ -958,7 +993,7 @@ impl Pds {
                 upper.on_failed(now, pkt, error);
             }
         }
-        for pkt in p.queue.drain(..) {
+        for pkt in p.queue.drain() {
             withdrawn += u64::from(self.config.nominal(pkt.len));
             upper.on_failed(now, pkt, error);
         }
@@ -1358,7 +1393,7 @@ impl Pds {
                         },
                         established: false,
                         ledger: TxLedger::new(Psn(0)),
-                        queue: VecDeque::new(),
+                        queue: PktQueue::new(),
                         clear_needed: false,
                         forced_at: None,
                         clear_sent: None,
@@ -2492,7 +2527,7 @@ impl Pds {
             return Some(Transmit::control(&self.config, p.peer, CONTROL_EV, len));
         }
         // 3. New data, within the MPR window, the SYN range and the CCC.
-        let pkt = *p.queue.front()?;
+        let pkt = p.queue.front()?;
         let next = p.ledger.next_psn();
         let in_flight = next.diff(p.ledger.una()) as u32;
         if in_flight >= range {

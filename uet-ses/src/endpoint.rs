@@ -642,14 +642,9 @@ impl<M: RegisteredMemory> Endpoint<M> {
         let id = OpId(self.core.next_op);
         self.core.next_op += 1;
         let n = msg.packet_count();
-        let pkts: Vec<PktRef> = (0..n)
-            .map(|i| PktRef {
-                token,
-                frag: i as u32,
-                len: msg.packet_len(i).unwrap_or(0) as u32,
-                last: i + 1 == n,
-            })
-            .collect();
+        // Queued as one message (frags 0..n, only the last one shorter): no
+        // list of the packets is built.
+        let (len, last_len) = msg.packet_lens();
         let sink = msg.read_sink();
         if sink.is_some() {
             self.core.reads.insert(mid, token);
@@ -667,7 +662,10 @@ impl<M: RegisteredMemory> Endpoint<M> {
                 done: false,
             },
         );
-        if self.pds.enqueue(now, pdc, pkts).is_err() {
+        let queued =
+            self.pds
+                .enqueue_message(now, pdc, token, n as u32, len as u32, last_len as u32);
+        if queued.is_err() {
             self.core.slots.remove(&token);
             self.core.in_flight_msgs.remove(&mid);
             self.core.reads.remove(&mid);

@@ -272,6 +272,14 @@ impl OutgoingMessage {
         Some(SES_STANDARD_HEADER_LEN + n as usize)
     }
 
+    /// `(length of every packet but the last, length of the last)`: only
+    /// the last packet can be shorter ([`OutgoingMessage::packet_len`]).
+    #[must_use]
+    pub fn packet_lens(&self) -> (usize, usize) {
+        let last = self.packet_len(self.count - 1).unwrap_or(0);
+        (self.packet_len(0).unwrap_or(last), last)
+    }
+
     /// The header of packet `i`.
     #[must_use]
     pub fn header(&self, i: usize) -> Option<StandardRequest> {

@@ -395,6 +395,11 @@ proptest::proptest! {
             m = m.with_initiator(InitiatorId(i));
         }
         let local = pattern(len as usize + 3, 9);
+        let (full, last) = m.packet_lens();
+        for i in 0..m.packet_count() {
+            let want = if i + 1 == m.packet_count() { last } else { full };
+            proptest::prop_assert_eq!(m.packet_len(i), Some(want), "packet {}", i);
+        }
         for i in 0..m.packet_count() {
             let mut got = vec![0xa5u8; 4300];
             let (nh, n) = m.write_packet(i, &local[..], &mut got).unwrap();
