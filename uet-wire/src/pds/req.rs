@@ -432,7 +432,7 @@ impl Repr {
 
     /// The fields after the checks `parse` makes, given what those decided:
     /// never fails, and panics only if `packet` is shorter than 12 bytes.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decode<T: AsRef<[u8]>>(
         packet: &Packet<T>,
         mode: ReliableMode,

@@ -170,6 +170,7 @@ pub struct StandardRequest {
 impl StandardRequest {
     /// Pairs a header with its extension; fails if the extension is not the
     /// one `header.opcode` (and the extension's atomic opcode) calls for.
+    #[inline]
     pub fn new(
         header: StandardRepr,
         ext: Option<ExtRepr>,

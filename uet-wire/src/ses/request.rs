@@ -483,7 +483,7 @@ impl StandardRepr {
 
     /// The fields, once `parse` checked the version: never fails, and
     /// panics only if `packet` is shorter than 44 bytes.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decode<T: AsRef<[u8]>>(packet: &StandardPacket<T>) -> Self {
         let som = if packet.som() {
             SomFields::Start {
