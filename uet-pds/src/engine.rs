@@ -2631,10 +2631,16 @@ impl Pds {
                     cc,
                 };
                 // Straight to the request view (what `PdsRepr::emit` does
-                // after its dispatch on the type).
-                repr.emit(&mut uet_wire::pds::req::Packet::new_unchecked(
-                    buf.get_mut(..hl)?,
-                ));
+                // after its dispatch on the type), sized at compile time so
+                // that no field write checks the length again.
+                use uet_wire::pds::req::{CC_HEADER_LEN, HEADER_LEN, Packet};
+                if cc.is_some() {
+                    let head = buf.first_chunk_mut::<CC_HEADER_LEN>()?;
+                    repr.emit(&mut Packet::new_unchecked(head));
+                } else {
+                    let head = buf.first_chunk_mut::<HEADER_LEN>()?;
+                    repr.emit(&mut Packet::new_unchecked(head));
+                }
                 if p.clear_needed && clear_off != i16::MIN {
                     // The request carried the CLEAR.
                     p.clear_needed = false;

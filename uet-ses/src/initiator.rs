@@ -350,11 +350,14 @@ impl OutgoingMessage {
                 return Err(EmitError::LocalOutOfBounds);
             }
         }
-        let (head, rest) = buf.split_at_mut(SES_STANDARD_HEADER_LEN);
+        // `buf` holds `need` bytes (checked above).
+        let (head, rest) = buf
+            .split_first_chunk_mut::<SES_STANDARD_HEADER_LEN>()
+            .ok_or(EmitError::BufferTooSmall { required: need })?;
         match (header, template) {
             (Some(h), _) => h.emit(head),
             (None, Some(t)) => {
-                head.copy_from_slice(t);
+                *head = *t;
                 let mut p = SesStandardPacket::new_unchecked(head);
                 p.set_eom(i + 1 == self.count);
                 // `n` is at most `chunk`, which fits 14 bits.

@@ -500,6 +500,7 @@ impl Repr {
     }
 
     /// Writes the header into a buffer of at least `buffer_len()` bytes.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
         packet.set_prologue(self.ty().code(), self.next_hdr.code(), self.flags());
         packet.set_clear_psn_offset(self.clear_psn_offset);
