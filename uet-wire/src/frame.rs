@@ -10,6 +10,7 @@ use core::ops::Range;
 
 use crate::encap::{EncapConfig, Headers, parse_l2_l4};
 use crate::error::Result;
+use crate::pds::ack;
 use crate::pds::prologue::NextHeader;
 use crate::pds::req::{self, ReliableMode};
 use crate::pds::{PdsRepr, PdsType, TssRepr, parse_with_tss};
@@ -51,10 +52,35 @@ pub struct UetPacket<'a> {
 /// (ICV excluded) without decryption.
 #[inline]
 pub fn parse_uet(bytes: &[u8], truncated: bool) -> Result<UetPacket<'_>> {
-    if !truncated && let Some(p) = parse_common_request(bytes) {
+    if !truncated && let Some(p) = parse_common_request(bytes).or_else(|| parse_common_ack(bytes)) {
         return Ok(p);
     }
     parse_uet_general(bytes, truncated)
+}
+
+/// The other first step of [`parse_uet`]: an ACK_CC without SES response,
+/// parsed by the ACK parser on a fixed-size view of its 32 bytes, without
+/// the prologue parse and the dispatch over every type. `None` for
+/// anything else (the general parser then decides). Where it answers, it
+/// gives exactly what the general parser gives (tested).
+#[inline(never)]
+fn parse_common_ack(bytes: &[u8]) -> Option<UetPacket<'_>> {
+    let (head, _) = bytes.split_first_chunk::<{ ack::CC_HEADER_LEN }>()?;
+    let p = ack::Packet::new_unchecked(head);
+    if p.pds_type_raw() != PdsType::AckCc.code() || p.next_hdr_raw() != NextHeader::None.code() {
+        return None;
+    }
+    let a = ack::Repr::parse(&p).ok()?;
+    let hl = a.buffer_len();
+    Some(UetPacket {
+        tss: None,
+        pds: PdsRepr::Ack(a),
+        ses: None,
+        payload: bytes.get(hl..).unwrap_or_default(),
+        pds_offset: 0,
+        ses_offset: hl,
+        payload_offset: hl,
+    })
 }
 
 /// The first step of [`parse_uet`]: the common data packet, a RUD_REQ or
@@ -502,11 +528,35 @@ mod tests {
         }
     }
 
+    /// An ACK_CC without SES response takes the ACK step; with one (or
+    /// trimmed) it does not.
+    #[test]
+    fn ack_step_takes_plain_ack_cc() {
+        // ACK_CC (credit state), as in the ack.rs golden vector, plus 3 bytes.
+        let mut b = vec![
+            0x40, 0x02, 0x00, 0x00, 0x00, 0x00, 0x03, 0xe8, 0x00, 0x07, 0x00, 0x05, //
+            0x10, 0x00, 0x00, 0x00, //
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, //
+            0x00, 0x61, 0xa8, 0x00, 0x00, 0x00, 0x00, 0x00, 1, 2, 3,
+        ];
+        let general = parse_uet_general(&b, false).unwrap();
+        assert_eq!(parse_common_ack(&b), Some(general));
+        assert_eq!(parse_uet(&b, false).unwrap(), general);
+        assert_eq!(general.payload, &[1, 2, 3]);
+        assert_eq!(parse_uet(&b, true), parse_uet_general(&b, true));
+        // next_hdr = UET_HDR_RESPONSE: the general parser reads the SES part.
+        let mut pro = crate::pds::prologue::Packet::new_unchecked(&mut b[..2]);
+        let (ty, flags) = (pro.type_raw(), pro.flags());
+        pro.set(ty, NextHeader::Response.code(), flags);
+        assert_eq!(parse_common_ack(&b), None);
+        assert_eq!(parse_uet(&b, false), parse_uet_general(&b, false));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: fuzz_cases(), ..ProptestConfig::default() })]
 
-        /// The common-request first step of `parse_uet` gives what the
-        /// general parser gives wherever it answers; `parse_uet` as a whole
+        /// The first steps of `parse_uet` (common request, ACK_CC) give
+        /// what the general parser gives wherever they answer; `parse_uet` as a whole
         /// gives what the general parser gives on valid packets, flipped
         /// bytes and cuts.
         #[test]
@@ -527,6 +577,9 @@ mod tests {
                 b.truncate(c.index(b.len() + 1));
             }
             if let Some(fast) = parse_common_request(&b) {
+                prop_assert_eq!(Ok(fast), parse_uet_general(&b, false));
+            }
+            if let Some(fast) = parse_common_ack(&b) {
                 prop_assert_eq!(Ok(fast), parse_uet_general(&b, false));
             }
             prop_assert_eq!(parse_uet(&b, trimmed), parse_uet_general(&b, trimmed));
