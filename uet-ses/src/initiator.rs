@@ -254,6 +254,7 @@ impl OutgoingMessage {
     }
 
     /// `(message_offset, payload bytes)` of packet `i`.
+    #[inline]
     fn span(&self, i: usize) -> Option<(u32, u32)> {
         if i >= self.count {
             return None;

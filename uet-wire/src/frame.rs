@@ -111,7 +111,7 @@ fn parse_common_request(bytes: &[u8]) -> Option<UetPacket<'_>> {
         return None;
     }
     // Fails for the opcodes that need an extension header.
-    let ses = StandardRequest::new(StandardRepr::decode(&s), None).ok()?;
+    let ses = StandardRequest::without_ext(StandardRepr::decode(&s))?;
     Some(UetPacket {
         tss: None,
         pds: PdsRepr::Request(req::Repr::decode(&p, mode, NextHeader::RequestStd, None)),

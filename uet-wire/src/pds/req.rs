@@ -134,6 +134,7 @@ impl DpdcidField {
 
     /// Decodes the 16-bit slot given the `syn` flag.
     #[must_use]
+    #[inline]
     pub const fn from_wire(syn: bool, w: u16) -> Self {
         if syn {
             Self::Syn {
@@ -294,6 +295,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// Bytes 10-11 decoded according to the `syn` flag.
+    #[inline]
     pub fn dpdcid_field(&self) -> DpdcidField {
         DpdcidField::from_wire(self.syn(), self.dpdcid_raw())
     }

@@ -188,6 +188,15 @@ impl StandardRequest {
         }
     }
 
+    /// `new(header, None)` for the parsers' common case, built in place:
+    /// `None` if the opcode needs an extension header.
+    #[inline(always)]
+    pub(crate) fn without_ext(header: StandardRepr) -> Option<Self> {
+        ExtKind::for_request(header.opcode, None)
+            .is_none()
+            .then_some(Self { header, ext: None })
+    }
+
     /// The 44-byte header.
     #[must_use]
     pub const fn header(&self) -> &StandardRepr {
