@@ -2305,10 +2305,19 @@ impl Pds {
                 state: PdsAckState::Cc(state),
             }),
         };
-        let repr = PdsRepr::Ack(ack);
-        let hl = repr.buffer_len();
+        let hl = ack.buffer_len();
         let mut len = hl;
-        repr.emit(buf.get_mut(..hl)?);
+        // Straight to the ACK view (what `PdsRepr::emit` does after its
+        // dispatch on the type); the usual ACK_CC through a fixed-size view,
+        // so that no field write checks the length again.
+        use uet_wire::pds::ack::{CC_HEADER_LEN, Packet};
+        if hl == CC_HEADER_LEN {
+            ack.emit(&mut Packet::new_unchecked(
+                buf.first_chunk_mut::<CC_HEADER_LEN>()?,
+            ));
+        } else {
+            ack.emit(&mut Packet::new_unchecked(buf.get_mut(..hl)?));
+        }
         if let Some((_, resp)) = response {
             let rl = resp.buffer_len();
             let out = buf.get_mut(hl..hl + rl)?;
