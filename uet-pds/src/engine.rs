@@ -2195,18 +2195,25 @@ impl Pds {
         let mut spins = self.active.len();
         while spins > 0 {
             spins -= 1;
-            let Some(id) = self.active.pop_front() else {
+            // `write_data` neither schedules nor reads `scheduled`, so the
+            // PDC is only taken off the queue once its fate is known.
+            let Some(&id) = self.active.front() else {
                 break;
             };
-            if let Some(p) = self.pdcs.get_mut(&id) {
-                p.scheduled = false;
-            }
-            if let Some(t) = self.write_data(now, id, buf, upper) {
-                // Round robin: the PDC goes to the back while it has work.
-                if self.pdcs.get(&id).is_some_and(Pdc::has_tx_work) {
-                    self.schedule(id);
+            let t = self.write_data(now, id, buf, upper);
+            match self.pdcs.get_mut(&id) {
+                // Round robin: the PDC goes to the back while it has work
+                // (it stays scheduled).
+                Some(p) if t.is_some() && p.has_tx_work() => self.active.rotate_left(1),
+                p => {
+                    self.active.pop_front();
+                    if let Some(p) = p {
+                        p.scheduled = false;
+                    }
                 }
-                return Some(t);
+            }
+            if t.is_some() {
+                return t;
             }
         }
         None
