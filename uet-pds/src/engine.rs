@@ -1334,7 +1334,33 @@ impl Pds {
 
     /// Finds or creates the PDC a request or CP belongs to (§2.12 target
     /// lookup by {src, spdcid}; established PDCs by our own ID).
+    #[inline]
     fn lookup_for_rx(
+        &mut self,
+        now: Instant,
+        meta: &RxMeta,
+        spdcid: Option<PdcId>,
+        dpdcid: DpdcidField,
+        psn: Psn,
+        mode: ReliableMode,
+    ) -> Option<PdcId> {
+        // The usual case, decided here without the call: an established
+        // PDC addressed by our ID, from its peer's PDC, in its mode (what
+        // the full lookup accepts with nothing to set up or refuse).
+        if let (Some(sp), DpdcidField::Dpdcid(Some(id))) = (spdcid, dpdcid)
+            && let Some(p) = self.pdcs.get_mut(&id)
+            && p.peer == meta.src
+            && p.peer_id == Some(sp)
+            && p.mode == mode
+        {
+            p.last_activity = now;
+            return Some(id);
+        }
+        self.lookup_for_rx_full(now, meta, spdcid, dpdcid, psn, mode)
+    }
+
+    /// [`Pds::lookup_for_rx`] for every case.
+    fn lookup_for_rx_full(
         &mut self,
         now: Instant,
         meta: &RxMeta,
@@ -1445,6 +1471,7 @@ impl Pds {
     }
 
     /// Makes sure the PDC has its receive half; validates SYN start PSNs.
+    #[inline]
     fn rx_half(
         p: &mut Pdc,
         dpdcid: DpdcidField,
