@@ -389,6 +389,7 @@ impl RxHalf {
         }
     }
 
+    #[inline]
     fn clear_to(&mut self, clear_psn: Psn) {
         if clear_psn.is_after(self.cleared) {
             self.cleared = clear_psn;

@@ -171,7 +171,9 @@ impl<T> TxLedger<T> {
         }
         // Looked at in place, then dropped together (no move per entry).
         let n = d as usize + 1;
-        self.entries.range(..n).for_each(&mut f);
+        for e in self.entries.range(..n) {
+            f(e);
+        }
         self.entries.drain(..n);
         self.una = cack.next();
         true
