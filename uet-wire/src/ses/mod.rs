@@ -401,6 +401,7 @@ impl SesRepr {
     /// requests, the `payload_length` field for responses with data, 0 for a
     /// plain response. The caller checks the result against the bytes it has.
     #[must_use]
+    #[inline]
     pub fn payload_len(&self, packet_payload_len: usize) -> usize {
         match self {
             Self::Small(r) => r.payload_len(packet_payload_len),
