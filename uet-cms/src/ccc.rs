@@ -298,12 +298,14 @@ impl Ccc {
 
     /// The RCCC credit target to advertise now (cumulative, §5.3), capped
     /// at cwnd + MTU when NSCC is also on.
+    #[inline]
     pub fn credit_target(&self) -> Option<Credit24> {
+        let r = self.rccc.as_ref()?;
         let cap = self
             .nscc
             .as_ref()
             .map(|n| n.cwnd() + u64::from(self.config.mtu));
-        self.rccc.as_ref().map(|r| r.credit_target(cap))
+        Some(r.credit_target(cap))
     }
 
     /// A CREDIT_REQ payload when RCCC's credit timeout says the source needs
@@ -386,6 +388,7 @@ impl Ccc {
 
     /// `CanSend`: whether a packet of `bytes` may leave now — the AND of the
     /// enabled algorithms (§5.1), and PFT's pacing when it throttles.
+    #[inline]
     pub fn can_send(&self, now: Instant, bytes: u32) -> bool {
         let b = u64::from(bytes);
         let window_ok = match self.config.algorithm {
@@ -410,6 +413,7 @@ impl Ccc {
     }
 
     /// `OnSend`: a packet of `bytes` left (a retransmission if `is_rtx`).
+    #[inline]
     pub fn on_send(&mut self, now: Instant, bytes: u64, is_rtx: bool) {
         if is_rtx {
             self.rtx_backlog = self.rtx_backlog.saturating_sub(bytes);
@@ -582,6 +586,7 @@ impl Ccc {
         self.rtx_backlog = self.rtx_backlog.saturating_add(bytes);
     }
 
+    #[inline]
     fn update_state(&mut self, now: Instant) {
         // NSCC's own inflight follows the destination's byte counts; it may
         // not claim more than the ledger has outstanding (`clamp_inflight`).

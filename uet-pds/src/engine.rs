@@ -43,6 +43,7 @@ use uet_wire::{
 use crate::config::PdsConfig;
 use crate::counters::{Counters, DropReason};
 use crate::pdc_table::PdcTable;
+use crate::pkt_queue::PktQueue;
 use crate::rx_window::{RxOutcome, RxWindow};
 use crate::tail_probe::TailProbe;
 use crate::tx_ledger::{TxEntry, TxLedger};
@@ -122,6 +123,14 @@ pub trait Upper {
     fn on_request(&mut self, now: Instant, rx: &RxRequest<'_>) -> Reply;
     /// One of our packets was acknowledged (exactly once per packet).
     fn on_acked(&mut self, now: Instant, pkt: PktRef);
+    /// The packets one cumulative ACK acknowledged, in PSN order: the same
+    /// as [`Upper::on_acked`] for each in turn (the default), which an
+    /// implementation may do once per run of packets of one token.
+    fn on_acked_all(&mut self, now: Instant, pkts: &[PktRef]) {
+        for &pkt in pkts {
+            self.on_acked(now, pkt);
+        }
+    }
     /// An ACK carried an SES response for one of our packets.
     fn on_response(&mut self, now: Instant, pkt: PktRef, response: &SesRepr, data: &[u8]);
     /// The engine gave up on one of our packets (also on packets already
@@ -381,6 +390,7 @@ impl RxHalf {
         }
     }
 
+    #[inline]
     fn clear_to(&mut self, clear_psn: Psn) {
         if clear_psn.is_after(self.cleared) {
             self.cleared = clear_psn;
@@ -409,7 +419,7 @@ struct Pdc {
     /// When an RTO last let a packet of this PDC pass closed congestion
     /// control.
     forced_at: Option<Instant>,
-    queue: VecDeque<PktRef>,
+    queue: PktQueue,
     clear_needed: bool,
     /// The last CLEAR_PSN sent in a CLEAR CP: another is sent only when
     /// CLEAR_PSN moves past it.
@@ -447,11 +457,7 @@ impl Pdc {
     /// edge of the initiator's unACKed window − 1"). SACKed or answered
     /// packets count as delivered.
     fn clear_psn(&self) -> Psn {
-        self.ledger
-            .iter()
-            .find(|e| !e.sacked)
-            .map_or_else(|| self.ledger.next_psn(), |e| e.psn)
-            .sub(1)
+        self.ledger.first_unsacked_psn().sub(1)
     }
 
     fn has_tx_work(&self) -> bool {
@@ -500,6 +506,9 @@ pub struct Pds {
     /// Scratch lists reused for every ACK (no allocation per packet):
     /// EVs of newly acknowledged packets, and packets presumed lost.
     scratch_evs: Vec<EntropyValue>,
+    /// The packets of one cumulative ACK, handed up together (kept to reuse
+    /// its allocation).
+    scratch_acked: Vec<PktRef>,
     scratch_lost: Vec<(u64, EntropyValue)>,
     scratch_ids: Vec<PdcId>,
     events: VecDeque<PdsEvent>,
@@ -551,6 +560,7 @@ impl Pds {
             rccc_rx,
             rccc_pdc: HashMap::default(),
             scratch_evs: Vec::new(),
+            scratch_acked: Vec::new(),
             scratch_lost: Vec::new(),
             scratch_ids: Vec::new(),
             events: VecDeque::new(),
@@ -633,7 +643,7 @@ impl Pds {
             start,
             established: false,
             ledger: TxLedger::new(start),
-            queue: VecDeque::new(),
+            queue: PktQueue::new(),
             clear_needed: false,
             forced_at: None,
             clear_sent: None,
@@ -672,14 +682,15 @@ impl Pds {
         if p.closing {
             return Err(OpenError::Closing);
         }
-        let before = p.queue.len();
+        let mut pushed = false;
         let mut bytes = 0u64;
         for pkt in pkts {
             bytes += u64::from(self.config.nominal(pkt.len));
             p.queue.push_back(pkt);
+            pushed = true;
         }
         p.last_activity = now;
-        if p.queue.len() > before {
+        if pushed {
             let key = p.ccc;
             self.ensure_ccc(now, key.0, key.1);
             if let Some(c) = self.cccs.get_mut(&key) {
@@ -687,6 +698,39 @@ impl Pds {
             }
             self.schedule(pdc);
         }
+        Ok(())
+    }
+
+    /// [`Pds::enqueue`] of one whole message in O(1): packets `frag` 0 to
+    /// `count - 1` of `token`, each `len` bytes of SES header and payload
+    /// except the last (`last_len`, with `last` set). Nothing is queued for
+    /// `count` 0.
+    pub fn enqueue_message(
+        &mut self,
+        now: Instant,
+        pdc: PdcId,
+        token: u64,
+        count: u32,
+        len: u32,
+        last_len: u32,
+    ) -> Result<(), OpenError> {
+        let p = self.pdcs.get_mut(&pdc).ok_or(OpenError::UnknownPdc)?;
+        if p.closing {
+            return Err(OpenError::Closing);
+        }
+        p.last_activity = now;
+        if count == 0 {
+            return Ok(());
+        }
+        let bytes = u64::from(count - 1) * u64::from(self.config.nominal(len))
+            + u64::from(self.config.nominal(last_len));
+        p.queue.push_message(token, count, len, last_len);
+        let key = p.ccc;
+        self.ensure_ccc(now, key.0, key.1);
+        if let Some(c) = self.cccs.get_mut(&key) {
+            c.on_new_data(now, bytes);
+        }
+        self.schedule(pdc);
         Ok(())
     }
 
@@ -1000,7 +1044,7 @@ impl Pds {
                 upper.on_failed(now, pkt, error);
             }
         }
-        for pkt in p.queue.drain(..) {
+        for pkt in p.queue.drain() {
             withdrawn += u64::from(self.config.nominal(pkt.len));
             upper.on_failed(now, pkt, error);
         }
@@ -1197,20 +1241,23 @@ impl Pds {
         bytes: &[u8],
         upper: &mut impl Upper,
     ) {
-        let Ok(pkt) = uet_wire::parse_uet(bytes, meta.trimmed.is_some()) else {
+        // Borrowed from the result, not moved out of it (a move is a
+        // memcpy of the whole parsed packet).
+        let parsed = uet_wire::parse_uet(bytes, meta.trimmed.is_some());
+        let Ok(pkt) = &parsed else {
             self.counters.drop(DropReason::Malformed);
             return;
         };
-        match pkt.pds {
+        match &pkt.pds {
             PdsRepr::Request(r) => {
-                self.on_request(now, meta, &r, pkt.ses.as_ref(), pkt.payload, upper);
+                self.on_request(now, meta, r, pkt.ses.as_ref(), pkt.payload, upper);
             }
             PdsRepr::Ack(a) => {
                 let data_off = pkt.payload;
-                self.on_ack(now, meta, &a, pkt.ses.as_ref(), data_off, upper);
+                self.on_ack(now, meta, a, pkt.ses.as_ref(), data_off, upper);
             }
-            PdsRepr::Nack(n) => self.on_nack(now, meta, &n, upper),
-            PdsRepr::Cp(c) => self.on_cp(now, meta, &c, upper),
+            PdsRepr::Nack(n) => self.on_nack(now, meta, n, upper),
+            PdsRepr::Cp(c) => self.on_cp(now, meta, c, upper),
             PdsRepr::Uud(_) => {
                 if meta.trimmed.is_some() {
                     self.counters.drop(DropReason::Trimmed);
@@ -1227,7 +1274,7 @@ impl Pds {
                 };
                 let _ = upper.on_request(now, &rx);
             }
-            PdsRepr::Rudi(r) => self.on_rudi(now, meta, &r, pkt.ses.as_ref(), pkt.payload, upper),
+            PdsRepr::Rudi(r) => self.on_rudi(now, meta, r, pkt.ses.as_ref(), pkt.payload, upper),
         }
     }
 
@@ -1338,7 +1385,33 @@ impl Pds {
 
     /// Finds or creates the PDC a request or CP belongs to (§2.12 target
     /// lookup by {src, spdcid}; established PDCs by our own ID).
+    #[inline]
     fn lookup_for_rx(
+        &mut self,
+        now: Instant,
+        meta: &RxMeta,
+        spdcid: Option<PdcId>,
+        dpdcid: DpdcidField,
+        psn: Psn,
+        mode: ReliableMode,
+    ) -> Option<PdcId> {
+        // The usual case, decided here without the call: an established
+        // PDC addressed by our ID, from its peer's PDC, in its mode (what
+        // the full lookup accepts with nothing to set up or refuse).
+        if let (Some(sp), DpdcidField::Dpdcid(Some(id))) = (spdcid, dpdcid)
+            && let Some(p) = self.pdcs.get_mut(&id)
+            && p.peer == meta.src
+            && p.peer_id == Some(sp)
+            && p.mode == mode
+        {
+            p.last_activity = now;
+            return Some(id);
+        }
+        self.lookup_for_rx_full(now, meta, spdcid, dpdcid, psn, mode)
+    }
+
+    /// [`Pds::lookup_for_rx`] for every case.
+    fn lookup_for_rx_full(
         &mut self,
         now: Instant,
         meta: &RxMeta,
@@ -1397,7 +1470,7 @@ impl Pds {
                         },
                         established: false,
                         ledger: TxLedger::new(Psn(0)),
-                        queue: VecDeque::new(),
+                        queue: PktQueue::new(),
                         clear_needed: false,
                         forced_at: None,
                         clear_sent: None,
@@ -1450,6 +1523,7 @@ impl Pds {
     }
 
     /// Makes sure the PDC has its receive half; validates SYN start PSNs.
+    #[inline]
     fn rx_half(
         p: &mut Pdc,
         dpdcid: DpdcidField,
@@ -1802,14 +1876,16 @@ impl Pds {
                 }
             });
         }
+        let mut acked = core::mem::take(&mut self.scratch_acked);
+        acked.clear();
         p.ledger.ack_cumulative(cack, |e| match e.token {
             TxItem::Data(pkt) => {
-                if let CcShare::Rtx(b) = CcShare::of(cfg, &e) {
+                if let CcShare::Rtx(b) = CcShare::of(cfg, e) {
                     cancelled_bytes += b;
                     cancelled_pkts += 1;
                 }
                 if !e.sacked {
-                    note_tx(&e);
+                    note_tx(e);
                     good_evs.push(e.ev);
                     newest_delivered =
                         Some(newest_delivered.map_or(e.sent_at, |t| t.max(e.sent_at)));
@@ -1817,11 +1893,15 @@ impl Pds {
                     acked_pkts += 1;
                     tx_time = Some(e.sent_at);
                     rtx_count = e.rtx_count;
-                    upper.on_acked(now, pkt);
+                    acked.push(pkt);
                 }
             }
             TxItem::Close => closed = true,
         });
+        if !acked.is_empty() {
+            upper.on_acked_all(now, &acked);
+        }
+        self.scratch_acked = acked;
         if let Some(t) = rtt_from {
             p.ledger.note_delivered_once(t);
             p.tail.on_rtt_sample(now - t);
@@ -2242,8 +2322,14 @@ impl Pds {
         buf: &mut [u8],
         upper: &mut impl Upper,
     ) -> Option<Transmit> {
-        self.queue_grants();
-        self.send_credit_requests(now);
+        // Without RCCC (the common case) neither has anything to do: the
+        // checks are here so that no call is made for them.
+        if self.rccc_rx.is_some() {
+            self.queue_grants();
+        }
+        if self.config.ccc.algorithm.has_rccc() {
+            self.send_credit_requests(now);
+        }
         if let Some(c) = self.ctl.pop_front() {
             return self.write_ctl(c, buf);
         }
@@ -2261,18 +2347,25 @@ impl Pds {
         let mut spins = self.active.len();
         while spins > 0 {
             spins -= 1;
-            let Some(id) = self.active.pop_front() else {
+            // `write_data` neither schedules nor reads `scheduled`, so the
+            // PDC is only taken off the queue once its fate is known.
+            let Some(&id) = self.active.front() else {
                 break;
             };
-            if let Some(p) = self.pdcs.get_mut(&id) {
-                p.scheduled = false;
-            }
-            if let Some(t) = self.write_data(now, id, buf, upper) {
-                // Round robin: the PDC goes to the back while it has work.
-                if self.pdcs.get(&id).is_some_and(Pdc::has_tx_work) {
-                    self.schedule(id);
+            let t = self.write_data(now, id, buf, upper);
+            match self.pdcs.get_mut(&id) {
+                // Round robin: the PDC goes to the back while it has work
+                // (it stays scheduled).
+                Some(p) if t.is_some() && p.has_tx_work() => self.active.rotate_left(1),
+                p => {
+                    self.active.pop_front();
+                    if let Some(p) = p {
+                        p.scheduled = false;
+                    }
                 }
-                return Some(t);
+            }
+            if t.is_some() {
+                return t;
             }
         }
         None
@@ -2379,10 +2472,19 @@ impl Pds {
                 state: PdsAckState::Cc(state),
             }),
         };
-        let repr = PdsRepr::Ack(ack);
-        let hl = repr.buffer_len();
+        let hl = ack.buffer_len();
         let mut len = hl;
-        repr.emit(buf.get_mut(..hl)?);
+        // Straight to the ACK view (what `PdsRepr::emit` does after its
+        // dispatch on the type); the usual ACK_CC through a fixed-size view,
+        // so that no field write checks the length again.
+        use uet_wire::pds::ack::{CC_HEADER_LEN, Packet};
+        if hl == CC_HEADER_LEN {
+            ack.emit(&mut Packet::new_unchecked(
+                buf.first_chunk_mut::<CC_HEADER_LEN>()?,
+            ));
+        } else {
+            ack.emit(&mut Packet::new_unchecked(buf.get_mut(..hl)?));
+        }
         if let Some((_, resp)) = response {
             let rl = resp.buffer_len();
             let out = buf.get_mut(hl..hl + rl)?;
@@ -2597,7 +2699,7 @@ impl Pds {
             return Some(Transmit::control(&self.config, p.peer, CONTROL_EV, len));
         }
         // 3. New data, within the MPR window, the SYN range and the CCC.
-        let pkt = *p.queue.front()?;
+        let pkt = p.queue.front()?;
         let next = p.ledger.next_psn();
         let in_flight = next.diff(p.ledger.una()) as u32;
         if in_flight >= range {
@@ -2690,7 +2792,7 @@ impl Pds {
                 let hl = if cc.is_some() { 16 } else { 12 };
                 let ses = buf.get_mut(hl..hl + pkt.len as usize)?;
                 let nh = upper.write_request(now, &pkt, ses);
-                let repr = PdsRepr::Request(PdsRequestRepr {
+                let repr = PdsRequestRepr {
                     mode: p.mode,
                     next_hdr: nh,
                     retx,
@@ -2700,8 +2802,18 @@ impl Pds {
                     spdcid: Some(p.id),
                     dpdcid: dst,
                     cc,
-                });
-                repr.emit(buf.get_mut(..hl)?);
+                };
+                // Straight to the request view (what `PdsRepr::emit` does
+                // after its dispatch on the type), sized at compile time so
+                // that no field write checks the length again.
+                use uet_wire::pds::req::{CC_HEADER_LEN, HEADER_LEN, Packet};
+                if cc.is_some() {
+                    let head = buf.first_chunk_mut::<CC_HEADER_LEN>()?;
+                    repr.emit(&mut Packet::new_unchecked(head));
+                } else {
+                    let head = buf.first_chunk_mut::<HEADER_LEN>()?;
+                    repr.emit(&mut Packet::new_unchecked(head));
+                }
                 if p.clear_needed && clear_off != i16::MIN {
                     // The request carried the CLEAR.
                     p.clear_needed = false;
@@ -2720,6 +2832,7 @@ impl Pds {
 /// The `req_cc_state` of a request when the CCC runs RCCC: its cumulative
 /// credit target, and `ccc_id` = the traffic class (a source has one CCC per
 /// destination and class, so (source, class) names it at the target).
+#[inline]
 fn req_cc_state(ccc: &Ccc, tc: TrafficClass) -> Option<ReqCcState> {
     ccc.credit_target().map(|credit_target| ReqCcState {
         ccc_id: CccId::from_masked(tc.get()),

@@ -16,6 +16,7 @@ pub mod config;
 pub mod counters;
 pub mod engine;
 mod pdc_table;
+mod pkt_queue;
 pub mod rx_window;
 mod tail_probe;
 pub mod tx_ledger;

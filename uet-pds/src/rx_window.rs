@@ -88,6 +88,7 @@ impl RxWindow {
 
     /// Classifies `psn` without recording it.
     #[must_use]
+    #[inline]
     pub fn classify(&self, psn: Psn) -> RxOutcome {
         let d = psn.diff(self.base);
         if d < 0 {
@@ -106,6 +107,7 @@ impl RxWindow {
     }
 
     /// Records an arrival; returns what it was. Only `New` changes state.
+    #[inline]
     pub fn receive(&mut self, psn: Psn) -> RxOutcome {
         // In order with nothing received beyond `base`: no bit is set (set
         // bits lie in `base..=highest`), so the packet is new and `base`
@@ -155,6 +157,7 @@ impl RxWindow {
 
     /// Whether any PSN after `base` has arrived (there is a gap).
     #[must_use]
+    #[inline]
     pub fn has_gap(&self) -> bool {
         self.highest.diff(self.base) >= 0
     }

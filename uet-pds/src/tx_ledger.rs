@@ -153,6 +153,20 @@ impl<T> TxLedger<T> {
         Some(e)
     }
 
+    /// The first PSN not SACKed: the oldest entry's in the usual case
+    /// (looked at first, without an iterator), `next_psn` if all are.
+    #[must_use]
+    pub fn first_unsacked_psn(&self) -> Psn {
+        match self.entries.front() {
+            Some(e) if !e.sacked => e.psn,
+            _ => self
+                .entries
+                .iter()
+                .find(|e| !e.sacked)
+                .map_or_else(|| self.next_psn(), |e| e.psn),
+        }
+    }
+
     /// Iterates over the entries in PSN order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &TxEntry<T>> {
         self.entries.iter()
@@ -168,16 +182,17 @@ impl<T> TxLedger<T> {
     /// acknowledged and removed; `f` sees each removed entry (already-SACKed
     /// ones too, flagged by `sacked`). A `cack` before `una` or beyond what
     /// was sent changes nothing and returns false.
-    pub fn ack_cumulative(&mut self, cack: Psn, mut f: impl FnMut(TxEntry<T>)) -> bool {
+    pub fn ack_cumulative(&mut self, cack: Psn, mut f: impl FnMut(&TxEntry<T>)) -> bool {
         let d = cack.diff(self.una);
         if d < 0 || d as usize >= self.entries.len() {
             return false;
         }
-        for _ in 0..=d {
-            if let Some(e) = self.entries.pop_front() {
-                f(e);
-            }
+        // Looked at in place, then dropped together (no move per entry).
+        let n = d as usize + 1;
+        for e in self.entries.range(..n) {
+            f(e);
         }
+        self.entries.drain(..n);
         self.una = cack.next();
         true
     }

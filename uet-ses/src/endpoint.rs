@@ -194,6 +194,28 @@ impl<M> core::fmt::Debug for Core<M> {
 }
 
 impl<M: RegisteredMemory> Core<M> {
+    /// `n` packets of `token` acknowledged: exactly what `n` calls of
+    /// `on_acked` do, with one slot lookup. The slot lives until `pending`
+    /// reaches 0 once it is done (at the latest after the first call);
+    /// calls after it went count as stray.
+    fn acked_run(&mut self, token: u64, n: usize) {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        let (pending, done) = match self.slots.get_mut(&token) {
+            Some(Slot::Out { pending, done, .. }) => (pending, *done),
+            Some(Slot::ReadBack { pending, .. }) => (pending, true),
+            None => {
+                self.counters.stray += u64::from(n);
+                return;
+            }
+        };
+        let live = if done { (*pending).max(1).min(n) } else { n };
+        *pending = pending.saturating_sub(live);
+        if done && *pending == 0 {
+            self.slots.remove(&token);
+            self.counters.stray += u64::from(n - live);
+        }
+    }
+
     fn finish(&mut self, token: u64) {
         let Some(Slot::Out {
             id,
@@ -387,6 +409,12 @@ impl<M: RegisteredMemory> Upper for Core<M> {
         };
         if gone {
             self.slots.remove(&pkt.token);
+        }
+    }
+
+    fn on_acked_all(&mut self, _now: Instant, pkts: &[PktRef]) {
+        for run in pkts.chunk_by(|a, b| a.token == b.token) {
+            self.acked_run(run[0].token, run.len());
         }
     }
 
@@ -614,14 +642,9 @@ impl<M: RegisteredMemory> Endpoint<M> {
         let id = OpId(self.core.next_op);
         self.core.next_op += 1;
         let n = msg.packet_count();
-        let pkts: Vec<PktRef> = (0..n)
-            .map(|i| PktRef {
-                token,
-                frag: i as u32,
-                len: msg.packet_len(i).unwrap_or(0) as u32,
-                last: i + 1 == n,
-            })
-            .collect();
+        // Queued as one message (frags 0..n, only the last one shorter): no
+        // list of the packets is built.
+        let (len, last_len) = msg.packet_lens();
         let sink = msg.read_sink();
         if sink.is_some() {
             self.core.reads.insert(mid, token);
@@ -639,7 +662,10 @@ impl<M: RegisteredMemory> Endpoint<M> {
                 done: false,
             },
         );
-        if self.pds.enqueue(now, pdc, pkts).is_err() {
+        let queued =
+            self.pds
+                .enqueue_message(now, pdc, token, n as u32, len as u32, last_len as u32);
+        if queued.is_err() {
             self.core.slots.remove(&token);
             self.core.in_flight_msgs.remove(&mid);
             self.core.reads.remove(&mid);
@@ -758,6 +784,82 @@ impl<M: RegisteredMemory> Endpoint<M> {
                 }
                 _ => {}
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::initiator::RemoteAddr;
+    use crate::testutil::{addr, msg_id};
+    use crate::types::{LocalBuf, LocalRegion, MemoryKey};
+
+    /// An endpoint whose slot `t` holds `Some((pending, done))` or nothing.
+    fn with_slots(slots: &[Option<(u32, bool)>]) -> Endpoint<Vec<u8>> {
+        let mut ep = Endpoint::<Vec<u8>>::new(EndpointConfig::default(), 1);
+        let op = Operation::Write {
+            dst: RemoteAddr {
+                region: addr(1),
+                generation: uet_wire::RiGeneration::from_masked(0),
+                key: MemoryKey(1),
+                offset: 0,
+            },
+            src: LocalBuf::new(LocalRegion(0), 0),
+            len: 64,
+            header_data: None,
+        };
+        for (t, s) in slots.iter().enumerate() {
+            if let Some((pending, done)) = *s {
+                let msg = OutgoingMessage::new(op, msg_id(1), 1024).unwrap();
+                let slot = Slot::Out {
+                    id: OpId(t as u64),
+                    pdc: PdcId::new(1).unwrap(),
+                    msg,
+                    pending,
+                    result: None,
+                    sink: None,
+                    done,
+                };
+                ep.core.slots.insert(t as u64, slot);
+            }
+        }
+        ep
+    }
+
+    fn state(ep: &Endpoint<Vec<u8>>, n: usize) -> (Vec<Option<u32>>, u64) {
+        let slots = (0..n as u64)
+            .map(|t| match ep.core.slots.get(&t) {
+                Some(Slot::Out { pending, .. } | Slot::ReadBack { pending, .. }) => Some(*pending),
+                None => None,
+            })
+            .collect();
+        (slots, ep.core.counters.stray)
+    }
+
+    proptest! {
+        /// `on_acked_all` (one lookup per run of a token) leaves the slots
+        /// and the stray counter exactly as `on_acked` per packet does.
+        #[test]
+        fn acked_runs_match_acked_packets(
+            slots in proptest::collection::vec(proptest::option::of((0u32..6, any::<bool>())), 4),
+            tokens in proptest::collection::vec(0u64..5, 0..24),
+        ) {
+            let pkts: Vec<PktRef> = tokens
+                .iter()
+                .enumerate()
+                .map(|(i, &token)| PktRef { token, frag: i as u32, len: 64, last: false })
+                .collect();
+            let now = Instant::ZERO;
+            let mut one = with_slots(&slots);
+            for &p in &pkts {
+                one.core.on_acked(now, p);
+            }
+            let mut all = with_slots(&slots);
+            all.core.on_acked_all(now, &pkts);
+            prop_assert_eq!(state(&one, 5), state(&all, 5));
         }
     }
 }

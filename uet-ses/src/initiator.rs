@@ -31,7 +31,7 @@
 use uet_wire::pds::NextHeader;
 use uet_wire::ses::{
     Opcode, RequestFlags, ResponseOpcode, ReturnCode, SES_STANDARD_HEADER_LEN, SesResponseDataRepr,
-    SesResponseRepr, SesStandardRepr, SomFields, StandardRequest,
+    SesResponseRepr, SesStandardPacket, SesStandardRepr, SomFields, StandardRequest,
 };
 use uet_wire::{Len14, MessageId, RiGeneration};
 
@@ -182,6 +182,11 @@ pub struct OutgoingMessage {
     /// Payload bytes per packet.
     chunk: u32,
     count: usize,
+    /// The SES header of packet 1 (`None` for a single-packet message, or
+    /// one without a valid header). Packets after the first differ only in
+    /// `eom`, `payload_length` and `message_offset`, so `write_packet`
+    /// copies this and patches those three instead of emitting every field.
+    template: Option<[u8; SES_STANDARD_HEADER_LEN]>,
 }
 
 impl OutgoingMessage {
@@ -208,13 +213,25 @@ impl OutgoingMessage {
             initiator: InitiatorId::default(),
             chunk,
             count,
-        })
+            template: None,
+        }
+        .with_template())
     }
 
     /// Sets the `initiator` field every packet carries (default 0).
     #[must_use]
-    pub const fn with_initiator(mut self, initiator: InitiatorId) -> Self {
+    pub fn with_initiator(mut self, initiator: InitiatorId) -> Self {
         self.initiator = initiator;
+        self.with_template()
+    }
+
+    /// (Re)builds `template` from the other fields.
+    fn with_template(mut self) -> Self {
+        self.template = self.header(1).map(|h| {
+            let mut t = [0; SES_STANDARD_HEADER_LEN];
+            h.emit(&mut t);
+            t
+        });
         self
     }
 
@@ -237,6 +254,7 @@ impl OutgoingMessage {
     }
 
     /// `(message_offset, payload bytes)` of packet `i`.
+    #[inline]
     fn span(&self, i: usize) -> Option<(u32, u32)> {
         if i >= self.count {
             return None;
@@ -253,6 +271,14 @@ impl OutgoingMessage {
     pub fn packet_len(&self, i: usize) -> Option<usize> {
         let (_, n) = self.span(i)?;
         Some(SES_STANDARD_HEADER_LEN + n as usize)
+    }
+
+    /// `(length of every packet but the last, length of the last)`: only
+    /// the last packet can be shorter ([`OutgoingMessage::packet_len`]).
+    #[must_use]
+    pub fn packet_lens(&self) -> (usize, usize) {
+        let last = self.packet_len(self.count - 1).unwrap_or(0);
+        (self.packet_len(0).unwrap_or(last), last)
     }
 
     /// The header of packet `i`.
@@ -306,7 +332,12 @@ impl OutgoingMessage {
         buf: &mut [u8],
     ) -> Result<(NextHeader, usize), EmitError> {
         let (offset, n) = self.span(i).ok_or(EmitError::NoSuchPacket)?;
-        let header = self.header(i).ok_or(EmitError::NoSuchPacket)?;
+        // Packet 0 is the only SOM packet; the others patch the template.
+        let template = self.template.as_ref().filter(|_| i > 0);
+        let header = match template {
+            Some(_) => None,
+            None => Some(self.header(i).ok_or(EmitError::NoSuchPacket)?),
+        };
         let need = SES_STANDARD_HEADER_LEN + n as usize;
         if buf.len() < need {
             return Err(EmitError::BufferTooSmall { required: need });
@@ -320,8 +351,21 @@ impl OutgoingMessage {
                 return Err(EmitError::LocalOutOfBounds);
             }
         }
-        let (head, rest) = buf.split_at_mut(SES_STANDARD_HEADER_LEN);
-        header.emit(head);
+        // `buf` holds `need` bytes (checked above).
+        let (head, rest) = buf
+            .split_first_chunk_mut::<SES_STANDARD_HEADER_LEN>()
+            .ok_or(EmitError::BufferTooSmall { required: need })?;
+        match (header, template) {
+            (Some(h), _) => h.emit(head),
+            (None, Some(t)) => {
+                *head = *t;
+                let mut p = SesStandardPacket::new_unchecked(head);
+                p.set_eom(i + 1 == self.count);
+                // `n` is at most `chunk`, which fits 14 bits.
+                p.set_payload_length_offset(u16::try_from(n).unwrap_or(0), offset);
+            }
+            (None, None) => return Err(EmitError::NoSuchPacket),
+        }
         if let Some(out) = rest.get_mut(..n as usize) {
             local.read_at(self.op.local().offset + u64::from(offset), out);
         }

@@ -19,6 +19,7 @@ impl RangeSet {
     }
 
     /// Adds `[start, end)`; returns how many of its bytes were new.
+    #[inline]
     pub(crate) fn insert(&mut self, start: u64, end: u64) -> u64 {
         if start >= end {
             return 0;

@@ -10,8 +10,12 @@ use core::ops::Range;
 
 use crate::encap::{EncapConfig, Headers, parse_l2_l4};
 use crate::error::Result;
-use crate::pds::{PdsRepr, TssRepr, parse_with_tss};
-use crate::ses::SesRepr;
+use crate::pds::ack;
+use crate::pds::prologue::NextHeader;
+use crate::pds::req::{self, ReliableMode};
+use crate::pds::{PdsRepr, PdsType, TssRepr, parse_with_tss};
+use crate::ses::request::{STANDARD_HEADER_LEN, StandardPacket, StandardRepr, VERSION};
+use crate::ses::{Opcode, SesRepr, StandardRequest};
 
 /// Length of the TSS integrity tag that ends an encrypted packet (REFPROV
 /// AES-GCM ICV, `uet-spec-notes.md` §2.13).
@@ -48,6 +52,79 @@ pub struct UetPacket<'a> {
 /// (ICV excluded) without decryption.
 #[inline]
 pub fn parse_uet(bytes: &[u8], truncated: bool) -> Result<UetPacket<'_>> {
+    if !truncated && let Some(p) = parse_common_request(bytes).or_else(|| parse_common_ack(bytes)) {
+        return Ok(p);
+    }
+    parse_uet_general(bytes, truncated)
+}
+
+/// The other first step of [`parse_uet`]: an ACK_CC without SES response,
+/// parsed by the ACK parser on a fixed-size view of its 32 bytes, without
+/// the prologue parse and the dispatch over every type. `None` for
+/// anything else (the general parser then decides). Where it answers, it
+/// gives exactly what the general parser gives (tested).
+#[inline(never)]
+fn parse_common_ack(bytes: &[u8]) -> Option<UetPacket<'_>> {
+    let (head, _) = bytes.split_first_chunk::<{ ack::CC_HEADER_LEN }>()?;
+    let p = ack::Packet::new_unchecked(head);
+    if p.pds_type_raw() != PdsType::AckCc.code() || p.next_hdr_raw() != NextHeader::None.code() {
+        return None;
+    }
+    let a = ack::Repr::parse(&p).ok()?;
+    let hl = a.buffer_len();
+    Some(UetPacket {
+        tss: None,
+        pds: PdsRepr::Ack(a),
+        ses: None,
+        payload: bytes.get(hl..).unwrap_or_default(),
+        pds_offset: 0,
+        ses_offset: hl,
+        payload_offset: hl,
+    })
+}
+
+/// The first step of [`parse_uet`]: the common data packet, a RUD_REQ or
+/// ROD_REQ (no CC state, no TSS) carrying a standard SES request without
+/// extension header, decoded from fixed-size views of its 12 + 44 header
+/// bytes, so no per-field length checks and no dispatch on every type.
+/// `None` for anything else (including a bad SES version), which
+/// [`parse_uet_general`] then parses (or refuses) as before. Where it
+/// answers, it gives exactly what the general parser gives (tested).
+#[inline]
+fn parse_common_request(bytes: &[u8]) -> Option<UetPacket<'_>> {
+    let (pds, rest) = bytes.split_first_chunk::<{ req::HEADER_LEN }>()?;
+    let (ses, payload) = rest.split_first_chunk::<{ STANDARD_HEADER_LEN }>()?;
+    let p = req::Packet::new_unchecked(pds);
+    let ty = p.pds_type_raw();
+    let mode = if ty == PdsType::RudReq.code() {
+        ReliableMode::Rud
+    } else if ty == PdsType::RodReq.code() {
+        ReliableMode::Rod
+    } else {
+        return None;
+    };
+    if p.next_hdr_raw() != NextHeader::RequestStd.code() {
+        return None;
+    }
+    let s = StandardPacket::new_unchecked(ses);
+    if s.version() != VERSION || Opcode::from_u8(s.opcode_raw()).has_atomic_ext() {
+        return None;
+    }
+    // Fails for the opcodes that need an extension header.
+    let ses = StandardRequest::without_ext(StandardRepr::decode(&s))?;
+    Some(UetPacket {
+        tss: None,
+        pds: PdsRepr::Request(req::Repr::decode(&p, mode, NextHeader::RequestStd, None)),
+        ses: Some(SesRepr::Standard(ses)),
+        payload,
+        pds_offset: 0,
+        ses_offset: req::HEADER_LEN,
+        payload_offset: req::HEADER_LEN + STANDARD_HEADER_LEN,
+    })
+}
+
+/// [`parse_uet`] for every packet.
+fn parse_uet_general(bytes: &[u8], truncated: bool) -> Result<UetPacket<'_>> {
     let (tss, pds) = parse_with_tss(bytes)?;
     let pds_offset = tss.map_or(0, |t| t.buffer_len());
     let ses_offset = pds_offset + pds.header_len();
@@ -329,7 +406,7 @@ mod tests {
     #[test]
     fn next_hdr_none_has_no_ses() {
         let r = req::Repr {
-            mode: req::ReliableMode::Rud,
+            mode: ReliableMode::Rud,
             next_hdr: NextHeader::None,
             retx: false,
             ar: true,
@@ -384,8 +461,129 @@ mod tests {
             .unwrap_or(20_000)
     }
 
+    /// A RUD or ROD write request takes the common-request step; a CC
+    /// request, a bad SES version and a trimmed packet do not.
+    #[test]
+    fn common_request_step_takes_the_data_packets() {
+        let ses = crate::ses::SesStandardRepr {
+            opcode: Opcode::Write,
+            flags: crate::ses::RequestFlags {
+                dc: false,
+                ie: false,
+                rel: true,
+                eom: false,
+            },
+            hd: false,
+            som: SomFields::Continuation {
+                payload_length: crate::Len14::from_masked(8),
+                message_offset: 4096,
+            },
+            message_id: crate::MessageId::from_masked(9),
+            ri_generation: crate::RiGeneration::from_masked(1),
+            job_id: JobId::from_masked(7),
+            pid_on_fep: PidOnFep::from_masked(3),
+            resource_index: ResourceIndex::from_masked(12),
+            buffer_offset: 0,
+            initiator: 0,
+            memory_key: 0xabc,
+            request_length: 1 << 20,
+        };
+        for (mode, cc) in [
+            (ReliableMode::Rud, None),
+            (ReliableMode::Rod, None),
+            (
+                ReliableMode::Rud,
+                Some(req::ReqCcState {
+                    ccc_id: crate::CccId::from_masked(0),
+                    credit_target: Credit24::from_masked(5),
+                }),
+            ),
+        ] {
+            let pds = PdsRepr::Request(req::Repr {
+                mode,
+                next_hdr: NextHeader::RequestStd,
+                retx: false,
+                ar: true,
+                clear_psn_offset: -3,
+                psn: Psn(77),
+                spdcid: PdcId::new(1),
+                dpdcid: req::DpdcidField::Dpdcid(PdcId::new(2)),
+                cc,
+            });
+            let mut b = vec![0u8; pds.buffer_len() + 44 + 8];
+            pds.emit(&mut b);
+            StandardRequest::new(ses, None)
+                .unwrap()
+                .emit(&mut b[pds.buffer_len()..]);
+            let general = parse_uet_general(&b, false).unwrap();
+            assert_eq!(parse_common_request(&b).is_some(), cc.is_none(), "{mode:?}");
+            assert_eq!(parse_uet(&b, false).unwrap(), general);
+            assert_eq!(general.payload.len(), 8);
+            assert_eq!(parse_uet(&b, true), parse_uet_general(&b, true));
+            // Version 1 in the SES header: the general parser's error.
+            b[pds.buffer_len() + 1] |= 0x40;
+            assert!(parse_common_request(&b).is_none());
+            assert!(parse_uet(&b, false).is_err());
+            assert_eq!(parse_uet(&b, false), parse_uet_general(&b, false));
+        }
+    }
+
+    /// An ACK_CC without SES response takes the ACK step; with one (or
+    /// trimmed) it does not.
+    #[test]
+    fn ack_step_takes_plain_ack_cc() {
+        // ACK_CC (credit state), as in the ack.rs golden vector, plus 3 bytes.
+        let mut b = vec![
+            0x40, 0x02, 0x00, 0x00, 0x00, 0x00, 0x03, 0xe8, 0x00, 0x07, 0x00, 0x05, //
+            0x10, 0x00, 0x00, 0x00, //
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, //
+            0x00, 0x61, 0xa8, 0x00, 0x00, 0x00, 0x00, 0x00, 1, 2, 3,
+        ];
+        let general = parse_uet_general(&b, false).unwrap();
+        assert_eq!(parse_common_ack(&b), Some(general));
+        assert_eq!(parse_uet(&b, false).unwrap(), general);
+        assert_eq!(general.payload, &[1, 2, 3]);
+        assert_eq!(parse_uet(&b, true), parse_uet_general(&b, true));
+        // next_hdr = UET_HDR_RESPONSE: the general parser reads the SES part.
+        let mut pro = crate::pds::prologue::Packet::new_unchecked(&mut b[..2]);
+        let (ty, flags) = (pro.type_raw(), pro.flags());
+        pro.set(ty, NextHeader::Response.code(), flags);
+        assert_eq!(parse_common_ack(&b), None);
+        assert_eq!(parse_uet(&b, false), parse_uet_general(&b, false));
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: fuzz_cases(), ..ProptestConfig::default() })]
+
+        /// The first steps of `parse_uet` (common request, ACK_CC) give
+        /// what the general parser gives wherever they answer; `parse_uet` as a whole
+        /// gives what the general parser gives on valid packets, flipped
+        /// bytes and cuts.
+        #[test]
+        fn common_request_step_agrees_with_general_parser(
+            uet in uet_packet(),
+            flip in proptest::option::of((any::<prop::sample::Index>(), any::<u8>())),
+            cut in proptest::option::of(any::<prop::sample::Index>()),
+            trimmed: bool,
+        ) {
+            let mut b = uet;
+            if let Some((i, v)) = flip
+                && !b.is_empty()
+            {
+                let i = i.index(b.len());
+                b[i] = v;
+            }
+            if let Some(c) = cut {
+                b.truncate(c.index(b.len() + 1));
+            }
+            if let Some(fast) = parse_common_request(&b) {
+                prop_assert_eq!(Ok(fast), parse_uet_general(&b, false));
+            }
+            if let Some(fast) = parse_common_ack(&b) {
+                prop_assert_eq!(Ok(fast), parse_uet_general(&b, false));
+            }
+            prop_assert_eq!(parse_uet(&b, trimmed), parse_uet_general(&b, trimmed));
+        }
 
         /// Arbitrary bytes never panic any parser.
         #[test]

@@ -236,6 +236,7 @@ impl Nscc {
 
     /// `ccc.cwnd` in bytes.
     #[must_use]
+    #[inline]
     pub fn cwnd(&self) -> u64 {
         self.cwnd
     }
@@ -282,6 +283,7 @@ impl Nscc {
     /// spec's rule; the real packet size is allowed too (SPEC-TR §3.6.13.5,
     /// with the caveat that small packets may then starve large ones).
     #[must_use]
+    #[inline]
     pub fn can_send(&self, bytes: u64) -> bool {
         i128::from(self.inflight) + i128::from(bytes) <= i128::from(self.cwnd)
     }
@@ -290,12 +292,14 @@ impl Nscc {
     /// ACK_Gen_Trigger`. Call after [`on_send`](Self::on_send) counted the
     /// packet (SPEC-TR §3.6.13.5).
     #[must_use]
+    #[inline]
     pub fn ack_request(&self) -> bool {
         i128::from(self.cwnd) - i128::from(self.inflight) < i128::from(self.cfg.mtu)
             || self.cwnd < self.cfg.ack_gen_trigger
     }
 
     /// `NSCC.OnSend(nominal_pktsize)`: `ccc.inflight += nominal_pktsize`.
+    #[inline]
     pub fn on_send(&mut self, bytes: u64) {
         self.inflight = self.inflight.saturating_add(to_i64(bytes));
     }
@@ -321,6 +325,7 @@ impl Nscc {
     /// ever opens it (seen on the veth lab: a sender with 181 KB of backlog,
     /// cwnd 3 KB and an empty ledger, stalled for good). Bytes the source
     /// no longer has outstanding cannot be in flight.
+    #[inline]
     pub fn clamp_inflight(&mut self, outstanding: i64) {
         self.inflight = self.inflight.min(outstanding.max(0));
     }

@@ -363,3 +363,51 @@ fn read_sink_failures() {
         ReadProgress::Ignored(ReadIgnored::OtherMessage)
     );
 }
+
+proptest::proptest! {
+    /// `write_packet` patches a template for packets after the first: every
+    /// packet must be byte for byte what emitting `header(i)` writes.
+    #[test]
+    fn template_packets_match_full_emit(
+        kind in 0u8..4,
+        len in 0u32..20_000,
+        max_ses_len in 45usize..4200,
+        hd in proptest::option::of(proptest::num::u64::ANY),
+        initiator in proptest::option::of(proptest::num::u32::ANY),
+        offset in proptest::num::u64::ANY,
+        bits in proptest::num::u64::ANY,
+    ) {
+        let src = LocalBuf::new(LocalRegion(2), 3);
+        let op = match kind {
+            0 => Operation::Write { dst: dst(offset), src, len, header_data: hd },
+            1 => Operation::Send { dst: addr(6), src, len, header_data: hd },
+            2 => Operation::TaggedSend {
+                dst: addr(7),
+                src,
+                len,
+                match_bits: MatchBits(bits),
+                header_data: hd,
+            },
+            _ => Operation::Read { src: dst(offset), dst: LocalBuf::new(LocalRegion(2), 0), len },
+        };
+        let mut m = OutgoingMessage::new(op, msg_id(0x1234), max_ses_len).unwrap();
+        if let Some(i) = initiator {
+            m = m.with_initiator(InitiatorId(i));
+        }
+        let local = pattern(len as usize + 3, 9);
+        let (full, last) = m.packet_lens();
+        for i in 0..m.packet_count() {
+            let want = if i + 1 == m.packet_count() { last } else { full };
+            proptest::prop_assert_eq!(m.packet_len(i), Some(want), "packet {}", i);
+        }
+        for i in 0..m.packet_count() {
+            let mut got = vec![0xa5u8; 4300];
+            let (nh, n) = m.write_packet(i, &local[..], &mut got).unwrap();
+            let mut want = vec![0x5au8; 4300];
+            m.header(i).unwrap().emit(&mut want);
+            proptest::prop_assert_eq!(nh, NextHeader::RequestStd);
+            proptest::prop_assert_eq!(&got[..SES_STANDARD_HEADER_LEN], &want[..SES_STANDARD_HEADER_LEN], "packet {}", i);
+            proptest::prop_assert_eq!(Some(n), m.packet_len(i));
+        }
+    }
+}

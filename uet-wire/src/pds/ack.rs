@@ -715,6 +715,7 @@ impl Repr {
     }
 
     /// Writes the header into a buffer of at least `buffer_len()` bytes.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
         packet.set_prologue(self.ty().code(), self.next_hdr.code(), self.flags());
         match self.ack_psn_offset {

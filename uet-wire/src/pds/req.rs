@@ -134,6 +134,7 @@ impl DpdcidField {
 
     /// Decodes the 16-bit slot given the `syn` flag.
     #[must_use]
+    #[inline]
     pub const fn from_wire(syn: bool, w: u16) -> Self {
         if syn {
             Self::Syn {
@@ -294,6 +295,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// Bytes 10-11 decoded according to the `syn` flag.
+    #[inline]
     pub fn dpdcid_field(&self) -> DpdcidField {
         DpdcidField::from_wire(self.syn(), self.dpdcid_raw())
     }
@@ -427,7 +429,19 @@ impl Repr {
             }),
             _ => None,
         };
-        Ok(Self {
+        Ok(Self::decode(packet, mode, next_hdr, cc))
+    }
+
+    /// The fields after the checks `parse` makes, given what those decided:
+    /// never fails, and panics only if `packet` is shorter than 12 bytes.
+    #[inline(always)]
+    pub(crate) fn decode<T: AsRef<[u8]>>(
+        packet: &Packet<T>,
+        mode: ReliableMode,
+        next_hdr: NextHeader,
+        cc: Option<ReqCcState>,
+    ) -> Self {
+        Self {
             mode,
             next_hdr,
             retx: packet.retx(),
@@ -437,7 +451,7 @@ impl Repr {
             spdcid: packet.spdcid(),
             dpdcid: packet.dpdcid_field(),
             cc,
-        })
+        }
     }
 
     /// The packet type this header is emitted as.
@@ -488,6 +502,7 @@ impl Repr {
     }
 
     /// Writes the header into a buffer of at least `buffer_len()` bytes.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, packet: &mut Packet<T>) {
         packet.set_prologue(self.ty().code(), self.next_hdr.code(), self.flags());
         packet.set_clear_psn_offset(self.clear_psn_offset);

@@ -170,6 +170,7 @@ pub struct StandardRequest {
 impl StandardRequest {
     /// Pairs a header with its extension; fails if the extension is not the
     /// one `header.opcode` (and the extension's atomic opcode) calls for.
+    #[inline]
     pub fn new(
         header: StandardRepr,
         ext: Option<ExtRepr>,
@@ -185,6 +186,15 @@ impl StandardRequest {
         } else {
             Err(ExtMismatch { expected, found })
         }
+    }
+
+    /// `new(header, None)` for the parsers' common case, built in place:
+    /// `None` if the opcode needs an extension header.
+    #[inline(always)]
+    pub(crate) fn without_ext(header: StandardRepr) -> Option<Self> {
+        ExtKind::for_request(header.opcode, None)
+            .is_none()
+            .then_some(Self { header, ext: None })
     }
 
     /// The 44-byte header.
@@ -391,6 +401,7 @@ impl SesRepr {
     /// requests, the `payload_length` field for responses with data, 0 for a
     /// plain response. The caller checks the result against the bytes it has.
     #[must_use]
+    #[inline]
     pub fn payload_len(&self, packet_payload_len: usize) -> usize {
         match self {
             Self::Small(r) => r.payload_len(packet_payload_len),

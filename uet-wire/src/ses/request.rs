@@ -406,6 +406,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> StandardPacket<T> {
     pub fn set_request_length(&mut self, v: u32) {
         set_u32(self.buffer.as_mut(), field::STD_REQUEST_LENGTH, v);
     }
+
+    /// Sets or clears the `eom` flag alone.
+    pub fn set_eom(&mut self, eom: bool) {
+        let b = &mut self.buffer.as_mut()[field::VER_FLAGS];
+        *b = (*b & !field::EOM) | if eom { field::EOM } else { 0 };
+    }
 }
 
 /// Bytes 32-39 of a standard request, whose reading depends on `som` (§4.2).
@@ -472,6 +478,13 @@ impl StandardRepr {
     /// Parses a standard request header; a version other than 0 is an error.
     pub fn parse<T: AsRef<[u8]>>(packet: &StandardPacket<T>) -> Result<Self> {
         check_version(packet.version())?;
+        Ok(Self::decode(packet))
+    }
+
+    /// The fields, once `parse` checked the version: never fails, and
+    /// panics only if `packet` is shorter than 44 bytes.
+    #[inline(always)]
+    pub(crate) fn decode<T: AsRef<[u8]>>(packet: &StandardPacket<T>) -> Self {
         let som = if packet.som() {
             SomFields::Start {
                 header_data: packet.header_data(),
@@ -482,7 +495,7 @@ impl StandardRepr {
                 message_offset: packet.message_offset(),
             }
         };
-        Ok(Self {
+        Self {
             opcode: Opcode::from_u8(packet.opcode_raw()),
             flags: RequestFlags::from_bits(packet.flags_raw()),
             hd: packet.hd(),
@@ -496,7 +509,7 @@ impl StandardRepr {
             initiator: packet.initiator(),
             memory_key: packet.memory_key(),
             request_length: packet.request_length(),
-        })
+        }
     }
 
     /// Bytes `emit` writes.
