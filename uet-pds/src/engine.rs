@@ -825,11 +825,7 @@ impl Pds {
             if let Some(e) = p.ledger.rto_guard() {
                 at(e.sent_at + self.config.rto(e.rto_count));
             }
-            if let Some(d) = p
-                .tail
-                .deadline(self.config.tail_probe, self.config.ack_delay)
-                && Self::probe_would_help(&self.config, p)
-            {
+            if let Some(d) = Self::tail_probe_due(&self.config, p) {
                 at(d);
             }
             if let Some(rx) = &p.rx
@@ -863,12 +859,20 @@ impl Pds {
         idle_limit(&self.config, p)
     }
 
-    /// Whether a tail probe could find a loss: a data packet is in flight
-    /// (not SACKed, not already marked for retransmission).
-    fn probe_would_help(config: &PdsConfig, p: &Pdc) -> bool {
+    /// When `p` is due a tail probe: only on an established PDC (a Probe CP
+    /// needs the target's PDC ID) with a data packet in flight (not
+    /// SACKed, not already marked for retransmission) that a probe's
+    /// answer could find lost. `poll_timeout` and `handle_timeout` ask the
+    /// same question, so a deadline reported is a probe sent.
+    fn tail_probe_due(config: &PdsConfig, p: &Pdc) -> Option<Instant> {
+        if !p.established {
+            return None;
+        }
+        let d = p.tail.deadline(config.tail_probe, config.ack_delay)?;
         p.ledger
             .iter()
             .any(|e| matches!(CcShare::of(config, e), CcShare::Inflight(_)))
+            .then_some(d)
     }
 
     /// Handles expired timers: retransmission timeouts (backoff, retry
@@ -941,13 +945,7 @@ impl Pds {
                     }
                 }
             }
-            if !fail
-                && p.established
-                && p.tail
-                    .deadline(cfg.tail_probe, cfg.ack_delay)
-                    .is_some_and(|d| now >= d)
-                && Self::probe_would_help(cfg, p)
-            {
+            if !fail && Self::tail_probe_due(cfg, p).is_some_and(|d| now >= d) {
                 let opaque = (self.rng.next_u32() as u16).max(1);
                 p.tail.sent(now, opaque, p.ledger.next_tx());
                 self.ctl.push_back(CtlOut::TailProbe {
