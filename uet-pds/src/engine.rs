@@ -1902,7 +1902,7 @@ impl Pds {
         self.scratch_acked = acked;
         if let Some(t) = rtt_from {
             p.ledger.note_delivered_once(t);
-            p.tail.on_rtt_sample(now - t);
+            p.tail.on_delivery(now, t);
         }
         if newest_delivered.is_some() {
             p.tail.on_progress(now);
