@@ -692,13 +692,19 @@ impl Pds {
         p.last_activity = now;
         if pushed {
             let key = p.ccc;
-            self.ensure_ccc(now, key.0, key.1);
-            if let Some(c) = self.cccs.get_mut(&key) {
-                c.on_new_data(now, bytes);
-            }
-            self.schedule(pdc);
+            self.on_queued(now, pdc, key, bytes);
         }
         Ok(())
+    }
+
+    /// New data queued on `pdc` (CCC `key`): the CCC learns of it
+    /// (OnNewData) and the PDC goes on the send round robin.
+    fn on_queued(&mut self, now: Instant, pdc: PdcId, key: (IpAddr, TrafficClass), bytes: u64) {
+        self.ensure_ccc(now, key.0, key.1);
+        if let Some(c) = self.cccs.get_mut(&key) {
+            c.on_new_data(now, bytes);
+        }
+        self.schedule(pdc);
     }
 
     /// [`Pds::enqueue`] of one whole message in O(1): packets `frag` 0 to
@@ -726,11 +732,7 @@ impl Pds {
             + u64::from(self.config.nominal(last_len));
         p.queue.push_message(token, count, len, last_len);
         let key = p.ccc;
-        self.ensure_ccc(now, key.0, key.1);
-        if let Some(c) = self.cccs.get_mut(&key) {
-            c.on_new_data(now, bytes);
-        }
-        self.schedule(pdc);
+        self.on_queued(now, pdc, key, bytes);
         Ok(())
     }
 

@@ -26,6 +26,18 @@ fn exchange(a: &mut Host, b: &mut Host, now: Instant, ds: &[Dgram]) {
     }
 }
 
+/// An established PDC whose source uses RACK's time rule with `window`.
+fn racking(window: Option<Duration>) -> (Host, Host, uet_wire::PdcId, Instant) {
+    let cfg = PdsConfig {
+        rack_window: window,
+        ..PdsConfig::default()
+    };
+    let mut a = host(A, 1, cfg);
+    let mut b = host(B, 2, PdsConfig::default());
+    let (pdc, now) = established(&mut a, &mut b);
+    (a, b, pdc, now)
+}
+
 fn psn_of(d: &Dgram) -> Psn {
     match d.pds() {
         PdsRepr::Request(r) => r.psn,
@@ -39,13 +51,7 @@ fn psns(ds: &[Dgram]) -> Vec<Psn> {
 
 #[test]
 fn a_delayed_first_copy_is_no_evidence_against_what_left_after_it() {
-    let cfg = PdsConfig {
-        rack_window: Some(Duration::from_micros(5)),
-        ..PdsConfig::default()
-    };
-    let mut a = host(A, 1, cfg);
-    let mut b = host(B, 2, PdsConfig::default());
-    let (pdc, now) = established(&mut a, &mut b);
+    let (mut a, mut b, pdc, now) = racking(Some(Duration::from_micros(5)));
     // p0..p6 leave 1 µs apart. p0 and p1 are held up, p6 is still on its
     // way; p2..p5 arrive, so p0 and p1 are presumed lost and resent 20 µs
     // after p0 left.
@@ -69,13 +75,7 @@ fn a_delayed_first_copy_is_no_evidence_against_what_left_after_it() {
 #[test]
 fn rack_window_presumes_lost_what_left_long_before_a_delivered_packet() {
     for rack in [None, Some(Duration::from_micros(5))] {
-        let cfg = PdsConfig {
-            rack_window: rack,
-            ..PdsConfig::default()
-        };
-        let mut a = host(A, 1, cfg);
-        let mut b = host(B, 2, PdsConfig::default());
-        let (pdc, now) = established(&mut a, &mut b);
+        let (mut a, mut b, pdc, now) = racking(rack);
         // p0 leaves, then p1 8 µs later; p0 is lost, p1 arrives.
         let p0 = send(&mut a, pdc, now, 2, 1);
         let p1 = send(&mut a, pdc, now + Duration::from_micros(8), 3, 1);
@@ -93,13 +93,7 @@ fn rack_window_presumes_lost_what_left_long_before_a_delivered_packet() {
 
 #[test]
 fn rack_window_spares_what_left_just_before_a_delivered_packet() {
-    let cfg = PdsConfig {
-        rack_window: Some(Duration::from_micros(5)),
-        ..PdsConfig::default()
-    };
-    let mut a = host(A, 1, cfg);
-    let mut b = host(B, 2, PdsConfig::default());
-    let (pdc, now) = established(&mut a, &mut b);
+    let (mut a, mut b, pdc, now) = racking(Some(Duration::from_micros(5)));
     // p0 and p1 leave 1 µs apart; p1 overtakes p0 (another path).
     let p = send(&mut a, pdc, now, 2, 2);
     let now = now + Duration::from_micros(20);
