@@ -439,7 +439,8 @@ struct Pdc {
     probe: Option<(u16, Instant)>,
     /// NSCC source: the last `rcvd_bytes` the target reported (§5.2).
     rcvd: RcvdBytesTracker,
-    /// Tail loss probing: SRTT, the PTO, the probe on its way.
+    /// Tail loss probing: min RTT, the PTO, the probe on its way, the
+    /// episode.
     tail: TailProbe,
 }
 
@@ -758,21 +759,26 @@ impl Pds {
         }
         let opaque = (self.rng.next_u32() as u16).max(1);
         p.probe = Some((opaque, now));
-        let repr = PdsCpRepr {
+        let (dst, repr) = (p.peer, Self::probe_cp(p, opaque));
+        self.ctl.push_back(CtlOut::Cp { dst, repr });
+        Ok(())
+    }
+
+    /// A Probe CP on `p` (§2.10): it takes no PSN of its own, and the
+    /// target's answer carries `opaque` back.
+    fn probe_cp(p: &Pdc, opaque: u16) -> PdsCpRepr {
+        PdsCpRepr {
             mode: p.mode,
             retx: false,
             ar: true,
             psn: p.ledger.next_psn(),
-            spdcid: Some(pdc),
+            spdcid: Some(p.id),
             dpdcid: DpdcidField::Dpdcid(p.peer_id),
             payload: CpPayload::Probe {
                 probe_opaque: opaque,
                 sack_base: p.ledger.una(),
             },
-        };
-        let dst = p.peer;
-        self.ctl.push_back(CtlOut::Cp { dst, repr });
-        Ok(())
+        }
     }
 
     /// Releases a [`Pds::hold`].
@@ -952,18 +958,7 @@ impl Pds {
                 p.tail.sent(now, opaque, p.ledger.next_tx());
                 self.ctl.push_back(CtlOut::TailProbe {
                     dst: p.peer,
-                    repr: PdsCpRepr {
-                        mode: p.mode,
-                        retx: false,
-                        ar: true,
-                        psn: p.ledger.next_psn(),
-                        spdcid: Some(p.id),
-                        dpdcid: DpdcidField::Dpdcid(p.peer_id),
-                        payload: CpPayload::Probe {
-                            probe_opaque: opaque,
-                            sack_base: p.ledger.una(),
-                        },
-                    },
+                    repr: Self::probe_cp(p, opaque),
                 });
             }
             if let Some(rx) = &mut p.rx
@@ -1927,10 +1922,7 @@ impl Pds {
         let mut inferred = core::mem::take(&mut self.scratch_lost);
         inferred.clear();
         let mut probe_lost = 0;
-        let evidence = match (newest_delivered, tail_answer) {
-            (Some(d), Some(t)) => Some(d.max(t.sent_at)),
-            (d, t) => d.or_else(|| t.map(|t| t.sent_at)),
-        };
+        let evidence = newest_delivered.max(tail_answer.map(|t| t.sent_at));
         if let Some(mut latest) = evidence {
             let reo = self.config.reorder_window;
             let dupthresh = self.config.dupthresh;
@@ -2372,28 +2364,31 @@ impl Pds {
     }
 
     fn write_ctl(&mut self, c: CtlOut, buf: &mut [u8]) -> Option<Transmit> {
-        let (dst, ev, repr) = match c {
+        // (A tail probe rides the data class: it must queue behind the
+        // data it asks about.)
+        let (dst, ev, repr, data_class) = match c {
             CtlOut::Nack { dst, ev, repr } => {
                 self.counters.tx_nacks += 1;
                 self.counters.tx_nack_codes.count(repr.code.code());
-                (dst, ev, PdsRepr::Nack(repr))
+                (dst, ev, PdsRepr::Nack(repr), false)
             }
             CtlOut::Cp { dst, repr } => {
                 self.counters.tx_control += 1;
-                (dst, CONTROL_EV, PdsRepr::Cp(repr))
+                (dst, CONTROL_EV, PdsRepr::Cp(repr), false)
             }
             CtlOut::TailProbe { dst, repr } => {
                 self.counters.tx_control += 1;
                 self.counters.tail_probes += 1;
-                let repr = PdsRepr::Cp(repr);
-                let len = repr.buffer_len();
-                repr.emit(buf.get_mut(..len)?);
-                return Some(Transmit::data(&self.config, dst, CONTROL_EV, len));
+                (dst, CONTROL_EV, PdsRepr::Cp(repr), true)
             }
         };
         let len = repr.buffer_len();
         repr.emit(buf.get_mut(..len)?);
-        Some(Transmit::control(&self.config, dst, ev, len))
+        Some(if data_class {
+            Transmit::data(&self.config, dst, ev, len)
+        } else {
+            Transmit::control(&self.config, dst, ev, len)
+        })
     }
 
     fn write_ack(&mut self, now: Instant, id: PdcId, buf: &mut [u8]) -> Option<Transmit> {
