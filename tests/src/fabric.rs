@@ -224,6 +224,9 @@ enum Event {
     TxDone(PortId),
     /// A frame reaches a node.
     Arrive(NodeId, Vec<u8>),
+    /// The scenario asked to look at a host at this time
+    /// ([`Fabric::wake_at`]).
+    Wake(NodeId),
 }
 
 /// The fabric.
@@ -311,6 +314,13 @@ impl<O: FrameOps> Fabric<O> {
     /// step.
     pub fn touch(&mut self, id: NodeId) {
         self.mark(id.0);
+    }
+
+    /// Makes the fabric step at `at` and report host `id` as touched then,
+    /// so a scenario can act on it at that time (a delayed start, for
+    /// instance) even if nothing else happens at that instant.
+    pub fn wake_at(&mut self, at: Instant, id: NodeId) {
+        self.schedule(at.max(self.now), Event::Wake(id));
     }
 
     /// Hosts the fabric (or [`touch`](Self::touch)) interacted with since
@@ -535,6 +545,10 @@ impl<O: FrameOps> Fabric<O> {
             if done(self) {
                 return true;
             }
+            // Hosts `done` touched may send before the earliest event known
+            // so far: poll them first, or the step would run past their
+            // frames without calling `done` in between.
+            self.poll_hosts();
             let step_to = self
                 .events
                 .peek()
@@ -614,6 +628,7 @@ impl<O: FrameOps> Fabric<O> {
     fn process(&mut self, ev: Event) {
         match ev {
             Event::TxDone(port) => self.tx_done(port),
+            Event::Wake(node) => self.mark(node.0),
             Event::Arrive(node, mut frame) => match &mut self.nodes[node.0] {
                 Node::Host { host, .. } => {
                     host.handle_frame(self.now, &mut frame);

@@ -78,6 +78,9 @@ pub struct Writes {
     pub deadline: Duration,
     /// Same-instant events in seeded random order ([`Fabric::random_ties`]).
     pub random_ties: bool,
+    /// When each sender submits its first operation (index = sender);
+    /// senders past the end of the list start at time zero.
+    pub start_at: Vec<Duration>,
 }
 
 impl Default for Writes {
@@ -100,6 +103,7 @@ impl Default for Writes {
             seed: 1,
             deadline: Duration::from_secs(600),
             random_ties: false,
+            start_at: Vec::new(),
         }
     }
 }
@@ -313,6 +317,12 @@ pub fn run_writes(p: &Writes) -> Summary {
         .map(|(i, (id, _))| (id.0, i))
         .collect();
 
+    let start_at = |i: usize| Instant::ZERO + p.start_at.get(i).copied().unwrap_or_default();
+    for i in 0..senders.len() {
+        if start_at(i) > Instant::ZERO {
+            fabric.wake_at(start_at(i), built.hosts[i].0);
+        }
+    }
     let mut summary = Summary::default();
     let deadline = Instant::ZERO + p.deadline;
     // Only senders the fabric touched since the last step can have new
@@ -339,7 +349,10 @@ pub fn run_writes(p: &Writes) -> Summary {
                 complete(s, &c, &mut summary, now);
             }
             let mut submitted = false;
-            while s.in_flight < p.in_flight && s.submitted < p.bytes_per_sender {
+            while now >= start_at(i)
+                && s.in_flight < p.in_flight
+                && s.submitted < p.bytes_per_sender
+            {
                 let left = p.bytes_per_sender - s.submitted;
                 let span = u64::from(p.msg_size.1 - p.msg_size.0) + 1;
                 let len = (u64::from(p.msg_size.0) + s.rng.below(span))
@@ -624,23 +637,35 @@ pub fn run_incast_cc(
     run_incast(senders, size, &link, &pds, seed)
 }
 
-/// [`run_incast_cc`] with same-instant events in seeded random order
-/// ([`Fabric::random_ties`]): switches arbitrate between simultaneous
-/// arrivals instead of always queueing them in node order.
-pub fn run_incast_cc_random_ties(
+/// How an incast's senders start, and how its switches break ties.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IncastStart {
+    /// Same-instant events in seeded random order
+    /// ([`Fabric::random_ties`]): switches arbitrate between simultaneous
+    /// arrivals instead of always queueing them in node order.
+    pub random_ties: bool,
+    /// Each sender starts at its own seeded uniform time in [0, T0]
+    /// (`cc-eval.md`'s jittered start) instead of all at time zero. The
+    /// ICT still counts from time zero, the common start.
+    pub jitter_t0: bool,
+}
+
+/// [`run_incast_cc`] with the start and tie-break of `start`.
+pub fn run_incast_cc_with(
     senders: usize,
     size: u64,
     cc: CcMode,
     link: &LinkParams,
     pds: &PdsConfig,
     seed: u64,
+    start: IncastStart,
 ) -> IncastReport {
     let mut link = link.clone();
     let mut pds = pds.clone();
     let rtt = base_rtt(&link, &pds);
     let rate = link.rate_bps;
     configure_cc(cc, &mut pds, &mut link, rate, rtt);
-    run_incast_with(senders, size, &link, &pds, seed, true)
+    run_incast_with(senders, size, &link, &pds, seed, start)
 }
 
 /// Runs a synchronized incast and computes its `cc-eval.md` metrics.
@@ -651,7 +676,17 @@ pub fn run_incast(
     pds: &PdsConfig,
     seed: u64,
 ) -> IncastReport {
-    run_incast_with(senders, size, link, pds, seed, false)
+    run_incast_with(senders, size, link, pds, seed, IncastStart::default())
+}
+
+/// Each sender's start: uniform in [0, T0] from a generator of its own (so
+/// the unjittered runs draw exactly what they drew before).
+fn jittered_starts(senders: usize, t0: Duration, seed: u64) -> Vec<Duration> {
+    let mut rng = Xoshiro256::seed_from_u64(seed ^ 0x6a69_7474_6572_0000);
+    let t0_ns = t0.as_nanos() as u64;
+    (0..senders)
+        .map(|_| Duration::from_nanos(rng.below(t0_ns + 1)))
+        .collect()
 }
 
 fn run_incast_with(
@@ -660,7 +695,7 @@ fn run_incast_with(
     link: &LinkParams,
     pds: &PdsConfig,
     seed: u64,
-    random_ties: bool,
+    start: IncastStart,
 ) -> IncastReport {
     let payload = (pds.max_ses_len as u64).saturating_sub(44).max(1);
     let w = Writes {
@@ -677,7 +712,12 @@ fn run_incast_with(
         trim: link.trim,
         pds: pds.clone(),
         seed,
-        random_ties,
+        random_ties: start.random_ties,
+        start_at: if start.jitter_t0 {
+            jittered_starts(senders, base_rtt(link, pds), seed)
+        } else {
+            Vec::new()
+        },
         ..Writes::default()
     };
     let s = run_writes(&w);

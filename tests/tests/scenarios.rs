@@ -133,3 +133,37 @@ fn incast_with_trimming_loses_nothing() {
     assert_eq!(s.queue_drops, 0, "trimming replaced every drop");
     assert!(s.peak_queue <= 256 << 10);
 }
+
+/// A sender with a later start (`Writes::start_at`, the incast's jittered
+/// start) submits nothing before it: alone on an idle fabric, its write
+/// completes one start offset after the undelayed sender's.
+#[test]
+fn a_delayed_sender_starts_at_its_time() {
+    let run = |start_at: Vec<Duration>| {
+        run_writes(&Writes {
+            senders: 2,
+            bytes_per_sender: 64 << 10,
+            msg_size: (64 << 10, 64 << 10),
+            region: 64 << 10,
+            in_flight: 1,
+            start_at,
+            ..Writes::default()
+        })
+    };
+    let clean = |s: &uet_tests::scenario::Summary| {
+        assert!(s.finished && s.verified && s.completions_err.is_empty());
+        assert_eq!(s.bytes_placed, 2 * (64 << 10));
+    };
+    let together = run(Vec::new());
+    clean(&together);
+    let late = Duration::from_micros(500);
+    let apart = run(vec![Duration::ZERO, late]);
+    clean(&apart);
+    let (t0, t1) = (apart.flow_completion_ns[0], apart.flow_completion_ns[1]);
+    // Alone, each write takes less than the offset: they never overlap.
+    assert!(t0 < late.as_nanos() as u64, "first done at {t0} ns");
+    // The delayed one takes as long as the first did alone, from 500 µs.
+    assert_eq!(t1 - late.as_nanos() as u64, t0, "second done at {t1} ns");
+    // Together they share the bottleneck, so each takes longer than alone.
+    assert!(together.flow_completion_ns.iter().all(|&t| t > t0));
+}

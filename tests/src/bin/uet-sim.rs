@@ -80,6 +80,11 @@ struct IncastArgs {
     /// instead of node order (`Fabric::random_ties`).
     #[arg(long)]
     random_ties: bool,
+    /// Each sender starts at a seeded uniform time in [0, T0] instead of
+    /// all at once (`cc-eval.md`'s jittered start); the ICT still counts
+    /// from time zero.
+    #[arg(long)]
+    jitter_t0: bool,
     /// RTO_INIT_TIME in µs (default: twice the idle round trip plus one
     /// full buffer drain, at least 200 µs).
     #[arg(long)]
@@ -252,12 +257,19 @@ fn incast(a: &IncastArgs) -> ExitCode {
         pds.rto_init = Duration::from_micros(us);
     }
     let started = std::time::Instant::now();
-    let run = if a.random_ties {
-        uet_tests::scenario::run_incast_cc_random_ties
-    } else {
-        uet_tests::scenario::run_incast_cc
+    let start = uet_tests::scenario::IncastStart {
+        random_ties: a.random_ties,
+        jitter_t0: a.jitter_t0,
     };
-    let r = run(a.senders.max(1), a.size, cc, &link, &pds, a.seed);
+    let r = uet_tests::scenario::run_incast_cc_with(
+        a.senders.max(1),
+        a.size,
+        cc,
+        &link,
+        &pds,
+        a.seed,
+        start,
+    );
     let mut json = r.to_json();
     json["scenario"] = serde_json::Value::from("incast");
     json["cc"] = serde_json::Value::from(a.cc.as_str());
