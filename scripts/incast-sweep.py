@@ -6,6 +6,7 @@ usage: scripts/incast-sweep.py [--senders 1,2,8,32,128] [--size 256KiB]
                                [--seeds 5] [--rate 100Gbps] [--latency-us 2]
                                [--buffer 1MiB] [--modes none,nscc,...]
                                [--trim-at 108KiB] [--timeout 600] [--random-ties] [--jitter-t0]
+                               [--link-jitter-ns N]
 
 A run that exceeds --timeout seconds of wall time is reported as such (the
 fixed window with trimming at 128:1 is a trim storm of ~10^6 trims).
@@ -24,6 +25,7 @@ ap.add_argument("--modes", default="none,nscc,rccc,nscc+rccc,pft")
 ap.add_argument("--trim-at", default=None, help="trim above this queue depth (e.g. 108KiB = 1 BDP)")
 ap.add_argument("--random-ties", action="store_true", help="switches serve same-instant arrivals in seeded random order")
 ap.add_argument("--jitter-t0", action="store_true", help="each sender starts at a seeded uniform time in [0, T0]")
+ap.add_argument("--link-jitter-ns", default="0", help="each frame's latency grows by U[0, N] ns, in order per link")
 ap.add_argument("--timeout", type=float, default=600.0, help="wall-time limit per run, seconds")
 a = ap.parse_args()
 
@@ -44,7 +46,8 @@ for n in a.senders.split(","):
                                       "--max-ses-len", a.max_ses_len, "--json"]
                                      + (["--trim-at", a.trim_at] if a.trim_at else [])
                                      + (["--random-ties"] if a.random_ties else [])
-                                     + (["--jitter-t0"] if a.jitter_t0 else []),
+                                     + (["--jitter-t0"] if a.jitter_t0 else [])
+                                     + ["--link-jitter-ns", a.link_jitter_ns],
                                      capture_output=True, text=True, check=True, timeout=a.timeout).stdout
             except subprocess.TimeoutExpired:
                 timed_out = True

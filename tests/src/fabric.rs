@@ -126,6 +126,13 @@ pub struct Impairments {
     pub corrupt: f64,
     /// Windows `[start, end)` in which every packet is lost.
     pub blackouts: Vec<(Instant, Instant)>,
+    /// Each frame's latency grows by a uniform random [0, `jitter`], never
+    /// overtaking the frame before it on the same link: the timing noise
+    /// of real NICs and switch pipelines. Without it, senders at equal
+    /// rates keep a fixed phase, and a drop-tail or trimming queue picks
+    /// the same flow's packets every time (Floyd and Jacobson's "phase
+    /// effects", 1992).
+    pub jitter: Duration,
 }
 
 /// Parameters of one direction of a link.
@@ -204,6 +211,8 @@ struct Port {
     prio: usize,
     busy: bool,
     stats: PortStats,
+    /// When the last frame sent on this link arrives (jitter keeps FIFO).
+    last_arrive: Instant,
 }
 
 enum Node {
@@ -490,6 +499,7 @@ impl<O: FrameOps> Fabric<O> {
             prio: 0,
             busy: false,
             stats: PortStats::default(),
+            last_arrive: Instant::ZERO,
         });
         PortId(self.ports.len() - 1)
     }
@@ -746,6 +756,11 @@ impl<O: FrameOps> Fabric<O> {
         if lost {
             p.stats.impaired += 1;
         } else {
+            if imp.jitter > Duration::ZERO {
+                let j = self.rng.below(imp.jitter.as_nanos() as u64 + 1);
+                arrive = (arrive + Duration::from_nanos(j)).max(p.last_arrive);
+                p.last_arrive = arrive;
+            }
             if imp.reorder > 0.0 && self.rng.unit_f64() < imp.reorder {
                 arrive += imp.reorder_delay;
             }
@@ -979,6 +994,74 @@ mod tests {
         );
         let (a, b) = kept(true);
         assert!(a.abs_diff(b) * 3 < a + b, "random ties share: {a} vs {b}");
+    }
+
+    /// Link jitter delays each frame by at most its bound per link and
+    /// never reorders a link.
+    #[test]
+    fn jitter_delays_within_bounds_in_order() {
+        let arrivals = |jitter: Duration| {
+            let mut l = LinkParams::new(100_000_000, Duration::from_micros(10), 1 << 20);
+            l.impair.jitter = jitter;
+            let (mut f, log, _) = line(200, 500, l.clone(), l);
+            assert!(f.run_until(Instant::from_nanos(1_000_000_000)));
+            let v: Vec<(Instant, u16)> = log
+                .borrow()
+                .iter()
+                .map(|(t, fr)| (*t, u16::from_be_bytes([fr[4], fr[5]])))
+                .collect();
+            v
+        };
+        let plain = arrivals(Duration::ZERO);
+        // Longer than a frame time (40 µs), so unordered jitter would reorder.
+        let j = Duration::from_micros(100);
+        let jittered = arrivals(j);
+        assert_eq!(plain.len(), 200);
+        assert_eq!(jittered.len(), 200);
+        let seqs: Vec<u16> = jittered.iter().map(|(_, s)| *s).collect();
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "reordered: {seqs:?}");
+        let mut later = 0;
+        for ((t0, _), (t1, _)) in plain.iter().zip(&jittered) {
+            assert!(*t1 >= *t0 && *t1 <= *t0 + j * 2, "{t0:?} -> {t1:?}");
+            later += usize::from(t1 > t0);
+        }
+        assert!(later > 150, "only {later} frames delayed");
+    }
+
+    /// Two senders at the same rate whose frames reach a one-frame queue
+    /// at the same instants: without jitter the first host always wins
+    /// (the phase effect); a jitter of a fraction of a frame time shares
+    /// the queue between them.
+    #[test]
+    fn jitter_breaks_the_phase_lock() {
+        let kept = |jitter: Duration| {
+            let mut fast = LinkParams::new(100_000_000, Duration::from_micros(1), 1 << 20);
+            fast.impair.jitter = jitter;
+            let slow = LinkParams::new(10_000_000, Duration::from_micros(1), 2_000);
+            let mut f = Fabric::new(TestOps, 7);
+            f.nic_queue_bytes = 1 << 20;
+            let sw = f.add_switch();
+            let log: Log = Rc::default();
+            for (a, tag) in [(A, 1), ([10, 0, 0, 3], 2)] {
+                let s = Sender {
+                    dst: B,
+                    count: 1000,
+                    len: 1000,
+                    sent: 0,
+                    tag,
+                };
+                f.add_host(Box::new(s), ip(a), sw, fast.clone(), fast.clone());
+            }
+            f.add_host(Box::new(Sink(log.clone())), ip(B), sw, slow.clone(), slow);
+            f.run_until(Instant::from_nanos(1_000_000_000));
+            let first = log.borrow().iter().filter(|(_, fr)| fr[7] == 1).count();
+            (first, log.borrow().len() - first)
+        };
+        let (a, b) = kept(Duration::ZERO);
+        assert!(b < a / 4, "phase lock favours the first host: {a} vs {b}");
+        // One 1000 B frame takes 80 µs at 100 Mb/s.
+        let (a, b) = kept(Duration::from_micros(20));
+        assert!(a.abs_diff(b) * 3 < a + b, "jitter shares: {a} vs {b}");
     }
 
     #[test]

@@ -85,6 +85,11 @@ struct IncastArgs {
     /// from time zero.
     #[arg(long)]
     jitter_t0: bool,
+    /// Every frame's latency grows by a uniform random [0, N] ns, in order
+    /// per link (`Impairments::jitter`): breaks the phase lock of senders
+    /// at equal rates.
+    #[arg(long, default_value_t = 0)]
+    link_jitter_ns: u64,
     /// RTO_INIT_TIME in µs (default: twice the idle round trip plus one
     /// full buffer drain, at least 200 µs).
     #[arg(long)]
@@ -252,6 +257,7 @@ fn incast(a: &IncastArgs) -> ExitCode {
     if let Some(t) = a.trim_at {
         link.trim = Some(uet_tests::fabric::Trimming::uet(t));
     }
+    link.impair.jitter = Duration::from_nanos(a.link_jitter_ns);
     let mut pds = uet_tests::scenario::incast_pds_config(&link, a.max_ses_len);
     if let Some(us) = a.rto_us {
         pds.rto_init = Duration::from_micros(us);
