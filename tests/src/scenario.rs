@@ -81,6 +81,9 @@ pub struct Writes {
     /// When each sender submits its first operation (index = sender);
     /// senders past the end of the list start at time zero.
     pub start_at: Vec<Duration>,
+    /// Record every congestion-control state change of the senders and
+    /// the receiver's downlink queue into [`Summary::trace`].
+    pub trace: bool,
 }
 
 impl Default for Writes {
@@ -104,6 +107,7 @@ impl Default for Writes {
             deadline: Duration::from_secs(600),
             random_ties: false,
             start_at: Vec::new(),
+            trace: false,
         }
     }
 }
@@ -148,6 +152,85 @@ pub struct Summary {
     /// RCCC counters (zero without RCCC): the receiver's pacer and the
     /// sources' credit accounting, summed over sources.
     pub rccc: RcccCounters,
+    /// With [`Writes::trace`]: the senders' congestion-control state
+    /// changes and the bottleneck queue, in time order.
+    pub trace: Vec<TraceRow>,
+}
+
+/// One row of a scenario trace ([`Writes::trace`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceRow {
+    /// Simulated time in nanoseconds.
+    pub t_ns: u64,
+    /// The sender, or `None` for the receiver's downlink queue.
+    pub sender: Option<usize>,
+    /// What changed: `cwnd` (NSCC, bytes), `base_rtt_ns`, `state` (the
+    /// CCC's), `credit` (RCCC balance, bytes), `granted` (RCCC credit
+    /// received so far, bytes), `credit_request` (bytes asked for),
+    /// `speculation_end` (speculative bytes dropped), `pft` (throttle
+    /// state, `credit` units), `queue` (bytes).
+    pub series: &'static str,
+    /// The value.
+    pub value: f64,
+    /// Why, where the event says: NSCC's reason, the state, the cause.
+    pub note: String,
+}
+
+impl TraceRow {
+    /// Rows for one congestion-control event of `sender`; `granted` is
+    /// that sender's running RCCC credit total.
+    fn from_cc(sender: usize, e: uet_pds::CccTrace, granted: &mut u64) -> Option<Self> {
+        use uet_cms::nscc::NsccEvent;
+        use uet_cms::rccc::RcccSourceEvent;
+        use uet_cms::{CmsEvent, PftEvent};
+        use uet_pds::CccTrace;
+        let row = |now: Instant, series, value: f64, note: String| Self {
+            t_ns: now.as_nanos(),
+            sender: Some(sender),
+            series,
+            value,
+            note,
+        };
+        Some(match e {
+            // NSCC's own event carries the reason.
+            CccTrace::Ccc(CmsEvent::Window { .. }) => return None,
+            CccTrace::Ccc(CmsEvent::State { now, state }) => {
+                row(now, "state", state as u8 as f64, format!("{state:?}"))
+            }
+            CccTrace::Nscc(NsccEvent::Cwnd { now, cwnd, reason }) => {
+                row(now, "cwnd", cwnd as f64, format!("{reason:?}"))
+            }
+            CccTrace::Nscc(NsccEvent::BaseRtt {
+                now,
+                base_rtt,
+                max_wnd,
+            }) => row(
+                now,
+                "base_rtt_ns",
+                base_rtt.as_nanos() as f64,
+                format!("max_wnd {max_wnd}"),
+            ),
+            CccTrace::Rccc(RcccSourceEvent::Credit { now, newly, credit }) => {
+                *granted += newly;
+                row(now, "credit", credit as f64, format!("granted {granted}"))
+            }
+            CccTrace::Rccc(RcccSourceEvent::RequestRaised { now, cause }) => {
+                row(now, "credit_request", 0.0, format!("{cause:?}"))
+            }
+            CccTrace::Rccc(RcccSourceEvent::RequestSent { now, target }) => row(
+                now,
+                "credit_request",
+                f64::from(target.get()),
+                "sent".into(),
+            ),
+            CccTrace::Rccc(RcccSourceEvent::SpeculationEnded { now, discarded }) => {
+                row(now, "speculation_end", discarded as f64, String::new())
+            }
+            CccTrace::Pft(PftEvent::State { now, state, credit }) => {
+                row(now, "pft", credit as f64, format!("{state:?}"))
+            }
+        })
+    }
 }
 
 /// RCCC counters of a scenario, for the reports.
@@ -318,6 +401,11 @@ pub fn run_writes(p: &Writes) -> Summary {
         .collect();
 
     let start_at = |i: usize| Instant::ZERO + p.start_at.get(i).copied().unwrap_or_default();
+    let bottleneck = built.downlinks.last().copied();
+    let mut granted = vec![0u64; senders.len()];
+    // Queue samples at most every 1/64 of the idle round trip.
+    let sample_every = (base_rtt(&p.link, &p.pds) / 64).max(Duration::from_nanos(1));
+    let mut last_sample: Option<(Instant, u64)> = None;
     for i in 0..senders.len() {
         if start_at(i) > Instant::ZERO {
             fabric.wake_at(start_at(i), built.hosts[i].0);
@@ -332,6 +420,22 @@ pub fn run_writes(p: &Writes) -> Summary {
     let mut idle = vec![false; senders.len()];
     let finished = fabric.run_while(deadline, |f| {
         let now = f.now();
+        if p.trace
+            && let Some(port) = bottleneck
+        {
+            let q = f.queue_bytes(port);
+            let due = last_sample.is_none_or(|(t, v)| v != q && now >= t + sample_every);
+            if due {
+                last_sample = Some((now, q));
+                summary.trace.push(TraceRow {
+                    t_ns: now.as_nanos(),
+                    sender: None,
+                    series: "queue",
+                    value: q as f64,
+                    note: String::new(),
+                });
+            }
+        }
         let list: Vec<usize> = if first {
             first = false;
             (0..senders.len()).collect()
@@ -345,6 +449,11 @@ pub fn run_writes(p: &Writes) -> Summary {
             let s = &mut senders[i];
             let ep_rc = s.ep.clone();
             let mut ep = ep_rc.borrow_mut();
+            if p.trace {
+                let g = &mut granted[i];
+                let t = &mut summary.trace;
+                ep.drain_cc_traces(|_, _, e| t.extend(TraceRow::from_cc(i, e, g)));
+            }
             while let Some(c) = ep.poll_completion() {
                 complete(s, &c, &mut summary, now);
             }
@@ -394,6 +503,7 @@ pub fn run_writes(p: &Writes) -> Summary {
         }
         busy == 0
     });
+    summary.trace.sort_by_key(|r| r.t_ns);
     // Verify every byte a completed write covered.
     let recv = receiver.borrow();
     let mut mismatched = 0u64;
@@ -530,6 +640,9 @@ pub struct IncastReport {
     pub fct_ns: [u64; 3],
     /// RCCC counters (zero without RCCC).
     pub rccc: RcccCounters,
+    /// The trace, when [`IncastOptions::trace`] asked for it (not in the
+    /// JSON).
+    pub trace: Vec<TraceRow>,
 }
 
 impl IncastReport {
@@ -637,9 +750,10 @@ pub fn run_incast_cc(
     run_incast(senders, size, &link, &pds, seed)
 }
 
-/// How an incast's senders start, and how its switches break ties.
+/// How an incast's senders start, how its switches break ties, and
+/// whether it is traced.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct IncastStart {
+pub struct IncastOptions {
     /// Same-instant events in seeded random order
     /// ([`Fabric::random_ties`]): switches arbitrate between simultaneous
     /// arrivals instead of always queueing them in node order.
@@ -648,9 +762,11 @@ pub struct IncastStart {
     /// (`cc-eval.md`'s jittered start) instead of all at time zero. The
     /// ICT still counts from time zero, the common start.
     pub jitter_t0: bool,
+    /// Record the trace ([`Writes::trace`]) into [`IncastReport::trace`].
+    pub trace: bool,
 }
 
-/// [`run_incast_cc`] with the start and tie-break of `start`.
+/// [`run_incast_cc`] with the options of `start`.
 pub fn run_incast_cc_with(
     senders: usize,
     size: u64,
@@ -658,7 +774,7 @@ pub fn run_incast_cc_with(
     link: &LinkParams,
     pds: &PdsConfig,
     seed: u64,
-    start: IncastStart,
+    start: IncastOptions,
 ) -> IncastReport {
     let mut link = link.clone();
     let mut pds = pds.clone();
@@ -676,7 +792,7 @@ pub fn run_incast(
     pds: &PdsConfig,
     seed: u64,
 ) -> IncastReport {
-    run_incast_with(senders, size, link, pds, seed, IncastStart::default())
+    run_incast_with(senders, size, link, pds, seed, IncastOptions::default())
 }
 
 /// Each sender's start: uniform in [0, T0] from a generator of its own (so
@@ -695,7 +811,7 @@ fn run_incast_with(
     link: &LinkParams,
     pds: &PdsConfig,
     seed: u64,
-    start: IncastStart,
+    start: IncastOptions,
 ) -> IncastReport {
     let payload = (pds.max_ses_len as u64).saturating_sub(44).max(1);
     let w = Writes {
@@ -713,6 +829,7 @@ fn run_incast_with(
         pds: pds.clone(),
         seed,
         random_ties: start.random_ties,
+        trace: start.trace,
         start_at: if start.jitter_t0 {
             jittered_starts(senders, base_rtt(link, pds), seed)
         } else {
@@ -787,6 +904,7 @@ fn run_incast_with(
         ok: s.finished && s.verified && s.completions_err.is_empty(),
         fct_ns,
         rccc: s.rccc,
+        trace: s.trace,
     }
 }
 

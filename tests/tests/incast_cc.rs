@@ -189,3 +189,60 @@ fn drop_tail_128_to_1_recovers_lost_tails_without_rtos() {
     assert!(n.jain >= 0.90, "Jain {:.3}", n.jain);
     assert!(n.ict_over_ideal <= 1.10, "ICT {:.3}", n.ict_over_ideal);
 }
+
+/// The trace (`uet-sim incast --trace`) records what the congestion
+/// control did without changing it: the same run with and without it gives
+/// the same report; NSCC's windows start at MaxWnd and come down for the
+/// reasons the spec names; every RCCC sender ends its speculation and
+/// receives credit; the queue rows stay within the reported peak.
+#[test]
+fn the_trace_records_without_perturbing() {
+    use uet_tests::scenario::{IncastOptions, run_incast_cc_with};
+    let link = LinkParams::new(100_000_000_000, Duration::from_micros(2), 1 << 20);
+    let pds = incast_pds_config(&link, 4096);
+    for cc in [CcMode::Nscc, CcMode::Rccc] {
+        let run = |trace| {
+            let o = IncastOptions {
+                trace,
+                ..IncastOptions::default()
+            };
+            run_incast_cc_with(8, 256 << 10, cc, &link, &pds, 1, o)
+        };
+        let plain = run(false);
+        let traced = run(true);
+        assert!(plain.trace.is_empty());
+        assert_eq!(plain.to_json(), traced.to_json(), "{}", cc.name());
+        let t = &traced.trace;
+        assert!(t.windows(2).all(|w| w[0].t_ns <= w[1].t_ns), "time order");
+        let queue_peak = t
+            .iter()
+            .filter(|r| r.series == "queue")
+            .map(|r| r.value as u64)
+            .max();
+        assert!(queue_peak.is_some_and(|q| q <= traced.peak_queue_bytes && q > 0));
+        for s in 0..8 {
+            let mine = |series: &str| {
+                t.iter()
+                    .filter(move |r| r.sender == Some(s) && r.series == series)
+                    .collect::<Vec<_>>()
+            };
+            assert!(!mine("state").is_empty(), "sender {s}: CCC states");
+            if cc == CcMode::Nscc {
+                let cwnd = mine("cwnd");
+                assert!(cwnd.len() > 2, "sender {s}: NSCC windows");
+                // An 8:1 incast overloads the buffer: every window shrinks
+                // below its MaxWnd start for a reason NSCC names.
+                assert!(cwnd.iter().any(|r| {
+                    r.value < 100_000.0
+                        && ["MultiplicativeDecrease", "QuickAdapt", "InferredLoss"]
+                            .iter()
+                            .any(|n| r.note.contains(n))
+                }));
+            } else {
+                let credit = mine("credit");
+                assert!(!credit.is_empty(), "sender {s}: RCCC credit");
+                assert!(!mine("speculation_end").is_empty());
+            }
+        }
+    }
+}

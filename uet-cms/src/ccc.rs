@@ -8,9 +8,10 @@ use uet_wire::time::{Duration, Instant};
 use uet_wire::{Credit24, EntropyValue};
 
 use crate::entropy::{EvConfig, EvFeedback, EvSelector};
+use crate::nscc::NsccEvent;
 use crate::nscc::{Nscc, NsccAck, NsccConfig, NsccNack};
-use crate::pft::{Pft, PftConfig};
-use crate::rccc::{RcccConfig, RcccSource};
+use crate::pft::{Pft, PftConfig, PftEvent};
+use crate::rccc::{RcccConfig, RcccSource, RcccSourceEvent};
 
 /// Configuration of one CCC: every CMS parameter lives below it, with the
 /// spec defaults (`NsccConfig`, `RcccConfig`, `EvConfig`, `PftConfig`).
@@ -166,6 +167,19 @@ pub enum CmsEvent {
         /// The new window in bytes.
         cwnd: u64,
     },
+}
+
+/// A state change of a CCC or of an algorithm in it ([`Ccc::poll_trace`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CccTrace {
+    /// The CCC's own state or window.
+    Ccc(CmsEvent),
+    /// NSCC's window, with the reason, or its base RTT.
+    Nscc(NsccEvent),
+    /// The RCCC source: credit, requests, the end of speculation.
+    Rccc(RcccSourceEvent),
+    /// PFT's throttle state.
+    Pft(PftEvent),
 }
 
 /// A congestion control context: shared by the PDCs to one destination FEP
@@ -570,6 +584,26 @@ impl Ccc {
     /// The next state change, for tracing.
     pub fn poll_event(&mut self) -> Option<CmsEvent> {
         self.events.pop_front()
+    }
+
+    /// The next state change of the CCC or of its algorithms: the CCC's
+    /// own first, then NSCC's, RCCC's and PFT's. Each source is in time
+    /// order and every event carries its time; each keeps a bounded queue,
+    /// so a tracer that drains after every step loses nothing.
+    pub fn poll_trace(&mut self) -> Option<CccTrace> {
+        if let Some(e) = self.events.pop_front() {
+            return Some(CccTrace::Ccc(e));
+        }
+        if let Some(e) = self.nscc.as_mut().and_then(Nscc::poll_event) {
+            return Some(CccTrace::Nscc(e));
+        }
+        if let Some(e) = self.rccc.as_mut().and_then(RcccSource::poll_event) {
+            return Some(CccTrace::Rccc(e));
+        }
+        self.pft
+            .as_mut()
+            .and_then(Pft::poll_event)
+            .map(CccTrace::Pft)
     }
 
     fn push_event(&mut self, ev: CmsEvent) {

@@ -27,7 +27,9 @@ pub mod nscc;
 pub mod pft;
 pub mod rccc;
 
-pub use ccc::{AckEvent, Algorithm, Ccc, CccConfig, CccState, CmsEvent, NackEvent, SendParams};
+pub use ccc::{
+    AckEvent, Algorithm, Ccc, CccConfig, CccState, CccTrace, CmsEvent, NackEvent, SendParams,
+};
 pub use entropy::{Bitmap, EvConfig, EvFeedback, EvMode, EvSelector, Mixed, Reps};
 pub use nscc::{Nscc, NsccAck, NsccConfig, NsccDest, NsccEvent, NsccNack};
 pub use pft::{Pft, PftConfig, PftEvent, ThrottleState};

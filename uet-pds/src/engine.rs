@@ -24,7 +24,7 @@ use std::net::IpAddr;
 
 use uet_cms::nscc::{RcvdBytesTracker, service_time_from_wire, service_time_to_wire};
 use uet_cms::rccc::Arrival;
-use uet_cms::{AckEvent, Ccc, NackEvent, RcccReceiver};
+use uet_cms::{AckEvent, Ccc, CccTrace, NackEvent, RcccReceiver};
 use uet_wire::encap::Trim;
 use uet_wire::pds::{
     AckCcState, CpPayload, CreditState, CwndPenalty, DpdcidField, NackAction, NackCode, NackTarget,
@@ -614,6 +614,17 @@ impl Pds {
             }
         }
         (bytes, pkts, rtx)
+    }
+
+    /// Hands every queued congestion-control state change, of every CCC,
+    /// to `f` with the CCC's destination and traffic class
+    /// ([`Ccc::poll_trace`]): for tracing and plots.
+    pub fn drain_cc_traces(&mut self, mut f: impl FnMut(IpAddr, TrafficClass, CccTrace)) {
+        for (&(dst, tc), c) in &mut self.cccs {
+            while let Some(e) = c.poll_trace() {
+                f(dst, tc, e);
+            }
+        }
     }
 
     /// Every CCC with its destination and traffic class (for stats).

@@ -30,6 +30,7 @@ pub use engine::{
 };
 pub use rx_window::{RxOutcome, RxWindow};
 pub use tx_ledger::{TxEntry, TxLedger};
+pub use uet_cms::CccTrace;
 
 #[cfg(test)]
 mod tests;

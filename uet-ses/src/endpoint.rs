@@ -571,6 +571,12 @@ impl<M: RegisteredMemory> Endpoint<M> {
         &self.pds
     }
 
+    /// Hands every queued congestion-control state change to `f`
+    /// ([`Pds::drain_cc_traces`]).
+    pub fn drain_cc_traces(&mut self, f: impl FnMut(IpAddr, TrafficClass, uet_pds::CccTrace)) {
+        self.pds.drain_cc_traces(f);
+    }
+
     /// SES counters.
     pub fn counters(&self) -> SesCounters {
         self.core.counters

@@ -90,6 +90,11 @@ struct IncastArgs {
     /// at equal rates.
     #[arg(long, default_value_t = 0)]
     link_jitter_ns: u64,
+    /// Write every congestion-control state change of the senders (NSCC
+    /// window with its reason, RCCC credit, CCC state, PFT state) and the
+    /// bottleneck queue to this CSV file: t_ns,sender,series,value,note.
+    #[arg(long)]
+    trace: Option<std::path::PathBuf>,
     /// RTO_INIT_TIME in µs (default: twice the idle round trip plus one
     /// full buffer drain, at least 200 µs).
     #[arg(long)]
@@ -263,9 +268,10 @@ fn incast(a: &IncastArgs) -> ExitCode {
         pds.rto_init = Duration::from_micros(us);
     }
     let started = std::time::Instant::now();
-    let start = uet_tests::scenario::IncastStart {
+    let start = uet_tests::scenario::IncastOptions {
         random_ties: a.random_ties,
         jitter_t0: a.jitter_t0,
+        trace: a.trace.is_some(),
     };
     let r = uet_tests::scenario::run_incast_cc_with(
         a.senders.max(1),
@@ -276,6 +282,12 @@ fn incast(a: &IncastArgs) -> ExitCode {
         a.seed,
         start,
     );
+    if let Some(path) = &a.trace
+        && let Err(e) = write_trace(path, &r.trace)
+    {
+        eprintln!("uet-sim: --trace {}: {e}", path.display());
+        return ExitCode::FAILURE;
+    }
     let mut json = r.to_json();
     json["scenario"] = serde_json::Value::from("incast");
     json["cc"] = serde_json::Value::from(a.cc.as_str());
@@ -283,4 +295,20 @@ fn incast(a: &IncastArgs) -> ExitCode {
     json["wall_ms"] = serde_json::Value::from(started.elapsed().as_millis() as u64);
     println!("{json}");
     ExitCode::SUCCESS
+}
+
+/// The trace as CSV; notes are quoted (NSCC's reasons contain commas).
+fn write_trace(
+    path: &std::path::Path,
+    rows: &[uet_tests::scenario::TraceRow],
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path)?);
+    writeln!(w, "t_ns,sender,series,value,note")?;
+    for r in rows {
+        let sender = r.sender.map(|s| s.to_string()).unwrap_or_default();
+        let note = r.note.replace('"', "\"\"");
+        writeln!(w, "{},{sender},{},{},\"{note}\"", r.t_ns, r.series, r.value)?;
+    }
+    w.flush()
 }
