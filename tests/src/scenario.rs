@@ -165,8 +165,8 @@ pub struct TraceRow {
     /// The sender, or `None` for the receiver's downlink queue.
     pub sender: Option<usize>,
     /// What changed: `cwnd` (NSCC, bytes), `base_rtt_ns`, `state` (the
-    /// CCC's), `credit` (RCCC balance, bytes), `granted` (RCCC credit
-    /// received so far, bytes), `credit_request` (bytes asked for),
+    /// CCC's), `credit` (RCCC balance in bytes; the note holds the credit
+    /// received so far), `credit_request` (bytes asked for),
     /// `speculation_end` (speculative bytes dropped), `pft` (throttle
     /// state, `credit` units), `queue` (bytes).
     pub series: &'static str,
@@ -760,13 +760,14 @@ pub struct IncastOptions {
     pub random_ties: bool,
     /// Each sender starts at its own seeded uniform time in [0, T0]
     /// (`cc-eval.md`'s jittered start) instead of all at time zero. The
-    /// ICT still counts from time zero, the common start.
+    /// ICT still counts from time zero, the common start; the ideal and
+    /// each flow's completion time count from the starts.
     pub jitter_t0: bool,
     /// Record the trace ([`Writes::trace`]) into [`IncastReport::trace`].
     pub trace: bool,
 }
 
-/// [`run_incast_cc`] with the options of `start`.
+/// [`run_incast_cc`] with `opts`.
 pub fn run_incast_cc_with(
     senders: usize,
     size: u64,
@@ -774,14 +775,14 @@ pub fn run_incast_cc_with(
     link: &LinkParams,
     pds: &PdsConfig,
     seed: u64,
-    start: IncastOptions,
+    opts: IncastOptions,
 ) -> IncastReport {
     let mut link = link.clone();
     let mut pds = pds.clone();
     let rtt = base_rtt(&link, &pds);
     let rate = link.rate_bps;
     configure_cc(cc, &mut pds, &mut link, rate, rtt);
-    run_incast_with(senders, size, &link, &pds, seed, start)
+    run_incast_with(senders, size, &link, &pds, seed, opts)
 }
 
 /// Runs a synchronized incast and computes its `cc-eval.md` metrics.
@@ -811,7 +812,7 @@ fn run_incast_with(
     link: &LinkParams,
     pds: &PdsConfig,
     seed: u64,
-    start: IncastOptions,
+    opts: IncastOptions,
 ) -> IncastReport {
     let payload = (pds.max_ses_len as u64).saturating_sub(44).max(1);
     let w = Writes {
@@ -828,9 +829,9 @@ fn run_incast_with(
         trim: link.trim,
         pds: pds.clone(),
         seed,
-        random_ties: start.random_ties,
-        trace: start.trace,
-        start_at: if start.jitter_t0 {
+        random_ties: opts.random_ties,
+        trace: opts.trace,
+        start_at: if opts.jitter_t0 {
             jittered_starts(senders, base_rtt(link, pds), seed)
         } else {
             Vec::new()

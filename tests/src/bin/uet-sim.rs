@@ -268,7 +268,7 @@ fn incast(a: &IncastArgs) -> ExitCode {
         pds.rto_init = Duration::from_micros(us);
     }
     let started = std::time::Instant::now();
-    let start = uet_tests::scenario::IncastOptions {
+    let opts = uet_tests::scenario::IncastOptions {
         random_ties: a.random_ties,
         jitter_t0: a.jitter_t0,
         trace: a.trace.is_some(),
@@ -280,7 +280,7 @@ fn incast(a: &IncastArgs) -> ExitCode {
         &link,
         &pds,
         a.seed,
-        start,
+        opts,
     );
     if let Some(path) = &a.trace
         && let Err(e) = write_trace(path, &r.trace)
