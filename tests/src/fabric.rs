@@ -958,41 +958,45 @@ mod tests {
         assert_eq!(short, st.trimmed);
     }
 
-    /// Two senders whose frames reach the switch at the same instants,
-    /// into a queue that holds one frame: in scheduling order the first
-    /// host always wins the free slot; with random ties both get a share.
+    /// Two senders at the same rate whose frames reach a one-frame queue at
+    /// the same instants (1000 of 1000 B each, tagged 1 and 2): how many of
+    /// each got through, with `random` ties and `jitter` on their links.
+    fn two_senders_into_one_slot(random: bool, jitter: Duration) -> (usize, usize) {
+        let mut fast = LinkParams::new(100_000_000, Duration::from_micros(1), 1 << 20);
+        fast.impair.jitter = jitter;
+        let slow = LinkParams::new(10_000_000, Duration::from_micros(1), 2_000);
+        let mut f = Fabric::new(TestOps, 7);
+        f.random_ties = random;
+        f.nic_queue_bytes = 1 << 20;
+        let sw = f.add_switch();
+        let log: Log = Rc::default();
+        // The senders are told apart by a tag byte.
+        for (a, tag) in [(A, 1), ([10, 0, 0, 3], 2)] {
+            let s = Sender {
+                dst: B,
+                count: 1000,
+                len: 1000,
+                sent: 0,
+                tag,
+            };
+            f.add_host(Box::new(s), ip(a), sw, fast.clone(), fast.clone());
+        }
+        f.add_host(Box::new(Sink(log.clone())), ip(B), sw, slow.clone(), slow);
+        f.run_until(Instant::from_nanos(1_000_000_000));
+        let first = log.borrow().iter().filter(|(_, fr)| fr[7] == 1).count();
+        (first, log.borrow().len() - first)
+    }
+
+    /// In scheduling order the first host always wins the free slot; with
+    /// random ties both get a share.
     #[test]
     fn random_ties_share_simultaneous_arrivals() {
-        let kept = |random: bool| {
-            let fast = LinkParams::new(100_000_000, Duration::from_micros(1), 1 << 20);
-            let slow = LinkParams::new(10_000_000, Duration::from_micros(1), 2_000);
-            let mut f = Fabric::new(TestOps, 7);
-            f.random_ties = random;
-            f.nic_queue_bytes = 1 << 20;
-            let sw = f.add_switch();
-            let log: Log = Rc::default();
-            // The senders are told apart by a tag byte.
-            for (a, tag) in [(A, 1), ([10, 0, 0, 3], 2)] {
-                let s = Sender {
-                    dst: B,
-                    count: 1000,
-                    len: 1000,
-                    sent: 0,
-                    tag,
-                };
-                f.add_host(Box::new(s), ip(a), sw, fast.clone(), fast.clone());
-            }
-            f.add_host(Box::new(Sink(log.clone())), ip(B), sw, slow.clone(), slow);
-            f.run_until(Instant::from_nanos(1_000_000_000));
-            let first = log.borrow().iter().filter(|(_, fr)| fr[7] == 1).count();
-            (first, log.borrow().len() - first)
-        };
-        let (a, b) = kept(false);
+        let (a, b) = two_senders_into_one_slot(false, Duration::ZERO);
         assert!(
             b < a / 4,
             "scheduling order favours the first host: {a} vs {b}"
         );
-        let (a, b) = kept(true);
+        let (a, b) = two_senders_into_one_slot(true, Duration::ZERO);
         assert!(a.abs_diff(b) * 3 < a + b, "random ties share: {a} vs {b}");
     }
 
@@ -1028,39 +1032,14 @@ mod tests {
         assert!(later > 150, "only {later} frames delayed");
     }
 
-    /// Two senders at the same rate whose frames reach a one-frame queue
-    /// at the same instants: without jitter the first host always wins
-    /// (the phase effect); a jitter of a fraction of a frame time shares
-    /// the queue between them.
+    /// Without jitter the first host always wins the one-frame queue (the
+    /// phase effect); a jitter of a quarter of a frame time (80 µs at
+    /// 100 Mb/s) shares it between them.
     #[test]
     fn jitter_breaks_the_phase_lock() {
-        let kept = |jitter: Duration| {
-            let mut fast = LinkParams::new(100_000_000, Duration::from_micros(1), 1 << 20);
-            fast.impair.jitter = jitter;
-            let slow = LinkParams::new(10_000_000, Duration::from_micros(1), 2_000);
-            let mut f = Fabric::new(TestOps, 7);
-            f.nic_queue_bytes = 1 << 20;
-            let sw = f.add_switch();
-            let log: Log = Rc::default();
-            for (a, tag) in [(A, 1), ([10, 0, 0, 3], 2)] {
-                let s = Sender {
-                    dst: B,
-                    count: 1000,
-                    len: 1000,
-                    sent: 0,
-                    tag,
-                };
-                f.add_host(Box::new(s), ip(a), sw, fast.clone(), fast.clone());
-            }
-            f.add_host(Box::new(Sink(log.clone())), ip(B), sw, slow.clone(), slow);
-            f.run_until(Instant::from_nanos(1_000_000_000));
-            let first = log.borrow().iter().filter(|(_, fr)| fr[7] == 1).count();
-            (first, log.borrow().len() - first)
-        };
-        let (a, b) = kept(Duration::ZERO);
+        let (a, b) = two_senders_into_one_slot(false, Duration::ZERO);
         assert!(b < a / 4, "phase lock favours the first host: {a} vs {b}");
-        // One 1000 B frame takes 80 µs at 100 Mb/s.
-        let (a, b) = kept(Duration::from_micros(20));
+        let (a, b) = two_senders_into_one_slot(false, Duration::from_micros(20));
         assert!(a.abs_diff(b) * 3 < a + b, "jitter shares: {a} vs {b}");
     }
 
