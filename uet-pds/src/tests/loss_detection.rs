@@ -61,8 +61,9 @@ fn a_delayed_first_copy_is_no_evidence_against_what_left_after_it() {
     let re = drain(&mut a, t1);
     assert_eq!(psns(&re), psns(&p[0..2]));
     // p1's resend arrives, then p0's delayed first copy; one ACK answers
-    // both: it names p0 and says a retransmission arrived. Taking p0's
-    // resend (20 µs after p6 left) as what arrived would condemn p6.
+    // both. It names p0, whose first copy is no retransmission, so its
+    // `retx` is clear (an OR over both would set it). Taking p0's resend
+    // (20 µs after p6 left) as what arrived would condemn p6.
     let t2 = t1 + Duration::from_micros(3);
     deliver(&mut b, t2, &re[1]);
     exchange(&mut a, &mut b, t2, &p[0..1]);
@@ -217,4 +218,62 @@ fn a_probe_answer_condemns_nothing_past_its_sack_bitmap() {
     exchange(&mut a, &mut b, when + Duration::from_micros(2), &probe);
     let re = drain(&mut a, when + Duration::from_micros(2));
     assert_eq!(psns(&re), psns(&p[..1]));
+}
+
+/// A source whose PDC is not yet established, with RACK's time rule, that
+/// has sent four packets whose first copies never arrive; returns the
+/// packets and the RTO's resend of the first.
+fn lost_before_establishment() -> (Host, Host, Vec<Dgram>, Dgram, Instant) {
+    let cfg = PdsConfig {
+        rack_window: Some(Duration::from_micros(5)),
+        ..PdsConfig::default()
+    };
+    let mut a = host(A, 1, cfg);
+    let b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(2, 4, 100)).unwrap();
+    let first = drain(&mut a, t(0));
+    assert_eq!(
+        psns(&first).len(),
+        4,
+        "all four leave with SYN, and are lost"
+    );
+    let when = a.pds.poll_timeout().unwrap();
+    a.pds.handle_timeout(when, &mut a.up);
+    let re = drain(&mut a, when);
+    assert_eq!(psns(&re), psns(&first[..1]), "the RTO resends the first");
+    assert_eq!(a.pds.counters().rto_fired, 1);
+    (a, b, first, re[0].clone(), when)
+}
+
+#[test]
+fn the_answer_to_an_rto_resend_condemns_a_window_lost_before_establishment() {
+    let (mut a, mut b, first, resend, when) = lost_before_establishment();
+    // The resend arrives; its ACK says it answers a retransmission, so
+    // what left before the resend and is not acknowledged is lost: all
+    // three go at once, none waits for an RTO of its own.
+    let now = when + Duration::from_micros(3);
+    exchange(&mut a, &mut b, now, &[resend]);
+    let re = drain(&mut a, now);
+    assert_eq!(psns(&re), psns(&first[1..]));
+    exchange(&mut a, &mut b, now, &re);
+    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 4);
+    assert_eq!(a.pds.counters().rto_fired, 1);
+}
+
+#[test]
+fn a_late_first_copy_after_an_rto_resend_condemns_nothing() {
+    let (mut a, mut b, first, _resend, when) = lost_before_establishment();
+    // Not the resend but the first packet's first copy arrives, late: the
+    // ACK does not say it answers a retransmission, and the other three
+    // may be as late as it was.
+    let now = when + Duration::from_micros(3);
+    exchange(&mut a, &mut b, now, &first[..1]);
+    assert!(
+        psns(&drain(&mut a, now)).is_empty(),
+        "nothing presumed lost"
+    );
+    exchange(&mut a, &mut b, now, &first[1..]);
+    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 4);
+    assert_eq!(a.pds.counters().tx_retransmits, 1);
 }
