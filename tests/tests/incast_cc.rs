@@ -287,3 +287,25 @@ fn jittered_incasts_keep_their_targets() {
     );
     assert!(n.jain >= 0.99, "NSCC 2:1 Jain {:.3}", n.jain);
 }
+
+/// Drop-tail with cc-eval's jittered start: senders that start after the
+/// buffer filled lose their whole first window and only an RTO brings
+/// them back. The answer to that RTO's resend establishes the PDC and
+/// condemns the rest of the window at once, so it costs about one RTO per
+/// such sender, not one per packet (29 at 32:1 before, 27 per sender).
+#[test]
+fn a_window_lost_before_establishment_costs_one_rto() {
+    use uet_tests::scenario::{IncastOptions, run_incast_cc_with};
+    let link = LinkParams::new(100_000_000_000, Duration::from_micros(2), 1 << 20);
+    let pds = incast_pds_config(&link, 4096);
+    let o = IncastOptions {
+        jitter_t0: true,
+        ..IncastOptions::default()
+    };
+    let r = run_incast_cc_with(32, 256 << 10, CcMode::Rccc, &link, &pds, 1, o);
+    eprintln!("32:1 rccc drop-tail jittered: {}", r.to_json());
+    assert!(r.ok);
+    assert!(r.drops > 0, "the buffer overflows");
+    assert!(r.rtos <= 8, "{} RTOs", r.rtos);
+    assert!(r.ict_over_ideal <= 1.05, "ICT {:.3}", r.ict_over_ideal);
+}
