@@ -40,6 +40,7 @@ use uet_wire::{
     RiGeneration, TrafficClass, Units256,
 };
 
+use crate::ccc_table::CccTable;
 use crate::config::PdsConfig;
 use crate::counters::{Counters, DropReason};
 use crate::pdc_table::PdcTable;
@@ -412,6 +413,9 @@ struct Pdc {
     mode: ReliableMode,
     key: Option<InitiatorKey>,
     ccc: (IpAddr, TrafficClass),
+    /// The index of `ccc` in [`Pds::cccs`] once known (`CccTable::index`;
+    /// a CCC is never removed, so it stays valid).
+    ccc_ix: Option<usize>,
     // Send half.
     start: Psn,
     established: bool,
@@ -493,7 +497,7 @@ pub struct Pds {
     pdcs: PdcTable<Pdc>,
     by_peer: HashMap<(IpAddr, PdcId), PdcId>,
     reuse: HashMap<InitiatorKey, PdcId>,
-    cccs: HashMap<(IpAddr, TrafficClass), Ccc>,
+    cccs: CccTable<Ccc>,
     next_id: u16,
     active: VecDeque<PdcId>,
     acks: VecDeque<PdcId>,
@@ -551,7 +555,7 @@ impl Pds {
             pdcs: PdcTable::new(),
             by_peer: HashMap::default(),
             reuse: HashMap::default(),
-            cccs: HashMap::default(),
+            cccs: CccTable::new(),
             next_id: 1,
             active: VecDeque::new(),
             acks: VecDeque::new(),
@@ -641,6 +645,7 @@ impl Pds {
             mode: key.mode,
             key: Some(key),
             ccc: (key.dst, key.tc),
+            ccc_ix: None,
             start,
             established: false,
             ledger: TxLedger::new(start),
@@ -701,8 +706,8 @@ impl Pds {
     /// New data queued on `pdc` (CCC `key`): the CCC learns of it
     /// (OnNewData) and the PDC goes on the send round robin.
     fn on_queued(&mut self, now: Instant, pdc: PdcId, key: (IpAddr, TrafficClass), bytes: u64) {
-        self.ensure_ccc(now, key.0, key.1);
-        if let Some(c) = self.cccs.get_mut(&key) {
+        let ix = self.ensure_ccc(now, key.0, key.1);
+        if let Some(c) = self.cccs.at_mut(ix) {
             c.on_new_data(now, bytes);
         }
         self.schedule(pdc);
@@ -1120,12 +1125,12 @@ impl Pds {
         let Self {
             cccs, pdcs, ctl, ..
         } = self;
-        for (&key, c) in cccs.iter_mut() {
+        cccs.for_each_mut(|&key, c| {
             if !c
                 .rccc()
                 .is_some_and(uet_cms::RcccSource::needs_credit_request)
             {
-                continue;
+                return;
             }
             if let Some(target) = c.poll_credit_request(now) {
                 // Any established PDC of this CCC carries the request.
@@ -1148,7 +1153,7 @@ impl Pds {
                     ctl.push_back(CtlOut::Cp { dst, repr });
                 }
             }
-        }
+        });
     }
 
     /// Turns the receiver pacer's grants into CREDIT control packets.
@@ -1218,11 +1223,26 @@ impl Pds {
         None
     }
 
-    fn ensure_ccc(&mut self, now: Instant, dst: IpAddr, tc: TrafficClass) {
-        if !self.cccs.contains_key(&(dst, tc)) {
-            let c = Ccc::new(self.config.ccc.clone(), now, &mut self.rng);
-            self.cccs.insert((dst, tc), c);
+    fn ensure_ccc(&mut self, now: Instant, dst: IpAddr, tc: TrafficClass) -> usize {
+        match self.cccs.index(&(dst, tc)) {
+            Some(ix) => ix,
+            None => {
+                let c = Ccc::new(self.config.ccc.clone(), now, &mut self.rng);
+                self.cccs.insert_new((dst, tc), c)
+            }
         }
+    }
+
+    /// The index of `p`'s CCC in `cccs`, cached on the PDC after the first
+    /// lookup (`None` while the CCC does not exist).
+    #[inline]
+    fn ccc_ix(cccs: &CccTable<Ccc>, p: &mut Pdc) -> Option<usize> {
+        if let Some(ix) = p.ccc_ix {
+            return Some(ix);
+        }
+        let ix = cccs.index(&p.ccc)?;
+        p.ccc_ix = Some(ix);
+        Some(ix)
     }
 
     // ----------------------------------------------------------------- receive
@@ -1450,6 +1470,7 @@ impl Pds {
                         mode,
                         key: None,
                         ccc: (meta.src, tc),
+                        ccc_ix: None,
                         // The return direction (target → initiator, e.g.
                         // read data) starts at the initiator's Start_PSN,
                         // which the SYN gives us: the initiator then knows
@@ -2001,7 +2022,7 @@ impl Pds {
             _ => {}
         }
         let reschedule = p.clear_needed;
-        let key = p.ccc;
+        let ccc_ix = Self::ccc_ix(&self.cccs, p);
         // CC feedback: NSCC state (rcvd_bytes → newly received bytes,
         // service time, DFC) or CREDIT state (RCCC cumulative credit), §2.7.
         let (rcv_pend, restore, newly, service, credit) = match a.ext {
@@ -2026,12 +2047,12 @@ impl Pds {
         }
         if !a.m
             && !good_evs.is_empty()
-            && let Some(c) = self.cccs.get_mut(&key)
+            && let Some(c) = ccc_ix.and_then(|ix| self.cccs.at_mut(ix))
         {
             c.on_evs_good(now, &good_evs);
         }
         if acked_pkts > 0
-            && let Some(c) = self.cccs.get_mut(&key)
+            && let Some(c) = ccc_ix.and_then(|ix| self.cccs.at_mut(ix))
         {
             c.on_ack(
                 now,
@@ -2055,7 +2076,7 @@ impl Pds {
             self.schedule(id);
         }
         if !inferred.is_empty() {
-            if let Some(c) = self.cccs.get_mut(&key) {
+            if let Some(c) = ccc_ix.and_then(|ix| self.cccs.at_mut(ix)) {
                 for (bytes, ev) in &inferred {
                     c.on_inferred_loss(now, *bytes, Some(*ev));
                 }
@@ -2348,7 +2369,12 @@ impl Pds {
             match self.pdcs.get_mut(&id) {
                 // Round robin: the PDC goes to the back while it has work
                 // (it stays scheduled).
-                Some(p) if t.is_some() && p.has_tx_work() => self.active.rotate_left(1),
+                // (Alone on it, it already is at the back.)
+                Some(p) if t.is_some() && p.has_tx_work() => {
+                    if self.active.len() > 1 {
+                        self.active.rotate_left(1);
+                    }
+                }
                 p => {
                     self.active.pop_front();
                     if let Some(p) = p {
@@ -2596,7 +2622,7 @@ impl Pds {
     ) -> Option<Transmit> {
         let range = self.config.mp_range;
         let p = self.pdcs.get_mut(&id)?;
-        let ccc = self.cccs.get_mut(&p.ccc)?;
+        let ccc = self.cccs.at_mut(Self::ccc_ix(&self.cccs, p)?)?;
         // 1. Retransmissions (SACKed ones become ACK_REQ probes, §3). Data
         // retransmissions go through the CCC like new data: a NACK or loss
         // already moved their bytes from inflight to the retransmit backlog
