@@ -2388,7 +2388,11 @@ impl Pds {
         if let Some((dst, pkt)) = self.uud.pop_front() {
             return self.write_uud(now, dst, pkt, buf, upper);
         }
-        if let Some(t) = self.write_rudi(now, buf, upper) {
+        // (Without RUDI work, the usual case, `write_rudi` has nothing to
+        // send: not called.)
+        if !(self.rudi.replies.is_empty() && self.rudi.inflight.is_empty())
+            && let Some(t) = self.write_rudi(now, buf, upper)
+        {
             return Some(t);
         }
         let mut spins = self.active.len();
