@@ -40,6 +40,7 @@ use uet_wire::{
     RiGeneration, TrafficClass, Units256,
 };
 
+use crate::ccc_table::CccTable;
 use crate::config::PdsConfig;
 use crate::counters::{Counters, DropReason};
 use crate::pdc_table::PdcTable;
@@ -416,6 +417,9 @@ struct Pdc {
     mode: ReliableMode,
     key: Option<InitiatorKey>,
     ccc: (IpAddr, TrafficClass),
+    /// The index of `ccc` in [`Pds::cccs`] once known (`CccTable::index`;
+    /// a CCC is never removed, so it stays valid).
+    ccc_ix: Option<usize>,
     // Send half.
     start: Psn,
     established: bool,
@@ -497,7 +501,7 @@ pub struct Pds {
     pdcs: PdcTable<Pdc>,
     by_peer: HashMap<(IpAddr, PdcId), PdcId>,
     reuse: HashMap<InitiatorKey, PdcId>,
-    cccs: HashMap<(IpAddr, TrafficClass), Ccc>,
+    cccs: CccTable<Ccc>,
     next_id: u16,
     active: VecDeque<PdcId>,
     acks: VecDeque<PdcId>,
@@ -555,7 +559,7 @@ impl Pds {
             pdcs: PdcTable::new(),
             by_peer: HashMap::default(),
             reuse: HashMap::default(),
-            cccs: HashMap::default(),
+            cccs: CccTable::new(),
             next_id: 1,
             active: VecDeque::new(),
             acks: VecDeque::new(),
@@ -656,6 +660,7 @@ impl Pds {
             mode: key.mode,
             key: Some(key),
             ccc: (key.dst, key.tc),
+            ccc_ix: None,
             start,
             established: false,
             ledger: TxLedger::new(start),
@@ -716,8 +721,8 @@ impl Pds {
     /// New data queued on `pdc` (CCC `key`): the CCC learns of it
     /// (OnNewData) and the PDC goes on the send round robin.
     fn on_queued(&mut self, now: Instant, pdc: PdcId, key: (IpAddr, TrafficClass), bytes: u64) {
-        self.ensure_ccc(now, key.0, key.1);
-        if let Some(c) = self.cccs.get_mut(&key) {
+        let ix = self.ensure_ccc(now, key.0, key.1);
+        if let Some(c) = self.cccs.at_mut(ix) {
             c.on_new_data(now, bytes);
         }
         self.schedule(pdc);
@@ -1135,12 +1140,12 @@ impl Pds {
         let Self {
             cccs, pdcs, ctl, ..
         } = self;
-        for (&key, c) in cccs.iter_mut() {
+        cccs.for_each_mut(|&key, c| {
             if !c
                 .rccc()
                 .is_some_and(uet_cms::RcccSource::needs_credit_request)
             {
-                continue;
+                return;
             }
             if let Some(target) = c.poll_credit_request(now) {
                 // Any established PDC of this CCC carries the request.
@@ -1163,7 +1168,7 @@ impl Pds {
                     ctl.push_back(CtlOut::Cp { dst, repr });
                 }
             }
-        }
+        });
     }
 
     /// Turns the receiver pacer's grants into CREDIT control packets.
@@ -1233,11 +1238,26 @@ impl Pds {
         None
     }
 
-    fn ensure_ccc(&mut self, now: Instant, dst: IpAddr, tc: TrafficClass) {
-        if !self.cccs.contains_key(&(dst, tc)) {
-            let c = Ccc::new(self.config.ccc.clone(), now, &mut self.rng);
-            self.cccs.insert((dst, tc), c);
+    fn ensure_ccc(&mut self, now: Instant, dst: IpAddr, tc: TrafficClass) -> usize {
+        match self.cccs.index(&(dst, tc)) {
+            Some(ix) => ix,
+            None => {
+                let c = Ccc::new(self.config.ccc.clone(), now, &mut self.rng);
+                self.cccs.insert_new((dst, tc), c)
+            }
         }
+    }
+
+    /// The index of `p`'s CCC in `cccs`, cached on the PDC after the first
+    /// lookup (`None` while the CCC does not exist).
+    #[inline]
+    fn ccc_ix(cccs: &CccTable<Ccc>, p: &mut Pdc) -> Option<usize> {
+        if let Some(ix) = p.ccc_ix {
+            return Some(ix);
+        }
+        let ix = cccs.index(&p.ccc)?;
+        p.ccc_ix = Some(ix);
+        Some(ix)
     }
 
     // ----------------------------------------------------------------- receive
@@ -1465,6 +1485,7 @@ impl Pds {
                         mode,
                         key: None,
                         ccc: (meta.src, tc),
+                        ccc_ix: None,
                         // The return direction (target → initiator, e.g.
                         // read data) starts at the initiator's Start_PSN,
                         // which the SYN gives us: the initiator then knows
@@ -2026,7 +2047,7 @@ impl Pds {
             _ => {}
         }
         let reschedule = p.clear_needed;
-        let key = p.ccc;
+        let ccc_ix = Self::ccc_ix(&self.cccs, p);
         // CC feedback: NSCC state (rcvd_bytes → newly received bytes,
         // service time, DFC) or CREDIT state (RCCC cumulative credit), §2.7.
         let (rcv_pend, restore, newly, service, credit) = match a.ext {
@@ -2051,12 +2072,12 @@ impl Pds {
         }
         if !a.m
             && !good_evs.is_empty()
-            && let Some(c) = self.cccs.get_mut(&key)
+            && let Some(c) = ccc_ix.and_then(|ix| self.cccs.at_mut(ix))
         {
             c.on_evs_good(now, &good_evs);
         }
         if acked_pkts > 0
-            && let Some(c) = self.cccs.get_mut(&key)
+            && let Some(c) = ccc_ix.and_then(|ix| self.cccs.at_mut(ix))
         {
             c.on_ack(
                 now,
@@ -2080,7 +2101,7 @@ impl Pds {
             self.schedule(id);
         }
         if !inferred.is_empty() {
-            if let Some(c) = self.cccs.get_mut(&key) {
+            if let Some(c) = ccc_ix.and_then(|ix| self.cccs.at_mut(ix)) {
                 for (bytes, ev) in &inferred {
                     c.on_inferred_loss(now, *bytes, Some(*ev));
                 }
@@ -2333,7 +2354,41 @@ impl Pds {
     /// Writes the next datagram's UET bytes into `buf` (sized for the
     /// largest packet: PDS header + `max_ses_len`) and says where it goes.
     /// Priority: NACKs and control, ACKs, retransmissions, new data.
+    #[inline]
     pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        upper: &mut impl Upper,
+    ) -> Option<Transmit> {
+        // The usual answer of a receiver between its ACKs, decided here
+        // without entering the general path (whose entry and exit alone,
+        // saving and restoring registers, cost more than these checks).
+        if self.nothing_to_send() {
+            return None;
+        }
+        self.poll_transmit_general(now, buf, upper)
+    }
+
+    /// Nothing [`Pds::poll_transmit_general`] could send now: no PDC on
+    /// the send round robin, no ACK, control packet, UUD or RUDI work, and
+    /// no RCCC (whose grants and credit requests it would first collect).
+    /// When this holds it returns `None` and changes nothing (tested on
+    /// every poll of the engine tests).
+    #[inline]
+    pub(crate) fn nothing_to_send(&self) -> bool {
+        self.active.is_empty()
+            && self.acks.is_empty()
+            && self.ctl.is_empty()
+            && self.uud.is_empty()
+            && self.rudi.replies.is_empty()
+            && self.rudi.inflight.is_empty()
+            && self.rccc_rx.is_none()
+            && !self.config.ccc.algorithm.has_rccc()
+    }
+
+    /// [`Pds::poll_transmit`] for every case.
+    pub(crate) fn poll_transmit_general(
         &mut self,
         now: Instant,
         buf: &mut [u8],
@@ -2358,7 +2413,11 @@ impl Pds {
         if let Some((dst, pkt)) = self.uud.pop_front() {
             return self.write_uud(now, dst, pkt, buf, upper);
         }
-        if let Some(t) = self.write_rudi(now, buf, upper) {
+        // (Without RUDI work, the usual case, `write_rudi` has nothing to
+        // send: not called.)
+        if !(self.rudi.replies.is_empty() && self.rudi.inflight.is_empty())
+            && let Some(t) = self.write_rudi(now, buf, upper)
+        {
             return Some(t);
         }
         let mut spins = self.active.len();
@@ -2373,7 +2432,12 @@ impl Pds {
             match self.pdcs.get_mut(&id) {
                 // Round robin: the PDC goes to the back while it has work
                 // (it stays scheduled).
-                Some(p) if t.is_some() && p.has_tx_work() => self.active.rotate_left(1),
+                // (Alone on it, it already is at the back.)
+                Some(p) if t.is_some() && p.has_tx_work() => {
+                    if self.active.len() > 1 {
+                        self.active.rotate_left(1);
+                    }
+                }
                 p => {
                     self.active.pop_front();
                     if let Some(p) = p {
@@ -2621,7 +2685,7 @@ impl Pds {
     ) -> Option<Transmit> {
         let range = self.config.mp_range;
         let p = self.pdcs.get_mut(&id)?;
-        let ccc = self.cccs.get_mut(&p.ccc)?;
+        let ccc = self.cccs.at_mut(Self::ccc_ix(&self.cccs, p)?)?;
         // 1. Retransmissions (SACKed ones become ACK_REQ probes, §3). Data
         // retransmissions go through the CCC like new data: a NACK or loss
         // already moved their bytes from inflight to the retransmit backlog

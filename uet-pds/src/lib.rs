@@ -12,6 +12,7 @@
 )]
 
 pub mod cc_mode;
+mod ccc_table;
 pub mod config;
 pub mod counters;
 pub mod engine;

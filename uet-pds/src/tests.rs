@@ -108,7 +108,13 @@ impl Dgram {
 fn drain(h: &mut Host, now: Instant) -> Vec<Dgram> {
     let mut out = vec![];
     let mut buf = [0u8; 9000];
-    while let Some(t) = h.pds.poll_transmit(now, &mut buf, &mut h.up) {
+    // The general path, checked against the fast path's claim: when
+    // `nothing_to_send` holds, it has nothing to send.
+    loop {
+        let idle = h.pds.nothing_to_send();
+        let sent = h.pds.poll_transmit_general(now, &mut buf, &mut h.up);
+        assert!(!idle || sent.is_none(), "nothing_to_send, yet {sent:?}");
+        let Some(t) = sent else { break };
         out.push(Dgram {
             src: h.addr,
             ev: t.ev,

@@ -325,6 +325,7 @@ impl OutgoingMessage {
     /// the start of `buf`. Returns the `next_hdr` for the PDS header and the
     /// bytes written. `local` is the memory the operation's [`LocalBuf`]
     /// names (unused for a read request).
+    #[inline]
     pub fn write_packet<L: RegisteredMemory + ?Sized>(
         &self,
         i: usize,

@@ -560,8 +560,21 @@ impl<M> fmt::Debug for Checked<'_, M> {
 /// One flat map from the full address to its slot, so that a remote access
 /// costs one lookup; which jobs and processes are known (check steps 1-2) is
 /// counted on the side and consulted only when that lookup fails.
+///
+/// The slots live in a vector, the map giving each address's index, so that
+/// [`MemoryTable::check`] can remember the last access it validated and
+/// answer the same request again (every packet of a multi-packet write
+/// checks the same whole-message window) without the lookup or the checks.
+/// Every change to the table forgets it.
 pub struct MemoryTable<M = Box<dyn RegisteredMemory + Send>> {
-    slots: HashMap<RegionAddr, Slot<M>>,
+    /// Address → index in `entries`.
+    slots: HashMap<RegionAddr, usize>,
+    /// The slots, each with its address (to re-index the one moved by a
+    /// removal).
+    entries: Vec<(RegionAddr, Slot<M>)>,
+    /// The last request [`MemoryTable::check`] validated, the index of its
+    /// region and the window's start; `None` after any change.
+    last: Option<(AccessRequest, usize, u64)>,
     /// Slots (live or tombstones) per process: a process is known while it
     /// has one.
     pids: HashMap<(JobId, PidOnFep), usize>,
@@ -574,6 +587,8 @@ impl<M> Default for MemoryTable<M> {
     fn default() -> Self {
         Self {
             slots: HashMap::default(),
+            entries: Vec::new(),
+            last: None,
             pids: HashMap::default(),
             jobs: HashMap::default(),
             live: 0,
@@ -617,7 +632,8 @@ impl<M: RegisteredMemory> MemoryTable<M> {
         if spec.base.checked_add(len).is_none() {
             return Err(MemError::BaseOverflow);
         }
-        let generation = match self.slots.get(&spec.addr) {
+        self.last = None;
+        let generation = match self.slot(spec.addr) {
             Some(Slot::Live(_)) => return Err(MemError::RiInUse),
             Some(Slot::Retired { next }) => *next,
             None => {
@@ -629,19 +645,27 @@ impl<M: RegisteredMemory> MemoryTable<M> {
                 RiGeneration::default()
             }
         };
-        self.slots.insert(
-            spec.addr,
-            Slot::Live(MemEntry {
-                key: spec.key,
-                generation,
-                access: spec.access,
-                len,
-                base: spec.base,
-                enabled: true,
-                generation_enabled: true,
-                memory,
-            }),
-        );
+        let live = Slot::Live(MemEntry {
+            key: spec.key,
+            generation,
+            access: spec.access,
+            len,
+            base: spec.base,
+            enabled: true,
+            generation_enabled: true,
+            memory,
+        });
+        match self.slots.get(&spec.addr) {
+            Some(&ix) => {
+                if let Some((_, slot)) = self.entries.get_mut(ix) {
+                    *slot = live;
+                }
+            }
+            None => {
+                self.slots.insert(spec.addr, self.entries.len());
+                self.entries.push((spec.addr, live));
+            }
+        }
         self.live += 1;
         Ok(Registration {
             job: spec.addr.job,
@@ -655,7 +679,8 @@ impl<M: RegisteredMemory> MemoryTable<M> {
     /// Removes a region and returns its memory. The RI keeps a tombstone
     /// with the generation bumped, so stale requests fail `BAD_GENERATION`.
     pub fn deregister(&mut self, addr: RegionAddr) -> Result<M, MemError> {
-        let slot = self.slots.get_mut(&addr).ok_or(MemError::NotRegistered)?;
+        self.last = None;
+        let slot = self.slot_mut(addr).ok_or(MemError::NotRegistered)?;
         let next = match slot {
             Slot::Live(e) => RiGeneration::from_masked(e.generation.get().wrapping_add(1)),
             Slot::Retired { .. } => return Err(MemError::NotRegistered),
@@ -704,14 +729,30 @@ impl<M: RegisteredMemory> MemoryTable<M> {
                 self.jobs.remove(&job);
             }
         }
-        let removed: Vec<M> = self
+        self.last = None;
+        // The slots leave in the map's order (what the map of slots this
+        // replaced returned); each removal moves the last entry into the
+        // hole and re-indexes it.
+        let gone: Vec<RegionAddr> = self
             .slots
             .extract_if(|a, _| a.job == job && a.pid == pid)
-            .filter_map(|(_, s)| match s {
-                Slot::Live(e) => Some(e.memory),
-                Slot::Retired { .. } => None,
-            })
+            .map(|(a, _)| a)
             .collect();
+        let mut removed = Vec::new();
+        for addr in gone {
+            let Some(ix) = self.entries.iter().position(|(a, _)| *a == addr) else {
+                continue;
+            };
+            let (_, slot) = self.entries.swap_remove(ix);
+            if let Some((moved, _)) = self.entries.get(ix)
+                && let Some(at) = self.slots.get_mut(moved)
+            {
+                *at = ix;
+            }
+            if let Slot::Live(e) = slot {
+                removed.push(e.memory);
+            }
+        }
         self.live -= removed.len();
         removed
     }
@@ -719,7 +760,7 @@ impl<M: RegisteredMemory> MemoryTable<M> {
     /// The live region at `addr`.
     #[must_use]
     pub fn get(&self, addr: RegionAddr) -> Option<&MemEntry<M>> {
-        match self.slots.get(&addr)? {
+        match self.slot(addr)? {
             Slot::Live(e) => Some(e),
             Slot::Retired { .. } => None,
         }
@@ -727,7 +768,7 @@ impl<M: RegisteredMemory> MemoryTable<M> {
 
     /// The live region at `addr`, writable.
     pub fn get_mut(&mut self, addr: RegionAddr) -> Option<&mut MemEntry<M>> {
-        match self.slots.get_mut(&addr)? {
+        match self.slot_mut(addr)? {
             Slot::Live(e) => Some(e),
             Slot::Retired { .. } => None,
         }
@@ -742,13 +783,42 @@ impl<M: RegisteredMemory> MemoryTable<M> {
 
     /// Validates one remote access (the order is in the module docs) and
     /// returns the window it may touch.
+    ///
+    /// The same request as the last one validated, with no change to the
+    /// table since, is answered from memory: the same window of the same
+    /// region, without the lookup or the checks (what
+    /// [`MemoryTable::check_general`] would answer, tested).
+    #[inline]
     pub fn check(&mut self, req: &AccessRequest) -> Result<Checked<'_, M>, ReturnCode> {
-        let entry = match self.slots.get_mut(&req.addr) {
+        if let Some((last, ix, start)) = self.last
+            && last == *req
+        {
+            return match self.entries.get_mut(ix) {
+                Some((_, Slot::Live(entry))) => Ok(Checked {
+                    entry,
+                    start,
+                    len: req.len,
+                }),
+                // Never: any change forgets `last`.
+                _ => Err(ReturnCode::BadGeneration),
+            };
+        }
+        self.check_general(req)
+    }
+
+    /// [`MemoryTable::check`] for every request: the lookup and the checks.
+    /// A request that passes is remembered.
+    pub fn check_general(&mut self, req: &AccessRequest) -> Result<Checked<'_, M>, ReturnCode> {
+        let Some(&ix) = self.slots.get(&req.addr) else {
+            return Err(missing(&self.jobs, &self.pids, req.addr));
+        };
+        let entry = match self.entries.get_mut(ix) {
             None => return Err(missing(&self.jobs, &self.pids, req.addr)),
-            Some(Slot::Retired { .. }) => return Err(ReturnCode::BadGeneration),
-            Some(Slot::Live(e)) => e,
+            Some((_, Slot::Retired { .. })) => return Err(ReturnCode::BadGeneration),
+            Some((_, Slot::Live(e))) => e,
         };
         let start = entry.validate(req)?;
+        self.last = Some((*req, ix, start));
         Ok(Checked {
             entry,
             start,
@@ -759,7 +829,7 @@ impl<M: RegisteredMemory> MemoryTable<M> {
     /// [`MemoryTable::check`] without borrowing the region: the
     /// region-relative start of the validated window.
     pub fn resolve(&self, req: &AccessRequest) -> Result<u64, ReturnCode> {
-        match self.slots.get(&req.addr) {
+        match self.slot(req.addr) {
             None => Err(missing(&self.jobs, &self.pids, req.addr)),
             Some(Slot::Retired { .. }) => Err(ReturnCode::BadGeneration),
             Some(Slot::Live(e)) => e.validate(req),
@@ -767,7 +837,19 @@ impl<M: RegisteredMemory> MemoryTable<M> {
     }
 
     fn entry_mut(&mut self, addr: RegionAddr) -> Result<&mut MemEntry<M>, MemError> {
+        // Disabling or enabling changes what a check answers.
+        self.last = None;
         self.get_mut(addr).ok_or(MemError::NotRegistered)
+    }
+
+    fn slot(&self, addr: RegionAddr) -> Option<&Slot<M>> {
+        let &ix = self.slots.get(&addr)?;
+        self.entries.get(ix).map(|(_, s)| s)
+    }
+
+    fn slot_mut(&mut self, addr: RegionAddr) -> Option<&mut Slot<M>> {
+        let &ix = self.slots.get(&addr)?;
+        self.entries.get_mut(ix).map(|(_, s)| s)
     }
 }
 
@@ -1048,5 +1130,150 @@ mod tests {
         assert!(RW.contains(Access::REMOTE_READ));
         assert!(!RW.contains(Access::SEND));
         assert_eq!(Access::from_bits_truncate(0xff).bits(), 0x1f);
+    }
+
+    mod cached_check {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Register {
+                a: u8,
+                key: u8,
+                len: u8,
+                base: u8,
+            },
+            Deregister(u8),
+            Disable(u8),
+            DisableGen(u8),
+            Enable(u8),
+            RemovePid(u8),
+            Check {
+                a: u8,
+                gen_: u8,
+                key: u8,
+                rel: bool,
+                off: u8,
+                len: u8,
+            },
+            /// The previous check again (the per-packet case).
+            Again,
+        }
+
+        /// Four addresses over two processes of one job.
+        fn at(a: u8) -> RegionAddr {
+            addr(7, 1 + u16::from(a % 4 / 2), 1 + u16::from(a % 2))
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                (any::<u8>(), 0u8..2, 1u8..64, 0u8..32)
+                    .prop_map(|(a, key, len, base)| Op::Register { a, key, len, base }),
+                any::<u8>().prop_map(Op::Deregister),
+                any::<u8>().prop_map(Op::Disable),
+                any::<u8>().prop_map(Op::DisableGen),
+                any::<u8>().prop_map(Op::Enable),
+                any::<u8>().prop_map(Op::RemovePid),
+                (any::<u8>(), 0u8..2, 0u8..2, any::<bool>(), 0u8..48, 0u8..40).prop_map(
+                    |(a, gen_, key, rel, off, len)| Op::Check {
+                        a,
+                        gen_,
+                        key,
+                        rel,
+                        off,
+                        len
+                    }
+                ),
+                Just(Op::Again),
+                Just(Op::Again),
+                Just(Op::Again),
+            ]
+        }
+
+        /// Runs a check on `t` (the cached path or the general one),
+        /// writes a marker through the window, and reports the outcome.
+        fn run(
+            t: &mut MemoryTable<Vec<u8>>,
+            req: &AccessRequest,
+            general: bool,
+            mark: u8,
+        ) -> Result<(u64, u64), ReturnCode> {
+            let mut c = if general {
+                t.check_general(req)?
+            } else {
+                t.check(req)?
+            };
+            let (start, len) = (c.start(), c.len());
+            if len > 0 {
+                assert!(c.write(len - 1, &[mark]));
+            }
+            Ok((start, len))
+        }
+
+        proptest! {
+            /// `check` (which answers a repeated request from memory) gives
+            /// the same verdicts and writes the same bytes of the same
+            /// regions as `check_general`, through registrations,
+            /// deregistrations, disables and process removals.
+            #[test]
+            fn check_answers_like_the_general_check(ops in proptest::collection::vec(op(), 0..120)) {
+                let mut fast: MemoryTable<Vec<u8>> = MemoryTable::new();
+                let mut slow: MemoryTable<Vec<u8>> = MemoryTable::new();
+                let mut last: Option<AccessRequest> = None;
+                for (i, op) in ops.into_iter().enumerate() {
+                    let mark = i as u8;
+                    match op {
+                        Op::Register { a, key, len, base } => {
+                            let spec = RegionSpec::new(at(a), MemoryKey(u64::from(key)), RW)
+                                .with_base(u64::from(base));
+                            let mem = vec![0u8; usize::from(len)];
+                            prop_assert_eq!(
+                                fast.register(spec, mem.clone()).map(|r| r.generation),
+                                slow.register(spec, mem).map(|r| r.generation)
+                            );
+                        }
+                        Op::Deregister(a) => prop_assert_eq!(
+                            fast.deregister(at(a)).map(|m| m.len()),
+                            slow.deregister(at(a)).map(|m| m.len())
+                        ),
+                        Op::Disable(a) => prop_assert_eq!(fast.disable(at(a)), slow.disable(at(a))),
+                        Op::DisableGen(a) => prop_assert_eq!(
+                            fast.disable_generation(at(a)),
+                            slow.disable_generation(at(a))
+                        ),
+                        Op::Enable(a) => prop_assert_eq!(fast.enable(at(a)), slow.enable(at(a))),
+                        Op::RemovePid(a) => {
+                            let (job, pid) = (at(a).job, at(a).pid);
+                            prop_assert_eq!(fast.remove_pid(job, pid), slow.remove_pid(job, pid));
+                        }
+                        Op::Check { a, gen_, key, rel, off, len } => {
+                            let req = AccessRequest {
+                                addr: at(a),
+                                generation: RiGeneration::from_masked(gen_),
+                                key: Some(MemoryKey(u64::from(key))),
+                                needed: Access::REMOTE_WRITE,
+                                addressing: Addressing::from_rel(rel),
+                                offset: u64::from(off),
+                                len: u64::from(len),
+                            };
+                            last = Some(req);
+                            prop_assert_eq!(run(&mut fast, &req, false, mark), run(&mut slow, &req, true, mark));
+                        }
+                        Op::Again => {
+                            if let Some(req) = last {
+                                prop_assert_eq!(run(&mut fast, &req, false, mark), run(&mut slow, &req, true, mark));
+                            }
+                        }
+                    }
+                    for a in 0..4 {
+                        let f = fast.get(at(a)).map(|e| (e.generation(), e.is_enabled(), e.memory().clone()));
+                        let s = slow.get(at(a)).map(|e| (e.generation(), e.is_enabled(), e.memory().clone()));
+                        prop_assert_eq!(f, s);
+                    }
+                    prop_assert_eq!(fast.len(), slow.len());
+                }
+            }
+        }
     }
 }

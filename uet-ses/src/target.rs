@@ -378,7 +378,15 @@ struct Unexpected {
 pub struct SesTarget<M = Box<dyn RegisteredMemory + Send>> {
     config: TargetConfig,
     memory: MemoryTable<M>,
-    inflight: HashMap<MsgKey, Inbound>,
+    /// Tracked messages: key → index in `msgs`.
+    inflight: HashMap<MsgKey, usize>,
+    /// The tracked messages' state (`None`: a free slot, listed in `free`).
+    msgs: Vec<Option<Inbound>>,
+    free: Vec<usize>,
+    /// The message the last tracked packet belonged to, and its index: the
+    /// next packet usually belongs to it too, and is then matched without
+    /// hashing its key. Always an entry of `inflight`.
+    last: Option<(MsgKey, usize)>,
     recent: HashMap<Source, VecDeque<MessageId>>,
     queues: HashMap<(JobId, PidOnFep), RecvQueue>,
     unexpected: HashMap<UnexpectedId, Unexpected>,
@@ -423,6 +431,9 @@ impl<M: RegisteredMemory> SesTarget<M> {
                 config.max_inflight_messages.min(1 << 12),
                 Default::default(),
             ),
+            msgs: Vec::new(),
+            free: Vec::new(),
+            last: None,
             config,
             memory: MemoryTable::new(),
             recent: HashMap::default(),
@@ -554,7 +565,7 @@ impl<M: RegisteredMemory> SesTarget<M> {
             .copied()
             .collect();
         for k in &keys {
-            let Some(msg) = self.inflight.remove(k) else {
+            let Some(msg) = self.untrack(k) else {
                 continue;
             };
             match msg.dest {
@@ -649,30 +660,39 @@ impl<M: RegisteredMemory> SesTarget<M> {
     // -- writes and sends ---------------------------------------------------
 
     /// A packet of a write or send. A packet of a message already tracked
-    /// is handled in place in `inflight` (one lookup, no move of the
-    /// message's state); a new message's state is built here and tracked
-    /// only if it is not finished by its first packet.
+    /// is handled in place in its slot of `msgs` (found without a lookup
+    /// when it is the last packet's message, no move of the message's
+    /// state); a new message's state is built here and tracked only if it
+    /// is not finished by its first packet.
     fn on_message(&mut self, src: Source, inc: &Incoming, payload: &[u8]) -> TargetOutcome {
         let key = match inc.message_id {
             Some(id) if !inc.is_single() => Some(MsgKey { src, id }),
             _ => None,
         };
-        if let Some(k) = key {
-            // `on_packet` never touches `inflight`: take the map out for the
-            // call so that the message can be borrowed from it while `self`
-            // is borrowed mutably (an empty map costs no allocation).
-            let mut inflight = core::mem::take(&mut self.inflight);
-            let tracked = inflight.get_mut(&k).map(|msg| {
+        if let Some(k) = key
+            && let Some(ix) = self.find(&k)
+        {
+            // `on_packet` never touches `msgs`: take the slots out for the
+            // call so that the message can be borrowed from them while
+            // `self` is borrowed mutably (an empty vector costs no
+            // allocation).
+            let mut msgs = core::mem::take(&mut self.msgs);
+            let tracked = msgs.get_mut(ix).and_then(Option::as_mut).map(|msg| {
                 let outcome = self.on_packet(msg, inc, payload);
                 (outcome, msg.finished())
             });
-            if let Some((_, true)) = tracked {
-                inflight.remove(&k);
-                self.remember(src, k.id);
-            }
-            self.inflight = inflight;
-            if let Some((outcome, _)) = tracked {
-                return outcome;
+            self.msgs = msgs;
+            match tracked {
+                Some((outcome, true)) => {
+                    self.untrack(&k);
+                    self.remember(src, k.id);
+                    return outcome;
+                }
+                Some((outcome, false)) => {
+                    self.last = Some((k, ix));
+                    return outcome;
+                }
+                None => {}
             }
         }
         if inc.message_id.is_some_and(|id| self.is_recent(src, id)) {
@@ -688,9 +708,61 @@ impl<M: RegisteredMemory> SesTarget<M> {
                 self.remember(src, id);
             }
         } else if let Some(k) = key {
-            self.inflight.insert(k, msg);
+            let ix = match self.free.pop() {
+                Some(ix) => ix,
+                None => {
+                    self.msgs.push(None);
+                    self.msgs.len() - 1
+                }
+            };
+            if let Some(slot) = self.msgs.get_mut(ix) {
+                *slot = Some(msg);
+            }
+            self.inflight.insert(k, ix);
+            self.last = Some((k, ix));
         }
         outcome
+    }
+
+    /// The slot of a tracked message: the last one's without a lookup,
+    /// otherwise [`SesTarget::find_general`]'s.
+    #[inline]
+    fn find(&self, k: &MsgKey) -> Option<usize> {
+        match self.last {
+            Some((lk, ix)) if lk == *k => Some(ix),
+            _ => self.find_general(k),
+        }
+    }
+
+    /// The slot of a tracked message, by its key.
+    fn find_general(&self, k: &MsgKey) -> Option<usize> {
+        self.inflight.get(k).copied()
+    }
+
+    /// Stops tracking a message; returns its state.
+    fn untrack(&mut self, k: &MsgKey) -> Option<Inbound> {
+        let ix = self.inflight.remove(k)?;
+        if self.last.is_some_and(|(lk, _)| lk == *k) {
+            self.last = None;
+        }
+        let msg = self.msgs.get_mut(ix).and_then(Option::take);
+        self.free.push(ix);
+        msg
+    }
+
+    /// Every tracked message is found by [`SesTarget::find`] where
+    /// [`SesTarget::find_general`] finds it, holds state there, and no
+    /// other slot does.
+    #[cfg(test)]
+    fn lookups_agree(&self) -> bool {
+        let held = self.msgs.iter().filter(|m| m.is_some()).count();
+        held == self.inflight.len()
+            && self
+                .last
+                .is_none_or(|(k, ix)| self.find_general(&k) == Some(ix))
+            && self.inflight.iter().all(|(k, &ix)| {
+                self.find(k) == Some(ix) && self.msgs.get(ix).is_some_and(Option::is_some)
+            })
     }
 
     /// Steps 3-6 of the check order, then placement and completion.

@@ -52,8 +52,16 @@ pub struct UetPacket<'a> {
 /// (ICV excluded) without decryption.
 #[inline]
 pub fn parse_uet(bytes: &[u8], truncated: bool) -> Result<UetPacket<'_>> {
-    if !truncated && let Some(p) = parse_common_request(bytes).or_else(|| parse_common_ack(bytes)) {
-        return Ok(p);
+    // One first step at a time, each result wrapped where it is made: an
+    // `or_else` chain builds the packet in an `Option` first and then
+    // copies the whole of it into the `Result` (a memcpy per datagram).
+    if !truncated {
+        if let Some(p) = parse_common_request(bytes) {
+            return Ok(p);
+        }
+        if let Some(p) = parse_common_ack(bytes) {
+            return Ok(p);
+        }
     }
     parse_uet_general(bytes, truncated)
 }

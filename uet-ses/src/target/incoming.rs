@@ -51,6 +51,7 @@ pub(crate) struct Incoming {
 impl Incoming {
     /// Normalises a request header; `None` for a response header.
     /// `present` is the number of bytes after the SES header.
+    #[inline]
     pub(crate) fn from_repr(req: &SesRepr, present: usize) -> Option<Self> {
         let payload_len = req.payload_len(present);
         Some(match req {

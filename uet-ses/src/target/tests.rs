@@ -1260,7 +1260,9 @@ proptest! {
         let p = packets(&m, &data);
         let mut completions = 0;
         for i in schedule(p.len(), &order, &dups) {
-            match deliver(&mut t, src(2), &p[i]) {
+            let outcome = deliver(&mut t, src(2), &p[i]);
+            prop_assert!(t.lookups_agree());
+            match outcome {
                 TargetOutcome::Respond(r) => {
                     prop_assert!(r.guaranteed);
                     prop_assert_eq!(r.header.return_code, ReturnCode::Ok);
@@ -1279,6 +1281,63 @@ proptest! {
         prop_assert!(matches!(t.poll_event(), Some(TargetEvent::WriteWithData(_))));
         prop_assert_eq!(t.poll_event(), None);
         prop_assert_eq!(t.inflight_messages(), 0);
+    }
+
+    /// Several multi-packet writes interleaved, from two sources (two of
+    /// them with the same message ID), with sources forgotten in between:
+    /// the tracked message a packet belongs to is found where the keyed
+    /// lookup finds it after every packet, and every write whose source
+    /// was never forgotten lands byte-exact and completes exactly once.
+    #[test]
+    fn interleaved_messages_are_found_by_key(
+        lens in prop::collection::vec(1usize..6000, 1..5),
+        max_ses_len in 100usize..1500,
+        order in prop::collection::vec(any::<usize>(), 0..200),
+        forget in prop::collection::vec(any::<usize>(), 0..3),
+    ) {
+        let (mut t, reg) = target(RW, 4 * 8192);
+        // Message i: from source 1 + i % 2, ID 10 + i / 2 (so messages 0
+        // and 1 share an ID), at offset 8192 * i.
+        let mut queue: Vec<(usize, Vec<u8>)> = Vec::new();
+        let mut datas = Vec::new();
+        for (i, &len) in lens.iter().enumerate() {
+            let data = pattern(len, i as u8);
+            let m = OutgoingMessage::new(
+                write_op(&reg, 8192 * i as u64, len as u32, None),
+                msg_id(10 + (i / 2) as u16),
+                max_ses_len,
+            ).unwrap();
+            queue.extend(packets(&m, &data).into_iter().map(|p| (i, p)));
+            datas.push(data);
+        }
+        for (i, &k) in order.iter().enumerate().take(queue.len()) {
+            let n = queue.len();
+            queue.swap(i, i + k % (n - i));
+        }
+        let forget_at: Vec<usize> = forget.iter().map(|f| f % (queue.len() + 1)).collect();
+        let mut forgotten = [false; 2];
+        let mut completions = vec![0; lens.len()];
+        for (at, (i, p)) in queue.iter().enumerate() {
+            for f in forget_at.iter().filter(|&&f| f == at) {
+                let s = f % 2;
+                t.forget_source(src(1 + s as u8));
+                forgotten[s] = true;
+                prop_assert!(t.lookups_agree());
+            }
+            let outcome = deliver(&mut t, src(1 + (i % 2) as u8), p);
+            prop_assert!(t.lookups_agree());
+            if let TargetOutcome::Respond(r) = outcome {
+                prop_assert_eq!(r.header.return_code, ReturnCode::Ok);
+                completions[*i] += 1;
+            }
+        }
+        let mem = region(&t, reg.addr());
+        for (i, data) in datas.iter().enumerate() {
+            if !forgotten[i % 2] {
+                prop_assert_eq!(completions[i], 1);
+                prop_assert_eq!(&mem[8192 * i..8192 * i + data.len()], &data[..]);
+            }
+        }
     }
 
     /// Read fragments in any order, with duplicates, reassemble byte-exact
