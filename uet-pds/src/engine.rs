@@ -628,11 +628,11 @@ impl Pds {
     /// to `f` with the CCC's destination and traffic class
     /// ([`Ccc::poll_trace`]): for tracing and plots.
     pub fn drain_cc_traces(&mut self, mut f: impl FnMut(IpAddr, TrafficClass, CccTrace)) {
-        for (&(dst, tc), c) in &mut self.cccs {
+        self.cccs.for_each_mut(|&(dst, tc), c| {
             while let Some(e) = c.poll_trace() {
                 f(dst, tc, e);
             }
-        }
+        });
     }
 
     /// Every CCC with its destination and traffic class (for stats).
