@@ -742,12 +742,7 @@ pub fn run_incast_cc(
     pds: &PdsConfig,
     seed: u64,
 ) -> IncastReport {
-    let mut link = link.clone();
-    let mut pds = pds.clone();
-    let rtt = base_rtt(&link, &pds);
-    let rate = link.rate_bps;
-    configure_cc(cc, &mut pds, &mut link, rate, rtt);
-    run_incast(senders, size, &link, &pds, seed)
+    run_incast_cc_with(senders, size, cc, link, pds, seed, IncastOptions::default())
 }
 
 /// How an incast's senders start, how its switches break ties, and

@@ -1862,7 +1862,11 @@ impl Pds {
         // such resend condemned packets merely delayed, whose resends
         // condemned more (1 % loss: 165 k retransmissions instead of 8 k).
         let mut rtt_from: Option<Instant> = None;
-        let trigger = a.ack_psn().filter(|_| a.retx && establishing);
+        let trigger = if establishing && a.retx {
+            a.ack_psn()
+        } else {
+            None
+        };
         let mut note_tx = |e: &TxEntry<TxItem>| {
             if e.rtx_count == 0 || (e.rtx_count == 1 && trigger == Some(e.psn)) {
                 rtt_from = Some(rtt_from.map_or(e.sent_at, |t| t.max(e.sent_at)));

@@ -730,27 +730,21 @@ impl<M: RegisteredMemory> MemoryTable<M> {
             }
         }
         self.last = None;
-        // The slots leave in the map's order (what the map of slots this
-        // replaced returned); each removal moves the last entry into the
-        // hole and re-indexes it.
-        let gone: Vec<RegionAddr> = self
-            .slots
-            .extract_if(|a, _| a.job == job && a.pid == pid)
-            .map(|(a, _)| a)
+        // One pass: the process's slots leave (their memory in registration
+        // order), the rest close up, and the map is re-indexed.
+        let mine = |a: &RegionAddr| a.job == job && a.pid == pid;
+        self.slots.retain(|a, _| !mine(a));
+        let removed: Vec<M> = self
+            .entries
+            .extract_if(.., |(a, _)| mine(a))
+            .filter_map(|(_, slot)| match slot {
+                Slot::Live(e) => Some(e.memory),
+                Slot::Retired { .. } => None,
+            })
             .collect();
-        let mut removed = Vec::new();
-        for addr in gone {
-            let Some(ix) = self.entries.iter().position(|(a, _)| *a == addr) else {
-                continue;
-            };
-            let (_, slot) = self.entries.swap_remove(ix);
-            if let Some((moved, _)) = self.entries.get(ix)
-                && let Some(at) = self.slots.get_mut(moved)
-            {
+        for (ix, (a, _)) in self.entries.iter().enumerate() {
+            if let Some(at) = self.slots.get_mut(a) {
                 *at = ix;
-            }
-            if let Slot::Live(e) = slot {
-                removed.push(e.memory);
             }
         }
         self.live -= removed.len();
@@ -1107,6 +1101,27 @@ mod tests {
         assert_eq!(t.check_process(reg.job, reg.pid), Ok(()));
         assert!(t.remove_pid(reg.job, reg.pid).is_empty());
         assert_eq!(t.check_process(reg.job, reg.pid), Err(ReturnCode::BadJobId));
+    }
+
+    /// Removing a process returns its regions in registration order and
+    /// leaves every other process's region where lookups find it.
+    #[test]
+    fn remove_pid_keeps_the_other_processes_regions() {
+        let mut t: MemoryTable<Vec<u8>> = MemoryTable::new();
+        for ri in 1..=6u16 {
+            // pids 1 and 2 interleaved; each region's memory is its RI.
+            let a = addr(1, 1 + ri % 2, ri);
+            let spec = RegionSpec::new(a, MemoryKey(u64::from(ri)), RW);
+            t.register(spec, vec![ri as u8]).unwrap();
+        }
+        let gone = t.remove_pid(JobId::new(1).unwrap(), PidOnFep::new(2).unwrap());
+        assert_eq!(gone, [vec![1u8], vec![3], vec![5]]);
+        for ri in [2u16, 4, 6] {
+            let e = t.get(addr(1, 1, ri)).expect("still registered");
+            assert_eq!(e.key(), MemoryKey(u64::from(ri)));
+            assert_eq!(e.memory(), &vec![ri as u8]);
+        }
+        assert!(t.get(addr(1, 2, 3)).is_none());
     }
 
     #[test]
