@@ -629,7 +629,13 @@ impl Ccc {
         }
         let waiting = self.backlog > 0 || self.rtx_backlog > 0;
         let next = if waiting {
-            if self.can_send(now, self.config.mtu) {
+            // READY when the next packet may leave: it carries at most one
+            // MTU and no more than is waiting (RCCC's credit must cover it).
+            let next_packet = self
+                .backlog
+                .saturating_add(self.rtx_backlog)
+                .min(u64::from(self.config.mtu)) as u32;
+            if self.can_send(now, next_packet) {
                 CccState::Ready
             } else {
                 CccState::Active

@@ -68,13 +68,12 @@ impl CcMode {
         // 12.5 KB, which leaves a lone sender waiting a round trip for
         // credit (ICT 1.25x ideal at N = 1 in the sweep).
         let rccc = || {
-            let mut r = RcccConfig::for_link(rate_bps, base_rtt);
-            r.initial_window = r.bdp();
             // Grants in whole packets of the size the PDS sends (split
-            // grants put many senders in lock step; HTSIM grants packets).
-            r.mtu = mtu;
-            r.min_grant = u64::from(mtu);
-            r.quantum = u64::from(mtu);
+            // grants put many senders in lock step; HTSIM grants packets),
+            // and the four-packet floors of `max_credit` and
+            // `max_outstanding` in those packets.
+            let mut r = RcccConfig::for_link(rate_bps, base_rtt).with_mtu(mtu);
+            r.initial_window = r.bdp();
             r
         };
         pds.ccc.mtu = mtu;

@@ -1148,19 +1148,27 @@ impl Pds {
                 return;
             }
             if let Some(target) = c.poll_credit_request(now) {
-                // Any established PDC of this CCC carries the request.
+                // Any established PDC of this CCC carries the request; else
+                // one still establishing, addressed as its SYN packets are
+                // (the target knows it by {source, SPDCID}, §2.2). Whole
+                // first windows trimmed leave a source with nothing but
+                // NACKs, which do not establish: before, its request went
+                // nowhere, and once its demand was dropped by the
+                // receiver's idle timeout it had no way to ask again.
                 let pdc = pdcs
                     .values()
-                    .find(|p| p.ccc == key && p.peer_id.is_some())
-                    .map(|p| (p.id, p.peer_id, p.peer, p.mode));
-                if let Some((id, peer_id, dst, mode)) = pdc {
+                    .filter(|p| p.ccc == key)
+                    .max_by_key(|p| (p.peer_id.is_some() && p.established, p.initiator))
+                    .filter(|p| p.peer_id.is_some() || p.initiator)
+                    .map(|p| (p.id, p.peer, p.mode, Self::dst_field(p, p.start)));
+                if let Some((id, dst, mode, dpdcid)) = pdc {
                     let repr = PdsCpRepr {
                         mode,
                         retx: false,
                         ar: false,
                         psn: Psn(0),
                         spdcid: Some(id),
-                        dpdcid: DpdcidField::Dpdcid(peer_id),
+                        dpdcid,
                         payload: CpPayload::CreditReq {
                             target_credit: target.get(),
                         },
@@ -2262,15 +2270,19 @@ impl Pds {
             }
             // Target side: a source asks for credit (its credit timeout).
             CpPayload::CreditReq { target_credit } => {
-                let key = match c.dpdcid {
-                    DpdcidField::Dpdcid(Some(id)) => self
-                        .pdcs
-                        .get(&id)
-                        .filter(|p| p.peer == meta.src)
-                        .and_then(|p| p.rx.as_ref())
-                        .and_then(|rx| rx.rccc),
+                let id = match (c.dpdcid, c.spdcid) {
+                    (DpdcidField::Dpdcid(Some(id)), _) => Some(id),
+                    // From a PDC not yet established: by {source, SPDCID}.
+                    (DpdcidField::Syn { .. }, Some(sp)) => {
+                        self.by_peer.get(&(meta.src, sp)).copied()
+                    }
                     _ => None,
                 };
+                let key = id
+                    .and_then(|id| self.pdcs.get(&id))
+                    .filter(|p| p.peer == meta.src)
+                    .and_then(|p| p.rx.as_ref())
+                    .and_then(|rx| rx.rccc);
                 match (key, self.rccc_rx.as_mut()) {
                     (Some(k), Some(rr)) => {
                         rr.on_credit_request(now, k, Credit24::from_masked(target_credit));

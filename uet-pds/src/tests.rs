@@ -888,6 +888,79 @@ fn a_lost_window_forces_one_packet_per_rto_not_all() {
     assert!(credit_reqs >= 1, "it waits for credit and asks for it");
 }
 
+/// A source that has heard nothing but NACKs is not established, yet its
+/// RCCC may need credit: its CREDIT_REQ goes out addressed like its SYN
+/// packets, and the target finds the PDC by {source, SPDCID} and counts
+/// the request. Before, the request was taken from the source and never
+/// sent (a 32:1 incast of 100 KiB flows whose first windows were all
+/// trimmed hung once credit had to cover whole packets).
+#[test]
+fn an_unestablished_source_still_asks_for_credit() {
+    use uet_cms::{Algorithm, CccConfig, RcccConfig};
+    let rccc = RcccConfig {
+        initial_window: 2 * 4160,
+        ..RcccConfig::default()
+    };
+    let cfg = PdsConfig {
+        ccc: CccConfig {
+            mtu: 4160,
+            algorithm: Algorithm::Rccc(rccc.clone()),
+            ..CccConfig::default()
+        },
+        ..PdsConfig::default()
+    };
+    let mut a = host(A, 1, cfg);
+    let mut b = host(
+        B,
+        2,
+        PdsConfig {
+            rccc_receiver: Some(rccc),
+            ..PdsConfig::default()
+        },
+    );
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 4, 4000)).unwrap();
+    let first: Vec<Dgram> = drain(&mut a, t(0))
+        .into_iter()
+        .filter(|d| matches!(d.pds(), PdsRepr::Request(_)))
+        .collect();
+    assert_eq!(first.len(), 2, "the speculative window");
+    // The target gets the first (it creates its PDC); its ACK is lost, so
+    // the source stays unestablished.
+    deliver(&mut b, t(1), &first[0]);
+    drop(drain(&mut b, t(1)));
+    // Blocked without credit: the credit timer fires before any RTO.
+    let mut req = None;
+    let mut now = t(1);
+    while req.is_none() {
+        let w = a.pds.poll_timeout().unwrap();
+        assert_eq!(
+            a.pds.counters().rto_fired,
+            0,
+            "the credit timer comes first"
+        );
+        now = w.max(now);
+        a.pds.handle_timeout(now, &mut a.up);
+        req = drain(&mut a, now)
+            .into_iter()
+            .find(|d| matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::CreditReq { .. })));
+    }
+    let req = req.unwrap();
+    let PdsRepr::Cp(c) = req.pds() else { panic!() };
+    assert!(
+        matches!(c.dpdcid, DpdcidField::Syn { .. }),
+        "addressed as a SYN packet: {:?}",
+        c.dpdcid
+    );
+    deliver(&mut b, now, &req);
+    assert_eq!(
+        b.pds.counters().drops(DropReason::StrayFeedback),
+        0,
+        "not dropped as stray"
+    );
+    assert_eq!(b.pds.rccc_receiver().unwrap().stats().credit_requests, 1);
+}
+
 #[test]
 fn an_rto_lets_one_packet_through_a_closed_window() {
     use uet_cms::{Algorithm, CccConfig, RcccConfig};

@@ -135,7 +135,7 @@ impl Sim {
         for i in 0..self.sources.len() {
             loop {
                 let s = &self.sources[i];
-                if s.need() == 0 || !s.can_send(mtu) {
+                if s.need() == 0 {
                     break;
                 }
                 let is_rtx = s.rtx_backlog() > 0;
@@ -144,6 +144,9 @@ impl Sim {
                 } else {
                     s.backlog().min(mtu)
                 };
+                if !s.can_send(bytes) {
+                    break;
+                }
                 let target = s.credit_target_after(bytes, is_rtx, self.net.nscc_cap);
                 self.sources[i].on_send(self.now, bytes, is_rtx);
                 assert_eq!(target, self.sources[i].credit_target(self.net.nscc_cap));
@@ -493,12 +496,13 @@ fn lost_last_grant_is_recovered_by_the_credit_timeout() {
     let mut rx: RcccReceiver<u8> = RcccReceiver::new(cfg).unwrap();
     let t0 = Instant::ZERO;
     src.on_new_data(t0, 20_000);
-    // The speculative window: four packets, the last one overdrawn.
+    // The speculative window: the three packets it covers.
     while src.can_send(4160) {
         src.on_send(t0, 4160, false);
         rx.on_rx(t0, 1, src.credit_target(None), 4160, false);
     }
-    assert_eq!(src.need(), 20_000 - 4 * 4160);
+    assert_eq!(src.need(), 20_000 - 3 * 4160);
+    assert_eq!(src.credit(), 12_500 - 3 * 4160);
     rx.handle_timeout(t0);
     // The grant that covers the rest is lost on the way.
     assert_eq!(rx.poll_grant(), Some((1, wire24(20_000))));
@@ -516,7 +520,22 @@ fn lost_last_grant_is_recovered_by_the_credit_timeout() {
         super::CreditUpdate::New(7_500)
     );
     assert!(src.can_send(4160));
-    src.on_send(t0 + timeout, src.need(), false);
+    let t1 = t0 + timeout;
+    src.on_send(t1, 4160, false);
+    // The 20 B of speculative credit left were dropped when the grant
+    // ended speculation, and the target rose by as much: the last packet
+    // waits for them.
+    assert!(!src.can_send(src.need()));
+    assert_eq!(src.credit_target(None), wire24(20_020));
+    rx.on_rx(t1, 1, src.credit_target(None), 4160, false);
+    rx.handle_timeout(t1 + Duration::from_micros(1));
+    assert_eq!(rx.poll_grant(), Some((1, wire24(20_020))));
+    assert_eq!(
+        src.on_credit_update(t1, wire24(20_020)),
+        super::CreditUpdate::New(20)
+    );
+    assert!(src.can_send(src.need()));
+    src.on_send(t1, src.need(), false);
     assert_eq!(src.credit(), 0);
     assert_eq!(src.poll_timeout(), None);
 }
@@ -676,10 +695,10 @@ proptest! {
             match op {
                 SrcOp::NewData(b) => s.on_new_data(now, b),
                 SrcOp::Send(rtx) => {
-                    if s.need() > 0 && s.can_send(mtu) {
-                        let use_rtx = s.rtx_backlog() > 0 && (rtx || s.backlog() == 0);
-                        let b = if use_rtx { s.rtx_backlog() } else { s.backlog() };
-                        s.on_send(now, b.min(mtu), use_rtx);
+                    let use_rtx = s.rtx_backlog() > 0 && (rtx || s.backlog() == 0);
+                    let b = if use_rtx { s.rtx_backlog() } else { s.backlog() }.min(mtu);
+                    if b > 0 && s.can_send(b) {
+                        s.on_send(now, b, use_rtx);
                     }
                 }
                 SrcOp::Grant(b) => {
@@ -716,9 +735,10 @@ proptest! {
             prop_assert!(s.credit() > -(mtu as i64));
             let ahead = diff24(s.credit_target(None), s.cumulative());
             prop_assert!(ahead.unsigned_abs() <= cfg.max_credit + mtu);
-            // The timer runs only while blocked with backlog.
+            // The timer runs only while blocked with backlog: the credit
+            // may not cover the next packet.
             if s.poll_timeout().is_some() {
-                prop_assert!(s.need() > 0 && s.credit() <= 0);
+                prop_assert!(s.need() > 0 && s.credit() < s.need().min(mtu) as i64);
             }
         }
     }
