@@ -629,12 +629,16 @@ impl Ccc {
         }
         let waiting = self.backlog > 0 || self.rtx_backlog > 0;
         let next = if waiting {
-            // READY when the next packet may leave: it carries at most one
-            // MTU and no more than is waiting (RCCC's credit must cover it).
-            let next_packet = self
-                .backlog
-                .saturating_add(self.rtx_backlog)
-                .min(u64::from(self.config.mtu)) as u32;
+            // READY when the next packet may leave. RCCC's credit must
+            // cover it: at most one MTU, and no more than is waiting. The
+            // windows (NSCC, fixed) keep room for a full MTU.
+            let next_packet = if self.rccc.is_some() {
+                self.backlog
+                    .saturating_add(self.rtx_backlog)
+                    .min(u64::from(self.config.mtu)) as u32
+            } else {
+                self.config.mtu
+            };
             if self.can_send(now, next_packet) {
                 CccState::Ready
             } else {

@@ -895,7 +895,7 @@ fn a_lost_window_forces_one_packet_per_rto_not_all() {
 /// sent (a 32:1 incast of 100 KiB flows whose first windows were all
 /// trimmed hung once credit had to cover whole packets).
 #[test]
-fn an_unestablished_source_still_asks_for_credit() {
+fn a_nacked_unestablished_source_still_asks_for_credit() {
     use uet_cms::{Algorithm, CccConfig, RcccConfig};
     let rccc = RcccConfig {
         initial_window: 2 * 4160,
@@ -925,40 +925,78 @@ fn an_unestablished_source_still_asks_for_credit() {
         .filter(|d| matches!(d.pds(), PdsRepr::Request(_)))
         .collect();
     assert_eq!(first.len(), 2, "the speculative window");
-    // The target gets the first (it creates its PDC); its ACK is lost, so
-    // the source stays unestablished.
-    deliver(&mut b, t(1), &first[0]);
-    drop(drain(&mut b, t(1)));
-    // Blocked without credit: the credit timer fires before any RTO.
-    let mut req = None;
-    let mut now = t(1);
-    while req.is_none() {
-        let w = a.pds.poll_timeout().unwrap();
-        assert_eq!(
-            a.pds.counters().rto_fired,
-            0,
-            "the credit timer comes first"
-        );
-        now = w.max(now);
-        a.pds.handle_timeout(now, &mut a.up);
-        req = drain(&mut a, now)
-            .into_iter()
-            .find(|d| matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::CreditReq { .. })));
+    // Both arrive trimmed at the last hop: the target NACKs them.
+    for mut d in first {
+        d.bytes.truncate(16);
+        d.trimmed = Some(Trim::LastHop);
+        deliver(&mut b, t(1), &d);
     }
-    let req = req.unwrap();
-    let PdsRepr::Cp(c) = req.pds() else { panic!() };
+    let nacks = drain(&mut b, t(1));
+    assert!(nacks.iter().all(|d| matches!(d.pds(), PdsRepr::Nack(_))));
+    for d in &nacks {
+        deliver(&mut a, t(2), d);
+    }
+    // Two packets to resend and no credit: the source asks at once, still
+    // unestablished, addressed as its SYN packets are.
+    let reqs: Vec<Dgram> = drain(&mut a, t(2))
+        .into_iter()
+        .filter(|d| {
+            matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::CreditReq { .. }))
+        })
+        .collect();
+    assert_eq!(reqs.len(), 1);
+    let PdsRepr::Cp(c) = reqs[0].pds() else {
+        panic!()
+    };
     assert!(
         matches!(c.dpdcid, DpdcidField::Syn { .. }),
         "addressed as a SYN packet: {:?}",
         c.dpdcid
     );
-    deliver(&mut b, now, &req);
+    deliver(&mut b, t(3), &reqs[0]);
     assert_eq!(
         b.pds.counters().drops(DropReason::StrayFeedback),
         0,
         "not dropped as stray"
     );
     assert_eq!(b.pds.rccc_receiver().unwrap().stats().credit_requests, 1);
+}
+
+/// A source never heard from (its first window lost, or only its ACK) does
+/// not ask: the target may hold no PDC for it, and its RTO resends. At
+/// 1023:1 drop-tail, asking put more retransmissions into the full buffer
+/// (BENCHMARKS.md).
+#[test]
+fn an_unheard_source_waits_for_its_rto() {
+    use uet_cms::{Algorithm, CccConfig, RcccConfig};
+    let cfg = PdsConfig {
+        ccc: CccConfig {
+            mtu: 4160,
+            algorithm: Algorithm::Rccc(RcccConfig {
+                initial_window: 2 * 4160,
+                ..RcccConfig::default()
+            }),
+            ..CccConfig::default()
+        },
+        ..PdsConfig::default()
+    };
+    let rto = cfg.rto_init;
+    let mut a = host(A, 1, cfg);
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 4, 4000)).unwrap();
+    drop(drain(&mut a, t(0)));
+    let mut now = t(0);
+    while let Some(w) = a.pds.poll_timeout() {
+        if w >= t(0) + rto {
+            break;
+        }
+        now = w.max(now);
+        a.pds.handle_timeout(now, &mut a.up);
+        assert!(
+            drain(&mut a, now).is_empty(),
+            "nothing leaves before the RTO"
+        );
+    }
 }
 
 #[test]
