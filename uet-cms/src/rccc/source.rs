@@ -225,8 +225,9 @@ impl RcccSource {
     /// the speculative first windows. Grants are whole packets
     /// ([`RcccConfig::quantum`]), so full-size packets see no difference.
     /// Only a retransmission forced by an RTO leaves without credit.
+    #[inline]
     pub fn can_send(&self, bytes: u64) -> bool {
-        self.credit >= to_i64(bytes.max(1))
+        self.credit > 0 && self.credit as u64 >= bytes
     }
 
     /// The most credit the next packet can need: `min(need, mtu)` (a packet
