@@ -148,7 +148,10 @@ fn config(a: &Args) -> Result<Config> {
         xdp_attach,
         cc,
         link_rate,
-        base_rtt_us
+        base_rtt_us,
+        mp_range,
+        window,
+        rto_init_us
     );
     if a.interface.is_some() {
         c.interface.clone_from(&a.interface);
