@@ -73,7 +73,8 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
     // over 541 ms, a host stall that also stretched that run's ICT; on the
     // development VM at a slow spell (T0 p50 380-470 µs against 60-150 µs
     // usually, p99 up to 148 ms, every ICT 3-8 × ideal) the median of none
-    // was 0.73 per ms. A sampler that stopped would give far less.
+    // was 0.73 per ms (in the next invocation PFT's was 0.09, which no
+    // bound a working sampler meets). A sampler that stopped gives ~0.
     for cc in CC_MODES {
         let rate = median(runs, cc, |r| {
             r.queue.len() as f64 / (r.metrics.ict_ns.max(1) as f64 / 1e6)
