@@ -819,6 +819,23 @@ fn an_idle_target_asks_for_close_and_the_initiator_closes() {
     assert_eq!(b.pds.pdc_count(), 0);
 }
 
+/// A PDS whose sources run RCCC with an `initial_window` of speculative
+/// credit and 4,160-byte packets.
+fn rccc_source(initial_window: u64) -> PdsConfig {
+    use uet_cms::{Algorithm, CccConfig, RcccConfig};
+    PdsConfig {
+        ccc: CccConfig {
+            mtu: 4160,
+            algorithm: Algorithm::Rccc(RcccConfig {
+                initial_window,
+                ..RcccConfig::default()
+            }),
+            ..CccConfig::default()
+        },
+        ..PdsConfig::default()
+    }
+}
+
 /// A source whose congestion control admits nothing (here: RCCC with its
 /// speculative window spent on packets that were all lost) must still be
 /// able to make itself heard: each RTO lets one retransmission through,
@@ -831,18 +848,7 @@ fn an_idle_target_asks_for_close_and_the_initiator_closes() {
 /// acknowledgement after another.
 #[test]
 fn a_lost_window_forces_one_packet_per_rto_not_all() {
-    use uet_cms::{Algorithm, CccConfig, RcccConfig};
-    let cfg = PdsConfig {
-        ccc: CccConfig {
-            mtu: 4160,
-            algorithm: Algorithm::Rccc(RcccConfig {
-                initial_window: 2 * 4160,
-                ..RcccConfig::default()
-            }),
-            ..CccConfig::default()
-        },
-        ..PdsConfig::default()
-    };
+    let cfg = rccc_source(2 * 4160);
     let rto = cfg.rto_init;
     let mut a = host(A, 1, cfg);
     let mut b = host(B, 2, PdsConfig::default());
@@ -896,18 +902,10 @@ fn a_lost_window_forces_one_packet_per_rto_not_all() {
 /// trimmed hung once credit had to cover whole packets).
 #[test]
 fn a_nacked_unestablished_source_still_asks_for_credit() {
-    use uet_cms::{Algorithm, CccConfig, RcccConfig};
-    let rccc = RcccConfig {
+    let cfg = rccc_source(2 * 4160);
+    let rccc = uet_cms::RcccConfig {
         initial_window: 2 * 4160,
-        ..RcccConfig::default()
-    };
-    let cfg = PdsConfig {
-        ccc: CccConfig {
-            mtu: 4160,
-            algorithm: Algorithm::Rccc(rccc.clone()),
-            ..CccConfig::default()
-        },
-        ..PdsConfig::default()
+        ..uet_cms::RcccConfig::default()
     };
     let mut a = host(A, 1, cfg);
     let mut b = host(
@@ -968,18 +966,7 @@ fn a_nacked_unestablished_source_still_asks_for_credit() {
 /// (BENCHMARKS.md).
 #[test]
 fn an_unheard_source_waits_for_its_rto() {
-    use uet_cms::{Algorithm, CccConfig, RcccConfig};
-    let cfg = PdsConfig {
-        ccc: CccConfig {
-            mtu: 4160,
-            algorithm: Algorithm::Rccc(RcccConfig {
-                initial_window: 2 * 4160,
-                ..RcccConfig::default()
-            }),
-            ..CccConfig::default()
-        },
-        ..PdsConfig::default()
-    };
+    let cfg = rccc_source(2 * 4160);
     let rto = cfg.rto_init;
     let mut a = host(A, 1, cfg);
     let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
@@ -1001,18 +988,7 @@ fn an_unheard_source_waits_for_its_rto() {
 
 #[test]
 fn an_rto_lets_one_packet_through_a_closed_window() {
-    use uet_cms::{Algorithm, CccConfig, RcccConfig};
-    let cfg = PdsConfig {
-        ccc: CccConfig {
-            mtu: 4160,
-            algorithm: Algorithm::Rccc(RcccConfig {
-                initial_window: 4160,
-                ..RcccConfig::default()
-            }),
-            ..CccConfig::default()
-        },
-        ..PdsConfig::default()
-    };
+    let cfg = rccc_source(4160);
     let mut a = host(A, 1, cfg);
     let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
     a.pds.enqueue(t(0), pdc, pkts(1, 4, 4000)).unwrap();
