@@ -2851,13 +2851,18 @@ impl Pds {
 
     /// Whether a CP can name the peer's PDC ID (`dst_field` without SYN).
     fn addressable(p: &Pdc) -> bool {
-        p.peer_id.is_some() && (p.established || !p.initiator)
+        p.peer_id.is_some() && !Self::syn_addressed(p)
+    }
+
+    /// Whether `p`'s packets still carry SYN in place of the DPDCID: only
+    /// the initiator establishes with SYN; the target always knows the
+    /// initiator's PDC ID (see the return-direction start above).
+    fn syn_addressed(p: &Pdc) -> bool {
+        p.initiator && !p.established
     }
 
     fn dst_field(p: &Pdc, psn: Psn) -> DpdcidField {
-        // Only the initiator establishes with SYN; the target always knows
-        // the initiator's PDC ID (see the return-direction start above).
-        if p.established || !p.initiator {
+        if !Self::syn_addressed(p) {
             DpdcidField::Dpdcid(p.peer_id)
         } else {
             DpdcidField::Syn {

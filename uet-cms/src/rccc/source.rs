@@ -220,9 +220,8 @@ impl RcccSource {
     /// ([`RcccConfig::max_outstanding`]), and they add up: on the veth lab
     /// (4 senders × 1 MiB in 64 KiB messages, whose last packets leave
     /// fractions of a grant behind) up to four packets more than the
-    /// receiver granted reached a buffer of nine, and RCCC dropped 20–100
-    /// packets a run in steady state; 4–24 with this rule, most of them
-    /// the speculative first windows. Grants are whole packets
+    /// receiver granted reached a buffer of nine (BENCHMARKS.md, lab,
+    /// "Session 7"). Grants are whole packets
     /// ([`RcccConfig::quantum`]), so full-size packets see no difference.
     /// Only a retransmission forced by an RTO leaves without credit.
     #[inline]
