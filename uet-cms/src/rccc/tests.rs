@@ -811,3 +811,36 @@ fn src_op() -> impl Strategy<Value = SrcOp> {
         1 => Just(SrcOp::TakeRequest),
     ]
 }
+
+/// Speculative bytes were sent on the initial window, which no grant
+/// counted: they settle a sender's balance down to zero and no further.
+/// Below zero, the grants that follow would hide inside the deficit and
+/// `outstanding` would not count them, so with many speculating senders
+/// the receiver's bound on outstanding credit stopped bounding (1 Gb/s
+/// 32:1 drop-tail kept its buffer full and dropped paced packets).
+#[test]
+fn speculative_bytes_do_not_hide_later_grants_from_the_outstanding_bound() {
+    let cfg = RcccConfig {
+        pacing_ppm: 1_000_000,
+        ..RcccConfig::default()
+    };
+    let mut rx: RcccReceiver<u8> = RcccReceiver::new(cfg).unwrap();
+    let t0 = Instant::ZERO;
+    // Three packets of the initial window arrive, with a large backlog.
+    for _ in 0..3 {
+        rx.on_data(t0, 1, wire24(1_000_000), 4160, false, Arrival::Speculative);
+    }
+    assert_eq!(rx.outstanding(), 0);
+    // Every paced byte granted from now on is outstanding until its data
+    // arrives.
+    let initial = rx.granted(1).unwrap();
+    rx.handle_timeout(t0 + Duration::from_micros(1));
+    let (s, _) = rx.poll_grant().expect("a grant");
+    assert_eq!(s, 1);
+    let paced = rx.granted(1).unwrap() - initial;
+    assert!(paced > 0);
+    assert_eq!(rx.outstanding(), paced);
+    // Paced data settles it, byte for byte.
+    rx.on_data(t0, 1, wire24(1_000_000), 4160, false, Arrival::Paced);
+    assert_eq!(rx.outstanding(), paced.saturating_sub(4160));
+}
