@@ -789,15 +789,18 @@ impl Pds {
     }
 
     /// A Probe CP on `p` (§2.10): it takes no PSN of its own, and the
-    /// target's answer carries `opaque` back.
+    /// target's answer carries `opaque` back. Before the PDC is
+    /// established it carries SYN and the offset of its PSN from
+    /// Start_PSN, as the data does, so the target can open the PDC from it.
     fn probe_cp(p: &Pdc, opaque: u16) -> PdsCpRepr {
+        let psn = p.ledger.next_psn();
         PdsCpRepr {
             mode: p.mode,
             retx: false,
             ar: true,
-            psn: p.ledger.next_psn(),
+            psn,
             spdcid: Some(p.id),
-            dpdcid: DpdcidField::Dpdcid(p.peer_id),
+            dpdcid: Self::dst_field(p, psn),
             payload: CpPayload::Probe {
                 probe_opaque: opaque,
                 sack_base: p.ledger.una(),
@@ -891,13 +894,17 @@ impl Pds {
         idle_limit(&self.config, p)
     }
 
-    /// When `p` is due a tail probe: only on an established PDC (a Probe CP
-    /// needs the target's PDC ID) with a data packet in flight (not
-    /// SACKed, not already marked for retransmission) that a probe's
-    /// answer could find lost. `poll_timeout` and `handle_timeout` ask the
-    /// same question, so a deadline reported is a probe sent.
+    /// When `p` is due a tail probe: on an established PDC, or on an
+    /// initiator's PDC that is not (its probe is SYN-addressed, see
+    /// `tail_probe.rs`), with a data packet in flight (not SACKed, not
+    /// already marked for retransmission) that a probe's answer could find
+    /// lost. A target's PDC learns the initiator's PDC ID from the first
+    /// packet, but its return direction is not established before an ACK:
+    /// it is left to its RTO as before. `poll_timeout` and
+    /// `handle_timeout` ask the same question, so a deadline reported is a
+    /// probe sent.
     fn tail_probe_due(config: &PdsConfig, p: &Pdc) -> Option<Instant> {
-        if !p.established {
+        if !p.established && !p.initiator {
             return None;
         }
         let d = p.tail.deadline(config.tail_probe, config.ack_delay)?;
@@ -2054,6 +2061,23 @@ impl Pds {
                     }
                 }
             }
+        }
+        // A SYN-addressed probe answered by an ACK that establishes the PDC
+        // and acknowledges nothing: the target had never heard of this
+        // source, so neither had its RCCC receiver, which grants only to
+        // sources in its table (and a CREDIT_REQ cannot enter one: it names
+        // no CCC). As on an RTO, the oldest lost packet passes closed
+        // congestion control; its CC header puts the source in the table,
+        // and the rest follow on the credit it earns. Without it nothing
+        // would move: every packet waits for retransmission, so none has
+        // an RTO running. One per probe, and one probe per episode.
+        if establishing
+            && probe_lost > 0
+            && acked_pkts == 0
+            && let Some(e) = p.ledger.iter_mut().find(|e| e.needs_rtx)
+        {
+            e.rto_forced = true;
+            p.forced_at = Some(now);
         }
         self.counters.tail_probe_lost += probe_lost;
         if !inferred.is_empty() {

@@ -277,3 +277,89 @@ fn a_late_first_copy_after_an_rto_resend_condemns_nothing() {
     assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 4);
     assert_eq!(a.pds.counters().tx_retransmits, 1);
 }
+
+/// A source with tail probes no sooner than 5 µs, configured by `cfg`,
+/// whose PDC is not established: four packets leave with SYN and are all
+/// lost (a full drop-tail buffer), so it has heard nothing and has no RTT
+/// sample. `size` is each packet's payload. Returns the packets and the
+/// probe, sent at the PTO.
+fn probing_unheard(cfg: PdsConfig, size: u32) -> (Host, Vec<Dgram>, Dgram, Instant) {
+    let cfg = PdsConfig {
+        tail_probe: Some(Duration::from_micros(5)),
+        ..cfg
+    };
+    let mut a = host(A, 1, cfg);
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(2, 4, size)).unwrap();
+    let first = drain(&mut a, t(0));
+    // No RTT sample: the 5 µs floor stands in for the least round trip,
+    // PTO = 2 × 5 µs + the target's 20 µs ACK delay, long before the RTO.
+    let when = a.pds.poll_timeout().unwrap();
+    assert_eq!(when, t(30));
+    a.pds.handle_timeout(when, &mut a.up);
+    let probe = drain(&mut a, when);
+    assert_eq!(probe.len(), 1, "one probe and nothing else");
+    let PdsRepr::Cp(c) = probe[0].pds() else {
+        panic!("{:?}", probe[0].pds())
+    };
+    assert!(matches!(c.payload, CpPayload::Probe { .. }));
+    // Addressed as the PDC's data is (§2.2): the target can open the PDC
+    // from it, and the PSN offset places it after the lost packets.
+    assert!(
+        matches!(c.dpdcid, DpdcidField::Syn { .. }),
+        "SYN-addressed: {:?}",
+        c.dpdcid
+    );
+    assert_eq!(a.pds.counters().tail_probes, 1);
+    (a, first, probe[0].clone(), when)
+}
+
+#[test]
+fn a_window_lost_before_establishment_is_found_by_a_syn_addressed_probe() {
+    let (mut a, first, probe, when) = probing_unheard(PdsConfig::default(), 100);
+    assert_eq!(first.len(), 4);
+    // The target has never heard of the source: it opens the PDC from the
+    // probe and answers with an ACK that establishes it and acknowledges
+    // nothing, so all four are known lost at once.
+    let mut b = host(B, 2, PdsConfig::default());
+    let now = when + Duration::from_micros(3);
+    exchange(&mut a, &mut b, now, &[probe]);
+    assert_eq!(b.pds.counters().drops(DropReason::UnknownPdc), 0);
+    let re = drain(&mut a, now);
+    assert_eq!(psns(&re), psns(&first));
+    assert_eq!(a.pds.counters().tail_probe_lost, 4);
+    exchange(&mut a, &mut b, now + Duration::from_micros(3), &re);
+    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 4);
+    assert_eq!(a.pds.counters().rto_fired, 0);
+}
+
+/// With RCCC the resends wait for credit, and the target's RCCC receiver
+/// grants only to sources it has heard a CC header from, which the probe
+/// does not carry. The oldest lost packet passes the closed credit, as on
+/// an RTO, and nothing else does.
+#[test]
+fn after_a_syn_addressed_probe_the_oldest_lost_packet_passes_closed_credit() {
+    let (mut a, first, probe, when) = probing_unheard(rccc_source(2 * 4160), 4000);
+    assert!(
+        !first.is_empty() && first.len() < 4,
+        "speculation admits a few"
+    );
+    assert!(drain(&mut a, when).is_empty(), "no credit, nothing leaves");
+    let mut b = host(B, 2, PdsConfig::default());
+    let now = when + Duration::from_micros(3);
+    exchange(&mut a, &mut b, now, &[probe]);
+    // Beside the resend goes a CREDIT_REQ, now to the established PDC.
+    let (re, ctl): (Vec<_>, Vec<_>) = drain(&mut a, now)
+        .into_iter()
+        .partition(|d| matches!(d.pds(), PdsRepr::Request(_)));
+    assert_eq!(psns(&re), psns(&first[..1]), "the oldest alone");
+    assert!(
+        ctl.iter().all(|d| matches!(
+            d.pds(),
+            PdsRepr::Cp(c) if matches!(c.payload, CpPayload::CreditReq { .. })
+        )),
+        "only credit requests beside it"
+    );
+    assert_eq!(a.pds.counters().tail_probe_lost, first.len() as u64);
+    assert_eq!(a.pds.counters().rto_fired, 0);
+}
