@@ -844,3 +844,46 @@ fn speculative_bytes_do_not_hide_later_grants_from_the_outstanding_bound() {
     rx.on_data(t0, 1, wire24(1_000_000), 4160, false, Arrival::Paced);
     assert_eq!(rx.outstanding(), paced.saturating_sub(4160));
 }
+
+/// A sender that sent past its credit (packets forced by RTOs or a probe's
+/// answer) owes the receiver: the grants that fill the deficit cannot be
+/// answered with data, and must not get it evicted as idle.
+#[test]
+fn grants_that_fill_a_deficit_need_no_answer() {
+    let cfg = RcccConfig {
+        link_rate_bps: 1_000_000_000,
+        mtu: 1500,
+        quantum: 1500,
+        min_grant: 1500,
+        initial_window: 30_000,
+        ..RcccConfig::default()
+    };
+    let idle = cfg.idle_timeout;
+    let mut rx: RcccReceiver<u8> = RcccReceiver::new(cfg).unwrap();
+    let t0 = Instant::ZERO;
+    // Twenty packets arrive that no grant paid for: 30,000 B of debt.
+    for _ in 0..20 {
+        rx.on_data(t0, 1, wire24(1_000_000), 1500, false, Arrival::Paced);
+    }
+    assert_eq!(rx.outstanding(), 0);
+    let initial = rx.granted(1).unwrap();
+    // The pacer grants at 1 Gb/s, 1,500 B every 12 µs: 40 µs after an
+    // idle timeout it has granted less than the debt, and the sender, which
+    // has sent nothing on those grants, is still served.
+    let end = t0 + idle + Duration::from_micros(40);
+    while let Some(t) = rx.poll_timeout().filter(|t| *t <= end) {
+        rx.handle_timeout(t);
+        while rx.poll_grant().is_some() {}
+    }
+    let paid = rx.granted(1).unwrap() - initial;
+    assert!(paid > 0 && paid < 30_000, "granted {paid}");
+    assert!(rx.is_active(1), "evicted while paying off its debt");
+    assert_eq!(rx.stats().idle_evictions, 0);
+    // Once grants pass the debt, they are expected to be answered again.
+    let end = end + idle * 4;
+    while let Some(t) = rx.poll_timeout().filter(|t| *t <= end) {
+        rx.handle_timeout(t);
+        while rx.poll_grant().is_some() {}
+    }
+    assert_eq!(rx.stats().idle_evictions, 1);
+}
