@@ -907,7 +907,25 @@ impl Pds {
         if !p.established && !p.initiator {
             return None;
         }
-        let d = p.tail.deadline(config.tail_probe, config.ack_delay)?;
+        // Under RTO backoff, again every RTO_INIT_TIME (`tail_probe.rs`),
+        // but not with RCCC: there a resend needs credit, which a probe
+        // cannot bring, and the source comes back into the receiver's
+        // table through the RTO's forced send. A probe answer that
+        // condemns the packet guarded by the RTO takes that timer away
+        // (no RTO runs on a packet waiting for retransmission): 1023:1
+        // drop-tail RCCC left flows waiting for credit for good.
+        let reprobe = || {
+            if config.ccc.algorithm.has_rccc() {
+                return None;
+            }
+            p.ledger
+                .rto_guard()
+                .filter(|e| e.rto_count > 0)
+                .map(|_| config.rto(0))
+        };
+        let d = p
+            .tail
+            .deadline(config.tail_probe, config.ack_delay, reprobe)?;
         p.ledger
             .iter()
             .any(|e| matches!(CcShare::of(config, e), CcShare::Inflight(_)))

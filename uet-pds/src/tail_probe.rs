@@ -104,17 +104,35 @@ impl TailProbe {
     /// them. Probing again and again would take that backoff away from an
     /// overloaded bottleneck (1023:1 drop-tail NSCC: 3.0 × ideal with
     /// repeated probes, 1.7 × without any).
+    ///
+    /// Except under RTO backoff: `reprobe` says how long after the last
+    /// probe another may go while the PDC's oldest packet in flight has
+    /// timed out at least once (the caller passes RTO_INIT_TIME then, and
+    /// is asked only while an episode is open). The backed-off timer
+    /// doubles with every loss of the resend, to 40 ms after six at 1 Gb/s,
+    /// while the bottleneck that dropped it may drain long before: 1 Gb/s
+    /// 32:1 drop-tail NSCC, where 32 one-MTU windows overfill the buffer,
+    /// had flows waiting out 20 and 40 ms on an idle link after the others
+    /// finished. A probe every RTO_INIT_TIME tells such a flow within one
+    /// RTO_INIT_TIME that its resend was lost, and the resend goes again
+    /// through congestion control. It is no RTO: the retry budget and the
+    /// backoff still end a PDC whose probes go unanswered (a dead path),
+    /// and a flow never probes more often than its RTO_INIT_TIME allows a
+    /// timer to fire [I; HTSIM's SLEEK re-probes every 5 base RTTs,
+    /// `uet-spec-notes.md` §3].
     pub(crate) fn deadline(
         &self,
         min_pto: Option<Duration>,
         ack_delay: Duration,
+        reprobe: impl FnOnce() -> Option<Duration>,
     ) -> Option<Instant> {
-        if self.episode.is_some() {
-            return None;
-        }
         let floor = min_pto?;
         let pto = (self.min_rtt.unwrap_or(floor) * 2).max(floor) + ack_delay;
-        Some(self.last_progress? + pto)
+        let next = self.last_progress? + pto;
+        match self.episode {
+            None => Some(next),
+            Some(probe) => reprobe().map(|r| next.max(probe + r)),
+        }
     }
 
     /// Records a probe sent now.
@@ -140,30 +158,38 @@ impl TailProbe {
 mod tests {
     use super::*;
 
+    /// Not under RTO backoff.
+    fn no_backoff() -> Option<Duration> {
+        None
+    }
+
     #[test]
     fn the_floor_stands_in_for_a_missing_rtt_sample_and_none_disables() {
         let mut t = TailProbe::default();
         let d = Duration::from_micros(3);
-        assert_eq!(t.deadline(Some(Duration::from_micros(5)), d), None);
+        assert_eq!(
+            t.deadline(Some(Duration::from_micros(5)), d, no_backoff),
+            None
+        );
         t.on_progress(Instant::from_nanos(1_000));
         // No sample yet: PTO = 2 × floor + ACK delay = 13 µs.
         assert_eq!(
-            t.deadline(Some(Duration::from_micros(5)), d),
+            t.deadline(Some(Duration::from_micros(5)), d, no_backoff),
             Some(Instant::from_nanos(14_000))
         );
-        assert_eq!(t.deadline(None, d), None);
+        assert_eq!(t.deadline(None, d, no_backoff), None);
         t.on_delivery(Instant::from_nanos(10_000), Instant::ZERO);
         t.on_delivery(Instant::from_nanos(90_000), Instant::ZERO);
         assert_eq!(t.min_rtt(), Some(Duration::from_micros(10)));
-        assert_eq!(t.deadline(None, d), None);
+        assert_eq!(t.deadline(None, d, no_backoff), None);
         // PTO = 2 × min RTT + ACK delay = 23 µs after the last progress.
         assert_eq!(
-            t.deadline(Some(Duration::from_micros(5)), d),
+            t.deadline(Some(Duration::from_micros(5)), d, no_backoff),
             Some(Instant::from_nanos(24_000))
         );
         // ... never below the configured floor.
         assert_eq!(
-            t.deadline(Some(Duration::from_micros(50)), d),
+            t.deadline(Some(Duration::from_micros(50)), d, no_backoff),
             Some(Instant::from_nanos(54_000))
         );
     }
@@ -177,13 +203,40 @@ mod tests {
         assert!(t.answered(7).is_some());
         // Answered, but no packet sent after it has arrived: no probe.
         t.on_progress(Instant::from_nanos(40_000));
-        assert_eq!(t.deadline(floor, d), None);
+        assert_eq!(t.deadline(floor, d, no_backoff), None);
         // A packet that left before the probe does not end the episode...
         t.on_delivery(Instant::from_nanos(50_000), Instant::from_nanos(29_000));
-        assert_eq!(t.deadline(floor, d), None);
+        assert_eq!(t.deadline(floor, d, no_backoff), None);
         // ... one that left after it does.
         t.on_delivery(Instant::from_nanos(60_000), Instant::from_nanos(31_000));
-        assert_eq!(t.deadline(floor, d), Some(Instant::from_nanos(60_000)));
+        assert_eq!(
+            t.deadline(floor, d, no_backoff),
+            Some(Instant::from_nanos(60_000))
+        );
+    }
+
+    #[test]
+    fn under_rto_backoff_the_episode_reopens_every_reprobe_interval() {
+        let mut t = TailProbe::default();
+        let (floor, d) = (Some(Duration::from_micros(5)), Duration::ZERO);
+        let rto_init = || Some(Duration::from_micros(200));
+        t.on_delivery(Instant::from_nanos(10_000), Instant::ZERO);
+        t.sent(Instant::from_nanos(30_000), 7, 0);
+        // Nothing sent after the probe arrives: closed, unless backed off,
+        // then RTO_INIT_TIME after the probe.
+        assert_eq!(t.deadline(floor, d, no_backoff), None);
+        assert_eq!(
+            t.deadline(floor, d, rto_init),
+            Some(Instant::from_nanos(230_000))
+        );
+        // Never sooner than the PTO after the last progress.
+        t.on_progress(Instant::from_nanos(225_000));
+        assert_eq!(
+            t.deadline(floor, d, rto_init),
+            Some(Instant::from_nanos(245_000))
+        );
+        // Probing disabled stays disabled.
+        assert_eq!(t.deadline(None, d, rto_init), None);
     }
 
     #[test]

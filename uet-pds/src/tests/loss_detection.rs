@@ -363,3 +363,58 @@ fn after_a_syn_addressed_probe_the_oldest_lost_packet_passes_closed_credit() {
     assert_eq!(a.pds.counters().tail_probe_lost, first.len() as u64);
     assert_eq!(a.pds.counters().rto_fired, 0);
 }
+
+/// Under RTO backoff the path may clear long before the backed-off timer:
+/// a probe goes again every RTO_INIT_TIME, and the resend it finds lost goes
+/// at once, without an RTO and without spending the retry budget.
+#[test]
+fn under_rto_backoff_a_probe_every_rto_init_finds_the_lost_resend() {
+    let (mut a, mut b, pdc, now) = probing();
+    let rto = PdsConfig::default().rto_init;
+    let p = send(&mut a, pdc, now, 2, 1);
+    // The packet and the episode's probe are both lost.
+    let when = a.pds.poll_timeout().unwrap();
+    a.pds.handle_timeout(when, &mut a.up);
+    assert_eq!(drain(&mut a, when).len(), 1, "the probe");
+    // The RTO resends it; lost again, so the next RTO is 2 × RTO_INIT
+    // after the resend. The probe comes first, RTO_INIT after the last.
+    let rto_at = a.pds.poll_timeout().unwrap();
+    assert_eq!(rto_at, now + rto);
+    a.pds.handle_timeout(rto_at, &mut a.up);
+    let re = drain(&mut a, rto_at);
+    assert_eq!(psns(&re), psns(&p));
+    let when2 = a.pds.poll_timeout().unwrap();
+    assert_eq!(when2, when + rto, "RTO_INIT after the first probe");
+    assert!(when2 < rto_at + rto * 2);
+    a.pds.handle_timeout(when2, &mut a.up);
+    let probe = drain(&mut a, when2);
+    assert_eq!(probe.len(), 1);
+    assert!(
+        matches!(probe[0].pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::Probe { .. }))
+    );
+    assert_eq!(a.pds.counters().tail_probes, 2);
+    // This one arrives: its answer finds the resend lost, and it goes
+    // again at once.
+    let t = when2 + Duration::from_micros(3);
+    exchange(&mut a, &mut b, t, &probe);
+    let again = drain(&mut a, t);
+    assert_eq!(psns(&again), psns(&p));
+    exchange(&mut a, &mut b, t, &again);
+    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 1);
+    assert_eq!(a.pds.counters().rto_fired, 1);
+}
+
+/// Not under backoff, one probe per episode as before: after a lost probe
+/// the next timer is the RTO.
+#[test]
+fn without_an_rto_the_episode_stays_closed() {
+    let (mut a, _b, pdc, now) = probing();
+    send(&mut a, pdc, now, 2, 1);
+    let when = a.pds.poll_timeout().unwrap();
+    a.pds.handle_timeout(when, &mut a.up);
+    assert_eq!(drain(&mut a, when).len(), 1, "the probe");
+    assert_eq!(
+        a.pds.poll_timeout(),
+        Some(now + PdsConfig::default().rto_init)
+    );
+}
