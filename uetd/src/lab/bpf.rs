@@ -17,9 +17,28 @@ use aya::{Ebpf, EbpfLoader};
 use serde::{Deserialize, Serialize};
 use xdp_prog::{ecn, impair};
 
+/// Where bpffs is mounted by convention (systemd mounts it at boot).
+const BPFFS: &str = "/sys/fs/bpf";
+
 /// Where a lab's pins live.
 pub(crate) fn pin_dir(lab: &str) -> PathBuf {
-    PathBuf::from("/sys/fs/bpf/uet-lab").join(lab)
+    PathBuf::from(BPFFS).join("uet-lab").join(lab)
+}
+
+/// Makes sure [`BPFFS`] is a BPF filesystem, mounting one if not: a
+/// machine booted without systemd (a Firecracker VM, a container's init)
+/// has the directory but nothing mounted there, and pinning then fails
+/// with ENOENT.
+pub(crate) fn ensure_bpffs() -> Result<()> {
+    let root = Path::new(BPFFS);
+    if crate::sys::bpffs::is_bpffs(root).with_context(|| format!("statfs {BPFFS}"))? {
+        return Ok(());
+    }
+    crate::sys::bpffs::mount_bpffs(root).with_context(|| {
+        format!("{BPFFS} is not a BPF filesystem, and mounting one there failed")
+    })?;
+    tracing::info!("mounted a BPF filesystem on {BPFFS}");
+    Ok(())
 }
 
 /// What [`attach`] needs to know about the switch; runs inside it.

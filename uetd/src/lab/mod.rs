@@ -653,6 +653,7 @@ impl Lab {
 
         {
             let _s = step()?;
+            bpf::ensure_bpffs()?;
             let pins = bpf::pin_dir(&name);
             self.state.pins = Some(pins.clone());
             self.state.save()?;

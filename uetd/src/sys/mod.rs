@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 pub(crate) mod affinity;
+pub(crate) mod bpffs;
 pub(crate) mod cred;
 pub(crate) mod eventfd;
 pub(crate) mod ifaddr;
