@@ -119,6 +119,21 @@ fn rccc_1023_to_1_of_100_kib_with_trimming() {
     assert_eq!(r.rtos, 0);
 }
 
+/// RCCC, 1023 senders × 100 KiB into a drop-tail buffer: ≤ 1.15 × ideal.
+/// 102 MB of speculation meets 1 MiB of buffer; most senders lose their
+/// whole first window. 1.150 when the grants that paid back their forced
+/// packets got them evicted as idle, 1.103 since.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "release only (seconds of simulation)")]
+fn rccc_1023_to_1_of_100_kib_drop_tail() {
+    let link = LinkParams::new(100_000_000_000, Duration::from_micros(2), 1 << 20);
+    let pds = incast_pds_config(&link, 4096);
+    let r = run_incast_cc(1023, 100 << 10, CcMode::Rccc, &link, &pds, 1);
+    eprintln!("1023:1 rccc drop-tail: {}", r.to_json());
+    assert!(r.ok);
+    assert!(r.ict_over_ideal <= 1.15, "ICT {:.3}", r.ict_over_ideal);
+}
+
 /// Two flows between two leaves over two spines (ECN marking on): with
 /// oblivious spraying both run near line rate; pinned to one colliding EV
 /// they share one spine and get about half each. REPS recovers too (MIXED
@@ -306,6 +321,40 @@ fn a_window_lost_before_establishment_costs_one_rto() {
     eprintln!("32:1 rccc drop-tail jittered: {}", r.to_json());
     assert!(r.ok);
     assert!(r.drops > 0, "the buffer overflows");
-    assert!(r.rtos <= 8, "{} RTOs", r.rtos);
+    // 29 before the answer to an RTO's resend condemned the window, 3
+    // after; 0 since a SYN-addressed probe finds it before the RTO.
+    assert!(r.rtos <= 1, "{} RTOs", r.rtos);
     assert!(r.ict_over_ideal <= 1.05, "ICT {:.3}", r.ict_over_ideal);
+}
+
+/// The 1 Gb/s testbed-like case (1,500-byte frames, 6 µs per hop, a 32 KiB
+/// ≈ 5 · BDP drop-tail buffer) at 32:1, as `uet-sim incast --senders 32
+/// --rate 1Gbps --latency-us 6 --max-ses-len 1446 --buffer 32KiB`.
+///
+/// RCCC: eleven senders lose their whole speculative window; their
+/// SYN-addressed probes find it lost and the receiver pays their forced
+/// packets back without evicting them (59 RTOs before). NSCC: 32 one-MTU
+/// windows overfill the buffer, and flows whose resends keep being dropped
+/// waited out a doubling RTO on an idle link; probing every RTO_INIT under
+/// backoff tells them when the path clears (1.351 × ideal before). NSCC's
+/// RTOs stay: at its minimum window of one MTU per flow the overload
+/// persists, and only an RTO finds a lost lone packet.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "release only (seconds of simulation)")]
+fn one_gigabit_32_to_1_drop_tail() {
+    let link = LinkParams::new(1_000_000_000, Duration::from_micros(6), 32 << 10);
+    let pds = incast_pds_config(&link, 1446);
+    let r = run_incast_cc(32, 256 << 10, CcMode::Rccc, &link, &pds, 1);
+    eprintln!("1 Gb/s 32:1 rccc: {}", r.to_json());
+    assert!(r.ok);
+    assert!(r.drops > 0, "the buffer overflows");
+    assert_eq!(r.rtos, 0);
+    assert!(r.ict_over_ideal <= 1.05, "ICT {:.3}", r.ict_over_ideal);
+    assert!(r.spread <= 1.10, "spread {:.3}", r.spread);
+    assert!(r.jain >= 0.99, "Jain {:.3}", r.jain);
+    let n = run_incast_cc(32, 256 << 10, CcMode::Nscc, &link, &pds, 1);
+    eprintln!("1 Gb/s 32:1 nscc: {}", n.to_json());
+    assert!(n.ok);
+    assert!(n.ict_over_ideal <= 1.10, "ICT {:.3}", n.ict_over_ideal);
+    assert!(n.jain >= 0.90, "Jain {:.3}", n.jain);
 }
