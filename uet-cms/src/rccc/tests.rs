@@ -812,6 +812,32 @@ fn src_op() -> impl Strategy<Value = SrcOp> {
     ]
 }
 
+/// A receiver that has heard `n` packets of `bytes` from sender 1 (with a
+/// large backlog) that no grant paid for, sent as `arrival` says; returns
+/// it and the sender's cumulative grant (its initial window).
+fn unpaid_arrivals(
+    cfg: RcccConfig,
+    n: usize,
+    bytes: u64,
+    arrival: Arrival,
+) -> (RcccReceiver<u8>, u64) {
+    let mut rx: RcccReceiver<u8> = RcccReceiver::new(cfg).unwrap();
+    for _ in 0..n {
+        rx.on_data(Instant::ZERO, 1, wire24(1_000_000), bytes, false, arrival);
+    }
+    assert_eq!(rx.outstanding(), 0);
+    let initial = rx.granted(1).unwrap();
+    (rx, initial)
+}
+
+/// Runs the receiver's pacer until `end`, dropping its grants.
+fn pace_until(rx: &mut RcccReceiver<u8>, end: Instant) {
+    while let Some(t) = rx.poll_timeout().filter(|t| *t <= end) {
+        rx.handle_timeout(t);
+        while rx.poll_grant().is_some() {}
+    }
+}
+
 /// Speculative bytes were sent on the initial window, which no grant
 /// counted: they settle a sender's balance down to zero and no further.
 /// Below zero, the grants that follow would hide inside the deficit and
@@ -824,16 +850,11 @@ fn speculative_bytes_do_not_hide_later_grants_from_the_outstanding_bound() {
         pacing_ppm: 1_000_000,
         ..RcccConfig::default()
     };
-    let mut rx: RcccReceiver<u8> = RcccReceiver::new(cfg).unwrap();
     let t0 = Instant::ZERO;
     // Three packets of the initial window arrive, with a large backlog.
-    for _ in 0..3 {
-        rx.on_data(t0, 1, wire24(1_000_000), 4160, false, Arrival::Speculative);
-    }
-    assert_eq!(rx.outstanding(), 0);
     // Every paced byte granted from now on is outstanding until its data
     // arrives.
-    let initial = rx.granted(1).unwrap();
+    let (mut rx, initial) = unpaid_arrivals(cfg, 3, 4160, Arrival::Speculative);
     rx.handle_timeout(t0 + Duration::from_micros(1));
     let (s, _) = rx.poll_grant().expect("a grant");
     assert_eq!(s, 1);
@@ -859,31 +880,18 @@ fn grants_that_fill_a_deficit_need_no_answer() {
         ..RcccConfig::default()
     };
     let idle = cfg.idle_timeout;
-    let mut rx: RcccReceiver<u8> = RcccReceiver::new(cfg).unwrap();
-    let t0 = Instant::ZERO;
     // Twenty packets arrive that no grant paid for: 30,000 B of debt.
-    for _ in 0..20 {
-        rx.on_data(t0, 1, wire24(1_000_000), 1500, false, Arrival::Paced);
-    }
-    assert_eq!(rx.outstanding(), 0);
-    let initial = rx.granted(1).unwrap();
+    let (mut rx, initial) = unpaid_arrivals(cfg, 20, 1500, Arrival::Paced);
     // The pacer grants at 1 Gb/s, 1,500 B every 12 µs: 40 µs after an
     // idle timeout it has granted less than the debt, and the sender, which
     // has sent nothing on those grants, is still served.
-    let end = t0 + idle + Duration::from_micros(40);
-    while let Some(t) = rx.poll_timeout().filter(|t| *t <= end) {
-        rx.handle_timeout(t);
-        while rx.poll_grant().is_some() {}
-    }
+    let end = Instant::ZERO + idle + Duration::from_micros(40);
+    pace_until(&mut rx, end);
     let paid = rx.granted(1).unwrap() - initial;
     assert!(paid > 0 && paid < 30_000, "granted {paid}");
     assert!(rx.is_active(1), "evicted while paying off its debt");
     assert_eq!(rx.stats().idle_evictions, 0);
     // Once grants pass the debt, they are expected to be answered again.
-    let end = end + idle * 4;
-    while let Some(t) = rx.poll_timeout().filter(|t| *t <= end) {
-        rx.handle_timeout(t);
-        while rx.poll_grant().is_some() {}
-    }
+    pace_until(&mut rx, end + idle * 4);
     assert_eq!(rx.stats().idle_evictions, 1);
 }
