@@ -197,6 +197,20 @@ fn drop_tail_128_to_1_recovers_lost_tails_without_rtos() {
     assert_nscc_targets(&n);
 }
 
+/// The same with 100 ns of link jitter: senders whose first packet got
+/// through behind the full buffer, and every later one of their window was
+/// dropped, have only samples of the queue's round trip (85 µs on a 9 µs
+/// fabric); a PTO of twice that is as long as the RTO. With RCCC the PTO
+/// comes from the idle round trip (`PtoBasis::Floor`): 15 RTOs before.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "release only (seconds of simulation)")]
+fn drop_tail_128_to_1_with_link_jitter_finds_lost_tails_by_probe() {
+    let mut link = LinkParams::new(100_000_000_000, Duration::from_micros(2), 1 << 20);
+    link.impair.jitter = Duration::from_nanos(100);
+    let pds = incast_pds_config(&link, 4096);
+    assert_rccc_targets(&overflowing(128, CcMode::Rccc, &link, &pds));
+}
+
 /// A synchronized drop-tail incast of `n` × 256 KiB that overflows the
 /// buffer and still delivers every byte.
 fn overflowing(n: usize, cc: CcMode, link: &LinkParams, pds: &PdsConfig) -> IncastReport {

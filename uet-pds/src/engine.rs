@@ -46,7 +46,7 @@ use crate::counters::{Counters, DropReason};
 use crate::pdc_table::PdcTable;
 use crate::pkt_queue::PktQueue;
 use crate::rx_window::{RxOutcome, RxWindow};
-use crate::tail_probe::TailProbe;
+use crate::tail_probe::{PtoBasis, TailProbe};
 use crate::tx_ledger::{TxEntry, TxLedger};
 
 /// Entropy of control packets that answer no particular data packet
@@ -923,9 +923,16 @@ impl Pds {
                 .filter(|e| e.rto_count > 0)
                 .map(|_| config.rto(0))
         };
+        // With RCCC from the idle round trip, whatever the samples say
+        // (`PtoBasis::Floor`).
+        let basis = if config.ccc.algorithm.has_rccc() {
+            PtoBasis::Floor
+        } else {
+            PtoBasis::MinRtt
+        };
         let d = p
             .tail
-            .deadline(config.tail_probe, config.ack_delay, reprobe)?;
+            .deadline(config.tail_probe, config.ack_delay, basis, reprobe)?;
         p.ledger
             .iter()
             .any(|e| matches!(CcShare::of(config, e), CcShare::Inflight(_)))

@@ -39,6 +39,25 @@
 
 use uet_wire::time::{Duration, Instant};
 
+/// Which round trip the PTO is twice of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PtoBasis {
+    /// The least RTT sampled (the configured floor before the first
+    /// sample); the PTO is never below the floor.
+    MinRtt,
+    /// The configured floor, the fabric's idle round trip, whatever the
+    /// samples say. Under an incast every sample may include the queue
+    /// (the first ACK of a 128:1 drop-tail incast arrives after 85 µs of
+    /// it on a 9 µs fabric), and a PTO of twice that is as long as the RTO;
+    /// the probe's answer is exact behind any queue on a FIFO path, so it
+    /// need not wait. That pays when the resends a probe finds wait for
+    /// credit (RCCC): 128:1 drop-tail with link jitter 15 RTOs -> 0, and
+    /// 1023:1 drop-tail 988 -> 821, 1.103 -> 1.095 × ideal. With a window
+    /// it sends them into the overloaded queue sooner: NSCC 1 Gb/s 32:1
+    /// drop-tail RTOs 113 -> 316 (`BENCHMARKS.md`, session 8).
+    Floor,
+}
+
 /// A probe on its way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Outstanding {
@@ -120,14 +139,22 @@ impl TailProbe {
     /// and a flow never probes more often than its RTO_INIT_TIME allows a
     /// timer to fire [I; HTSIM's SLEEK re-probes every 5 base RTTs,
     /// `uet-spec-notes.md` §3].
+    ///
+    /// With [`PtoBasis::Floor`] the PTO ignores the RTT samples: 2 ·
+    /// `min_pto` + `ack_delay`. See [`PtoBasis`].
     pub(crate) fn deadline(
         &self,
         min_pto: Option<Duration>,
         ack_delay: Duration,
+        basis: PtoBasis,
         reprobe: impl FnOnce() -> Option<Duration>,
     ) -> Option<Instant> {
         let floor = min_pto?;
-        let pto = (self.min_rtt.unwrap_or(floor) * 2).max(floor) + ack_delay;
+        let rtt = match basis {
+            PtoBasis::MinRtt => self.min_rtt.unwrap_or(floor),
+            PtoBasis::Floor => floor,
+        };
+        let pto = (rtt * 2).max(floor) + ack_delay;
         let next = self.last_progress? + pto;
         match self.episode {
             None => Some(next),
@@ -168,29 +195,66 @@ mod tests {
         let mut t = TailProbe::default();
         let d = Duration::from_micros(3);
         assert_eq!(
-            t.deadline(Some(Duration::from_micros(5)), d, no_backoff),
+            t.deadline(
+                Some(Duration::from_micros(5)),
+                d,
+                PtoBasis::MinRtt,
+                no_backoff
+            ),
             None
         );
         t.on_progress(Instant::from_nanos(1_000));
         // No sample yet: PTO = 2 × floor + ACK delay = 13 µs.
         assert_eq!(
-            t.deadline(Some(Duration::from_micros(5)), d, no_backoff),
+            t.deadline(
+                Some(Duration::from_micros(5)),
+                d,
+                PtoBasis::MinRtt,
+                no_backoff
+            ),
             Some(Instant::from_nanos(14_000))
         );
-        assert_eq!(t.deadline(None, d, no_backoff), None);
+        assert_eq!(t.deadline(None, d, PtoBasis::MinRtt, no_backoff), None);
         t.on_delivery(Instant::from_nanos(10_000), Instant::ZERO);
         t.on_delivery(Instant::from_nanos(90_000), Instant::ZERO);
         assert_eq!(t.min_rtt(), Some(Duration::from_micros(10)));
-        assert_eq!(t.deadline(None, d, no_backoff), None);
+        assert_eq!(t.deadline(None, d, PtoBasis::MinRtt, no_backoff), None);
         // PTO = 2 × min RTT + ACK delay = 23 µs after the last progress.
         assert_eq!(
-            t.deadline(Some(Duration::from_micros(5)), d, no_backoff),
+            t.deadline(
+                Some(Duration::from_micros(5)),
+                d,
+                PtoBasis::MinRtt,
+                no_backoff
+            ),
             Some(Instant::from_nanos(24_000))
         );
         // ... never below the configured floor.
         assert_eq!(
-            t.deadline(Some(Duration::from_micros(50)), d, no_backoff),
+            t.deadline(
+                Some(Duration::from_micros(50)),
+                d,
+                PtoBasis::MinRtt,
+                no_backoff
+            ),
             Some(Instant::from_nanos(54_000))
+        );
+    }
+
+    #[test]
+    fn the_floor_basis_ignores_samples_inflated_by_a_queue() {
+        let mut t = TailProbe::default();
+        let (floor, d) = (Some(Duration::from_micros(9)), Duration::from_micros(3));
+        // The only sample came from behind an 85 µs queue.
+        t.on_delivery(Instant::from_nanos(85_000), Instant::ZERO);
+        t.on_progress(Instant::from_nanos(85_000));
+        assert_eq!(
+            t.deadline(floor, d, PtoBasis::MinRtt, no_backoff),
+            Some(Instant::from_nanos(85_000 + 170_000 + 3_000))
+        );
+        assert_eq!(
+            t.deadline(floor, d, PtoBasis::Floor, no_backoff),
+            Some(Instant::from_nanos(85_000 + 18_000 + 3_000))
         );
     }
 
@@ -203,14 +267,14 @@ mod tests {
         assert!(t.answered(7).is_some());
         // Answered, but no packet sent after it has arrived: no probe.
         t.on_progress(Instant::from_nanos(40_000));
-        assert_eq!(t.deadline(floor, d, no_backoff), None);
+        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, no_backoff), None);
         // A packet that left before the probe does not end the episode...
         t.on_delivery(Instant::from_nanos(50_000), Instant::from_nanos(29_000));
-        assert_eq!(t.deadline(floor, d, no_backoff), None);
+        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, no_backoff), None);
         // ... one that left after it does.
         t.on_delivery(Instant::from_nanos(60_000), Instant::from_nanos(31_000));
         assert_eq!(
-            t.deadline(floor, d, no_backoff),
+            t.deadline(floor, d, PtoBasis::MinRtt, no_backoff),
             Some(Instant::from_nanos(60_000))
         );
     }
@@ -224,19 +288,19 @@ mod tests {
         t.sent(Instant::from_nanos(30_000), 7, 0);
         // Nothing sent after the probe arrives: closed, unless backed off,
         // then RTO_INIT_TIME after the probe.
-        assert_eq!(t.deadline(floor, d, no_backoff), None);
+        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, no_backoff), None);
         assert_eq!(
-            t.deadline(floor, d, rto_init),
+            t.deadline(floor, d, PtoBasis::MinRtt, rto_init),
             Some(Instant::from_nanos(230_000))
         );
         // Never sooner than the PTO after the last progress.
         t.on_progress(Instant::from_nanos(225_000));
         assert_eq!(
-            t.deadline(floor, d, rto_init),
+            t.deadline(floor, d, PtoBasis::MinRtt, rto_init),
             Some(Instant::from_nanos(245_000))
         );
         // Probing disabled stays disabled.
-        assert_eq!(t.deadline(None, d, rto_init), None);
+        assert_eq!(t.deadline(None, d, PtoBasis::MinRtt, rto_init), None);
     }
 
     #[test]
