@@ -33,7 +33,7 @@ use uet_wire::pds::{
     PdsUudRepr, ReliableMode, ReqCcState, RudiKind, SynPsnOffset,
 };
 use uet_wire::rand::{Rng, Xoshiro256};
-use uet_wire::ses::{ListKind, ResponseOpcode, ReturnCode, SesRepr, SesResponseRepr};
+use uet_wire::ses::{ListKind, ResponseOpcode, ReturnCode, SesRepr, SesResponseRepr, StandardView};
 use uet_wire::time::{Duration, Instant};
 use uet_wire::{
     CccId, Credit24, DeliveryMode, Dscp, Ecn, EntropyValue, JobId, MessageId, PdcId, Psn,
@@ -78,9 +78,33 @@ pub struct RxRequest<'a> {
     /// Delivery mode.
     pub mode: DeliveryMode,
     /// The SES header.
-    pub ses: Option<&'a SesRepr>,
+    pub ses: Option<RxSes<'a>>,
     /// The payload after the SES header.
     pub payload: &'a [u8],
+}
+
+/// The SES header of an arriving request, in the form the receive path
+/// parsed it in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxSes<'a> {
+    /// Decoded by the general parser.
+    Parsed(&'a SesRepr),
+    /// The common data packet's standard request without extension,
+    /// validated and left in the packet
+    /// ([`uet_wire::parse_request_view`]). [`StandardView::request`] is
+    /// what the general parser gives for it.
+    Standard(StandardView<'a>),
+}
+
+impl RxSes<'_> {
+    /// The header as the general parser gives it.
+    #[must_use]
+    pub fn repr(&self) -> SesRepr {
+        match self {
+            Self::Parsed(r) => **r,
+            Self::Standard(v) => SesRepr::Standard(v.request()),
+        }
+    }
 }
 
 /// What the layer above answers for a request.
@@ -1286,6 +1310,16 @@ impl Pds {
         bytes: &[u8],
         upper: &mut impl Upper,
     ) {
+        // The common data packet first, its SES header left in place for
+        // the layer above to read once (everything else: the general
+        // parse below, which gives the same header decoded).
+        if meta.trimmed.is_none()
+            && let Some(v) = uet_wire::parse_request_view(bytes)
+        {
+            let ses = Some(RxSes::Standard(v.ses));
+            self.on_request(now, meta, &v.pds, ses, v.payload, upper);
+            return;
+        }
         // Borrowed from the result, not moved out of it (a move is a
         // memcpy of the whole parsed packet).
         let parsed = uet_wire::parse_uet(bytes, meta.trimmed.is_some());
@@ -1295,7 +1329,8 @@ impl Pds {
         };
         match &pkt.pds {
             PdsRepr::Request(r) => {
-                self.on_request(now, meta, r, pkt.ses.as_ref(), pkt.payload, upper);
+                let ses = pkt.ses.as_ref().map(RxSes::Parsed);
+                self.on_request(now, meta, r, ses, pkt.payload, upper);
             }
             PdsRepr::Ack(a) => {
                 let data_off = pkt.payload;
@@ -1314,7 +1349,7 @@ impl Pds {
                     peer: meta.src,
                     psn: Psn(0),
                     mode: DeliveryMode::Uud,
-                    ses: pkt.ses.as_ref(),
+                    ses: pkt.ses.as_ref().map(RxSes::Parsed),
                     payload: pkt.payload,
                 };
                 let _ = upper.on_request(now, &rx);
@@ -1366,7 +1401,7 @@ impl Pds {
                     peer: meta.src,
                     psn: Psn(r.pkt_id),
                     mode: DeliveryMode::Rudi,
-                    ses,
+                    ses: ses.map(RxSes::Parsed),
                     payload,
                 };
                 let reply = upper.on_request(now, &rx);
@@ -1606,7 +1641,7 @@ impl Pds {
         now: Instant,
         meta: &RxMeta,
         r: &PdsRequestRepr,
-        ses: Option<&SesRepr>,
+        ses: Option<RxSes<'_>>,
         payload: &[u8],
         upper: &mut impl Upper,
     ) {

@@ -27,8 +27,8 @@ use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 use uet_pds::{
-    InitiatorKey, Pds, PdsConfig, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, Transmit,
-    Upper,
+    InitiatorKey, Pds, PdsConfig, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, RxSes,
+    Transmit, Upper,
 };
 use uet_wire::pds::{NackCode, NextHeader, ReliableMode};
 use uet_wire::ses::{ReturnCode, SesRepr, SesResponseRepr};
@@ -360,7 +360,7 @@ impl<M: RegisteredMemory> Upper for Core<M> {
             return Reply::None;
         };
         // Return-direction read data (or a read's error) for one of ours.
-        if matches!(ses, SesRepr::ResponseData(_) | SesRepr::Response(_)) {
+        if let RxSes::Parsed(ses @ (SesRepr::ResponseData(_) | SesRepr::Response(_))) = ses {
             self.on_read_data(ses, rx.payload);
             return Reply::None;
         }
@@ -371,7 +371,11 @@ impl<M: RegisteredMemory> Upper for Core<M> {
         };
         self.counters.requests += 1;
         let src = Source::new(rx.peer, pdc);
-        match self.target.handle_request(src, ses, rx.payload) {
+        let outcome = match ses {
+            RxSes::Standard(v) => self.target.handle_standard(src, v, rx.payload),
+            RxSes::Parsed(ses) => self.target.handle_request(src, ses, rx.payload),
+        };
+        match outcome {
             TargetOutcome::Accepted | TargetOutcome::Duplicate | TargetOutcome::NotARequest => {
                 Reply::None
             }

@@ -87,7 +87,7 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use uet_wire::ses::{ListKind, Opcode, ReturnCode, SesRepr, SesResponseRepr};
+use uet_wire::ses::{ListKind, Opcode, ReturnCode, SesRepr, SesResponseRepr, StandardView};
 use uet_wire::{JobId, MessageId, PidOnFep};
 
 use crate::completion::{Completion, CompletionError, LocalError};
@@ -470,6 +470,26 @@ impl<M: RegisteredMemory> SesTarget<M> {
         let Some(inc) = Incoming::from_repr(req, payload.len()) else {
             return TargetOutcome::NotARequest;
         };
+        self.handle_incoming(src, &inc, payload)
+    }
+
+    /// [`SesTarget::handle_request`] for a standard request without
+    /// extension still in the packet (the common data packet, validated by
+    /// the parse step), normalised once, straight from its bytes: the same
+    /// outcome as `handle_request` of [`StandardView::request`] (tested).
+    pub fn handle_standard(
+        &mut self,
+        src: Source,
+        req: StandardView<'_>,
+        payload: &[u8],
+    ) -> TargetOutcome {
+        let inc = Incoming::from_standard(&req, payload.len());
+        self.handle_incoming(src, &inc, payload)
+    }
+
+    /// Steps 1 and 2 of the check order, and the dispatch by opcode.
+    #[inline(always)]
+    fn handle_incoming(&mut self, src: Source, inc: &Incoming, payload: &[u8]) -> TargetOutcome {
         let reply = inc.reply_to();
         if let Err(rc) = inc.check_form() {
             return guaranteed(reply.response(rc, ListKind::Expected, 0));
@@ -479,9 +499,9 @@ impl<M: RegisteredMemory> SesTarget<M> {
                 header: reply.response(ReturnCode::Ok, ListKind::Expected, 0),
                 guaranteed: false,
             }),
-            Opcode::Read => self.on_read(&inc),
+            Opcode::Read => self.on_read(inc),
             Opcode::Write | Opcode::Send | Opcode::TaggedSend | Opcode::DatagramSend => {
-                self.on_message(src, &inc, payload)
+                self.on_message(src, inc, payload)
             }
             // Atomics, rendezvous, deferrable sends, RTR, MSG_ERROR, reserved
             // and vendor codes: not implemented yet.
