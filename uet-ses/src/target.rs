@@ -88,7 +88,7 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap as HashMap;
 
 use uet_wire::ses::{ListKind, Opcode, ReturnCode, SesRepr, SesResponseRepr, StandardView};
-use uet_wire::{JobId, MessageId, PidOnFep};
+use uet_wire::{JobId, MessageId, PidOnFep, ResourceIndex, RiGeneration};
 
 use crate::completion::{Completion, CompletionError, LocalError};
 use crate::memory::{Access, AccessRequest, MemoryTable, RegisteredMemory};
@@ -483,8 +483,83 @@ impl<M: RegisteredMemory> SesTarget<M> {
         req: StandardView<'_>,
         payload: &[u8],
     ) -> TargetOutcome {
+        if let Some(outcome) = self.write_continuation(src, &req, payload) {
+            return outcome;
+        }
         let inc = Incoming::from_standard(&req, payload.len());
         self.handle_incoming(src, &inc, payload)
+    }
+
+    /// The usual packet of a write, decided and placed straight from the
+    /// header's bytes: a continuation (not SOM, not EOM) of the message the
+    /// last tracked packet belonged to, a write, agreeing with it (check
+    /// step 4), inside it (step 5), placed through the remembered memory
+    /// check (step 6), and neither completing the message nor failing it
+    /// for too many holes. `None`, with nothing changed, for anything else,
+    /// which [`SesTarget::handle_incoming`] then handles; where it answers,
+    /// it does exactly what that does (tested against it).
+    #[inline]
+    fn write_continuation(
+        &mut self,
+        src: Source,
+        req: &StandardView<'_>,
+        payload: &[u8],
+    ) -> Option<TargetOutcome> {
+        let p = req.packet();
+        if p.som() || p.eom() || Opcode::from_u8(p.opcode_raw()) != Opcode::Write {
+            return None;
+        }
+        let (k, ix) = self.last?;
+        if k.src != src || k.id != MessageId::from_masked(p.message_id()) {
+            return None;
+        }
+        let msg = self.msgs.get_mut(ix)?.as_mut()?;
+        let f = &msg.first;
+        let addr = RegionAddr::new(
+            JobId::from_masked(p.job_id()),
+            PidOnFep::from_masked(p.pid_on_fep()),
+            ResourceIndex::from_masked(p.resource_index()),
+        );
+        if !matches!(msg.dest, Dest::Write)
+            || f.opcode != Opcode::Write
+            || f.request_length != p.request_length()
+            || f.addr != addr
+            || f.generation != RiGeneration::from_masked(p.ri_generation())
+            || f.key != Some(p.memory_key())
+            || f.buffer_offset != p.buffer_offset()
+            || f.flags.rel != p.rel()
+            || p.ie()
+        {
+            return None;
+        }
+        let data = payload.get(..usize::from(p.payload_length()))?;
+        let at = u64::from(p.message_offset());
+        let n = data.len() as u64;
+        let total = u64::from(f.request_length);
+        // Inside the message, and not the packet that completes it (all
+        // bytes and the SOM) or gives it one hole too many.
+        if at + n > total
+            || msg.coverage.fragments() >= MAX_RANGES
+            || (msg.som_seen && msg.coverage.covered() + n >= total)
+        {
+            return None;
+        }
+        let access = AccessRequest {
+            addr: f.addr,
+            generation: f.generation,
+            key: f.memory_key(),
+            needed: Access::REMOTE_WRITE,
+            addressing: f.addressing(),
+            offset: f.buffer_offset,
+            len: total,
+        };
+        let mut window = self.memory.check(&access).ok()?;
+        // The window is the whole message: the packet fits.
+        if !window.write(at, data) {
+            return None;
+        }
+        msg.placed += msg.coverage.insert(at, at + n);
+        Some(TargetOutcome::Accepted)
     }
 
     /// Steps 1 and 2 of the check order, and the dispatch by opcode.
