@@ -182,6 +182,7 @@ impl<T> TxLedger<T> {
     /// acknowledged and removed; `f` sees each removed entry (already-SACKed
     /// ones too, flagged by `sacked`). A `cack` before `una` or beyond what
     /// was sent changes nothing and returns false.
+    #[inline(always)]
     pub fn ack_cumulative(&mut self, cack: Psn, mut f: impl FnMut(&TxEntry<T>)) -> bool {
         let d = cack.diff(self.una);
         if d < 0 || d as usize >= self.entries.len() {
