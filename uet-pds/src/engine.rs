@@ -2852,24 +2852,23 @@ impl Pds {
         if !p.established && next.diff(p.start) >= SynPsnOffset::MAX as i32 {
             return None;
         }
-        let bytes = u64::from(self.config.nominal(pkt.len));
-        if !ccc.can_send(now, bytes as u32) {
-            return None;
-        }
+        // `can_send`, `send_params`, `on_send`, `can_send` again and the
+        // credit target, in one call.
+        let sent = ccc.send_new(now, self.config.nominal(pkt.len), &mut self.rng)?;
         p.queue.pop_front();
-        let params = ccc.send_params(now, &mut self.rng);
         let ev = match p.mode {
             ReliableMode::Rod => p.rod_ev,
-            ReliableMode::Rud => params.ev,
+            ReliableMode::Rud => sent.params.ev,
         };
-        ccc.on_send(now, bytes, false);
-        let window_closing = !ccc.can_send(now, bytes as u32);
         let psn = p.ledger.push(now, pkt.len, ev, TxItem::Data(pkt));
         self.counters.tx_data += 1;
-        let ar = pkt.last || p.queue.is_empty() || window_closing || params.ack_req;
+        let ar = pkt.last || p.queue.is_empty() || sent.window_closing || sent.params.ack_req;
         // The credit target a packet carries is the one after its own send
         // (RCCC: otherwise a capped source stalls until its credit timeout).
-        let cc = req_cc_state(ccc, p.ccc.1);
+        let cc = sent.credit_target.map(|credit_target| ReqCcState {
+            ccc_id: CccId::from_masked(p.ccc.1.get()),
+            credit_target,
+        });
         Self::write_item(
             &self.config,
             p,
