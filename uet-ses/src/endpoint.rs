@@ -372,7 +372,11 @@ impl<M: RegisteredMemory> Upper for Core<M> {
         self.counters.requests += 1;
         let src = Source::new(rx.peer, pdc);
         let outcome = match ses {
-            RxSes::Standard(v) => self.target.handle_standard(src, v, rx.payload),
+            // The usual packet of a write, placed: nothing to answer.
+            RxSes::Standard(v) if self.target.write_continuation(src, &v, rx.payload) => {
+                return Reply::None;
+            }
+            RxSes::Standard(v) => self.target.handle_standard_general(src, v, rx.payload),
             RxSes::Parsed(ses) => self.target.handle_request(src, ses, rx.payload),
         };
         match outcome {

@@ -163,6 +163,7 @@ use response::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StandardView<'a> {
     packet: StandardPacket<&'a [u8; STANDARD_HEADER_LEN]>,
+    bytes: &'a [u8; STANDARD_HEADER_LEN],
 }
 
 impl<'a> StandardView<'a> {
@@ -175,13 +176,19 @@ impl<'a> StandardView<'a> {
         let packet = StandardPacket::new_unchecked(bytes);
         let opcode = Opcode::from_u8(packet.opcode_raw());
         (packet.version() == request::VERSION && ExtKind::for_request(opcode, None).is_none())
-            .then_some(Self { packet })
+            .then_some(Self { packet, bytes })
     }
 
     /// The field accessors.
     #[must_use]
     pub const fn packet(&self) -> &StandardPacket<&'a [u8; STANDARD_HEADER_LEN]> {
         &self.packet
+    }
+
+    /// The header's bytes.
+    #[must_use]
+    pub const fn bytes(&self) -> &'a [u8; STANDARD_HEADER_LEN] {
+        self.bytes
     }
 
     /// The header decoded, as [`SesRepr::parse`] gives it.
