@@ -539,6 +539,9 @@ pub struct Pds {
     /// keyed by (source FEP, ccc_id), with the PDC to address CREDIT CPs.
     rccc_rx: Option<RcccReceiver<(IpAddr, u8)>>,
     rccc_pdc: HashMap<(IpAddr, u8), PdcId>,
+    /// `config.ccc.algorithm.has_rccc()`, read on every poll (the
+    /// configuration does not change).
+    rccc_source: bool,
     /// Scratch lists reused for every ACK (no allocation per packet):
     /// EVs of newly acknowledged packets, and packets presumed lost.
     scratch_evs: Vec<EntropyValue>,
@@ -581,6 +584,7 @@ impl Pds {
             .clone()
             .and_then(|c| RcccReceiver::new(c).ok());
         Self {
+            rccc_source: config.ccc.algorithm.has_rccc(),
             config,
             rng: Xoshiro256::seed_from_u64(seed),
             pdcs: PdcTable::new(),
@@ -1161,7 +1165,7 @@ impl Pds {
     /// here whatever the timers say.
     fn send_credit_requests(&mut self, now: Instant) {
         // Runs on every transmit poll: nothing to scan without RCCC.
-        if !self.config.ccc.algorithm.has_rccc() {
+        if !self.rccc_source {
             return;
         }
         // One pass, no key list: polling one CCC changes no other.
@@ -2444,7 +2448,7 @@ impl Pds {
             && self.rudi.replies.is_empty()
             && self.rudi.inflight.is_empty()
             && self.rccc_rx.is_none()
-            && !self.config.ccc.algorithm.has_rccc()
+            && !self.rccc_source
     }
 
     /// [`Pds::poll_transmit`] for every case.
@@ -2459,7 +2463,7 @@ impl Pds {
         if self.rccc_rx.is_some() {
             self.queue_grants();
         }
-        if self.config.ccc.algorithm.has_rccc() {
+        if self.rccc_source {
             self.send_credit_requests(now);
         }
         if let Some(c) = self.ctl.pop_front() {
