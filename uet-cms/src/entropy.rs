@@ -245,9 +245,20 @@ impl Reps {
             return;
         }
         self.maybe_thaw(Some(now));
-        for &ev in evs {
-            self.add(ev);
-        }
+        self.add_all(evs);
+    }
+
+    /// [`Reps::add`] for each of `evs` in turn, at once: the buffer keeps
+    /// the newest `capacity` of its entries and `evs`, and `fresh` grows by
+    /// `evs.len()` up to the buffer's length (tested against the loop).
+    fn add_all(&mut self, evs: &[EntropyValue]) {
+        let new = &evs[evs.len().saturating_sub(self.capacity)..];
+        let drop = (self.buffer.len() + new.len()).saturating_sub(self.capacity);
+        self.buffer.drain(..drop);
+        let space = self.space;
+        self.buffer
+            .extend(new.iter().map(|&ev| space.normalize(ev)));
+        self.fresh = (self.fresh + evs.len()).min(self.buffer.len());
     }
 
     fn add(&mut self, ev: EntropyValue) {
@@ -1076,5 +1087,68 @@ mod tests {
         let mut rng = Xoshiro256::seed_from_u64(1);
         let mut sel = EvSelector::Single(EntropyValue::from_masked(0x4242));
         assert!((0..10).all(|_| sel.next_ev(&mut rng).get() == 0x4242));
+    }
+
+    use proptest::strategy::Strategy as _;
+
+    /// A step of [`good_batches_match_one_by_one`].
+    #[derive(Debug, Clone)]
+    enum Step {
+        Good(Vec<u16>),
+        Pick,
+        Timeout(u16),
+        Wait(u64),
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// `process_good_at` over batches of any size (empty, smaller and
+        /// larger than the recycle buffer) leaves REPS and MIXED exactly as
+        /// one `process_ev_at(.., Good)` per EV does, with picks (which
+        /// consume fresh entries), timeouts (freezing) and time in between,
+        /// for buffer sizes 1 to 12.
+        #[test]
+        fn good_batches_match_one_by_one(
+            mixed: bool,
+            buffer in 1usize..13,
+            steps in proptest::collection::vec(proptest::prop_oneof![
+                4 => proptest::collection::vec(proptest::prelude::any::<u16>(), 0..30)
+                    .prop_map(Step::Good),
+                3 => proptest::prelude::Just(Step::Pick),
+                1 => proptest::prelude::any::<u16>().prop_map(Step::Timeout),
+                1 => (0u64..20_000).prop_map(Step::Wait),
+            ], 0..40),
+        ) {
+            let mode = if mixed { EvMode::Mixed } else { EvMode::Reps };
+            let cfg = EvConfig { reps_buffer: buffer, ..EvConfig::default().with_mode(mode) };
+            let (mut ra, mut rb) = (Xoshiro256::seed_from_u64(9), Xoshiro256::seed_from_u64(9));
+            let mut a = EvSelector::from_config(&cfg, &mut ra);
+            let mut b = EvSelector::from_config(&cfg, &mut rb);
+            let mut now = Instant::from_nanos(1);
+            for step in steps {
+                match step {
+                    Step::Good(evs) => {
+                        let evs: Vec<_> = evs.into_iter().map(ev).collect();
+                        for &e in &evs {
+                            a.process_ev_at(now, e, EvFeedback::Good);
+                        }
+                        b.process_good_at(now, &evs);
+                    }
+                    Step::Pick => {
+                        proptest::prop_assert_eq!(
+                            a.next_ev_at(now, &mut ra),
+                            b.next_ev_at(now, &mut rb)
+                        );
+                    }
+                    Step::Timeout(e) => {
+                        a.process_ev_at(now, ev(e), EvFeedback::Timeout);
+                        b.process_ev_at(now, ev(e), EvFeedback::Timeout);
+                    }
+                    Step::Wait(us) => now += Duration::from_micros(us),
+                }
+                proptest::prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+            }
+        }
     }
 }
