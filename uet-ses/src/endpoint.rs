@@ -39,6 +39,7 @@ use crate::completion::{Completion, CompletionError, LocalError};
 use crate::initiator::{Operation, OutgoingMessage, ReadProgress, ReadSink};
 use crate::memory::{MemError, MemoryTable, RegionSpec, RegisteredMemory, Registration};
 use crate::read::ReadResponder;
+use crate::slots::Slots;
 use crate::target::{PostError, RecvSpec, SesTarget, TargetConfig, TargetEvent, TargetOutcome};
 use crate::types::{LocalRegion, RecvId, RegionAddr, Source};
 
@@ -169,7 +170,7 @@ enum Slot {
 struct Core<M> {
     target: SesTarget<M>,
     locals: Vec<Option<M>>,
-    slots: HashMap<u64, Slot>,
+    slots: Slots<Slot>,
     /// Read message IDs (ours) → slot token, for return-direction data.
     reads: HashMap<u16, u64>,
     next_token: u64,
@@ -506,7 +507,7 @@ impl<M: RegisteredMemory> Endpoint<M> {
             core: Core {
                 target,
                 locals: Vec::new(),
-                slots: HashMap::default(),
+                slots: Slots::default(),
                 reads: HashMap::default(),
                 next_token: 1,
                 next_op: 1,
