@@ -153,6 +153,20 @@ use response::{
     ResponsePacket, ResponseRepr,
 };
 
+/// Bit `n` set: a standard request with opcode `n` carries an extension
+/// header (`ExtKind::for_request(Opcode::from_u8(n), None)` is `Some`).
+const NEEDS_EXT: u64 = {
+    let mut mask = 0u64;
+    let mut n = 0u8;
+    while n < 64 {
+        if ExtKind::for_request(Opcode::from_u8(n), None).is_some() {
+            mask |= 1 << n;
+        }
+        n += 1;
+    }
+    mask
+};
+
 /// A standard request header that needs no extension header, validated
 /// where it lies (version 0, an opcode without extension) and decoded
 /// field by field only by whoever reads it: the receive path's view of the
@@ -174,9 +188,9 @@ impl<'a> StandardView<'a> {
     #[must_use]
     pub fn new(bytes: &'a [u8; STANDARD_HEADER_LEN]) -> Option<Self> {
         let packet = StandardPacket::new_unchecked(bytes);
-        let opcode = Opcode::from_u8(packet.opcode_raw());
-        (packet.version() == request::VERSION && ExtKind::for_request(opcode, None).is_none())
-            .then_some(Self { packet, bytes })
+        // `opcode_raw` is 6 bits: the shift stays inside the mask.
+        let needs_ext = (NEEDS_EXT >> packet.opcode_raw()) & 1 != 0;
+        (packet.version() == request::VERSION && !needs_ext).then_some(Self { packet, bytes })
     }
 
     /// The field accessors.
