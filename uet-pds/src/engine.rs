@@ -2859,7 +2859,7 @@ impl Pds {
         // `can_send`, `send_params`, `on_send`, `can_send` again and the
         // credit target, in one call.
         let sent = ccc.send_new(now, self.config.nominal(pkt.len), &mut self.rng)?;
-        p.queue.pop_front();
+        p.queue.advance();
         let ev = match p.mode {
             ReliableMode::Rod => p.rod_ev,
             ReliableMode::Rud => sent.params.ev,
