@@ -1324,6 +1324,13 @@ impl Pds {
             self.on_request(now, meta, &v.pds, ses, v.payload, upper);
             return;
         }
+        // And the plain ACK (the general parse gives it with no SES header).
+        if meta.trimmed.is_none()
+            && let Some((a, data)) = uet_wire::parse_ack_view(bytes)
+        {
+            self.on_ack(now, meta, &a, None, data, upper);
+            return;
+        }
         // Borrowed from the result, not moved out of it (a move is a
         // memcpy of the whole parsed packet).
         let parsed = uet_wire::parse_uet(bytes, meta.trimmed.is_some());

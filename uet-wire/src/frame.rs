@@ -66,13 +66,16 @@ pub fn parse_uet(bytes: &[u8], truncated: bool) -> Result<UetPacket<'_>> {
     parse_uet_general(bytes, truncated)
 }
 
-/// The other first step of [`parse_uet`]: an ACK_CC without SES response,
-/// parsed by the ACK parser on a fixed-size view of its 32 bytes, without
-/// the prologue parse and the dispatch over every type. `None` for
-/// anything else (the general parser then decides). Where it answers, it
-/// gives exactly what the general parser gives (tested).
-#[inline(never)]
-fn parse_common_ack(bytes: &[u8]) -> Option<UetPacket<'_>> {
+/// The plain ACK as the PDS receive path takes it: an ACK_CC without SES
+/// response, parsed by the ACK parser on a fixed-size view of its 32
+/// bytes, without the prologue parse and the dispatch over every type; the
+/// header and the bytes after it. `None` for anything else (the general
+/// parser then decides); not for trimmed packets. Where it answers,
+/// [`parse_uet`] gives the same header and payload, and no SES header
+/// (tested).
+#[inline]
+#[must_use]
+pub fn parse_ack_view(bytes: &[u8]) -> Option<(ack::Repr, &[u8])> {
     let (head, _) = bytes.split_first_chunk::<{ ack::CC_HEADER_LEN }>()?;
     let p = ack::Packet::new_unchecked(head);
     if p.pds_type_raw() != PdsType::AckCc.code() || p.next_hdr_raw() != NextHeader::None.code() {
@@ -80,11 +83,19 @@ fn parse_common_ack(bytes: &[u8]) -> Option<UetPacket<'_>> {
     }
     let a = ack::Repr::parse(&p).ok()?;
     let hl = a.buffer_len();
+    Some((a, bytes.get(hl..).unwrap_or_default()))
+}
+
+/// The other first step of [`parse_uet`]: [`parse_ack_view`], as a packet.
+#[inline(never)]
+fn parse_common_ack(bytes: &[u8]) -> Option<UetPacket<'_>> {
+    let (a, payload) = parse_ack_view(bytes)?;
+    let hl = a.buffer_len();
     Some(UetPacket {
         tss: None,
         pds: PdsRepr::Ack(a),
         ses: None,
-        payload: bytes.get(hl..).unwrap_or_default(),
+        payload,
         pds_offset: 0,
         ses_offset: hl,
         payload_offset: hl,
