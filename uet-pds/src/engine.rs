@@ -1799,12 +1799,7 @@ impl Pds {
             self.nack(meta, code, r.psn, Some(local), peer, 0);
             return;
         }
-        let Some(p) = self.pdcs.get_mut(&id) else {
-            return;
-        };
-        let Some(rx) = p.rx.as_mut() else {
-            return;
-        };
+        // (`upper` cannot reach the PDC: its receive half is still `rx`.)
         rx.win.receive(r.psn);
         rx.rod_nacked = false;
         rx.rcvd_bytes += u64::from(meta.nominal_size);
