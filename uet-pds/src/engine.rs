@@ -496,6 +496,7 @@ impl Pdc {
         self.ledger.first_unsacked_psn().sub(1)
     }
 
+    #[inline]
     fn has_tx_work(&self) -> bool {
         !self.queue.is_empty() || self.ledger.has_rtx() || self.clear_needed
     }
