@@ -150,6 +150,18 @@ pub struct SendParams {
     pub ack_req: bool,
 }
 
+/// What sending a new packet got from the CCC ([`Ccc::send_new`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NewSend {
+    /// `GetSendParams` before the send.
+    pub params: SendParams,
+    /// The same packet could not leave again now (`!CanSend` after the
+    /// send): the window is closing behind it.
+    pub window_closing: bool,
+    /// The RCCC credit target after the send, the one the packet carries.
+    pub credit_target: Option<Credit24>,
+}
+
 /// A state change, for tracing and plots.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum CmsEvent {
@@ -424,6 +436,25 @@ impl Ccc {
             credit_target: self.credit_target(),
             ack_req: self.nscc.as_ref().is_some_and(Nscc::ack_request),
         }
+    }
+
+    /// A new packet of `bytes` (not a retransmission), in one call:
+    /// `None`, with nothing changed, unless [`Ccc::can_send`]; otherwise
+    /// [`Ccc::send_params`], [`Ccc::on_send`], then [`Ccc::can_send`] and
+    /// [`Ccc::credit_target`] again, exactly as those calls in turn
+    /// (tested).
+    #[inline(never)]
+    pub fn send_new(&mut self, now: Instant, bytes: u32, rng: &mut impl Rng) -> Option<NewSend> {
+        if !self.can_send(now, bytes) {
+            return None;
+        }
+        let params = self.send_params(now, rng);
+        self.on_send(now, u64::from(bytes), false);
+        Some(NewSend {
+            params,
+            window_closing: !self.can_send(now, bytes),
+            credit_target: self.credit_target(),
+        })
     }
 
     /// `OnSend`: a packet of `bytes` left (a retransmission if `is_rtx`).
@@ -1107,5 +1138,87 @@ mod accounting_tests {
         assert_eq!(c.nscc().unwrap().inflight(), 0);
         assert_eq!(c.rccc().unwrap().rtx_backlog(), 0);
         assert_eq!(c.state(), CccState::Idle);
+    }
+
+    /// An operation on two CCCs at once ([`send_new_is_the_calls_in_turn`]).
+    #[derive(Debug, Clone, Copy)]
+    enum TwinOp {
+        Send(u32),
+        NewData(u64),
+        Ack(u64, bool),
+        Loss(u64),
+        Wait(u64),
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// `send_new` answers and changes exactly what `can_send`,
+        /// `send_params`, `on_send`, `can_send` and `credit_target` in turn
+        /// do (and draws the same random numbers), for every algorithm,
+        /// with and without PFT, through sends, new data, ACKs (ECN marked
+        /// or not), losses and time.
+        #[test]
+        fn send_new_is_the_calls_in_turn(
+            (alg, pft) in algorithm(),
+            ops in prop::collection::vec(prop_oneof![
+                6 => (1u32..3000).prop_map(TwinOp::Send),
+                1 => (0u64..20_000).prop_map(TwinOp::NewData),
+                3 => ((1u64..3000), any::<bool>()).prop_map(|(b, e)| TwinOp::Ack(b, e)),
+                1 => (1u64..3000).prop_map(TwinOp::Loss),
+                2 => (0u64..50).prop_map(TwinOp::Wait),
+            ], 0..200),
+        ) {
+            use uet_wire::rand::Rng as WireRng;
+            let cfg = CccConfig {
+                mtu: 1000,
+                algorithm: alg,
+                pft: pft.then(PftConfig::default),
+                ..CccConfig::default()
+            };
+            let (mut ra, mut rb) = (Xoshiro256::seed_from_u64(3), Xoshiro256::seed_from_u64(3));
+            let mut a = Ccc::new(cfg.clone(), Instant::ZERO, &mut ra);
+            let mut b = Ccc::new(cfg, Instant::ZERO, &mut rb);
+            let mut now = Instant::ZERO;
+            a.on_new_data(now, 10_000);
+            b.on_new_data(now, 10_000);
+            for op in ops {
+                match op {
+                    TwinOp::Send(n) => {
+                        let one = a.send_new(now, n, &mut ra);
+                        let calls = if b.can_send(now, n) {
+                            let params = b.send_params(now, &mut rb);
+                            b.on_send(now, u64::from(n), false);
+                            Some(NewSend {
+                                params,
+                                window_closing: !b.can_send(now, n),
+                                credit_target: b.credit_target(),
+                            })
+                        } else {
+                            None
+                        };
+                        prop_assert_eq!(one, calls);
+                    }
+                    TwinOp::NewData(n) => {
+                        a.on_new_data(now, n);
+                        b.on_new_data(now, n);
+                    }
+                    TwinOp::Ack(n, ecn) => {
+                        let mut ack = ack_of(n, false, Some(n));
+                        ack.ecn_marked = ecn;
+                        ack.tx_time = now;
+                        a.on_ack(now, &ack);
+                        b.on_ack(now, &ack);
+                    }
+                    TwinOp::Loss(n) => {
+                        a.on_inferred_loss(now, n, None);
+                        b.on_inferred_loss(now, n, None);
+                    }
+                    TwinOp::Wait(us) => now += Duration::from_micros(us),
+                }
+                prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                prop_assert_eq!(WireRng::next_u64(&mut ra), WireRng::next_u64(&mut rb));
+            }
+        }
     }
 }

@@ -36,8 +36,6 @@
 //! [`EvSelector::next_ev`] and [`EvSelector::process_ev`] never enter (or
 //! leave) freeze mode and are otherwise identical.
 
-use std::collections::VecDeque;
-
 use uet_wire::EntropyValue;
 use uet_wire::rand::Rng;
 use uet_wire::time::{Duration, Instant};
@@ -187,13 +185,96 @@ fn rotation_advance(space: Space, idx: &mut u32, xor: &mut u16, rng: &mut impl R
     }
 }
 
+/// REPS's recycle buffer: at most `capacity` EVs, oldest first; a push
+/// onto a full buffer overwrites the oldest. (A `VecDeque` did the same
+/// with a pop and a push per EV.) Its `Debug` is the list of its EVs,
+/// oldest first, as the `VecDeque`'s was.
+#[derive(Clone)]
+struct Ring {
+    slots: Vec<EntropyValue>,
+    /// Index in `slots` of the oldest EV.
+    head: usize,
+    len: usize,
+}
+
+impl Ring {
+    fn new(capacity: usize) -> Self {
+        Self {
+            slots: vec![EntropyValue::from_masked(0); capacity.max(1)],
+            head: 0,
+            len: 0,
+        }
+    }
+
+    const fn len(&self) -> usize {
+        self.len
+    }
+
+    const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn clear(&mut self) {
+        self.head = 0;
+        self.len = 0;
+    }
+
+    /// The index in `slots` of the `i`-th oldest position.
+    #[inline]
+    fn at(&self, i: usize) -> usize {
+        let j = self.head + i;
+        if j >= self.slots.len() {
+            j - self.slots.len()
+        } else {
+            j
+        }
+    }
+
+    /// The `i`-th oldest EV.
+    #[inline]
+    fn get(&self, i: usize) -> Option<EntropyValue> {
+        if i >= self.len {
+            return None;
+        }
+        self.slots.get(self.at(i)).copied()
+    }
+
+    /// Appends `ev`, overwriting the oldest when full.
+    #[inline]
+    fn push(&mut self, ev: EntropyValue) {
+        if self.len == self.slots.len() {
+            if let Some(s) = self.slots.get_mut(self.head) {
+                *s = ev;
+            }
+            self.head = self.at(1);
+        } else {
+            let j = self.at(self.len);
+            if let Some(s) = self.slots.get_mut(j) {
+                *s = ev;
+            }
+            self.len += 1;
+        }
+    }
+
+    /// The EVs, oldest first.
+    fn iter(&self) -> impl Iterator<Item = EntropyValue> + '_ {
+        (0..self.len).filter_map(|i| self.get(i))
+    }
+}
+
+impl core::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// REPS state: the recycle buffer, freezing and exploration (HTSIM
 /// `CircularBufferREPS` + `UecMpReps`).
 #[derive(Debug, Clone)]
 pub struct Reps {
     space: Space,
     /// Recycled EVs, oldest first; at most `capacity`, the oldest overwritten.
-    buffer: VecDeque<EntropyValue>,
+    buffer: Ring,
     capacity: usize,
     /// The newest `fresh` entries have not been reused yet. (Reuse takes the
     /// oldest fresh entry, so the fresh ones are always a suffix.)
@@ -212,7 +293,7 @@ impl Reps {
         let capacity = capacity.max(1);
         Self {
             space,
-            buffer: VecDeque::with_capacity(capacity),
+            buffer: Ring::new(capacity),
             capacity,
             fresh: 0,
             frozen_until: None,
@@ -230,10 +311,7 @@ impl Reps {
 
     /// EVs that may still be recycled, oldest first.
     pub fn fresh(&self) -> impl Iterator<Item = EntropyValue> + '_ {
-        self.buffer
-            .iter()
-            .skip(self.buffer.len() - self.fresh)
-            .copied()
+        self.buffer.iter().skip(self.buffer.len() - self.fresh)
     }
 
     /// GOOD feedback for `evs` at `now`: what `process` does for each in
@@ -245,16 +323,22 @@ impl Reps {
             return;
         }
         self.maybe_thaw(Some(now));
-        for &ev in evs {
-            self.add(ev);
+        self.add_all(evs);
+    }
+
+    /// [`Reps::add`] for each of `evs` in turn, at once: the buffer keeps
+    /// the newest `capacity` of its entries and `evs`, and `fresh` grows by
+    /// `evs.len()` up to the buffer's length (tested against the loop).
+    fn add_all(&mut self, evs: &[EntropyValue]) {
+        let new = &evs[evs.len().saturating_sub(self.capacity)..];
+        for &ev in new {
+            self.buffer.push(self.space.normalize(ev));
         }
+        self.fresh = (self.fresh + evs.len()).min(self.buffer.len());
     }
 
     fn add(&mut self, ev: EntropyValue) {
-        if self.buffer.len() == self.capacity {
-            self.buffer.pop_front();
-        }
-        self.buffer.push_back(self.space.normalize(ev));
+        self.buffer.push(self.space.normalize(ev));
         self.fresh = (self.fresh + 1).min(self.buffer.len());
     }
 
@@ -263,7 +347,7 @@ impl Reps {
         if self.fresh == 0 {
             return None;
         }
-        let ev = self.buffer[self.buffer.len() - self.fresh];
+        let ev = self.buffer.get(self.buffer.len() - self.fresh)?;
         self.fresh -= 1;
         Some(ev)
     }
@@ -310,7 +394,10 @@ impl Reps {
             if self.buffer.is_empty() {
                 return self.space.random(rng);
             }
-            let ev = self.buffer[self.cursor % self.buffer.len()];
+            let ev = self
+                .buffer
+                .get(self.cursor % self.buffer.len())
+                .unwrap_or_else(|| self.space.ev(0));
             self.cursor = (self.cursor + 1) % self.buffer.len();
             return ev;
         }
@@ -609,6 +696,7 @@ impl EvSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::VecDeque;
     use uet_wire::rand::Xoshiro256;
 
     fn ev(v: u16) -> EntropyValue {
@@ -1076,5 +1164,104 @@ mod tests {
         let mut rng = Xoshiro256::seed_from_u64(1);
         let mut sel = EvSelector::Single(EntropyValue::from_masked(0x4242));
         assert!((0..10).all(|_| sel.next_ev(&mut rng).get() == 0x4242));
+    }
+
+    use proptest::strategy::Strategy as _;
+
+    /// A step of [`good_batches_match_one_by_one`].
+    #[derive(Debug, Clone)]
+    enum Step {
+        Good(Vec<u16>),
+        Pick,
+        Timeout(u16),
+        Wait(u64),
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// `process_good_at` over batches of any size (empty, smaller and
+        /// larger than the recycle buffer) leaves REPS and MIXED exactly as
+        /// one `process_ev_at(.., Good)` per EV does, with picks (which
+        /// consume fresh entries), timeouts (freezing) and time in between,
+        /// for buffer sizes 1 to 12.
+        #[test]
+        fn good_batches_match_one_by_one(
+            mixed: bool,
+            buffer in 1usize..13,
+            steps in proptest::collection::vec(proptest::prop_oneof![
+                4 => proptest::collection::vec(proptest::prelude::any::<u16>(), 0..30)
+                    .prop_map(Step::Good),
+                3 => proptest::prelude::Just(Step::Pick),
+                1 => proptest::prelude::any::<u16>().prop_map(Step::Timeout),
+                1 => (0u64..20_000).prop_map(Step::Wait),
+            ], 0..40),
+        ) {
+            let mode = if mixed { EvMode::Mixed } else { EvMode::Reps };
+            let cfg = EvConfig { reps_buffer: buffer, ..EvConfig::default().with_mode(mode) };
+            let (mut ra, mut rb) = (Xoshiro256::seed_from_u64(9), Xoshiro256::seed_from_u64(9));
+            let mut a = EvSelector::from_config(&cfg, &mut ra);
+            let mut b = EvSelector::from_config(&cfg, &mut rb);
+            let mut now = Instant::from_nanos(1);
+            for step in steps {
+                match step {
+                    Step::Good(evs) => {
+                        let evs: Vec<_> = evs.into_iter().map(ev).collect();
+                        for &e in &evs {
+                            a.process_ev_at(now, e, EvFeedback::Good);
+                        }
+                        b.process_good_at(now, &evs);
+                    }
+                    Step::Pick => {
+                        proptest::prop_assert_eq!(
+                            a.next_ev_at(now, &mut ra),
+                            b.next_ev_at(now, &mut rb)
+                        );
+                    }
+                    Step::Timeout(e) => {
+                        a.process_ev_at(now, ev(e), EvFeedback::Timeout);
+                        b.process_ev_at(now, ev(e), EvFeedback::Timeout);
+                    }
+                    Step::Wait(us) => now += Duration::from_micros(us),
+                }
+                proptest::prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// The recycle ring is the `VecDeque` it replaced: a push onto a full
+        /// one drops the oldest; same length, same EVs oldest first, same
+        /// answer for every position, through pushes and clears, for
+        /// capacities 1 to 9.
+        #[test]
+        fn ring_is_a_bounded_deque(
+            capacity in 1usize..10,
+            ops in proptest::collection::vec(proptest::option::of(proptest::prelude::any::<u16>()), 0..60),
+        ) {
+            let mut ring = Ring::new(capacity);
+            let mut model: VecDeque<EntropyValue> = VecDeque::new();
+            for op in ops {
+                match op {
+                    Some(v) => {
+                        ring.push(ev(v));
+                        if model.len() == capacity {
+                            model.pop_front();
+                        }
+                        model.push_back(ev(v));
+                    }
+                    None => {
+                        ring.clear();
+                        model.clear();
+                    }
+                }
+                proptest::prop_assert_eq!(ring.len(), model.len());
+                proptest::prop_assert_eq!(ring.is_empty(), model.is_empty());
+                for i in 0..capacity + 1 {
+                    proptest::prop_assert_eq!(ring.get(i), model.get(i).copied());
+                }
+                proptest::prop_assert_eq!(format!("{ring:?}"), format!("{model:?}"));
+            }
+        }
     }
 }

@@ -28,7 +28,8 @@ pub mod pft;
 pub mod rccc;
 
 pub use ccc::{
-    AckEvent, Algorithm, Ccc, CccConfig, CccState, CccTrace, CmsEvent, NackEvent, SendParams,
+    AckEvent, Algorithm, Ccc, CccConfig, CccState, CccTrace, CmsEvent, NackEvent, NewSend,
+    SendParams,
 };
 pub use entropy::{Bitmap, EvConfig, EvFeedback, EvMode, EvSelector, Mixed, Reps};
 pub use nscc::{Nscc, NsccAck, NsccConfig, NsccDest, NsccEvent, NsccNack};

@@ -33,7 +33,7 @@ use uet_wire::pds::{
     PdsUudRepr, ReliableMode, ReqCcState, RudiKind, SynPsnOffset,
 };
 use uet_wire::rand::{Rng, Xoshiro256};
-use uet_wire::ses::{ListKind, ResponseOpcode, ReturnCode, SesRepr, SesResponseRepr};
+use uet_wire::ses::{ListKind, ResponseOpcode, ReturnCode, SesRepr, SesResponseRepr, StandardView};
 use uet_wire::time::{Duration, Instant};
 use uet_wire::{
     CccId, Credit24, DeliveryMode, Dscp, Ecn, EntropyValue, JobId, MessageId, PdcId, Psn,
@@ -78,9 +78,33 @@ pub struct RxRequest<'a> {
     /// Delivery mode.
     pub mode: DeliveryMode,
     /// The SES header.
-    pub ses: Option<&'a SesRepr>,
+    pub ses: Option<RxSes<'a>>,
     /// The payload after the SES header.
     pub payload: &'a [u8],
+}
+
+/// The SES header of an arriving request, in the form the receive path
+/// parsed it in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxSes<'a> {
+    /// Decoded by the general parser.
+    Parsed(&'a SesRepr),
+    /// The common data packet's standard request without extension,
+    /// validated and left in the packet
+    /// ([`uet_wire::parse_request_view`]). [`StandardView::request`] is
+    /// what the general parser gives for it.
+    Standard(StandardView<'a>),
+}
+
+impl RxSes<'_> {
+    /// The header as the general parser gives it.
+    #[must_use]
+    pub fn repr(&self) -> SesRepr {
+        match self {
+            Self::Parsed(r) => **r,
+            Self::Standard(v) => SesRepr::Standard(v.request()),
+        }
+    }
 }
 
 /// What the layer above answers for a request.
@@ -472,6 +496,7 @@ impl Pdc {
         self.ledger.first_unsacked_psn().sub(1)
     }
 
+    #[inline]
     fn has_tx_work(&self) -> bool {
         !self.queue.is_empty() || self.ledger.has_rtx() || self.clear_needed
     }
@@ -515,6 +540,9 @@ pub struct Pds {
     /// keyed by (source FEP, ccc_id), with the PDC to address CREDIT CPs.
     rccc_rx: Option<RcccReceiver<(IpAddr, u8)>>,
     rccc_pdc: HashMap<(IpAddr, u8), PdcId>,
+    /// `config.ccc.algorithm.has_rccc()`, read on every poll (the
+    /// configuration does not change).
+    rccc_source: bool,
     /// Scratch lists reused for every ACK (no allocation per packet):
     /// EVs of newly acknowledged packets, and packets presumed lost.
     scratch_evs: Vec<EntropyValue>,
@@ -557,6 +585,7 @@ impl Pds {
             .clone()
             .and_then(|c| RcccReceiver::new(c).ok());
         Self {
+            rccc_source: config.ccc.algorithm.has_rccc(),
             config,
             rng: Xoshiro256::seed_from_u64(seed),
             pdcs: PdcTable::new(),
@@ -1169,7 +1198,7 @@ impl Pds {
     /// here whatever the timers say.
     fn send_credit_requests(&mut self, now: Instant) {
         // Runs on every transmit poll: nothing to scan without RCCC.
-        if !self.config.ccc.algorithm.has_rccc() {
+        if !self.rccc_source {
             return;
         }
         // One pass, no key list: polling one CCC changes no other.
@@ -1318,6 +1347,23 @@ impl Pds {
         bytes: &[u8],
         upper: &mut impl Upper,
     ) {
+        // The common data packet first, its SES header left in place for
+        // the layer above to read once (everything else: the general
+        // parse below, which gives the same header decoded).
+        if meta.trimmed.is_none()
+            && let Some(v) = uet_wire::parse_request_view(bytes)
+        {
+            let ses = Some(RxSes::Standard(v.ses));
+            self.on_request(now, meta, &v.pds, ses, v.payload, upper);
+            return;
+        }
+        // And the plain ACK (the general parse gives it with no SES header).
+        if meta.trimmed.is_none()
+            && let Some((a, data)) = uet_wire::parse_ack_view(bytes)
+        {
+            self.on_ack(now, meta, &a, None, data, upper);
+            return;
+        }
         // Borrowed from the result, not moved out of it (a move is a
         // memcpy of the whole parsed packet).
         let parsed = uet_wire::parse_uet(bytes, meta.trimmed.is_some());
@@ -1327,7 +1373,8 @@ impl Pds {
         };
         match &pkt.pds {
             PdsRepr::Request(r) => {
-                self.on_request(now, meta, r, pkt.ses.as_ref(), pkt.payload, upper);
+                let ses = pkt.ses.as_ref().map(RxSes::Parsed);
+                self.on_request(now, meta, r, ses, pkt.payload, upper);
             }
             PdsRepr::Ack(a) => {
                 let data_off = pkt.payload;
@@ -1346,7 +1393,7 @@ impl Pds {
                     peer: meta.src,
                     psn: Psn(0),
                     mode: DeliveryMode::Uud,
-                    ses: pkt.ses.as_ref(),
+                    ses: pkt.ses.as_ref().map(RxSes::Parsed),
                     payload: pkt.payload,
                 };
                 let _ = upper.on_request(now, &rx);
@@ -1398,7 +1445,7 @@ impl Pds {
                     peer: meta.src,
                     psn: Psn(r.pkt_id),
                     mode: DeliveryMode::Rudi,
-                    ses,
+                    ses: ses.map(RxSes::Parsed),
                     payload,
                 };
                 let reply = upper.on_request(now, &rx);
@@ -1638,7 +1685,7 @@ impl Pds {
         now: Instant,
         meta: &RxMeta,
         r: &PdsRequestRepr,
-        ses: Option<&SesRepr>,
+        ses: Option<RxSes<'_>>,
         payload: &[u8],
         upper: &mut impl Upper,
     ) {
@@ -1785,12 +1832,7 @@ impl Pds {
             self.nack(meta, code, r.psn, Some(local), peer, 0);
             return;
         }
-        let Some(p) = self.pdcs.get_mut(&id) else {
-            return;
-        };
-        let Some(rx) = p.rx.as_mut() else {
-            return;
-        };
+        // (`upper` cannot reach the PDC: its receive half is still `rx`.)
         rx.win.receive(r.psn);
         rx.rod_nacked = false;
         rx.rcvd_bytes += u64::from(meta.nominal_size);
@@ -2458,7 +2500,7 @@ impl Pds {
             && self.rudi.replies.is_empty()
             && self.rudi.inflight.is_empty()
             && self.rccc_rx.is_none()
-            && !self.config.ccc.algorithm.has_rccc()
+            && !self.rccc_source
     }
 
     /// [`Pds::poll_transmit`] for every case.
@@ -2473,7 +2515,7 @@ impl Pds {
         if self.rccc_rx.is_some() {
             self.queue_grants();
         }
-        if self.config.ccc.algorithm.has_rccc() {
+        if self.rccc_source {
             self.send_credit_requests(now);
         }
         if let Some(c) = self.ctl.pop_front() {
@@ -2866,24 +2908,23 @@ impl Pds {
         if !p.established && next.diff(p.start) >= SynPsnOffset::MAX as i32 {
             return None;
         }
-        let bytes = u64::from(self.config.nominal(pkt.len));
-        if !ccc.can_send(now, bytes as u32) {
-            return None;
-        }
-        p.queue.pop_front();
-        let params = ccc.send_params(now, &mut self.rng);
+        // `can_send`, `send_params`, `on_send`, `can_send` again and the
+        // credit target, in one call.
+        let sent = ccc.send_new(now, self.config.nominal(pkt.len), &mut self.rng)?;
+        p.queue.advance();
         let ev = match p.mode {
             ReliableMode::Rod => p.rod_ev,
-            ReliableMode::Rud => params.ev,
+            ReliableMode::Rud => sent.params.ev,
         };
-        ccc.on_send(now, bytes, false);
-        let window_closing = !ccc.can_send(now, bytes as u32);
         let psn = p.ledger.push(now, pkt.len, ev, TxItem::Data(pkt));
         self.counters.tx_data += 1;
-        let ar = pkt.last || p.queue.is_empty() || window_closing || params.ack_req;
+        let ar = pkt.last || p.queue.is_empty() || sent.window_closing || sent.params.ack_req;
         // The credit target a packet carries is the one after its own send
         // (RCCC: otherwise a capped source stalls until its credit timeout).
-        let cc = req_cc_state(ccc, p.ccc.1);
+        let cc = sent.credit_target.map(|credit_target| ReqCcState {
+            ccc_id: CccId::from_masked(p.ccc.1.get()),
+            credit_target,
+        });
         Self::write_item(
             &self.config,
             p,

@@ -26,8 +26,8 @@ pub use cc_mode::CcMode;
 pub use config::PdsConfig;
 pub use counters::{Counters, DropReason, NackCounts};
 pub use engine::{
-    InitiatorKey, OpenError, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, Transmit,
-    Upper,
+    InitiatorKey, OpenError, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, RxSes,
+    Transmit, Upper,
 };
 pub use rx_window::{RxOutcome, RxWindow};
 pub use tx_ledger::{TxEntry, TxLedger};

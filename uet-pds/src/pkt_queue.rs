@@ -118,8 +118,9 @@ impl PktQueue {
         self.runs.front().map(Run::front)
     }
 
-    /// Removes the next packet.
-    #[inline]
+    /// Removes the next packet and returns it (the transmit path uses
+    /// [`PktQueue::front`] and [`PktQueue::advance`]).
+    #[cfg(test)]
     pub(crate) fn pop_front(&mut self) -> Option<PktRef> {
         let r = self.runs.front_mut()?;
         let p = r.front();
@@ -130,6 +131,21 @@ impl PktQueue {
             r.frag += 1;
         }
         Some(p)
+    }
+
+    /// Removes the next packet, which the caller already has from
+    /// [`PktQueue::front`] (without building it again, inline: the
+    /// transmit path takes one packet per call).
+    #[inline(always)]
+    pub(crate) fn advance(&mut self) {
+        if let Some(r) = self.runs.front_mut() {
+            if r.n == 1 {
+                self.runs.pop_front();
+            } else {
+                r.n -= 1;
+                r.frag += 1;
+            }
+        }
     }
 
     pub(crate) fn clear(&mut self) {
@@ -172,6 +188,8 @@ mod tests {
             last_len: u32,
         },
         Pop,
+        /// `advance`.
+        Advance,
         Front,
         Drain,
         Clear,
@@ -197,6 +215,7 @@ mod tests {
             2 => (0u64..3, 0u32..5, prop_oneof![Just(100u32), 1u32..200], 0u32..200)
                 .prop_map(|(token, n, len, last_len)| Op::Bulk { token, n, len, last_len }),
             4 => Just(Op::Pop),
+            2 => Just(Op::Advance),
             2 => Just(Op::Front),
             1 => Just(Op::Drain),
             1 => Just(Op::Clear),
@@ -232,6 +251,10 @@ mod tests {
                         }
                     }
                     Op::Pop => prop_assert_eq!(q.pop_front(), model.pop_front()),
+                    Op::Advance => {
+                        q.advance();
+                        model.pop_front();
+                    }
                     Op::Front => prop_assert_eq!(q.front(), model.front().copied()),
                     Op::Drain => {
                         let got: Vec<PktRef> = q.drain().collect();

@@ -182,6 +182,7 @@ impl<T> TxLedger<T> {
     /// acknowledged and removed; `f` sees each removed entry (already-SACKed
     /// ones too, flagged by `sacked`). A `cack` before `una` or beyond what
     /// was sent changes nothing and returns false.
+    #[inline(always)]
     pub fn ack_cumulative(&mut self, cack: Psn, mut f: impl FnMut(&TxEntry<T>)) -> bool {
         let d = cack.diff(self.una);
         if d < 0 || d as usize >= self.entries.len() {
@@ -254,7 +255,17 @@ impl<T> TxLedger<T> {
     /// Takes the first entry marked for retransmission and records that it
     /// is being resent now: its marks are cleared, `sent_at`, `rtx_count`
     /// and its transmission number move on.
+    #[inline]
     pub fn resend_first(&mut self, now: Instant) -> Option<&mut TxEntry<T>> {
+        // Nothing marked, the usual answer, without a call.
+        if !self.rtx_maybe {
+            return None;
+        }
+        self.resend_first_marked(now)
+    }
+
+    /// [`TxLedger::resend_first`] once an entry may be marked.
+    fn resend_first_marked(&mut self, now: Instant) -> Option<&mut TxEntry<T>> {
         let i = self.first_rtx_index()?;
         let e = self.entries.get_mut(i)?;
         e.needs_rtx = false;
@@ -294,13 +305,18 @@ impl<T> TxLedger<T> {
     }
 
     /// The oldest entry waiting for retransmission, to look at.
+    #[inline]
     pub fn first_rtx(&mut self) -> Option<&TxEntry<T>> {
+        if !self.rtx_maybe {
+            return None;
+        }
         let i = self.first_rtx_index()?;
         self.entries.get(i)
     }
 
     /// Whether an entry is waiting for retransmission.
     #[must_use]
+    #[inline]
     pub fn has_rtx(&self) -> bool {
         self.rtx_maybe && self.entries.iter().any(|e| e.needs_rtx)
     }

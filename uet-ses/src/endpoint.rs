@@ -27,8 +27,8 @@ use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 use uet_pds::{
-    InitiatorKey, Pds, PdsConfig, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, Transmit,
-    Upper,
+    InitiatorKey, Pds, PdsConfig, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, RxSes,
+    Transmit, Upper,
 };
 use uet_wire::pds::{NackCode, NextHeader, ReliableMode};
 use uet_wire::ses::{ReturnCode, SesRepr, SesResponseRepr};
@@ -39,6 +39,7 @@ use crate::completion::{Completion, CompletionError, LocalError};
 use crate::initiator::{Operation, OutgoingMessage, ReadProgress, ReadSink};
 use crate::memory::{MemError, MemoryTable, RegionSpec, RegisteredMemory, Registration};
 use crate::read::ReadResponder;
+use crate::slots::Slots;
 use crate::target::{PostError, RecvSpec, SesTarget, TargetConfig, TargetEvent, TargetOutcome};
 use crate::types::{LocalRegion, RecvId, RegionAddr, Source};
 
@@ -169,7 +170,7 @@ enum Slot {
 struct Core<M> {
     target: SesTarget<M>,
     locals: Vec<Option<M>>,
-    slots: HashMap<u64, Slot>,
+    slots: Slots<Slot>,
     /// Read message IDs (ours) → slot token, for return-direction data.
     reads: HashMap<u16, u64>,
     next_token: u64,
@@ -360,7 +361,7 @@ impl<M: RegisteredMemory> Upper for Core<M> {
             return Reply::None;
         };
         // Return-direction read data (or a read's error) for one of ours.
-        if matches!(ses, SesRepr::ResponseData(_) | SesRepr::Response(_)) {
+        if let RxSes::Parsed(ses @ (SesRepr::ResponseData(_) | SesRepr::Response(_))) = ses {
             self.on_read_data(ses, rx.payload);
             return Reply::None;
         }
@@ -371,7 +372,15 @@ impl<M: RegisteredMemory> Upper for Core<M> {
         };
         self.counters.requests += 1;
         let src = Source::new(rx.peer, pdc);
-        match self.target.handle_request(src, ses, rx.payload) {
+        let outcome = match ses {
+            // The usual packet of a write, placed: nothing to answer.
+            RxSes::Standard(v) if self.target.write_continuation(src, &v, rx.payload) => {
+                return Reply::None;
+            }
+            RxSes::Standard(v) => self.target.handle_standard_general(src, v, rx.payload),
+            RxSes::Parsed(ses) => self.target.handle_request(src, ses, rx.payload),
+        };
+        match outcome {
             TargetOutcome::Accepted | TargetOutcome::Duplicate | TargetOutcome::NotARequest => {
                 Reply::None
             }
@@ -498,7 +507,7 @@ impl<M: RegisteredMemory> Endpoint<M> {
             core: Core {
                 target,
                 locals: Vec::new(),
-                slots: HashMap::default(),
+                slots: Slots::default(),
                 reads: HashMap::default(),
                 next_token: 1,
                 next_op: 1,

@@ -51,6 +51,7 @@ pub mod initiator;
 pub mod memory;
 mod ranges;
 pub mod read;
+mod slots;
 pub mod target;
 #[cfg(test)]
 mod testutil;

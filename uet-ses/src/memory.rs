@@ -479,6 +479,17 @@ pub struct AccessRequest {
     pub len: u64,
 }
 
+/// A window [`MemoryTable::check_window`] validated: the region's index
+/// and the window, valid while the table's epoch is the one it was taken
+/// at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Window {
+    epoch: u64,
+    ix: usize,
+    start: u64,
+    len: u64,
+}
+
 /// A validated window `start..start + len` (region-relative) of one region:
 /// proof that [`MemoryTable::check`] passed, and the only handle through
 /// which remote data is written.
@@ -575,6 +586,8 @@ pub struct MemoryTable<M = Box<dyn RegisteredMemory + Send>> {
     /// The last request [`MemoryTable::check`] validated, the index of its
     /// region and the window's start; `None` after any change.
     last: Option<(AccessRequest, usize, u64)>,
+    /// Counts the changes: a [`Window`] of an older epoch is stale.
+    epoch: u64,
     /// Slots (live or tombstones) per process: a process is known while it
     /// has one.
     pids: HashMap<(JobId, PidOnFep), usize>,
@@ -589,6 +602,7 @@ impl<M> Default for MemoryTable<M> {
             slots: HashMap::default(),
             entries: Vec::new(),
             last: None,
+            epoch: 0,
             pids: HashMap::default(),
             jobs: HashMap::default(),
             live: 0,
@@ -632,7 +646,7 @@ impl<M: RegisteredMemory> MemoryTable<M> {
         if spec.base.checked_add(len).is_none() {
             return Err(MemError::BaseOverflow);
         }
-        self.last = None;
+        self.changed();
         let generation = match self.slot(spec.addr) {
             Some(Slot::Live(_)) => return Err(MemError::RiInUse),
             Some(Slot::Retired { next }) => *next,
@@ -679,7 +693,7 @@ impl<M: RegisteredMemory> MemoryTable<M> {
     /// Removes a region and returns its memory. The RI keeps a tombstone
     /// with the generation bumped, so stale requests fail `BAD_GENERATION`.
     pub fn deregister(&mut self, addr: RegionAddr) -> Result<M, MemError> {
-        self.last = None;
+        self.changed();
         let slot = self.slot_mut(addr).ok_or(MemError::NotRegistered)?;
         let next = match slot {
             Slot::Live(e) => RiGeneration::from_masked(e.generation.get().wrapping_add(1)),
@@ -729,7 +743,7 @@ impl<M: RegisteredMemory> MemoryTable<M> {
                 self.jobs.remove(&job);
             }
         }
-        self.last = None;
+        self.changed();
         // One pass: the process's slots leave (their memory in registration
         // order), the rest close up, and the map is re-indexed.
         let mine = |a: &RegionAddr| a.job == job && a.pid == pid;
@@ -830,9 +844,48 @@ impl<M: RegisteredMemory> MemoryTable<M> {
         }
     }
 
+    /// Something changed that may change what a check answers: forgets the
+    /// remembered check and makes every [`Window`] stale.
+    fn changed(&mut self) {
+        self.last = None;
+        self.epoch += 1;
+    }
+
+    /// [`MemoryTable::check`], remembered for use again while the table is
+    /// unchanged ([`MemoryTable::window`]).
+    pub(crate) fn check_window(&mut self, req: &AccessRequest) -> Result<Window, ReturnCode> {
+        let start = self.check(req)?.start();
+        // Every check that passes leaves its region's index here.
+        let (_, ix, _) = self.last.ok_or(ReturnCode::BadGeneration)?;
+        Ok(Window {
+            epoch: self.epoch,
+            ix,
+            start,
+            len: req.len,
+        })
+    }
+
+    /// The window `w` validated, without the lookup and the checks: what
+    /// [`MemoryTable::check`] gives for the same request while nothing
+    /// changed; `None` once anything did.
+    #[inline]
+    pub(crate) fn window(&mut self, w: &Window) -> Option<Checked<'_, M>> {
+        if w.epoch != self.epoch {
+            return None;
+        }
+        match self.entries.get_mut(w.ix) {
+            Some((_, Slot::Live(entry))) => Some(Checked {
+                entry,
+                start: w.start,
+                len: w.len,
+            }),
+            _ => None,
+        }
+    }
+
     fn entry_mut(&mut self, addr: RegionAddr) -> Result<&mut MemEntry<M>, MemError> {
         // Disabling or enabling changes what a check answers.
-        self.last = None;
+        self.changed();
         self.get_mut(addr).ok_or(MemError::NotRegistered)
     }
 

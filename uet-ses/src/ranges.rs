@@ -19,13 +19,29 @@ impl RangeSet {
     }
 
     /// Adds `[start, end)`; returns how many of its bytes were new.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn insert(&mut self, start: u64, end: u64) -> u64 {
+        // In-order arrival, the common case: the range starts at the end of
+        // the last one and extends it, decided here without a call.
+        if let Some(last) = self.ranges.last_mut()
+            && last.1 == start
+            && start < end
+        {
+            last.1 = end;
+            self.covered += end - start;
+            return end - start;
+        }
+        self.insert_general(start, end)
+    }
+
+    /// [`RangeSet::insert`] for every case.
+    #[inline(never)]
+    fn insert_general(&mut self, start: u64, end: u64) -> u64 {
         if start >= end {
             return 0;
         }
-        // In-order arrival, the common case: the range starts at or after
-        // the end of the last one, so it extends or follows it.
+        // The range starts at or after the end of the last one, so it
+        // extends or follows it.
         if let Some(last) = self.ranges.last_mut()
             && last.1 <= start
         {
@@ -96,6 +112,11 @@ mod tests {
         assert_eq!(r.covered(), 41);
         assert_eq!(r.insert(5, 5), 0);
         assert_eq!(r.insert(7, 3), 0);
+        // Empty and reversed ranges at the end of the last one: nothing.
+        assert_eq!(r.insert(41, 41), 0);
+        assert_eq!(r.insert(41, 30), 0);
+        assert!(r.is_complete(41));
+        assert_eq!(r.covered(), 41);
     }
 
     proptest! {

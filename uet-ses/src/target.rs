@@ -87,11 +87,14 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use uet_wire::ses::{ListKind, Opcode, ReturnCode, SesRepr, SesResponseRepr};
+use uet_wire::ses::{
+    ListKind, Opcode, RequestFlags, ReturnCode, SesRepr, SesResponseRepr, SesStandardPacket,
+    StandardView,
+};
 use uet_wire::{JobId, MessageId, PidOnFep};
 
 use crate::completion::{Completion, CompletionError, LocalError};
-use crate::memory::{Access, AccessRequest, MemoryTable, RegisteredMemory};
+use crate::memory::{Access, AccessRequest, MemoryTable, RegisteredMemory, Window};
 use crate::ranges::RangeSet;
 use crate::read::{ReadResponder, ReadSource};
 use crate::types::{InitiatorId, MatchBits, RecvId, RegionAddr, Source};
@@ -298,6 +301,87 @@ struct Inbound {
     /// Bytes of a write placed so far.
     placed: u64,
     dest: Dest,
+    /// What check step 4 compares, for a write: see
+    /// [`SesTarget::write_continuation`].
+    write: Option<WriteFields>,
+    /// The memory window the write continuations of this message were
+    /// last placed through.
+    window: WindowCache,
+}
+
+/// The fields check step 4 compares ([`Inbound::agrees`]) as they lie in a
+/// standard request header, masked: opcode, `rel`, `ri_generation`,
+/// `job_id`, `pid_on_fep`, `resource_index`, `buffer_offset`,
+/// `memory_key` (four words) and `request_length`. Equal for two headers
+/// exactly where their decoded fields are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct WriteFields {
+    words: [u64; 4],
+    request_length: u32,
+}
+
+/// The bytes of those fields in each word (the `message_id`, `initiator`
+/// and SOM-dependent bytes, `version` and the other flags are not
+/// compared).
+const WRITE_FIELDS_MASK: [u64; 4] = [
+    u64::from_ne_bytes([0x3f, 0x08, 0, 0, 0xff, 0xff, 0xff, 0xff]),
+    u64::from_ne_bytes([0x0f, 0xff, 0x0f, 0xff, 0xff, 0xff, 0xff, 0xff]),
+    u64::from_ne_bytes([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]),
+    u64::MAX,
+];
+
+impl WriteFields {
+    /// Of a header.
+    #[inline]
+    fn of(h: &[u8; uet_wire::ses::SES_STANDARD_HEADER_LEN]) -> Self {
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            if let Some(b) = h.get(8 * i..8 * i + 8) {
+                w.copy_from_slice(b);
+            }
+            u64::from_ne_bytes(w) & WRITE_FIELDS_MASK.get(i).copied().unwrap_or(0)
+        };
+        let [.., a, b, c, d] = *h;
+        Self {
+            words: [word(0), word(1), word(2), word(3)],
+            request_length: u32::from_ne_bytes([a, b, c, d]),
+        }
+    }
+
+    /// Of a write's first packet, as a standard header carries them;
+    /// `None` for anything else (small requests have no key).
+    fn of_write(f: &Incoming) -> Option<Self> {
+        if f.opcode != Opcode::Write {
+            return None;
+        }
+        let key = f.key?;
+        let mut h = [0u8; uet_wire::ses::SES_STANDARD_HEADER_LEN];
+        let mut p = SesStandardPacket::new_unchecked(&mut h[..]);
+        p.set_opcode_raw(Opcode::Write.code());
+        let rel = RequestFlags {
+            rel: f.flags.rel,
+            ..RequestFlags::default()
+        };
+        p.set_version_flags(0, rel.bits(false, false));
+        p.set_ri_generation(f.generation.get());
+        p.set_job_id(f.addr.job.get());
+        p.set_pid_on_fep(f.addr.pid.get());
+        p.set_resource_index(f.addr.ri.get());
+        p.set_buffer_offset(f.buffer_offset);
+        p.set_memory_key(key);
+        p.set_request_length(f.request_length);
+        Some(Self::of(&h))
+    }
+}
+
+/// A cached [`Window`]: not part of a message's state (shows as `_`).
+#[derive(Clone, Copy, Default)]
+struct WindowCache(Option<Window>);
+
+impl core::fmt::Debug for WindowCache {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("_")
+    }
 }
 
 impl Inbound {
@@ -310,6 +394,8 @@ impl Inbound {
             header_data: None,
             placed: 0,
             dest: Dest::Fresh,
+            write: WriteFields::of_write(&first),
+            window: WindowCache::default(),
         }
     }
 
@@ -470,6 +556,119 @@ impl<M: RegisteredMemory> SesTarget<M> {
         let Some(inc) = Incoming::from_repr(req, payload.len()) else {
             return TargetOutcome::NotARequest;
         };
+        self.handle_incoming(src, &inc, payload)
+    }
+
+    /// [`SesTarget::handle_request`] for a standard request without
+    /// extension still in the packet (the common data packet, validated by
+    /// the parse step), normalised once, straight from its bytes: the same
+    /// outcome as `handle_request` of [`StandardView::request`] (tested).
+    pub fn handle_standard(
+        &mut self,
+        src: Source,
+        req: StandardView<'_>,
+        payload: &[u8],
+    ) -> TargetOutcome {
+        if self.write_continuation(src, &req, payload) {
+            return TargetOutcome::Accepted;
+        }
+        self.handle_standard_general(src, req, payload)
+    }
+
+    /// [`SesTarget::handle_standard`] without its first step, for a caller
+    /// that tried [`SesTarget::write_continuation`] itself.
+    pub(crate) fn handle_standard_general(
+        &mut self,
+        src: Source,
+        req: StandardView<'_>,
+        payload: &[u8],
+    ) -> TargetOutcome {
+        let inc = Incoming::from_standard(&req, payload.len());
+        self.handle_incoming(src, &inc, payload)
+    }
+
+    /// The usual packet of a write, decided and placed straight from the
+    /// header's bytes: a continuation (not SOM, not EOM) of the message the
+    /// last tracked packet belonged to, a write, agreeing with it (check
+    /// step 4, on [`WriteFields`]), inside it (step 5), placed through the
+    /// message's memory window (step 6: checked once, used again while
+    /// the memory table is unchanged), and neither completing the message
+    /// nor failing it for too many holes. `false`, with nothing changed, for
+    /// anything else, which [`SesTarget::handle_standard_general`] then
+    /// handles; where it answers (placed: [`TargetOutcome::Accepted`]), it
+    /// does exactly what that does (tested against it).
+    #[inline]
+    pub(crate) fn write_continuation(
+        &mut self,
+        src: Source,
+        req: &StandardView<'_>,
+        payload: &[u8],
+    ) -> bool {
+        let p = req.packet();
+        if p.som() || p.eom() || p.ie() || p.opcode_raw() != Opcode::Write.code() {
+            return false;
+        }
+        let Some((k, ix)) = self.last else {
+            return false;
+        };
+        if k.src != src || k.id != MessageId::from_masked(p.message_id()) {
+            return false;
+        }
+        let Some(msg) = self.msgs.get_mut(ix).and_then(Option::as_mut) else {
+            return false;
+        };
+        if !matches!(msg.dest, Dest::Write) || msg.write != Some(WriteFields::of(req.bytes())) {
+            return false;
+        }
+        let Some(data) = payload.get(..usize::from(p.payload_length())) else {
+            return false;
+        };
+        let at = u64::from(p.message_offset());
+        let n = data.len() as u64;
+        let total = u64::from(msg.first.request_length);
+        // Inside the message, and not the packet that completes it (all
+        // bytes and the SOM) or gives it one hole too many.
+        if at + n > total
+            || msg.coverage.fragments() >= MAX_RANGES
+            || (msg.som_seen && msg.coverage.covered() + n >= total)
+        {
+            return false;
+        }
+        let window = match msg.window.0.and_then(|w| self.memory.window(&w)) {
+            Some(w) => w,
+            None => {
+                let f = &msg.first;
+                let access = AccessRequest {
+                    addr: f.addr,
+                    generation: f.generation,
+                    key: f.memory_key(),
+                    needed: Access::REMOTE_WRITE,
+                    addressing: f.addressing(),
+                    offset: f.buffer_offset,
+                    len: total,
+                };
+                let Ok(w) = self.memory.check_window(&access) else {
+                    return false;
+                };
+                msg.window.0 = Some(w);
+                let Some(window) = self.memory.window(&w) else {
+                    return false;
+                };
+                window
+            }
+        };
+        let mut window = window;
+        // The window is the whole message: the packet fits.
+        if !window.write(at, data) {
+            return false;
+        }
+        msg.placed += msg.coverage.insert(at, at + n);
+        true
+    }
+
+    /// Steps 1 and 2 of the check order, and the dispatch by opcode.
+    #[inline(always)]
+    fn handle_incoming(&mut self, src: Source, inc: &Incoming, payload: &[u8]) -> TargetOutcome {
         let reply = inc.reply_to();
         if let Err(rc) = inc.check_form() {
             return guaranteed(reply.response(rc, ListKind::Expected, 0));
@@ -479,9 +678,9 @@ impl<M: RegisteredMemory> SesTarget<M> {
                 header: reply.response(ReturnCode::Ok, ListKind::Expected, 0),
                 guaranteed: false,
             }),
-            Opcode::Read => self.on_read(&inc),
+            Opcode::Read => self.on_read(inc),
             Opcode::Write | Opcode::Send | Opcode::TaggedSend | Opcode::DatagramSend => {
-                self.on_message(src, &inc, payload)
+                self.on_message(src, inc, payload)
             }
             // Atomics, rendezvous, deferrable sends, RTR, MSG_ERROR, reserved
             // and vendor codes: not implemented yet.

@@ -14,8 +14,8 @@ use crate::pds::ack;
 use crate::pds::prologue::NextHeader;
 use crate::pds::req::{self, ReliableMode};
 use crate::pds::{PdsRepr, PdsType, TssRepr, parse_with_tss};
-use crate::ses::request::{STANDARD_HEADER_LEN, StandardPacket, StandardRepr, VERSION};
-use crate::ses::{Opcode, SesRepr, StandardRequest};
+use crate::ses::request::STANDARD_HEADER_LEN;
+use crate::ses::{SesRepr, StandardView};
 
 /// Length of the TSS integrity tag that ends an encrypted packet (REFPROV
 /// AES-GCM ICV, `uet-spec-notes.md` §2.13).
@@ -66,13 +66,16 @@ pub fn parse_uet(bytes: &[u8], truncated: bool) -> Result<UetPacket<'_>> {
     parse_uet_general(bytes, truncated)
 }
 
-/// The other first step of [`parse_uet`]: an ACK_CC without SES response,
-/// parsed by the ACK parser on a fixed-size view of its 32 bytes, without
-/// the prologue parse and the dispatch over every type. `None` for
-/// anything else (the general parser then decides). Where it answers, it
-/// gives exactly what the general parser gives (tested).
-#[inline(never)]
-fn parse_common_ack(bytes: &[u8]) -> Option<UetPacket<'_>> {
+/// The plain ACK as the PDS receive path takes it: an ACK_CC without SES
+/// response, parsed by the ACK parser on a fixed-size view of its 32
+/// bytes, without the prologue parse and the dispatch over every type; the
+/// header and the bytes after it. `None` for anything else (the general
+/// parser then decides); not for trimmed packets. Where it answers,
+/// [`parse_uet`] gives the same header and payload, and no SES header
+/// (tested).
+#[inline]
+#[must_use]
+pub fn parse_ack_view(bytes: &[u8]) -> Option<(ack::Repr, &[u8])> {
     let (head, _) = bytes.split_first_chunk::<{ ack::CC_HEADER_LEN }>()?;
     let p = ack::Packet::new_unchecked(head);
     if p.pds_type_raw() != PdsType::AckCc.code() || p.next_hdr_raw() != NextHeader::None.code() {
@@ -80,26 +83,66 @@ fn parse_common_ack(bytes: &[u8]) -> Option<UetPacket<'_>> {
     }
     let a = ack::Repr::parse(&p).ok()?;
     let hl = a.buffer_len();
+    Some((a, bytes.get(hl..).unwrap_or_default()))
+}
+
+/// The other first step of [`parse_uet`]: [`parse_ack_view`], as a packet.
+#[inline(never)]
+fn parse_common_ack(bytes: &[u8]) -> Option<UetPacket<'_>> {
+    let (a, payload) = parse_ack_view(bytes)?;
+    let hl = a.buffer_len();
     Some(UetPacket {
         tss: None,
         pds: PdsRepr::Ack(a),
         ses: None,
-        payload: bytes.get(hl..).unwrap_or_default(),
+        payload,
         pds_offset: 0,
         ses_offset: hl,
         payload_offset: hl,
     })
 }
 
-/// The first step of [`parse_uet`]: the common data packet, a RUD_REQ or
+/// The common data packet as the PDS receive path takes it: a RUD_REQ or
 /// ROD_REQ (no CC state, no TSS) carrying a standard SES request without
-/// extension header, decoded from fixed-size views of its 12 + 44 header
+/// extension header; the PDS header decoded, the SES header validated and
+/// left in place ([`StandardView`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestView<'a> {
+    /// The PDS header.
+    pub pds: req::Repr,
+    /// The SES header.
+    pub ses: StandardView<'a>,
+    /// The payload after the SES header.
+    pub payload: &'a [u8],
+}
+
+impl<'a> RequestView<'a> {
+    /// What [`parse_uet`] gives for the same bytes.
+    #[inline]
+    #[must_use]
+    pub fn to_packet(&self) -> UetPacket<'a> {
+        UetPacket {
+            tss: None,
+            pds: PdsRepr::Request(self.pds),
+            ses: Some(SesRepr::Standard(self.ses.request())),
+            payload: self.payload,
+            pds_offset: 0,
+            ses_offset: req::HEADER_LEN,
+            payload_offset: req::HEADER_LEN + STANDARD_HEADER_LEN,
+        }
+    }
+}
+
+/// The common data packet from fixed-size views of its 12 + 44 header
 /// bytes, so no per-field length checks and no dispatch on every type.
 /// `None` for anything else (including a bad SES version), which
-/// [`parse_uet_general`] then parses (or refuses) as before. Where it
-/// answers, it gives exactly what the general parser gives (tested).
+/// [`parse_uet`] then parses (or refuses) as before; not for trimmed
+/// packets, whose SES part is not read. Where it answers,
+/// [`RequestView::to_packet`] is exactly what [`parse_uet`] gives
+/// (tested).
 #[inline]
-fn parse_common_request(bytes: &[u8]) -> Option<UetPacket<'_>> {
+#[must_use]
+pub fn parse_request_view(bytes: &[u8]) -> Option<RequestView<'_>> {
     let (pds, rest) = bytes.split_first_chunk::<{ req::HEADER_LEN }>()?;
     let (ses, payload) = rest.split_first_chunk::<{ STANDARD_HEADER_LEN }>()?;
     let p = req::Packet::new_unchecked(pds);
@@ -114,21 +157,18 @@ fn parse_common_request(bytes: &[u8]) -> Option<UetPacket<'_>> {
     if p.next_hdr_raw() != NextHeader::RequestStd.code() {
         return None;
     }
-    let s = StandardPacket::new_unchecked(ses);
-    if s.version() != VERSION || Opcode::from_u8(s.opcode_raw()).has_atomic_ext() {
-        return None;
-    }
-    // Fails for the opcodes that need an extension header.
-    let ses = StandardRequest::without_ext(StandardRepr::decode(&s))?;
-    Some(UetPacket {
-        tss: None,
-        pds: PdsRepr::Request(req::Repr::decode(&p, mode, NextHeader::RequestStd, None)),
-        ses: Some(SesRepr::Standard(ses)),
+    let ses = StandardView::new(ses)?;
+    Some(RequestView {
+        pds: req::Repr::decode(&p, mode, NextHeader::RequestStd, None),
+        ses,
         payload,
-        pds_offset: 0,
-        ses_offset: req::HEADER_LEN,
-        payload_offset: req::HEADER_LEN + STANDARD_HEADER_LEN,
     })
+}
+
+/// The first step of [`parse_uet`]: [`parse_request_view`], decoded.
+#[inline]
+fn parse_common_request(bytes: &[u8]) -> Option<UetPacket<'_>> {
+    parse_request_view(bytes).map(|v| v.to_packet())
 }
 
 /// [`parse_uet`] for every packet.
@@ -266,7 +306,7 @@ mod tests {
     use crate::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr};
     use crate::pds::prologue::NextHeader;
     use crate::pds::{PdsType, req};
-    use crate::ses::SomFields;
+    use crate::ses::{Opcode, SomFields, StandardRequest};
     use crate::{Credit24, Dscp, Ecn, EntropyValue, JobId, PdcId, PidOnFep, Psn, ResourceIndex};
     use core::net::Ipv4Addr;
     use proptest::prelude::*;

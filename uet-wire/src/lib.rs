@@ -43,7 +43,10 @@ pub mod time;
 pub mod types;
 
 pub use error::{Error, ErrorKind, Layer, Result};
-pub use frame::{Frame, UetPacket, parse_frame, parse_frame_with, parse_uet};
+pub use frame::{
+    Frame, RequestView, UetPacket, parse_ack_view, parse_frame, parse_frame_with,
+    parse_request_view, parse_uet,
+};
 pub use types::{
     CccId, Credit24, DeliveryMode, Dscp, Ecn, EntropyValue, JobId, Len14, MessageId, OutOfRange,
     PdcId, PidOnFep, Psn, ResourceIndex, RiGeneration, TrafficClass, Units256,

@@ -1409,3 +1409,155 @@ proptest! {
         }
     }
 }
+
+/// A packet's view and payload, as the receive path's parse step hands
+/// them over (`None` where it would use the general parser).
+fn view_of(pkt: &[u8]) -> Option<(StandardView<'_>, &[u8])> {
+    let (head, payload) = pkt.split_first_chunk::<44>()?;
+    Some((StandardView::new(head)?, payload))
+}
+
+/// What the memory table goes through between two packets.
+#[derive(Debug, Clone, Copy)]
+enum MemOp {
+    Disable,
+    Enable,
+    DisableGeneration,
+    Reregister,
+    Forget,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// `handle_standard` (whose write-continuation step places most packets
+    /// of a write) does exactly what `handle_request` of the same header
+    /// does: interleaved multi-packet writes from two sources, mostly in
+    /// order, with duplicates, tampered header bytes (every field the step
+    /// reads), and memory disabled, re-enabled, re-registered and sources
+    /// forgotten in between. Same outcomes, same bytes in memory, same
+    /// tracked state and events after every packet.
+    #[test]
+    fn write_continuation_agrees_with_general_path(
+        lens in prop::collection::vec(1usize..3000, 1..4),
+        max_ses_len in 60usize..400,
+        swaps in prop::collection::vec((any::<prop::sample::Index>(), 0usize..3), 0..6),
+        dups in prop::collection::vec(any::<prop::sample::Index>(), 0..4),
+        tamper in prop::collection::vec(
+            (
+                any::<prop::sample::Index>(),
+                // Mostly the bytes of the fields the step reads (byte 1:
+                // the flags), sometimes any.
+                prop_oneof![
+                    prop::sample::select(vec![
+                        0usize, 1, 1, 1, 1, 2, 3, 4, 7, 9, 11, 12, 19, 24, 31, 35, 36, 39, 40, 43,
+                    ]),
+                    0usize..44,
+                ],
+                0u8..8,
+                proptest::option::of(any::<u8>()),
+            ),
+            0..6,
+        ),
+        mem_ops in prop::collection::vec(
+            (any::<prop::sample::Index>(), prop::sample::select(vec![
+                MemOp::Disable, MemOp::Enable, MemOp::DisableGeneration, MemOp::Reregister,
+                MemOp::Forget,
+            ])), 0..3),
+        cut in prop::collection::vec((any::<prop::sample::Index>(), 0usize..8), 0..3),
+        flags in prop::collection::vec((any::<prop::sample::Index>(), 0u8..6), 0..3),
+        same_len: bool,
+        burst in 1usize..12,
+    ) {
+        let mut lens = lens;
+        if same_len && lens.len() > 1 {
+            lens[1] = lens[0];
+        }
+        let (mut fast, reg) = target(RW, 4 * 4096);
+        let (mut general, _) = target(RW, 4 * 4096);
+        // Message i: from source 1 + i % 2, ID 20 + i / 2, at offset
+        // 4096 * (i / 2): messages 0 and 1 share ID and place (and differ
+        // in source), 2 and 3 too. Their packets interleaved in bursts.
+        let mut per_msg = Vec::new();
+        for (i, &len) in lens.iter().enumerate() {
+            let data = pattern(len, i as u8);
+            let m = OutgoingMessage::new(
+                write_op(&reg, 4096 * (i / 2) as u64, len as u32, (i == 1).then_some(0xabc)),
+                msg_id(20 + (i / 2) as u16),
+                max_ses_len,
+            ).unwrap();
+            per_msg.push(packets(&m, &data));
+        }
+        let mut queue: Vec<(u8, Vec<u8>)> = Vec::new();
+        for k in (0..per_msg.iter().map(Vec::len).max().unwrap_or(0)).step_by(burst) {
+            for (i, pkts) in per_msg.iter().enumerate() {
+                for p in pkts.iter().skip(k).take(burst) {
+                    queue.push((1 + (i % 2) as u8, p.clone()));
+                }
+            }
+        }
+        // Mostly in order: a few packets moved by up to two places.
+        for (at, by) in swaps {
+            let i = at.index(queue.len());
+            let j = (i + by).min(queue.len() - 1);
+            queue.swap(i, j);
+        }
+        for d in dups {
+            let p = queue[d.index(queue.len())].clone();
+            let at = d.index(queue.len() + 1);
+            queue.insert(at, p);
+        }
+        for (at, byte, bit, set) in tamper {
+            let i = at.index(queue.len());
+            let p = &mut queue[i].1;
+            if byte < p.len() {
+                p[byte] = set.unwrap_or(p[byte] ^ (1 << bit));
+            }
+        }
+        // Flag bits (`ie`, `rel`, `hd`, `eom`, `som`, `dc`).
+        for (at, bit) in flags {
+            let i = at.index(queue.len());
+            queue[i].1[1] ^= 1 << bit;
+        }
+        for (at, n) in cut {
+            let i = at.index(queue.len());
+            let p = &mut queue[i].1;
+            p.truncate(p.len().saturating_sub(n));
+        }
+        let ops: Vec<(usize, MemOp)> =
+            mem_ops.iter().map(|(at, op)| (at.index(queue.len() + 1), *op)).collect();
+        for (at, (from, pkt)) in queue.iter().enumerate() {
+            for &(_, op) in ops.iter().filter(|(a, _)| *a == at) {
+                for t in [&mut fast, &mut general] {
+                    let a = reg.addr();
+                    match op {
+                        MemOp::Disable => { let _ = t.memory_mut().disable(a); }
+                        MemOp::Enable => { let _ = t.memory_mut().enable(a); }
+                        MemOp::DisableGeneration => {
+                            let _ = t.memory_mut().disable_generation(a);
+                        }
+                        MemOp::Reregister => {
+                            let _ = t.memory_mut().deregister(a);
+                            let spec = RegionSpec::new(a, KEY, RW);
+                            let _ = t.memory_mut().register(spec, vec![FILL; 4 * 4096]);
+                        }
+                        MemOp::Forget => { t.forget_source(src(1)); }
+                    }
+                }
+            }
+            let Some((view, payload)) = view_of(pkt) else {
+                continue;
+            };
+            let a = fast.handle_standard(src(*from), view, payload);
+            let req = SesRepr::Standard(view.request());
+            let b = general.handle_request(src(*from), &req, payload);
+            prop_assert_eq!(a, b);
+            prop_assert_eq!(region(&fast, reg.addr()), region(&general, reg.addr()));
+            prop_assert_eq!(format!("{:?}", fast.msgs), format!("{:?}", general.msgs));
+            prop_assert_eq!(fast.last, general.last);
+            prop_assert_eq!(fast.inflight_messages(), general.inflight_messages());
+            prop_assert!(fast.lookups_agree());
+            prop_assert_eq!(fast.poll_event(), general.poll_event());
+        }
+    }
+}

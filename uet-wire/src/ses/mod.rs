@@ -153,6 +153,69 @@ use response::{
     ResponsePacket, ResponseRepr,
 };
 
+/// Bit `n` set: a standard request with opcode `n` carries an extension
+/// header (`ExtKind::for_request(Opcode::from_u8(n), None)` is `Some`).
+const NEEDS_EXT: u64 = {
+    let mut mask = 0u64;
+    let mut n = 0u8;
+    while n < 64 {
+        if ExtKind::for_request(Opcode::from_u8(n), None).is_some() {
+            mask |= 1 << n;
+        }
+        n += 1;
+    }
+    mask
+};
+
+/// A standard request header that needs no extension header, validated
+/// where it lies (version 0, an opcode without extension) and decoded
+/// field by field only by whoever reads it: the receive path's view of the
+/// common data packet, which the SES target normalises straight from the
+/// bytes instead of from a [`StandardRequest`] decoded first.
+/// [`StandardView::request`] is the same header as the general parser
+/// gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StandardView<'a> {
+    packet: StandardPacket<&'a [u8; STANDARD_HEADER_LEN]>,
+    bytes: &'a [u8; STANDARD_HEADER_LEN],
+}
+
+impl<'a> StandardView<'a> {
+    /// The view of `bytes`, or `None` where the general parser would not
+    /// give a standard request without extension (a version other than 0,
+    /// an opcode with an extension header).
+    #[inline]
+    #[must_use]
+    pub fn new(bytes: &'a [u8; STANDARD_HEADER_LEN]) -> Option<Self> {
+        let packet = StandardPacket::new_unchecked(bytes);
+        // `opcode_raw` is 6 bits: the shift stays inside the mask.
+        let needs_ext = (NEEDS_EXT >> packet.opcode_raw()) & 1 != 0;
+        (packet.version() == request::VERSION && !needs_ext).then_some(Self { packet, bytes })
+    }
+
+    /// The field accessors.
+    #[must_use]
+    pub const fn packet(&self) -> &StandardPacket<&'a [u8; STANDARD_HEADER_LEN]> {
+        &self.packet
+    }
+
+    /// The header's bytes.
+    #[must_use]
+    pub const fn bytes(&self) -> &'a [u8; STANDARD_HEADER_LEN] {
+        self.bytes
+    }
+
+    /// The header decoded, as [`SesRepr::parse`] gives it.
+    #[inline]
+    #[must_use]
+    pub fn request(&self) -> StandardRequest {
+        StandardRequest {
+            header: StandardRepr::decode(&self.packet),
+            ext: None,
+        }
+    }
+}
+
 /// A standard request header together with the extension header its opcode
 /// calls for (§4.2): the atomic extension for the atomic opcodes, the
 /// compare-and-swap extension when their atomic opcode is a two-operand one,
@@ -186,15 +249,6 @@ impl StandardRequest {
         } else {
             Err(ExtMismatch { expected, found })
         }
-    }
-
-    /// `new(header, None)` for the parsers' common case, built in place:
-    /// `None` if the opcode needs an extension header.
-    #[inline(always)]
-    pub(crate) fn without_ext(header: StandardRepr) -> Option<Self> {
-        ExtKind::for_request(header.opcode, None)
-            .is_none()
-            .then_some(Self { header, ext: None })
     }
 
     /// The 44-byte header.
@@ -864,6 +918,34 @@ mod tests {
             r.emit(&mut buf);
             prop_assert_eq!(StandardRequest::parse(&buf), Ok(r));
             prop_assert_eq!(StandardRequest::new(*r.header(), r.ext().copied()), Ok(r));
+        }
+
+        /// The view answers exactly where the general parser gives a
+        /// standard request without extension, and gives the same header;
+        /// valid headers (most opcodes need none) and arbitrary bytes.
+        #[test]
+        fn standard_view_agrees_with_parse(
+            r in arb_standard_request(),
+            bytes in prop::array::uniform32(any::<u8>()),
+            tail in prop::array::uniform12(any::<u8>()),
+            arbitrary: bool,
+            v0: bool,
+        ) {
+            let mut b = [0u8; 44];
+            if arbitrary {
+                b[..32].copy_from_slice(&bytes);
+                b[32..].copy_from_slice(&tail);
+                if v0 {
+                    b[1] &= 0x3f;
+                }
+            } else {
+                r.header().emit(&mut StandardPacket::new_unchecked(&mut b[..]));
+            }
+            let general = match StandardRequest::parse(&b) {
+                Ok(g) if g.ext().is_none() => Some(g),
+                _ => None,
+            };
+            prop_assert_eq!(StandardView::new(&b).map(|v| v.request()), general);
         }
 
         #[test]
