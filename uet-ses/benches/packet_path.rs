@@ -322,65 +322,47 @@ const REGION_64B: usize = 4 << 20;
 /// One operation's worth: the two in flight write the same bytes.
 const REGION_RESIDENT: usize = OP_LEN as usize;
 
+/// Times `run(iters)` as one criterion benchmark of `g` named `name`.
+fn timed(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    mut run: impl FnMut(u64),
+) {
+    g.bench_function(name, |bch| {
+        bch.iter_custom(|iters| {
+            let t = std::time::Instant::now();
+            run(iters);
+            t.elapsed()
+        });
+    });
+}
+
+/// Runs the write benchmark `name` over a fresh pair, then checks it.
+fn timed_pair(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    payload: usize,
+    region: usize,
+) {
+    let mut p = Pair::new(payload, region);
+    timed(g, name, |n| p.run(n));
+    p.check();
+    p.report(name);
+}
+
 fn benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("packet_path");
     g.throughput(Throughput::Elements(1));
     g.measurement_time(StdDuration::from_secs(10));
-
-    let mut p = Pair::new(4096, REGION_4K);
-    g.bench_function("write_4k", |bch| {
-        bch.iter_custom(|iters| {
-            let t = std::time::Instant::now();
-            p.run(iters);
-            t.elapsed()
-        });
-    });
-    p.check();
-    p.report("write_4k");
-    drop(p);
-
+    timed_pair(&mut g, "write_4k", 4096, REGION_4K);
     let mut cp = CopyOnly::new(4096, REGION_4K);
-    g.bench_function("copy_only_4k", |bch| {
-        bch.iter_custom(|iters| {
-            let t = std::time::Instant::now();
-            cp.run(iters);
-            t.elapsed()
-        });
-    });
+    timed(&mut g, "copy_only_4k", |n| cp.run(n));
     drop(cp);
-
-    let mut p = Pair::new(4096, REGION_RESIDENT);
-    g.bench_function("resident_4k", |bch| {
-        bch.iter_custom(|iters| {
-            let t = std::time::Instant::now();
-            p.run(iters);
-            t.elapsed()
-        });
-    });
-    p.check();
-    p.report("resident_4k");
-    drop(p);
-
+    timed_pair(&mut g, "resident_4k", 4096, REGION_RESIDENT);
     let mut cp = CopyOnly::new(4096, REGION_RESIDENT);
-    g.bench_function("resident_copy_4k", |bch| {
-        bch.iter_custom(|iters| {
-            let t = std::time::Instant::now();
-            cp.run(iters);
-            t.elapsed()
-        });
-    });
+    timed(&mut g, "resident_copy_4k", |n| cp.run(n));
     drop(cp);
-
-    let mut p = Pair::new(64, REGION_64B);
-    g.bench_function("write_64b", |bch| {
-        bch.iter_custom(|iters| {
-            let t = std::time::Instant::now();
-            p.run(iters);
-            t.elapsed()
-        });
-    });
-    p.check();
-    p.report("write_64b");
+    timed_pair(&mut g, "write_64b", 64, REGION_64B);
     g.finish();
 }
 
@@ -408,51 +390,41 @@ fn measured_write_64b(p: &mut Pair, n: u64) {
 /// `UET_BENCH_ONESHOT=N [filter]`: for each benchmark whose name contains
 /// `filter` (all without one), warm up (one pass over the region, so every
 /// page and every table is hot), then N packets, once.
+/// A `measured_*` function.
+type Measured = fn(&mut Pair, u64);
+
 fn oneshot(n: u64, filter: &str) {
-    let warm = |region: usize, payload: usize| (region / payload) as u64;
-    if "write_4k".contains(filter) {
-        let mut p = Pair::new(4096, REGION_4K);
-        p.run(warm(REGION_4K, 4096));
+    // The pair benchmarks: name, payload, region, measured function.
+    let pairs: [(&str, usize, usize, Measured); 3] = [
+        ("write_4k", 4096, REGION_4K, measured_write_4k),
+        ("resident_4k", 4096, REGION_RESIDENT, measured_write_4k),
+        ("write_64b", 64, REGION_64B, measured_write_64b),
+    ];
+    for (name, payload, region, measured) in pairs {
+        if !name.contains(filter) {
+            continue;
+        }
+        let mut p = Pair::new(payload, region);
+        p.run((region / payload) as u64);
         let t = std::time::Instant::now();
-        measured_write_4k(&mut p, n);
+        measured(&mut p, n);
         let e = t.elapsed();
         p.check();
-        p.report("write_4k");
-        eprintln!("write_4k: {n} packets in {e:?}");
+        p.report(name);
+        eprintln!("{name}: {n} packets in {e:?}");
     }
-    if "copy_only_4k".contains(filter) {
-        let mut c = CopyOnly::new(4096, REGION_4K);
-        c.run(warm(REGION_4K, 4096));
+    for (name, region) in [
+        ("copy_only_4k", REGION_4K),
+        ("resident_copy_4k", REGION_RESIDENT),
+    ] {
+        if !name.contains(filter) {
+            continue;
+        }
+        let mut c = CopyOnly::new(4096, region);
+        c.run((region / 4096) as u64);
         let t = std::time::Instant::now();
         measured_copy_only_4k(&mut c, n);
-        eprintln!("copy_only_4k: {n} packets in {:?}", t.elapsed());
-    }
-    if "resident_4k".contains(filter) {
-        let mut p = Pair::new(4096, REGION_RESIDENT);
-        p.run(warm(REGION_RESIDENT, 4096));
-        let t = std::time::Instant::now();
-        measured_write_4k(&mut p, n);
-        let e = t.elapsed();
-        p.check();
-        p.report("resident_4k");
-        eprintln!("resident_4k: {n} packets in {e:?}");
-    }
-    if "resident_copy_4k".contains(filter) {
-        let mut c = CopyOnly::new(4096, REGION_RESIDENT);
-        c.run(warm(REGION_RESIDENT, 4096));
-        let t = std::time::Instant::now();
-        measured_copy_only_4k(&mut c, n);
-        eprintln!("resident_copy_4k: {n} packets in {:?}", t.elapsed());
-    }
-    if "write_64b".contains(filter) {
-        let mut p = Pair::new(64, REGION_64B);
-        p.run(warm(REGION_64B, 64));
-        let t = std::time::Instant::now();
-        measured_write_64b(&mut p, n);
-        let e = t.elapsed();
-        p.check();
-        p.report("write_64b");
-        eprintln!("write_64b: {n} packets in {e:?}");
+        eprintln!("{name}: {n} packets in {:?}", t.elapsed());
     }
 }
 
