@@ -210,6 +210,11 @@ impl Ring {
         self.len
     }
 
+    /// The most EVs it holds.
+    fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
     const fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -273,9 +278,9 @@ impl core::fmt::Debug for Ring {
 #[derive(Debug, Clone)]
 pub struct Reps {
     space: Space,
-    /// Recycled EVs, oldest first; at most `capacity`, the oldest overwritten.
+    /// Recycled EVs, oldest first; at most its capacity, the oldest
+    /// overwritten.
     buffer: Ring,
-    capacity: usize,
     /// The newest `fresh` entries have not been reused yet. (Reuse takes the
     /// oldest fresh entry, so the fresh ones are always a suffix.)
     fresh: usize,
@@ -290,11 +295,9 @@ pub struct Reps {
 
 impl Reps {
     fn new(space: Space, capacity: usize, freeze_exit: Option<Duration>, explore: u16) -> Self {
-        let capacity = capacity.max(1);
         Self {
             space,
             buffer: Ring::new(capacity),
-            capacity,
             fresh: 0,
             frozen_until: None,
             cursor: 0,
@@ -330,7 +333,7 @@ impl Reps {
     /// the newest `capacity` of its entries and `evs`, and `fresh` grows by
     /// `evs.len()` up to the buffer's length (tested against the loop).
     fn add_all(&mut self, evs: &[EntropyValue]) {
-        let new = &evs[evs.len().saturating_sub(self.capacity)..];
+        let new = &evs[evs.len().saturating_sub(self.buffer.capacity())..];
         for &ev in new {
             self.buffer.push(self.space.normalize(ev));
         }

@@ -889,7 +889,7 @@ impl Pds {
             if let Some(e) = p.ledger.rto_guard() {
                 at(e.sent_at + self.config.rto(e.rto_count));
             }
-            if let Some(d) = Self::tail_probe_due(&self.config, p) {
+            if let Some(d) = Self::tail_probe_due(&self.config, self.rccc_source, p) {
                 at(d);
             }
             if let Some(rx) = &p.rx
@@ -932,8 +932,8 @@ impl Pds {
     /// it is left to its RTO as before. `poll_timeout` and
     /// `handle_timeout` ask the same question, so a deadline reported is a
     /// probe sent.
-    fn tail_probe_due(config: &PdsConfig, p: &Pdc) -> Option<Instant> {
-        if !p.established && !p.initiator {
+    fn tail_probe_due(config: &PdsConfig, rccc: bool, p: &Pdc) -> Option<Instant> {
+        if !p.established && !Self::syn_addressed(p) {
             return None;
         }
         // Under RTO backoff, again every RTO_INIT_TIME (`tail_probe.rs`),
@@ -944,7 +944,7 @@ impl Pds {
         // (no RTO runs on a packet waiting for retransmission): 1023:1
         // drop-tail RCCC left flows waiting for credit for good.
         let reprobe = || {
-            if config.ccc.algorithm.has_rccc() {
+            if rccc {
                 return None;
             }
             p.ledger
@@ -954,7 +954,7 @@ impl Pds {
         };
         // With RCCC from the idle round trip, whatever the samples say
         // (`PtoBasis::Floor`).
-        let basis = if config.ccc.algorithm.has_rccc() {
+        let basis = if rccc {
             PtoBasis::Floor
         } else {
             PtoBasis::MinRtt
@@ -1038,7 +1038,7 @@ impl Pds {
                     }
                 }
             }
-            if !fail && Self::tail_probe_due(cfg, p).is_some_and(|d| now >= d) {
+            if !fail && Self::tail_probe_due(cfg, self.rccc_source, p).is_some_and(|d| now >= d) {
                 let opaque = (self.rng.next_u32() as u16).max(1);
                 p.tail.sent(now, opaque, p.ledger.next_tx());
                 self.ctl.push_back(CtlOut::TailProbe {
@@ -2864,7 +2864,7 @@ impl Pds {
             if let TxItem::Data(pkt) = item {
                 ccc.on_send(now, u64::from(self.config.nominal(pkt.len)), true);
             }
-            let cc = req_cc_state(ccc, p.ccc.1);
+            let cc = req_cc_state(ccc.credit_target(), p.ccc.1);
             return Self::write_item(
                 &self.config,
                 p,
@@ -2921,10 +2921,7 @@ impl Pds {
         let ar = pkt.last || p.queue.is_empty() || sent.window_closing || sent.params.ack_req;
         // The credit target a packet carries is the one after its own send
         // (RCCC: otherwise a capped source stalls until its credit timeout).
-        let cc = sent.credit_target.map(|credit_target| ReqCcState {
-            ccc_id: CccId::from_masked(p.ccc.1.get()),
-            credit_target,
-        });
+        let cc = req_cc_state(sent.credit_target, p.ccc.1);
         Self::write_item(
             &self.config,
             p,
@@ -3038,12 +3035,13 @@ impl Pds {
     }
 }
 
-/// The `req_cc_state` of a request when the CCC runs RCCC: its cumulative
-/// credit target, and `ccc_id` = the traffic class (a source has one CCC per
-/// destination and class, so (source, class) names it at the target).
+/// The `req_cc_state` of a request when the CCC runs RCCC (a credit
+/// target, [`Ccc::credit_target`]): that cumulative target, and `ccc_id` =
+/// the traffic class (a source has one CCC per destination and class, so
+/// (source, class) names it at the target).
 #[inline]
-fn req_cc_state(ccc: &Ccc, tc: TrafficClass) -> Option<ReqCcState> {
-    ccc.credit_target().map(|credit_target| ReqCcState {
+fn req_cc_state(credit_target: Option<Credit24>, tc: TrafficClass) -> Option<ReqCcState> {
+    credit_target.map(|credit_target| ReqCcState {
         ccc_id: CccId::from_masked(tc.get()),
         credit_target,
     })

@@ -122,14 +122,8 @@ impl PktQueue {
     /// [`PktQueue::front`] and [`PktQueue::advance`]).
     #[cfg(test)]
     pub(crate) fn pop_front(&mut self) -> Option<PktRef> {
-        let r = self.runs.front_mut()?;
-        let p = r.front();
-        if r.n == 1 {
-            self.runs.pop_front();
-        } else {
-            r.n -= 1;
-            r.frag += 1;
-        }
+        let p = self.front()?;
+        self.advance();
         Some(p)
     }
 

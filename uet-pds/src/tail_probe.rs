@@ -194,51 +194,28 @@ mod tests {
     fn the_floor_stands_in_for_a_missing_rtt_sample_and_none_disables() {
         let mut t = TailProbe::default();
         let d = Duration::from_micros(3);
-        assert_eq!(
+        // The deadline with a floor of `us` µs (none: probing off).
+        let at = |t: &TailProbe, us: Option<u64>| {
             t.deadline(
-                Some(Duration::from_micros(5)),
+                us.map(Duration::from_micros),
                 d,
                 PtoBasis::MinRtt,
-                no_backoff
-            ),
-            None
-        );
+                no_backoff,
+            )
+        };
+        assert_eq!(at(&t, Some(5)), None);
         t.on_progress(Instant::from_nanos(1_000));
         // No sample yet: PTO = 2 × floor + ACK delay = 13 µs.
-        assert_eq!(
-            t.deadline(
-                Some(Duration::from_micros(5)),
-                d,
-                PtoBasis::MinRtt,
-                no_backoff
-            ),
-            Some(Instant::from_nanos(14_000))
-        );
-        assert_eq!(t.deadline(None, d, PtoBasis::MinRtt, no_backoff), None);
+        assert_eq!(at(&t, Some(5)), Some(Instant::from_nanos(14_000)));
+        assert_eq!(at(&t, None), None);
         t.on_delivery(Instant::from_nanos(10_000), Instant::ZERO);
         t.on_delivery(Instant::from_nanos(90_000), Instant::ZERO);
         assert_eq!(t.min_rtt(), Some(Duration::from_micros(10)));
-        assert_eq!(t.deadline(None, d, PtoBasis::MinRtt, no_backoff), None);
+        assert_eq!(at(&t, None), None);
         // PTO = 2 × min RTT + ACK delay = 23 µs after the last progress.
-        assert_eq!(
-            t.deadline(
-                Some(Duration::from_micros(5)),
-                d,
-                PtoBasis::MinRtt,
-                no_backoff
-            ),
-            Some(Instant::from_nanos(24_000))
-        );
+        assert_eq!(at(&t, Some(5)), Some(Instant::from_nanos(24_000)));
         // ... never below the configured floor.
-        assert_eq!(
-            t.deadline(
-                Some(Duration::from_micros(50)),
-                d,
-                PtoBasis::MinRtt,
-                no_backoff
-            ),
-            Some(Instant::from_nanos(54_000))
-        );
+        assert_eq!(at(&t, Some(50)), Some(Instant::from_nanos(54_000)));
     }
 
     #[test]

@@ -176,7 +176,6 @@ const NEEDS_EXT: u64 = {
 /// gives it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StandardView<'a> {
-    packet: StandardPacket<&'a [u8; STANDARD_HEADER_LEN]>,
     bytes: &'a [u8; STANDARD_HEADER_LEN],
 }
 
@@ -190,13 +189,14 @@ impl<'a> StandardView<'a> {
         let packet = StandardPacket::new_unchecked(bytes);
         // `opcode_raw` is 6 bits: the shift stays inside the mask.
         let needs_ext = (NEEDS_EXT >> packet.opcode_raw()) & 1 != 0;
-        (packet.version() == request::VERSION && !needs_ext).then_some(Self { packet, bytes })
+        (packet.version() == request::VERSION && !needs_ext).then_some(Self { bytes })
     }
 
     /// The field accessors.
+    #[inline]
     #[must_use]
-    pub const fn packet(&self) -> &StandardPacket<&'a [u8; STANDARD_HEADER_LEN]> {
-        &self.packet
+    pub const fn packet(&self) -> StandardPacket<&'a [u8; STANDARD_HEADER_LEN]> {
+        StandardPacket::new_unchecked(self.bytes)
     }
 
     /// The header's bytes.
@@ -210,7 +210,7 @@ impl<'a> StandardView<'a> {
     #[must_use]
     pub fn request(&self) -> StandardRequest {
         StandardRequest {
-            header: StandardRepr::decode(&self.packet),
+            header: StandardRepr::decode(&self.packet()),
             ext: None,
         }
     }
