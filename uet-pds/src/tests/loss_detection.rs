@@ -405,16 +405,23 @@ fn under_rto_backoff_a_probe_every_rto_init_finds_the_lost_resend() {
 }
 
 /// Not under backoff, one probe per episode as before: after a lost probe
-/// the next timer is the RTO.
+/// the next timer is the RTO, even when the packet it guards left after
+/// the probe (which RTO_INIT after the probe would precede).
 #[test]
 fn without_an_rto_the_episode_stays_closed() {
-    let (mut a, _b, pdc, now) = probing();
-    send(&mut a, pdc, now, 2, 1);
+    let (mut a, mut b, pdc, now) = probing();
+    let rto = PdsConfig::default().rto_init;
+    let p0 = send(&mut a, pdc, now, 2, 1);
     let when = a.pds.poll_timeout().unwrap();
     a.pds.handle_timeout(when, &mut a.up);
-    assert_eq!(drain(&mut a, when).len(), 1, "the probe");
-    assert_eq!(
-        a.pds.poll_timeout(),
-        Some(now + PdsConfig::default().rto_init)
-    );
+    assert_eq!(drain(&mut a, when).len(), 1, "the probe, lost");
+    // p1 leaves after the probe and is lost too; p0 arrives late and is
+    // acknowledged, so the RTO now guards p1. It left before nothing that
+    // was delivered, so the episode stays open.
+    let t1 = when + Duration::from_micros(10);
+    let p1 = send(&mut a, pdc, t1, 3, 1);
+    assert_eq!(p1.len(), 1);
+    exchange(&mut a, &mut b, t1 + Duration::from_micros(1), &p0);
+    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 1);
+    assert_eq!(a.pds.poll_timeout(), Some(t1 + rto), "p1's RTO, no probe");
 }
