@@ -6,7 +6,7 @@ usage: scripts/incast-sweep.py [--senders 1,2,8,32,128] [--size 256KiB]
                                [--seeds 5] [--rate 100Gbps] [--latency-us 2]
                                [--buffer 1MiB] [--modes none,nscc,...]
                                [--trim-at 108KiB] [--timeout 600] [--random-ties] [--jitter-t0]
-                               [--link-jitter-ns N]
+                               [--link-jitter-ns N] [--sim PATH]
 
 A run that exceeds --timeout seconds of wall time is reported as such (the
 fixed window with trimming at 128:1 is a trim storm of ~10^6 trims).
@@ -27,10 +27,12 @@ ap.add_argument("--random-ties", action="store_true", help="switches serve same-
 ap.add_argument("--jitter-t0", action="store_true", help="each sender starts at a seeded uniform time in [0, T0]")
 ap.add_argument("--link-jitter-ns", default="0", help="each frame's latency grows by U[0, N] ns, in order per link")
 ap.add_argument("--timeout", type=float, default=600.0, help="wall-time limit per run, seconds")
+ap.add_argument("--sim", default=None, help="run this uet-sim binary (another build) instead of building this tree's")
 a = ap.parse_args()
 
-sim = "target/release/uet-sim"
-subprocess.run(["cargo", "build", "-q", "--release", "-p", "uet-tests", "--bin", "uet-sim"], check=True)
+sim = a.sim or "target/release/uet-sim"
+if not a.sim:
+    subprocess.run(["cargo", "build", "-q", "--release", "-p", "uet-tests", "--bin", "uet-sim"], check=True)
 keys = ["ict_over_ideal", "spread", "jain", "drops", "retransmits_per_packet", "rtos", "peak_queue_bytes", "utilisation"]
 print(f"| N | cc | ICT/ideal | spread | Jain | drops | retx/pkt | RTOs | peak queue B | util | ok | wall s |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")

@@ -711,11 +711,21 @@ pub fn base_rtt(link: &LinkParams, pds: &PdsConfig) -> Duration {
 }
 
 /// The PDS configuration `uet-sim incast` uses on `link` (and the CI
-/// incasts): RTO_INIT_TIME twice the idle round trip plus one full buffer
-/// drain (a full queue must not look like loss; at 1 Gb/s a 32 KiB buffer
-/// alone takes 262 µs to drain), at least 200 µs; 12 RTO retries; and
-/// retransmissions marked DSCP_TRIMMABLE_RTX, which trimming switches cut
-/// only above 1.5 × their threshold (§6).
+/// incasts): RTO_INIT_TIME the idle round trip plus six full buffer drains,
+/// at least 200 µs; 12 RTO retries; and retransmissions marked
+/// DSCP_TRIMMABLE_RTX, which trimming switches cut only above 1.5 × their
+/// threshold (§6).
+///
+/// Six drains is UEC's simulator's rule (`uet-spec-notes.md` §8: 15 µs
+/// plus six queue drains), which `uet lab incast` follows as well. A full
+/// queue must not look like loss, and neither may the time it takes to
+/// learn of a loss behind one: a lost packet's evidence (a later packet's
+/// ACK, or a tail probe's answer) queues behind the same full buffer, and
+/// the packet that brings it may leave only once the window reopens, a
+/// drain later. Twice the round trip plus one drain (622 µs at 1 Gb/s with
+/// a 32 KiB buffer, which alone takes 262 µs to drain) fired 96–113 RTOs
+/// at 1 Gb/s 32:1 drop-tail NSCC on packets whose probe was on its way;
+/// 1,622 µs fires none (`BENCHMARKS.md`, session 9).
 #[must_use]
 pub fn incast_pds_config(link: &LinkParams, max_ses_len: usize) -> PdsConfig {
     let pds = PdsConfig {
@@ -723,7 +733,7 @@ pub fn incast_pds_config(link: &LinkParams, max_ses_len: usize) -> PdsConfig {
         ..PdsConfig::default()
     };
     let drain_ns = link.buffer.saturating_mul(8_000_000_000) / link.rate_bps.max(1);
-    let rto = (base_rtt(link, &pds) + Duration::from_nanos(drain_ns)) * 2;
+    let rto = base_rtt(link, &pds) + Duration::from_nanos(drain_ns) * 6;
     PdsConfig {
         rto_init: rto.max(Duration::from_micros(200)),
         max_rto_retx: 12,

@@ -936,22 +936,6 @@ impl Pds {
         if !p.established && !Self::syn_addressed(p) {
             return None;
         }
-        // Under RTO backoff, again every RTO_INIT_TIME (`tail_probe.rs`),
-        // but not with RCCC: there a resend needs credit, which a probe
-        // cannot bring, and the source comes back into the receiver's
-        // table through the RTO's forced send. A probe answer that
-        // condemns the packet guarded by the RTO takes that timer away
-        // (no RTO runs on a packet waiting for retransmission): 1023:1
-        // drop-tail RCCC left flows waiting for credit for good.
-        let reprobe = || {
-            if rccc {
-                return None;
-            }
-            p.ledger
-                .rto_guard()
-                .filter(|e| e.rto_count > 0)
-                .map(|_| config.rto(0))
-        };
         // With RCCC from the idle round trip, whatever the samples say
         // (`PtoBasis::Floor`).
         let basis = if rccc {
@@ -959,9 +943,13 @@ impl Pds {
         } else {
             PtoBasis::MinRtt
         };
+        // A probe unanswered for half of RTO_INIT_TIME was lost; with RCCC
+        // only while the PDC is not established (`TailProbe::deadline`):
+        // the answer that establishes it forces its oldest packet out.
+        let unanswered = (!rccc || !p.established).then(|| config.rto(0) / 2);
         let d = p
             .tail
-            .deadline(config.tail_probe, config.ack_delay, basis, reprobe)?;
+            .deadline(config.tail_probe, config.ack_delay, basis, unanswered)?;
         p.ledger
             .iter()
             .any(|e| matches!(CcShare::of(config, e), CcShare::Inflight(_)))
@@ -1920,7 +1908,14 @@ impl Pds {
                     rtt: now - sent,
                 });
             }
-            tail_answer = p.tail.answered(o);
+            // With a window the answer ends the episode; with RCCC the
+            // resends it finds need credit, which a second probe cannot
+            // bring: a source the receiver never took into its table had
+            // its forced resend condemned by the next probe, and with no
+            // packet left in flight no RTO ran (1 Gb/s 32:1 drop-tail
+            // RCCC, jittered start: four senders waited for credit for
+            // good, seed 3).
+            tail_answer = p.tail.answered(now, o, !self.rccc_source);
         }
         let cack = a.cack_psn;
         // An ACK for PSNs never sent is a peer violation: drop it whole.

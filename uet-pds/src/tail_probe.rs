@@ -118,27 +118,41 @@ impl TailProbe {
     /// cover a full buffer.
     ///
     /// One probe per episode (RFC 8985 §7.3): after a probe, the next waits
-    /// until a packet sent after it is delivered. The losses a probe finds
-    /// are resent; if those are lost again, the RTO and its backoff recover
-    /// them. Probing again and again would take that backoff away from an
-    /// overloaded bottleneck (1023:1 drop-tail NSCC: 3.0 × ideal with
-    /// repeated probes, 1.7 × without any).
+    /// until a packet sent after it is delivered, or until the probe is
+    /// answered where the caller asks [`TailProbe::answered`] to end the
+    /// episode (a window: RFC 8985 §7.4 ends a TLP episode with the ACK of
+    /// the probe), or until the probe is presumed lost. Probing again and
+    /// again on every silence, without waiting for an answer, would take the
+    /// RTO's backoff away from an overloaded bottleneck (1023:1 drop-tail
+    /// NSCC: 3.0 × ideal with repeated probes, 1.7 × without any).
     ///
-    /// Except under RTO backoff: `reprobe` says how long after the last
-    /// probe another may go while the PDC's oldest packet in flight has
-    /// timed out at least once (the caller passes RTO_INIT_TIME then, and
-    /// is asked only while an episode is open). The backed-off timer
-    /// doubles with every loss of the resend, to 40 ms after six at 1 Gb/s,
-    /// while the bottleneck that dropped it may drain long before: 1 Gb/s
-    /// 32:1 drop-tail NSCC, where 32 one-MTU windows overfill the buffer,
-    /// had flows waiting out 20 and 40 ms on an idle link after the others
-    /// finished. A probe every RTO_INIT_TIME tells such a flow within one
-    /// RTO_INIT_TIME that its resend was lost, and the resend goes again
-    /// through congestion control. It is no RTO: the retry budget and the
-    /// backoff still end a PDC whose probes go unanswered (a dead path),
-    /// and a flow never probes more often than its RTO_INIT_TIME allows a
-    /// timer to fire [I; HTSIM's SLEEK re-probes every 5 base RTTs,
-    /// `uet-spec-notes.md` §3].
+    /// A probe still unanswered `unanswered` after it left was lost (the
+    /// caller passes half of RTO_INIT_TIME, which covers a full buffer's
+    /// drain several times, or `None` with RCCC, below): the episode
+    /// reopens. A 40-byte probe is
+    /// dropped by a full drop-tail buffer like any packet, and a source
+    /// whose first window was dropped whole has nothing else to find out
+    /// with before its RTO (1 Gb/s 32:1 drop-tail: five RTOs, one sender
+    /// whose SYN-addressed probe met a full buffer, seed 1). This also
+    /// keeps probing under RTO backoff, at most every half RTO_INIT_TIME
+    /// while probes go unanswered: the backed-off timer doubles with every
+    /// loss of the resend, to 40 ms after six at 1 Gb/s, while the
+    /// bottleneck that dropped it may drain long before (session 8 had
+    /// flows waiting out 20 and 40 ms on an idle link). It is no RTO: the
+    /// retry budget and the backoff still end a PDC whose probes go
+    /// unanswered (a dead path).
+    ///
+    /// With RCCC only before the PDC is established: there the resends a
+    /// probe's answer condemns need credit, which no probe brings, and a
+    /// condemned packet has no RTO running. The RTO's forced send is what
+    /// brings back a source the receiver has dropped from its table:
+    /// 1023:1 drop-tail RCCC, probing again under backoff, left flows
+    /// waiting for credit for good (session 8), and ending the episode on
+    /// an answer left four senders of 1 Gb/s 32:1 with a jittered start
+    /// waiting forever (seed 3). The answer that establishes a PDC forces
+    /// its oldest lost packet out instead (the engine's `on_ack`), so
+    /// there a lost probe may be followed by another: 1 Gb/s 32:1 with a
+    /// jittered start, 10 RTOs over five seeds -> 4.
     ///
     /// With [`PtoBasis::Floor`] the PTO ignores the RTT samples: 2 ·
     /// `min_pto` + `ack_delay`. See [`PtoBasis`].
@@ -147,7 +161,7 @@ impl TailProbe {
         min_pto: Option<Duration>,
         ack_delay: Duration,
         basis: PtoBasis,
-        reprobe: impl FnOnce() -> Option<Duration>,
+        unanswered: Option<Duration>,
     ) -> Option<Instant> {
         let floor = min_pto?;
         let rtt = match basis {
@@ -156,10 +170,12 @@ impl TailProbe {
         };
         let pto = (rtt * 2).max(floor) + ack_delay;
         let next = self.last_progress? + pto;
-        match self.episode {
-            None => Some(next),
-            Some(probe) => reprobe().map(|r| next.max(probe + r)),
-        }
+        let Some(probe) = self.episode else {
+            return Some(next);
+        };
+        // The episode's probe, unless its answer came.
+        self.outstanding?;
+        unanswered.map(|u| next.max(probe + u))
     }
 
     /// Records a probe sent now.
@@ -173,10 +189,28 @@ impl TailProbe {
         self.episode = Some(now);
     }
 
-    /// The probe answered by an ACK echoing `opaque`, if it is ours.
-    pub(crate) fn answered(&mut self, opaque: u16) -> Option<Outstanding> {
+    /// The probe answered at `now` by an ACK echoing `opaque`, if it is
+    /// ours. With `ends_episode` the answer ends the probe's episode and
+    /// counts as progress: the next probe may go a PTO later, for the
+    /// resends of what this one found lost. The caller asks for it where
+    /// those resends are sent by a window, which the answer has just opened
+    /// (RFC 8985 §7.4: the ACK of a loss probe ends its episode). Otherwise
+    /// the episode lasts until a packet sent after the probe is delivered:
+    /// 1 Gb/s 32:1 drop-tail NSCC, whose one-MTU windows overfill the
+    /// buffer every round, lost 13–22 of those resends again (seed 1), and
+    /// each waited for its RTO.
+    pub(crate) fn answered(
+        &mut self,
+        now: Instant,
+        opaque: u16,
+        ends_episode: bool,
+    ) -> Option<Outstanding> {
         let o = self.outstanding.filter(|o| o.opaque == opaque)?;
         self.outstanding = None;
+        if ends_episode {
+            self.episode = None;
+            self.last_progress = Some(now);
+        }
         Some(o)
     }
 }
@@ -185,10 +219,9 @@ impl TailProbe {
 mod tests {
     use super::*;
 
-    /// Not under RTO backoff.
-    fn no_backoff() -> Option<Duration> {
-        None
-    }
+    /// A probe is presumed lost only after this long (longer than any
+    /// test here runs, where that is not what is tested).
+    const NEVER: Option<Duration> = Some(Duration::from_secs(1));
 
     #[test]
     fn the_floor_stands_in_for_a_missing_rtt_sample_and_none_disables() {
@@ -196,12 +229,7 @@ mod tests {
         let d = Duration::from_micros(3);
         // The deadline with a floor of `us` µs (none: probing off).
         let at = |t: &TailProbe, us: Option<u64>| {
-            t.deadline(
-                us.map(Duration::from_micros),
-                d,
-                PtoBasis::MinRtt,
-                no_backoff,
-            )
+            t.deadline(us.map(Duration::from_micros), d, PtoBasis::MinRtt, NEVER)
         };
         assert_eq!(at(&t, Some(5)), None);
         t.on_progress(Instant::from_nanos(1_000));
@@ -226,11 +254,11 @@ mod tests {
         t.on_delivery(Instant::from_nanos(85_000), Instant::ZERO);
         t.on_progress(Instant::from_nanos(85_000));
         assert_eq!(
-            t.deadline(floor, d, PtoBasis::MinRtt, no_backoff),
+            t.deadline(floor, d, PtoBasis::MinRtt, NEVER),
             Some(Instant::from_nanos(85_000 + 170_000 + 3_000))
         );
         assert_eq!(
-            t.deadline(floor, d, PtoBasis::Floor, no_backoff),
+            t.deadline(floor, d, PtoBasis::Floor, NEVER),
             Some(Instant::from_nanos(85_000 + 18_000 + 3_000))
         );
     }
@@ -241,52 +269,76 @@ mod tests {
         let (floor, d) = (Some(Duration::from_micros(5)), Duration::ZERO);
         t.on_delivery(Instant::from_nanos(10_000), Instant::ZERO);
         t.sent(Instant::from_nanos(30_000), 7, 0);
-        assert!(t.answered(7).is_some());
+        assert!(t.answered(Instant::from_nanos(35_000), 7, false).is_some());
         // Answered, but no packet sent after it has arrived: no probe.
         t.on_progress(Instant::from_nanos(40_000));
-        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, no_backoff), None);
+        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, NEVER), None);
         // A packet that left before the probe does not end the episode...
         t.on_delivery(Instant::from_nanos(50_000), Instant::from_nanos(29_000));
-        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, no_backoff), None);
+        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, NEVER), None);
         // ... one that left after it does.
         t.on_delivery(Instant::from_nanos(60_000), Instant::from_nanos(31_000));
         assert_eq!(
-            t.deadline(floor, d, PtoBasis::MinRtt, no_backoff),
+            t.deadline(floor, d, PtoBasis::MinRtt, NEVER),
             Some(Instant::from_nanos(60_000))
         );
-    }
-
-    #[test]
-    fn under_rto_backoff_the_episode_reopens_every_reprobe_interval() {
-        let mut t = TailProbe::default();
-        let (floor, d) = (Some(Duration::from_micros(5)), Duration::ZERO);
-        let rto_init = || Some(Duration::from_micros(200));
-        t.on_delivery(Instant::from_nanos(10_000), Instant::ZERO);
-        t.sent(Instant::from_nanos(30_000), 7, 0);
-        // Nothing sent after the probe arrives: closed, unless backed off,
-        // then RTO_INIT_TIME after the probe.
-        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, no_backoff), None);
-        assert_eq!(
-            t.deadline(floor, d, PtoBasis::MinRtt, rto_init),
-            Some(Instant::from_nanos(230_000))
-        );
-        // Never sooner than the PTO after the last progress.
-        t.on_progress(Instant::from_nanos(225_000));
-        assert_eq!(
-            t.deadline(floor, d, PtoBasis::MinRtt, rto_init),
-            Some(Instant::from_nanos(245_000))
-        );
-        // Probing disabled stays disabled.
-        assert_eq!(t.deadline(None, d, PtoBasis::MinRtt, rto_init), None);
     }
 
     #[test]
     fn only_the_outstanding_probe_is_answered_once() {
         let mut t = TailProbe::default();
         t.sent(Instant::from_nanos(7), 42, 9);
-        assert_eq!(t.answered(41), None);
-        let o = t.answered(42).unwrap();
+        let now = Instant::from_nanos(20);
+        assert_eq!(t.answered(now, 41, true), None);
+        let o = t.answered(now, 42, false).unwrap();
         assert_eq!((o.sent_at, o.next_tx), (Instant::from_nanos(7), 9));
-        assert_eq!(t.answered(42), None);
+        assert_eq!(t.answered(now, 42, true), None);
+    }
+
+    #[test]
+    fn an_answer_ends_the_episode_where_the_caller_asks() {
+        let (floor, d) = (Some(Duration::from_micros(5)), Duration::ZERO);
+        let mut t = TailProbe::default();
+        t.on_delivery(Instant::from_nanos(10_000), Instant::ZERO);
+        t.sent(Instant::from_nanos(30_000), 7, 0);
+        let mut kept = t.clone();
+        // Ended: the next probe a PTO (2 × 10 µs) after the answer.
+        assert!(t.answered(Instant::from_nanos(45_000), 7, true).is_some());
+        assert_eq!(
+            t.deadline(floor, d, PtoBasis::MinRtt, NEVER),
+            Some(Instant::from_nanos(65_000))
+        );
+        // Not asked to: the episode stays open.
+        assert!(
+            kept.answered(Instant::from_nanos(45_000), 7, false)
+                .is_some()
+        );
+        assert_eq!(kept.deadline(floor, d, PtoBasis::MinRtt, NEVER), None);
+    }
+
+    #[test]
+    fn a_probe_unanswered_for_long_was_lost_and_the_episode_reopens() {
+        let (floor, d) = (Some(Duration::from_micros(5)), Duration::ZERO);
+        let lost_after = Some(Duration::from_micros(100));
+        let mut t = TailProbe::default();
+        t.on_delivery(Instant::from_nanos(10_000), Instant::ZERO);
+        t.sent(Instant::from_nanos(30_000), 7, 0);
+        // Unanswered: again 100 µs after it left; never (RCCC: `None`)...
+        assert_eq!(
+            t.deadline(floor, d, PtoBasis::MinRtt, lost_after),
+            Some(Instant::from_nanos(130_000))
+        );
+        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, None), None);
+        // ... and never sooner than a PTO after the last progress.
+        t.on_progress(Instant::from_nanos(125_000));
+        assert_eq!(
+            t.deadline(floor, d, PtoBasis::MinRtt, lost_after),
+            Some(Instant::from_nanos(145_000))
+        );
+        // Answered (the episode kept open): no more probes for it.
+        assert!(t.answered(Instant::from_nanos(126_000), 7, false).is_some());
+        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, lost_after), None);
+        // Probing disabled stays disabled.
+        assert_eq!(t.deadline(None, d, PtoBasis::MinRtt, lost_after), None);
     }
 }

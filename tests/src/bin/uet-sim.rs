@@ -95,8 +95,8 @@ struct IncastArgs {
     /// bottleneck queue to this CSV file: t_ns,sender,series,value,note.
     #[arg(long)]
     trace: Option<std::path::PathBuf>,
-    /// RTO_INIT_TIME in µs (default: twice the idle round trip plus one
-    /// full buffer drain, at least 200 µs).
+    /// RTO_INIT_TIME in µs (default: the idle round trip plus six full
+    /// buffer drains, UEC's simulator's rule; at least 200 µs).
     #[arg(long)]
     rto_us: Option<u64>,
     /// Print JSON (the only format; accepted for scripts).
