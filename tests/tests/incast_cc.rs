@@ -341,14 +341,8 @@ fn jittered_incasts_keep_their_targets() {
 /// such sender, not one per packet (29 at 32:1 before, 27 per sender).
 #[test]
 fn a_window_lost_before_establishment_costs_one_rto() {
-    use uet_tests::scenario::{IncastOptions, run_incast_cc_with};
     let link = LinkParams::new(100_000_000_000, Duration::from_micros(2), 1 << 20);
-    let pds = incast_pds_config(&link, 4096);
-    let o = IncastOptions {
-        jitter_t0: true,
-        ..IncastOptions::default()
-    };
-    let r = run_incast_cc_with(32, 256 << 10, CcMode::Rccc, &link, &pds, 1, o);
+    let r = rccc_with_a_jittered_start(&link, 4096, 1);
     eprintln!("32:1 rccc drop-tail jittered: {}", r.to_json());
     assert!(r.ok);
     assert!(r.drops > 0, "the buffer overflows");
@@ -387,16 +381,10 @@ fn one_gigabit_32_to_1_drop_tail() {
 #[test]
 #[cfg_attr(debug_assertions, ignore = "release only (seconds of simulation)")]
 fn one_gigabit_32_to_1_rccc_with_a_jittered_start_completes() {
-    use uet_tests::scenario::{IncastOptions, run_incast_cc_with};
     let link = LinkParams::new(1_000_000_000, Duration::from_micros(6), 32 << 10);
-    let pds = incast_pds_config(&link, 1446);
-    let o = IncastOptions {
-        jitter_t0: true,
-        ..IncastOptions::default()
-    };
     let mut rtos = 0;
     for seed in 1..=5 {
-        let r = run_incast_cc_with(32, 256 << 10, CcMode::Rccc, &link, &pds, seed, o);
+        let r = rccc_with_a_jittered_start(&link, 1446, seed);
         eprintln!("seed {seed}: {}", r.to_json());
         assert!(r.ok, "seed {seed}: every byte verified");
         assert!(
@@ -410,4 +398,15 @@ fn one_gigabit_32_to_1_rccc_with_a_jittered_start_completes() {
     // (10 RTOs over the five seeds without); one whose forced resend is
     // dropped waits for its RTO (seed 3: four).
     assert!(rtos <= 4, "{rtos} RTOs");
+}
+
+/// RCCC 32:1 × 256 KiB on `link` with cc-eval's jittered start.
+fn rccc_with_a_jittered_start(link: &LinkParams, max_ses_len: usize, seed: u64) -> IncastReport {
+    use uet_tests::scenario::{IncastOptions, run_incast_cc_with};
+    let pds = incast_pds_config(link, max_ses_len);
+    let o = IncastOptions {
+        jitter_t0: true,
+        ..IncastOptions::default()
+    };
+    run_incast_cc_with(32, 256 << 10, CcMode::Rccc, link, &pds, seed, o)
 }

@@ -386,11 +386,23 @@ fn a_lost_probe_is_followed_by_another_half_an_rto_init_later() {
         matches!(probe[0].pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::Probe { .. }))
     );
     assert_eq!(a.pds.counters().tail_probes, 2);
-    let t = when2 + Duration::from_micros(3);
-    exchange(&mut a, &mut b, t, &probe);
-    let again = drain(&mut a, t);
-    assert_eq!(psns(&again), psns(&p));
-    exchange(&mut a, &mut b, t, &again);
+    second_probe_finds_the_loss(&mut a, &mut b, when2, &probe, &p);
+}
+
+/// The second probe (sent at `at`) arrives: its answer finds `lost` (token
+/// 2) lost, which goes again at once and is acknowledged, with no RTO.
+fn second_probe_finds_the_loss(
+    a: &mut Host,
+    b: &mut Host,
+    at: Instant,
+    probe: &[Dgram],
+    lost: &[Dgram],
+) {
+    let t = at + Duration::from_micros(3);
+    exchange(a, b, t, probe);
+    let again = drain(a, t);
+    assert_eq!(psns(&again), psns(lost));
+    exchange(a, b, t, &again);
     assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 1);
     assert_eq!(a.pds.counters().rto_fired, 0);
 }
@@ -416,11 +428,5 @@ fn an_answered_probe_ends_its_episode_and_a_lost_resend_is_probed_again() {
     a.pds.handle_timeout(when2, &mut a.up);
     let probe2 = drain(&mut a, when2);
     assert_eq!(a.pds.counters().tail_probes, 2);
-    let t2 = when2 + Duration::from_micros(3);
-    exchange(&mut a, &mut b, t2, &probe2);
-    let again = drain(&mut a, t2);
-    assert_eq!(psns(&again), psns(&p));
-    exchange(&mut a, &mut b, t2, &again);
-    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 1);
-    assert_eq!(a.pds.counters().rto_fired, 0);
+    second_probe_finds_the_loss(&mut a, &mut b, when2, &probe2, &p);
 }
