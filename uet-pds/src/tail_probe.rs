@@ -128,12 +128,12 @@ impl TailProbe {
     ///
     /// A probe still unanswered `unanswered` after it left was lost (the
     /// caller passes half of RTO_INIT_TIME, which covers a full buffer's
-    /// drain several times, or `None` with RCCC, below): the episode
-    /// reopens. A 40-byte probe is
-    /// dropped by a full drop-tail buffer like any packet, and a source
-    /// whose first window was dropped whole has nothing else to find out
-    /// with before its RTO (1 Gb/s 32:1 drop-tail: five RTOs, one sender
-    /// whose SYN-addressed probe met a full buffer, seed 1). This also
+    /// drain several times; `None` with RCCC once the PDC is established,
+    /// below): the episode reopens. A 40-byte probe is dropped by a full
+    /// drop-tail buffer like any packet, and a source whose first window
+    /// was dropped whole has nothing else to find out with before its RTO
+    /// (1 Gb/s 32:1 drop-tail: five RTOs, one sender whose SYN-addressed
+    /// probe met a full buffer, seed 1). This also
     /// keeps probing under RTO backoff, at most every half RTO_INIT_TIME
     /// while probes go unanswered: the backed-off timer doubles with every
     /// loss of the resend, to 40 ms after six at 1 Gb/s, while the
