@@ -2132,7 +2132,7 @@ impl Pds {
         // congestion control; its CC header puts the source in the table,
         // and the rest follow on the credit it earns. Without it nothing
         // would move: every packet waits for retransmission, so none has
-        // an RTO running. One per probe, and one probe per episode.
+        // an RTO running. Once: only one answer establishes the PDC.
         if establishing
             && probe_lost > 0
             && acked_pkts == 0
