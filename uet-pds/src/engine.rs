@@ -2124,18 +2124,24 @@ impl Pds {
                 }
             }
         }
-        // A SYN-addressed probe answered by an ACK that establishes the PDC
-        // and acknowledges nothing: the target had never heard of this
-        // source, so neither had its RCCC receiver, which grants only to
-        // sources in its table (and a CREDIT_REQ cannot enter one: it names
-        // no CCC). As on an RTO, the oldest lost packet passes closed
+        // A probe answer that condemns packets of a PDC the target has never
+        // acknowledged any data of (typically the SYN-addressed probe whose
+        // answer establishes it): the target had never heard of this
+        // source's data, so neither had its RCCC receiver, which grants only
+        // to sources in its table (and a CREDIT_REQ cannot enter one: it
+        // names no CCC). As on an RTO, the oldest lost packet passes closed
         // congestion control; its CC header puts the source in the table,
         // and the rest follow on the credit it earns. Without it nothing
         // would move: every packet waits for retransmission, so none has
-        // an RTO running. Once: only one answer establishes the PDC.
-        if establishing
-            && probe_lost > 0
+        // an RTO running. Not only on the establishing answer: a late answer
+        // to an earlier probe may establish the PDC and condemn nothing,
+        // leaving the condemning to the next probe's. The forced packet has
+        // its RTO running, and with RCCC an answer does not end the episode,
+        // so this happens at most once per RTO.
+        if probe_lost > 0
             && acked_pkts == 0
+            && p.ledger.una() == p.start
+            && !p.ledger.iter().any(|e| e.sacked)
             && let Some(e) = p.ledger.iter_mut().find(|e| e.needs_rtx)
         {
             e.rto_forced = true;

@@ -364,6 +364,55 @@ fn after_a_syn_addressed_probe_the_oldest_lost_packet_passes_closed_credit() {
     assert_eq!(a.pds.counters().rto_fired, 0);
 }
 
+/// The same when the answer that establishes the PDC is not the probe's: the
+/// first probe was only late, a second went half an RTO_INIT later, and the
+/// late answer to the first established the PDC without condemning anything.
+/// The second probe's answer condemns the window, and the oldest packet
+/// still passes closed credit: the target has acknowledged nothing of this
+/// PDC, so its RCCC receiver has not heard of the source, and with every
+/// packet condemned no RTO runs. Without this nothing would ever leave.
+#[test]
+fn an_answer_that_condemns_a_window_the_target_never_acknowledged_forces_its_oldest_packet() {
+    let (mut a, first, probe1, when) = probing_unheard(rccc_source(2 * 4160), 4000);
+    let rto = PdsConfig::default().rto_init;
+    assert!(drain(&mut a, when).is_empty(), "no credit, nothing leaves");
+    // Half an RTO_INIT later the first probe is presumed lost (credit
+    // requests, unanswerable yet, go meanwhile).
+    let probes = |ds: Vec<Dgram>| -> Vec<Dgram> {
+        ds.into_iter()
+            .filter(|d| matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::Probe { .. })))
+            .collect()
+    };
+    let before = when + (rto / 2 - Duration::from_nanos(1));
+    a.pds.handle_timeout(before, &mut a.up);
+    assert!(probes(drain(&mut a, before)).is_empty());
+    let when2 = when + rto / 2;
+    a.pds.handle_timeout(when2, &mut a.up);
+    let probe2 = probes(drain(&mut a, when2));
+    assert_eq!(probe2.len(), 1);
+    let mut b = host(B, 2, PdsConfig::default());
+    // The late answer to the first probe establishes the PDC; it is not the
+    // outstanding probe's, so it condemns nothing.
+    let t1 = when2 + Duration::from_micros(1);
+    exchange(&mut a, &mut b, t1, &[probe1]);
+    assert!(
+        drain(&mut a, t1)
+            .iter()
+            .all(|d| !matches!(d.pds(), PdsRepr::Request(_))),
+        "no data yet"
+    );
+    assert_eq!(a.pds.counters().tail_probe_lost, 0);
+    let t2 = t1 + Duration::from_micros(2);
+    exchange(&mut a, &mut b, t2, &probe2);
+    let re: Vec<_> = drain(&mut a, t2)
+        .into_iter()
+        .filter(|d| matches!(d.pds(), PdsRepr::Request(_)))
+        .collect();
+    assert_eq!(a.pds.counters().tail_probe_lost, first.len() as u64);
+    assert_eq!(psns(&re), psns(&first[..1]), "the oldest alone");
+    assert_eq!(a.pds.counters().rto_fired, 0);
+}
+
 /// A probe is dropped like any packet. One still unanswered half an
 /// RTO_INIT_TIME after it left was lost, and another goes, before the RTO:
 /// its answer finds the lost packet, which goes again at once.
