@@ -943,10 +943,8 @@ impl Pds {
         } else {
             PtoBasis::MinRtt
         };
-        // A probe unanswered for half of RTO_INIT_TIME was lost; with RCCC
-        // only while the PDC is not established (`TailProbe::deadline`):
-        // the answer that establishes it forces its oldest packet out.
-        let unanswered = (!rccc || !p.established).then(|| config.rto(0) / 2);
+        // A probe unanswered for half of RTO_INIT_TIME was lost.
+        let unanswered = config.rto(0) / 2;
         let d = p
             .tail
             .deadline(config.tail_probe, config.ack_delay, basis, unanswered)?;
@@ -1908,14 +1906,7 @@ impl Pds {
                     rtt: now - sent,
                 });
             }
-            // With a window the answer ends the episode; with RCCC the
-            // resends it finds need credit, which a second probe cannot
-            // bring: a source the receiver never took into its table had
-            // its forced resend condemned by the next probe, and with no
-            // packet left in flight no RTO ran (1 Gb/s 32:1 drop-tail
-            // RCCC, jittered start: four senders waited for credit for
-            // good, seed 3).
-            tail_answer = p.tail.answered(now, o, !self.rccc_source);
+            tail_answer = p.tail.answered(now, o);
         }
         let cack = a.cack_psn;
         // An ACK for PSNs never sent is a peer violation: drop it whole.
@@ -2135,9 +2126,11 @@ impl Pds {
         // would move: every packet waits for retransmission, so none has
         // an RTO running. Not only on the establishing answer: a late answer
         // to an earlier probe may establish the PDC and condemn nothing,
-        // leaving the condemning to the next probe's. The forced packet has
-        // its RTO running, and with RCCC an answer does not end the episode,
-        // so this happens at most once per RTO.
+        // leaving the condemning to the next probe's, and the forced packet
+        // may be lost again and condemned by the next probe's answer (1 Gb/s
+        // 32:1 RCCC with a jittered start: four senders of seed 3 waited for
+        // credit for good while only the establishing answer forced). Each
+        // answer forces one packet; the PTO paces the probes.
         if probe_lost > 0
             && acked_pkts == 0
             && p.ledger.una() == p.start

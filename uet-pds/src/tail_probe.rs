@@ -118,22 +118,21 @@ impl TailProbe {
     /// cover a full buffer.
     ///
     /// One probe per episode (RFC 8985 §7.3): after a probe, the next waits
-    /// until a packet sent after it is delivered, or until the probe is
-    /// answered where the caller asks [`TailProbe::answered`] to end the
-    /// episode (a window: RFC 8985 §7.4 ends a TLP episode with the ACK of
-    /// the probe), or until the probe is presumed lost. Probing again and
-    /// again on every silence, without waiting for an answer, would take the
-    /// RTO's backoff away from an overloaded bottleneck (1023:1 drop-tail
-    /// NSCC: 3.0 × ideal with repeated probes, 1.7 × without any).
+    /// until the probe is answered (RFC 8985 §7.4 ends a TLP episode with
+    /// the probe's ACK; [`TailProbe::answered`]), until a packet sent after
+    /// it is delivered, or until the probe is presumed lost. Probing again
+    /// and again on every silence, without waiting for an answer, would take
+    /// the RTO's backoff away from an overloaded bottleneck (1023:1
+    /// drop-tail NSCC: 3.0 × ideal with repeated probes, 1.7 × without
+    /// any).
     ///
     /// A probe still unanswered `unanswered` after it left was lost (the
     /// caller passes half of RTO_INIT_TIME, which covers a full buffer's
-    /// drain several times; `None` with RCCC once the PDC is established,
-    /// below): the episode reopens. A 40-byte probe is dropped by a full
-    /// drop-tail buffer like any packet, and a source whose first window
-    /// was dropped whole has nothing else to find out with before its RTO
-    /// (1 Gb/s 32:1 drop-tail: five RTOs, one sender whose SYN-addressed
-    /// probe met a full buffer, seed 1). This also
+    /// drain several times): the episode reopens. A 40-byte probe is
+    /// dropped by a full drop-tail buffer like any packet, and a source
+    /// whose first window was dropped whole has nothing else to find out
+    /// with before its RTO (1 Gb/s 32:1 drop-tail: five RTOs, one sender
+    /// whose SYN-addressed probe met a full buffer, seed 1). This also
     /// keeps probing under RTO backoff, at most every half RTO_INIT_TIME
     /// while probes go unanswered: the backed-off timer doubles with every
     /// loss of the resend, to 40 ms after six at 1 Gb/s, while the
@@ -142,17 +141,16 @@ impl TailProbe {
     /// retry budget and the backoff still end a PDC whose probes go
     /// unanswered (a dead path).
     ///
-    /// With RCCC only before the PDC is established: there the resends a
-    /// probe's answer condemns need credit, which no probe brings, and a
-    /// condemned packet has no RTO running. The RTO's forced send is what
-    /// brings back a source the receiver has dropped from its table:
-    /// 1023:1 drop-tail RCCC, probing again under backoff, left flows
-    /// waiting for credit for good (session 8), and ending the episode on
-    /// an answer left four senders of 1 Gb/s 32:1 with a jittered start
-    /// waiting forever (seed 3). The answer that establishes a PDC forces
-    /// its oldest lost packet out instead (the engine's `on_ack`), so
-    /// there a lost probe may be followed by another: 1 Gb/s 32:1 with a
-    /// jittered start, 10 RTOs over five seeds -> 4.
+    /// With RCCC the resends a probe's answer condemns need credit, which no
+    /// probe brings, and a condemned packet has no RTO running. Where the
+    /// target has acknowledged nothing of the PDC its RCCC receiver has not
+    /// heard of the source and would never grant; there the answer forces
+    /// the oldest lost packet out, as an RTO does (the engine's `on_ack`).
+    /// Until that rule covered every such answer, not only the one that
+    /// establishes the PDC, a second probe in one episode could leave a
+    /// source waiting for credit for good (1 Gb/s 32:1 with a jittered
+    /// start, four senders of seed 3), and RCCC did without both rules
+    /// here.
     ///
     /// With [`PtoBasis::Floor`] the PTO ignores the RTT samples: 2 ·
     /// `min_pto` + `ack_delay`. See [`PtoBasis`].
@@ -161,7 +159,7 @@ impl TailProbe {
         min_pto: Option<Duration>,
         ack_delay: Duration,
         basis: PtoBasis,
-        unanswered: Option<Duration>,
+        unanswered: Duration,
     ) -> Option<Instant> {
         let floor = min_pto?;
         let rtt = match basis {
@@ -175,7 +173,7 @@ impl TailProbe {
         };
         // The episode's probe, unless its answer came.
         self.outstanding?;
-        unanswered.map(|u| next.max(probe + u))
+        Some(next.max(probe + unanswered))
     }
 
     /// Records a probe sent now.
@@ -190,27 +188,18 @@ impl TailProbe {
     }
 
     /// The probe answered at `now` by an ACK echoing `opaque`, if it is
-    /// ours. With `ends_episode` the answer ends the probe's episode and
-    /// counts as progress: the next probe may go a PTO later, for the
-    /// resends of what this one found lost. The caller asks for it where
-    /// those resends are sent by a window, which the answer has just opened
-    /// (RFC 8985 §7.4: the ACK of a loss probe ends its episode). Otherwise
-    /// the episode lasts until a packet sent after the probe is delivered:
-    /// 1 Gb/s 32:1 drop-tail NSCC, whose one-MTU windows overfill the
-    /// buffer every round, lost 13–22 of those resends again (seed 1), and
-    /// each waited for its RTO.
-    pub(crate) fn answered(
-        &mut self,
-        now: Instant,
-        opaque: u16,
-        ends_episode: bool,
-    ) -> Option<Outstanding> {
+    /// ours. The answer ends the probe's episode and counts as progress: the
+    /// next probe may go a PTO later, for the resends of what this one found
+    /// lost (RFC 8985 §7.4: the ACK of a loss probe ends its episode). Until
+    /// session 9 the episode lasted until a packet sent after the probe was
+    /// delivered: 1 Gb/s 32:1 drop-tail NSCC, whose one-MTU windows overfill
+    /// the buffer every round, lost 13–22 of those resends again (seed 1),
+    /// and each waited for its RTO; 1023:1 drop-tail RCCC had 818 RTOs.
+    pub(crate) fn answered(&mut self, now: Instant, opaque: u16) -> Option<Outstanding> {
         let o = self.outstanding.filter(|o| o.opaque == opaque)?;
         self.outstanding = None;
-        if ends_episode {
-            self.episode = None;
-            self.last_progress = Some(now);
-        }
+        self.episode = None;
+        self.last_progress = Some(now);
         Some(o)
     }
 }
@@ -219,9 +208,9 @@ impl TailProbe {
 mod tests {
     use super::*;
 
-    /// A probe is presumed lost only after this long (longer than any
-    /// test here runs, where that is not what is tested).
-    const NEVER: Option<Duration> = Some(Duration::from_secs(1));
+    /// A probe is presumed lost only after this long (far beyond the
+    /// times these tests look at, where that is not what is tested).
+    const NEVER: Duration = Duration::from_secs(1);
 
     #[test]
     fn the_floor_stands_in_for_a_missing_rtt_sample_and_none_disables() {
@@ -269,13 +258,14 @@ mod tests {
         let (floor, d) = (Some(Duration::from_micros(5)), Duration::ZERO);
         t.on_delivery(Instant::from_nanos(10_000), Instant::ZERO);
         t.sent(Instant::from_nanos(30_000), 7, 0);
-        assert!(t.answered(Instant::from_nanos(35_000), 7, false).is_some());
-        // Answered, but no packet sent after it has arrived: no probe.
+        // Unanswered, and no packet sent after it has arrived: no probe
+        // until this one is presumed lost.
+        let lost = Some(Instant::from_nanos(30_000) + NEVER);
         t.on_progress(Instant::from_nanos(40_000));
-        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, NEVER), None);
+        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, NEVER), lost);
         // A packet that left before the probe does not end the episode...
         t.on_delivery(Instant::from_nanos(50_000), Instant::from_nanos(29_000));
-        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, NEVER), None);
+        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, NEVER), lost);
         // ... one that left after it does.
         t.on_delivery(Instant::from_nanos(60_000), Instant::from_nanos(31_000));
         assert_eq!(
@@ -289,55 +279,48 @@ mod tests {
         let mut t = TailProbe::default();
         t.sent(Instant::from_nanos(7), 42, 9);
         let now = Instant::from_nanos(20);
-        assert_eq!(t.answered(now, 41, true), None);
-        let o = t.answered(now, 42, false).unwrap();
+        assert_eq!(t.answered(now, 41), None);
+        let o = t.answered(now, 42).unwrap();
         assert_eq!((o.sent_at, o.next_tx), (Instant::from_nanos(7), 9));
-        assert_eq!(t.answered(now, 42, true), None);
+        assert_eq!(t.answered(now, 42), None);
     }
 
     #[test]
-    fn an_answer_ends_the_episode_where_the_caller_asks() {
+    fn an_answer_ends_the_episode() {
         let (floor, d) = (Some(Duration::from_micros(5)), Duration::ZERO);
         let mut t = TailProbe::default();
         t.on_delivery(Instant::from_nanos(10_000), Instant::ZERO);
         t.sent(Instant::from_nanos(30_000), 7, 0);
-        let mut kept = t.clone();
-        // Ended: the next probe a PTO (2 × 10 µs) after the answer.
-        assert!(t.answered(Instant::from_nanos(45_000), 7, true).is_some());
+        assert_eq!(
+            t.deadline(floor, d, PtoBasis::MinRtt, NEVER),
+            Some(Instant::from_nanos(30_000) + NEVER)
+        );
+        // The next probe a PTO (2 × 10 µs) after the answer.
+        assert!(t.answered(Instant::from_nanos(45_000), 7).is_some());
         assert_eq!(
             t.deadline(floor, d, PtoBasis::MinRtt, NEVER),
             Some(Instant::from_nanos(65_000))
         );
-        // Not asked to: the episode stays open.
-        assert!(
-            kept.answered(Instant::from_nanos(45_000), 7, false)
-                .is_some()
-        );
-        assert_eq!(kept.deadline(floor, d, PtoBasis::MinRtt, NEVER), None);
     }
 
     #[test]
     fn a_probe_unanswered_for_long_was_lost_and_the_episode_reopens() {
         let (floor, d) = (Some(Duration::from_micros(5)), Duration::ZERO);
-        let lost_after = Some(Duration::from_micros(100));
+        let lost_after = Duration::from_micros(100);
         let mut t = TailProbe::default();
         t.on_delivery(Instant::from_nanos(10_000), Instant::ZERO);
         t.sent(Instant::from_nanos(30_000), 7, 0);
-        // Unanswered: again 100 µs after it left; never (RCCC: `None`)...
+        // Unanswered: again 100 µs after it left...
         assert_eq!(
             t.deadline(floor, d, PtoBasis::MinRtt, lost_after),
             Some(Instant::from_nanos(130_000))
         );
-        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, None), None);
         // ... and never sooner than a PTO after the last progress.
         t.on_progress(Instant::from_nanos(125_000));
         assert_eq!(
             t.deadline(floor, d, PtoBasis::MinRtt, lost_after),
             Some(Instant::from_nanos(145_000))
         );
-        // Answered (the episode kept open): no more probes for it.
-        assert!(t.answered(Instant::from_nanos(126_000), 7, false).is_some());
-        assert_eq!(t.deadline(floor, d, PtoBasis::MinRtt, lost_after), None);
         // Probing disabled stays disabled.
         assert_eq!(t.deadline(None, d, PtoBasis::MinRtt, lost_after), None);
     }
