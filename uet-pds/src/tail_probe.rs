@@ -168,12 +168,11 @@ impl TailProbe {
         };
         let pto = (rtt * 2).max(floor) + ack_delay;
         let next = self.last_progress? + pto;
-        let Some(probe) = self.episode else {
-            return Some(next);
-        };
-        // The episode's probe, unless its answer came.
-        self.outstanding?;
-        Some(next.max(probe + unanswered))
+        // An open episode's probe is unanswered: `answered` closes both.
+        Some(match self.episode {
+            None => next,
+            Some(probe) => next.max(probe + unanswered),
+        })
     }
 
     /// Records a probe sent now.

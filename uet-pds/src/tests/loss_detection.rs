@@ -49,6 +49,30 @@ fn psns(ds: &[Dgram]) -> Vec<Psn> {
     ds.iter().map(psn_of).collect()
 }
 
+fn is_probe(d: &Dgram) -> bool {
+    matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::Probe { .. }))
+}
+
+/// One packet (token 2) leaves at `now` and is lost; its PDC's first probe
+/// goes at the PTO. Returns the packet, when the probe left and the probe.
+fn a_lost_packet_and_its_probe(
+    a: &mut Host,
+    pdc: uet_wire::PdcId,
+    now: Instant,
+) -> (Vec<Dgram>, Instant, Vec<Dgram>) {
+    let p = send(a, pdc, now, 2, 1);
+    let when = a.pds.poll_timeout().unwrap();
+    (p, when, probe_at(a, when))
+}
+
+/// Fires `a`'s timers at `at`, where a probe and nothing else is due.
+fn probe_at(a: &mut Host, at: Instant) -> Vec<Dgram> {
+    a.pds.handle_timeout(at, &mut a.up);
+    let probe = drain(a, at);
+    assert!(probe.len() == 1 && is_probe(&probe[0]), "one probe");
+    probe
+}
+
 #[test]
 fn a_delayed_first_copy_is_no_evidence_against_what_left_after_it() {
     let (mut a, mut b, pdc, now) = racking(Some(Duration::from_micros(5)));
@@ -378,11 +402,7 @@ fn an_answer_that_condemns_a_window_the_target_never_acknowledged_forces_its_old
     assert!(drain(&mut a, when).is_empty(), "no credit, nothing leaves");
     // Half an RTO_INIT later the first probe is presumed lost (credit
     // requests, unanswerable yet, go meanwhile).
-    let probes = |ds: Vec<Dgram>| -> Vec<Dgram> {
-        ds.into_iter()
-            .filter(|d| matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::Probe { .. })))
-            .collect()
-    };
+    let probes = |ds: Vec<Dgram>| -> Vec<Dgram> { ds.into_iter().filter(is_probe).collect() };
     let before = when + (rto / 2 - Duration::from_nanos(1));
     a.pds.handle_timeout(before, &mut a.up);
     assert!(probes(drain(&mut a, before)).is_empty());
@@ -420,20 +440,12 @@ fn an_answer_that_condemns_a_window_the_target_never_acknowledged_forces_its_old
 fn a_lost_probe_is_followed_by_another_half_an_rto_init_later() {
     let (mut a, mut b, pdc, now) = probing();
     let rto = PdsConfig::default().rto_init;
-    let p = send(&mut a, pdc, now, 2, 1);
     // The packet and the episode's probe are both lost.
-    let when = a.pds.poll_timeout().unwrap();
-    a.pds.handle_timeout(when, &mut a.up);
-    assert_eq!(drain(&mut a, when).len(), 1, "the probe");
+    let (p, when, _) = a_lost_packet_and_its_probe(&mut a, pdc, now);
     let when2 = a.pds.poll_timeout().unwrap();
     assert_eq!(when2, when + rto / 2);
     assert!(when2 < now + rto, "before the RTO");
-    a.pds.handle_timeout(when2, &mut a.up);
-    let probe = drain(&mut a, when2);
-    assert_eq!(probe.len(), 1);
-    assert!(
-        matches!(probe[0].pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::Probe { .. }))
-    );
+    let probe = probe_at(&mut a, when2);
     assert_eq!(a.pds.counters().tail_probes, 2);
     second_probe_finds_the_loss(&mut a, &mut b, when2, &probe, &p);
 }
@@ -456,17 +468,14 @@ fn second_probe_finds_the_loss(
     assert_eq!(a.pds.counters().rto_fired, 0);
 }
 
-/// With a window, the answer to a probe ends its episode (RFC 8985 §7.4):
-/// when the resend it found is lost as well, the next probe goes a PTO
-/// after it, not the RTO.
+/// The answer to a probe ends its episode (RFC 8985 §7.4): when the resend
+/// it found is lost as well, the next probe goes a PTO after it, not the
+/// RTO.
 #[test]
 fn an_answered_probe_ends_its_episode_and_a_lost_resend_is_probed_again() {
     let (mut a, mut b, pdc, now) = probing();
     let rto = PdsConfig::default().rto_init;
-    let p = send(&mut a, pdc, now, 2, 1);
-    let when = a.pds.poll_timeout().unwrap();
-    a.pds.handle_timeout(when, &mut a.up);
-    let probe = drain(&mut a, when);
+    let (p, when, probe) = a_lost_packet_and_its_probe(&mut a, pdc, now);
     let t = when + Duration::from_micros(3);
     exchange(&mut a, &mut b, t, &probe);
     // Found lost and resent; the resend is lost too.
@@ -474,8 +483,7 @@ fn an_answered_probe_ends_its_episode_and_a_lost_resend_is_probed_again() {
     assert_eq!(psns(&re), psns(&p));
     let when2 = a.pds.poll_timeout().unwrap();
     assert!(when2 < t + rto / 2, "a PTO after the resend, not later");
-    a.pds.handle_timeout(when2, &mut a.up);
-    let probe2 = drain(&mut a, when2);
+    let probe2 = probe_at(&mut a, when2);
     assert_eq!(a.pds.counters().tail_probes, 2);
     second_probe_finds_the_loss(&mut a, &mut b, when2, &probe2, &p);
 }
