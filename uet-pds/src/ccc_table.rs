@@ -5,8 +5,9 @@
 //! hash the key for every data packet sent and every ACK. Here the map holds
 //! the index of each CCC in a vector instead: a PDC caches its CCC's index
 //! ([`CccTable::index`]) and reaches it with [`CccTable::at_mut`], no
-//! hashing. A CCC is never removed, so an index stays valid for the
-//! table's life.
+//! hashing. An index stays valid until its entry is removed
+//! ([`CccTable::remove`]), which the engine does only when no PDC refers to
+//! the CCC; a freed index is reused by a later entry.
 //!
 //! Everything keyed behaves exactly like the map it replaces, iteration
 //! order included (the map's keys are inserted in the same order, and its
@@ -26,7 +27,8 @@ pub(crate) type CccKey = (IpAddr, TrafficClass);
 #[derive(Debug)]
 pub(crate) struct CccTable<T> {
     index: HashMap<CccKey, usize>,
-    slab: Vec<T>,
+    slab: Vec<Option<T>>,
+    free: Vec<usize>,
 }
 
 impl<T> CccTable<T> {
@@ -34,6 +36,7 @@ impl<T> CccTable<T> {
         Self {
             index: HashMap::default(),
             slab: Vec::new(),
+            free: Vec::new(),
         }
     }
 
@@ -46,22 +49,42 @@ impl<T> CccTable<T> {
     /// The entry at `ix` (an index from [`CccTable::index`]).
     #[inline]
     pub(crate) fn at_mut(&mut self, ix: usize) -> Option<&mut T> {
-        self.slab.get_mut(ix)
+        self.slab.get_mut(ix)?.as_mut()
     }
 
     pub(crate) fn get(&self, key: &CccKey) -> Option<&T> {
-        self.slab.get(*self.index.get(key)?)
+        self.slab.get(*self.index.get(key)?)?.as_ref()
     }
 
     pub(crate) fn get_mut(&mut self, key: &CccKey) -> Option<&mut T> {
-        self.slab.get_mut(*self.index.get(key)?)
+        self.slab.get_mut(*self.index.get(key)?)?.as_mut()
+    }
+
+    /// Removes the entry for `key`; its index may be given to a later one.
+    pub(crate) fn remove(&mut self, key: &CccKey) -> Option<T> {
+        let ix = self.index.remove(key)?;
+        self.free.push(ix);
+        self.slab.get_mut(ix)?.take()
+    }
+
+    /// Entries in the table.
+    pub(crate) fn len(&self) -> usize {
+        self.index.len()
     }
 
     /// Adds an entry for a key not present yet; returns its index.
     pub(crate) fn insert_new(&mut self, key: CccKey, v: T) -> usize {
         debug_assert!(!self.index.contains_key(&key));
-        let ix = self.slab.len();
-        self.slab.push(v);
+        let ix = match self.free.pop() {
+            Some(ix) => {
+                self.slab[ix] = Some(v);
+                ix
+            }
+            None => {
+                self.slab.push(Some(v));
+                self.slab.len() - 1
+            }
+        };
         self.index.insert(key, ix);
         ix
     }
@@ -70,15 +93,15 @@ impl<T> CccTable<T> {
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&CccKey, &T)> + '_ {
         self.index
             .iter()
-            .filter_map(|(k, &ix)| Some((k, self.slab.get(ix)?)))
+            .filter_map(|(k, &ix)| Some((k, self.slab.get(ix)?.as_ref()?)))
     }
 
     /// Calls `f` with every entry and its key, mutably, in the order of the
     /// keyed map.
     pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(&CccKey, &mut T)) {
-        let Self { index, slab } = self;
+        let Self { index, slab, .. } = self;
         for (k, &ix) in index.iter() {
-            if let Some(v) = slab.get_mut(ix) {
+            if let Some(Some(v)) = slab.get_mut(ix) {
                 f(k, v);
             }
         }
@@ -86,7 +109,7 @@ impl<T> CccTable<T> {
 
     /// Every entry, in no particular order.
     pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
-        self.slab.iter()
+        self.slab.iter().flatten()
     }
 }
 
@@ -114,7 +137,13 @@ mod tests {
             let mut ixs: HashMap<CccKey, usize> = HashMap::default();
             for (a, tc, v) in ops {
                 let k = key(a, tc);
-                if let Some(old) = m.get_mut(&k) {
+                if v % 5 == 0 {
+                    // Removal: the key goes, every other index stays.
+                    prop_assert_eq!(t.remove(&k), m.remove(&k));
+                    ixs.remove(&k);
+                    prop_assert_eq!(t.len(), m.len());
+                    prop_assert!(t.slab.len() <= 120);
+                } else if let Some(old) = m.get_mut(&k) {
                     // Update through the index.
                     let ix = t.index(&k).unwrap();
                     prop_assert_eq!(ixs[&k], ix);

@@ -447,7 +447,8 @@ struct Pdc {
     key: Option<InitiatorKey>,
     ccc: (IpAddr, TrafficClass),
     /// The index of `ccc` in [`Pds::cccs`] once known (`CccTable::index`;
-    /// a CCC is never removed, so it stays valid).
+    /// a CCC is removed only with the last PDC that refers to it, so it
+    /// stays valid).
     ccc_ix: Option<usize>,
     // Send half.
     start: Psn,
@@ -658,6 +659,17 @@ impl Pds {
     /// `PdsConfig::rccc_receiver` configured one.
     pub fn rccc_receiver(&self) -> Option<&RcccReceiver<(IpAddr, u8)>> {
         self.rccc_rx.as_ref()
+    }
+
+    /// CCCs: one per destination and traffic class some PDC refers to.
+    pub fn ccc_count(&self) -> usize {
+        self.cccs.len()
+    }
+
+    /// Sources the RCCC receiver addresses CREDIT CPs to (one per source
+    /// FEP and `ccc_id` some PDC carries).
+    pub fn rccc_source_count(&self) -> usize {
+        self.rccc_pdc.len()
     }
 
     /// The CCC towards `dst` in `tc`, if one exists.
@@ -1137,7 +1149,7 @@ impl Pds {
             self.ctl.push_back(CtlOut::Cp { dst, repr });
         } else if !p.closing || !p.initiator {
             // Never established, or a silent peer: just forget it.
-            self.remove_pdc(id, None);
+            self.remove_pdc(now, id, None);
         }
     }
 
@@ -1177,13 +1189,43 @@ impl Pds {
             c.abandon(now, infl, infl_pkts, rtx);
         }
         self.pdcs.insert(id, p);
-        self.remove_pdc(id, Some(error));
+        self.remove_pdc(now, id, Some(error));
     }
 
-    fn remove_pdc(&mut self, id: PdcId, error: Option<PdsError>) {
+    /// Forgets a PDC, and with it whatever state for its peer no other PDC
+    /// refers to: the RCCC receiver's entry for the source it carried, and
+    /// the CCC towards its peer. Both come back fresh with the next PDC,
+    /// and the two ends' cumulative credit counters re-synchronize
+    /// (`RcccSource::on_credit_update`), so a peer's state lives no longer
+    /// than its PDCs and tables a peer can grow stay within `max_pdcs`.
+    fn remove_pdc(&mut self, now: Instant, id: PdcId, error: Option<PdsError>) {
         if let Some(p) = self.pdcs.remove(&id) {
             if p.pending {
                 self.pending_count -= 1;
+            }
+            if let Some(key) = p.rx.as_ref().and_then(|rx| rx.rccc)
+                && self.rccc_pdc.get(&key) == Some(&id)
+            {
+                // Another PDC of the same source keeps the entry, and
+                // addresses its CREDIT CPs from now on.
+                match self
+                    .pdcs
+                    .values()
+                    .find(|q| q.rx.as_ref().is_some_and(|rx| rx.rccc == Some(key)))
+                {
+                    Some(q) => {
+                        self.rccc_pdc.insert(key, q.id);
+                    }
+                    None => {
+                        self.rccc_pdc.remove(&key);
+                        if let Some(rr) = &mut self.rccc_rx {
+                            rr.remove_sender(now, key);
+                        }
+                    }
+                }
+            }
+            if self.cccs.index(&p.ccc).is_some() && !self.pdcs.values().any(|q| q.ccc == p.ccc) {
+                self.cccs.remove(&p.ccc);
             }
             if let Some(k) = p.key
                 && self.reuse.get(&k) == Some(&id)
@@ -1357,7 +1399,7 @@ impl Pds {
     /// other unconfirmed PDCs, and a real initiator's next packet confirms
     /// its PDC within a round trip). A PDC its initiator has confirmed is
     /// never evicted; with none pending, a full table refuses the SYN.
-    fn make_room_for_pending(&mut self) {
+    fn make_room_for_pending(&mut self, now: Instant) {
         let full = self.pdcs.len() >= self.config.max_pdcs;
         if self.pending_count == 0 || !full && self.pending_count < self.config.max_pending_pdcs {
             return;
@@ -1375,7 +1417,7 @@ impl Pds {
                 // own on a quiet PDC, and its initiator, if real, gets
                 // INV_DPDCID for its next packet and reopens.
                 self.counters.pending_evicted += 1;
-                self.remove_pdc(id, None);
+                self.remove_pdc(now, id, None);
                 break;
             }
         }
@@ -1658,12 +1700,12 @@ impl Pds {
                     }) =>
                 {
                     self.counters.pending_evicted += 1;
-                    self.remove_pdc(id, None);
+                    self.remove_pdc(now, id, None);
                     return self.lookup_for_rx_full(now, meta, Some(spdcid), dpdcid, psn, mode);
                 }
                 Some(id) => *id,
                 None => {
-                    self.make_room_for_pending();
+                    self.make_room_for_pending(now);
                     let Some(id) = self.alloc_id() else {
                         self.counters.drop(DropReason::NoPdcAvailable);
                         self.nack(meta, NackCode::NoPdcAvail, psn, None, Some(spdcid), 0);
@@ -2341,7 +2383,7 @@ impl Pds {
         self.scratch_evs = good_evs;
         self.scratch_lost = inferred;
         if closed {
-            self.remove_pdc(id, None);
+            self.remove_pdc(now, id, None);
         }
     }
 
@@ -2502,7 +2544,7 @@ impl Pds {
             return;
         };
         if p.closing {
-            self.remove_pdc(id, None);
+            self.remove_pdc(now, id, None);
             return;
         }
         // Tokens of messages that cannot go again whole: one of their
@@ -2568,7 +2610,7 @@ impl Pds {
             }
         }
         if queue.is_empty() {
-            self.remove_pdc(id, None);
+            self.remove_pdc(now, id, None);
             return;
         }
         if let Some(pid) = p.peer_id.take()
@@ -2997,7 +3039,7 @@ impl Pds {
         self.counters.tx_acks += 1;
         if closing_target {
             // The ACK of the CLOSE is out: the target forgets the PDC.
-            self.remove_pdc(id, None);
+            self.remove_pdc(now, id, None);
         }
         Some(Transmit::control(&self.config, dst, ev, len))
     }

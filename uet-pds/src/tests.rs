@@ -224,12 +224,20 @@ fn rto_backs_off_then_fails_every_operation() {
     let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
     a.pds.enqueue(t(0), pdc, pkts(1, 2, 100)).unwrap();
     assert_eq!(drain(&mut a, t(0)).len(), 2); // lost
+    // A second PDC to B (another job) shares the CCC and outlives the
+    // first: nothing to send, idle for less than its idle timeout.
+    let mut k2 = key(ReliableMode::Rud);
+    k2.job = JobId::from_masked(2);
+    let other = a.pds.open(t(0), k2).unwrap();
     let mut now = t(0);
     let mut gaps = vec![];
     let mut last = now;
     while let Some(when) = a.pds.poll_timeout() {
         now = when;
         a.pds.handle_timeout(now, &mut a.up);
+        if !a.up.failed.is_empty() {
+            break;
+        }
         let out = drain(&mut a, now);
         if out.is_empty() {
             continue;
@@ -242,21 +250,21 @@ fn rto_backs_off_then_fails_every_operation() {
         }
         gaps.push(now - last);
         last = now;
-        if !a.up.failed.is_empty() {
-            break;
-        }
     }
     assert_eq!(a.up.failed.len(), 2);
     assert!(a.up.failed.iter().all(|(_, e)| *e == PdsError::Timeout));
     // RTO_INIT * 2^k: 5, 10, 20, 40, 80 ms for the oldest packet.
     assert_eq!(gaps.first(), Some(&Duration::from_millis(5)));
     assert!(gaps.windows(2).all(|w| w[1] >= w[0]));
-    assert_eq!(a.pds.pdc_count(), 0, "the PDC closed in error");
+    assert_eq!(a.pds.pdc_count(), 1, "the PDC closed in error");
     assert!(a.pds.counters().rto_fired >= 5);
-    // The failed PDC handed its share of the shared CCC back: a new PDC to
-    // the same destination sends a full window at once.
+    // The failed PDC handed its share of the shared CCC back: the PDC still
+    // on it, and a new PDC to the same destination, send a full window at
+    // once.
     let ccc = a.pds.ccc(B, TrafficClass::from_masked(0)).unwrap();
     assert_eq!(ccc.inflight(), 0);
+    a.pds.enqueue(now, other, pkts(3, 3, 100)).unwrap();
+    assert_eq!(drain(&mut a, now).len(), 3);
     let pdc = a.pds.open(now, key(ReliableMode::Rud)).unwrap();
     a.pds.enqueue(now, pdc, pkts(2, 3, 100)).unwrap();
     assert_eq!(drain(&mut a, now).len(), 3);

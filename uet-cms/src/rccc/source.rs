@@ -25,6 +25,14 @@ pub enum CreditUpdate {
     Duplicate,
     /// The value is older than the last one accepted (reordered): ignored.
     Stale,
+    /// The value is further from the last one accepted than two ends in
+    /// step can ever be (±(2·max_credit + MTU), `MAX_CREDIT_LIMIT`): the
+    /// receiver's counter started afresh (it forgot this source while our
+    /// CCC lived on, or the reverse). Once a second such value follows the
+    /// first in step, the source takes it as its new base; no credit is
+    /// gained or lost by the re-base. Until then it is ignored, like a
+    /// stale one.
+    Resync,
 }
 
 /// Why the source wants a CREDIT_REQ CP sent.
@@ -87,6 +95,8 @@ pub struct RcccSourceStats {
     pub duplicate_updates: u64,
     /// Credit updates older than the last value.
     pub stale_updates: u64,
+    /// Updates that re-based the counter ([`CreditUpdate::Resync`]).
+    pub resyncs: u64,
     /// CREDIT_REQ CPs taken by the PDS.
     pub requests: u64,
     /// Sends reported while `can_send` was false (caller misuse; counted).
@@ -113,6 +123,9 @@ pub struct RcccSource {
     /// Last cumulative value accepted from the receiver. Starts at the
     /// initial window, which both sides count as granted \[seed\].
     cum: Credit24,
+    /// A value out of step with `cum` (see [`CreditUpdate::Resync`]),
+    /// awaiting a second one that follows it in step.
+    resync_from: Option<Credit24>,
     speculating: bool,
     request: Option<RequestCause>,
     /// Since when the source has been blocked (backlog, no credit) without
@@ -136,6 +149,7 @@ impl RcccSource {
         Ok(Self {
             credit: config.initial_window as i64,
             cum: wire24(config.initial_window),
+            resync_from: None,
             speculating: true,
             backlog: 0,
             rtx_backlog: 0,
@@ -324,7 +338,21 @@ impl RcccSource {
     pub fn on_credit_update(&mut self, now: Instant, cumulative: Credit24) -> CreditUpdate {
         self.end_speculation(now);
         let d = diff24(cumulative, self.cum);
-        let update = if d == 0 {
+        // In step, the two counters differ by less than in-flight grants
+        // plus the most credit asked ahead and a packet of debt
+        // (`MAX_CREDIT_LIMIT`'s bound).
+        let in_step = 2 * to_i64(self.config.max_credit) + i64::from(self.config.mtu);
+        let update = if d.abs() > in_step {
+            match self.resync_from {
+                Some(from) if (0..=in_step).contains(&diff24(cumulative, from)) => {
+                    self.stats.resyncs += 1;
+                    self.cum = cumulative;
+                    self.resync_from = None;
+                }
+                _ => self.resync_from = Some(cumulative),
+            }
+            CreditUpdate::Resync
+        } else if d == 0 {
             self.stats.duplicate_updates += 1;
             CreditUpdate::Duplicate
         } else if d < 0 {

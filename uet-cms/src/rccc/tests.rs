@@ -18,7 +18,7 @@ use uet_wire::Credit24;
 use uet_wire::rand::{Rng, Xoshiro256};
 use uet_wire::time::{Duration, Instant};
 
-use super::{Arrival, RcccConfig, RcccReceiver, RcccSource, diff24, wire24};
+use super::{Arrival, CreditUpdate, RcccConfig, RcccReceiver, RcccSource, diff24, wire24};
 
 /// A message in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -447,10 +447,7 @@ fn seed_walk_through() {
     assert_eq!((s, cum), (0xA1, wire24(25_000)));
     // Source: 25,000 − 12,500 = 12,500 newly granted.
     let t2 = t1 + Duration::from_micros(6);
-    assert_eq!(
-        a.on_credit_update(t2, cum),
-        super::CreditUpdate::New(12_500)
-    );
+    assert_eq!(a.on_credit_update(t2, cum), CreditUpdate::New(12_500));
     a.on_send(t2, 12_500, false);
     assert_eq!(a.backlog(), 255_975_000);
     // A second sender (0xA2) joins: the same slice is now 6.25 KB each.
@@ -517,7 +514,7 @@ fn lost_last_grant_is_recovered_by_the_credit_timeout() {
     let (_, cum) = rx.poll_grant().unwrap();
     assert_eq!(
         src.on_credit_update(t0 + timeout, cum),
-        super::CreditUpdate::New(7_500)
+        CreditUpdate::New(7_500)
     );
     assert!(src.can_send(4160));
     let t1 = t0 + timeout;
@@ -532,7 +529,7 @@ fn lost_last_grant_is_recovered_by_the_credit_timeout() {
     assert_eq!(rx.poll_grant(), Some((1, wire24(20_020))));
     assert_eq!(
         src.on_credit_update(t1, wire24(20_020)),
-        super::CreditUpdate::New(20)
+        CreditUpdate::New(20)
     );
     assert!(src.can_send(src.need()));
     src.on_send(t1, src.need(), false);
@@ -712,7 +709,14 @@ proptest! {
                     s.on_credit_update(now, wire24(issued));
                 }
                 SrcOp::Replay(i) => {
-                    let v = history[i % history.len()];
+                    // Reordering reaches back no further than two ends in
+                    // step can differ (`MAX_CREDIT_LIMIT`); a value beyond
+                    // that is a receiver that started afresh
+                    // (`a_receiver_that_forgot_the_source_…`).
+                    let in_step = 2 * cfg.max_credit + mtu;
+                    let recent: Vec<u64> =
+                        history.iter().copied().filter(|v| issued - v <= in_step).collect();
+                    let v = recent[i % recent.len()];
                     s.on_credit_update(now, wire24(v));
                 }
                 SrcOp::Ack => s.on_ack(now),
@@ -894,4 +898,50 @@ fn grants_that_fill_a_deficit_need_no_answer() {
     // Once grants pass the debt, they are expected to be answered again.
     pace_until(&mut rx, end + idle * 4);
     assert_eq!(rx.stats().idle_evictions, 1);
+}
+
+/// The receiver forgot the source (its entry went with the last PDC) while
+/// the source's CCC lived on: its grants restart from the initial window,
+/// far behind the source's counter. The source re-bases on the first of
+/// them instead of taking every later grant as stale, and credit flows
+/// again with the next.
+#[test]
+fn a_receiver_that_forgot_the_source_is_followed_after_one_resync() {
+    let cfg = RcccConfig {
+        pacing_ppm: 1_000_000,
+        quantum: 1,
+        ..RcccConfig::default()
+    };
+    let mut a = RcccSource::new(cfg.clone()).unwrap();
+    let t0 = Instant::ZERO;
+    a.on_new_data(t0, 64_000_000);
+    // Many grants from the first receiver: the counter moves far ahead.
+    let mut cum = 12_500u64;
+    let mut now = t0;
+    for _ in 0..400 {
+        cum += 10_000;
+        now += Duration::from_micros(1);
+        assert_eq!(
+            a.on_credit_update(now, wire24(cum)),
+            CreditUpdate::New(10_000)
+        );
+        a.on_send(now, 10_000, false);
+    }
+    // A fresh receiver entry: its counter starts at the initial window.
+    let mut rx: RcccReceiver<u8> = RcccReceiver::new(cfg).unwrap();
+    rx.on_rx(now, 1, a.credit_target(None), 4160, false);
+    rx.handle_timeout(now);
+    let (_, g1) = rx.poll_grant().unwrap();
+    assert_eq!(a.on_credit_update(now, g1), CreditUpdate::Resync);
+    assert_eq!(a.stats().resyncs, 0, "one value alone may be a stray");
+    // The receiver repeats its count (a CREDIT CP, an ACK): the source
+    // re-bases on it.
+    assert_eq!(a.on_credit_update(now, g1), CreditUpdate::Resync);
+    assert_eq!(a.stats().resyncs, 1);
+    // Its next grant is credit again.
+    rx.on_rx(now, 1, a.credit_target(None), 4160, false);
+    let later = now + Duration::from_micros(5);
+    rx.handle_timeout(later);
+    let (_, g2) = rx.poll_grant().unwrap();
+    assert!(matches!(a.on_credit_update(later, g2), CreditUpdate::New(n) if n > 0));
 }

@@ -293,3 +293,73 @@ fn a_syn_flood_displaces_only_unconfirmed_pdcs() {
     );
     assert!(a.up.failed.is_empty());
 }
+
+/// A forged RUD_CC_REQ SYN from `src` (RCCC's request form, §5.3).
+fn forged_cc_syn(src: IpAddr, spdcid: u16) -> Dgram {
+    let mut d = forged_syn(src, spdcid, u32::from(spdcid));
+    let PdsRepr::Request(mut r) = d.pds() else {
+        panic!()
+    };
+    r.cc = Some(uet_wire::pds::ReqCcState {
+        ccc_id: uet_wire::CccId::from_masked(0),
+        credit_target: uet_wire::Credit24::from_masked(1 << 20),
+    });
+    let repr = PdsRepr::Request(r);
+    d.bytes = vec![0; repr.buffer_len()];
+    repr.emit(&mut d.bytes);
+    d
+}
+
+#[test]
+fn rccc_state_of_forged_sources_is_bounded_and_goes_with_their_pdcs() {
+    let cfg = PdsConfig {
+        max_pdcs: 64,
+        max_pending_pdcs: 32,
+        rccc_receiver: Some(uet_cms::RcccConfig::default()),
+        ..PdsConfig::default()
+    };
+    let mut b = host(B, 2, cfg);
+    for i in 0..20_000u32 {
+        let src = IpAddr::V4(Ipv4Addr::from(0x0a01_0000 + i));
+        deliver(&mut b, t(0), &forged_cc_syn(src, 7));
+        let _ = drain(&mut b, t(0));
+        let known = b.pds.rccc_receiver().unwrap().known_senders();
+        assert!(known <= 32, "{known} RCCC senders after {i} sources");
+        assert!(b.pds.rccc_source_count() <= 32);
+    }
+    // Reaped with their PDCs: nothing is left of the sources.
+    while b.pds.pdc_count() > 0 {
+        let now = b.pds.poll_timeout().unwrap();
+        b.pds.handle_timeout(now, &mut b.up);
+        let _ = drain(&mut b, now);
+    }
+    assert_eq!(b.pds.rccc_receiver().unwrap().known_senders(), 0);
+    assert_eq!(b.pds.rccc_source_count(), 0);
+}
+
+#[test]
+fn ccc_state_goes_with_the_last_pdc_to_a_destination() {
+    let mut a = host(A, 1, PdsConfig::default());
+    for i in 0..200u32 {
+        let mut k = key(ReliableMode::Rud);
+        k.dst = IpAddr::V4(Ipv4Addr::from(0x0a02_0000 + i));
+        let p = a.pds.open(t(0), k).unwrap();
+        a.pds.enqueue(t(0), p, pkts(u64::from(i), 1, 100)).unwrap();
+    }
+    let _ = drain(&mut a, t(0));
+    assert_eq!(a.pds.ccc_count(), 200);
+    // Nobody answers: every PDC runs out of retries and fails.
+    let mut now = t(0);
+    while a.pds.pdc_count() > 0 {
+        now = a.pds.poll_timeout().unwrap();
+        a.pds.handle_timeout(now, &mut a.up);
+        let _ = drain(&mut a, now);
+    }
+    assert_eq!(a.up.failed.len(), 200);
+    assert_eq!(a.pds.ccc_count(), 0, "no CCC outlives its PDCs");
+    // A destination written to again gets a fresh CCC.
+    let p = a.pds.open(now, key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(now, p, pkts(1, 1, 100)).unwrap();
+    assert_eq!(drain(&mut a, now).len(), 1);
+    assert_eq!(a.pds.ccc_count(), 1);
+}
