@@ -74,8 +74,10 @@ const NTF_PROXY: u8 = 0x08;
 
 /// Destinations the resolver keeps at most (resolved and pending).
 pub const MAX_DESTINATIONS: usize = 4096;
-/// Requests queued for the resolver at most; more are counted and dropped.
-pub const REQUEST_QUEUE: usize = 1024;
+/// Requests queued for the resolver at most (as many as destinations, so
+/// one burst of misses to every destination the table can hold fits); more
+/// are counted and dropped.
+pub const REQUEST_QUEUE: usize = 4096;
 /// Hints one worker keeps at most ([`Hints`]).
 pub const HINTS_PER_WORKER: usize = 64;
 /// How long a hint is used at most ([`Hints`]).
@@ -566,10 +568,21 @@ const MIN_PASS_GAP: Duration = Duration::from_millis(1);
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 
 fn resolver(nl: Netlink, me: &std::sync::Weak<Neighbours>, cfg: NeighConfig) {
+    // Non-blocking: the kernel queues a datagram to an unresolved hop on
+    // the hop's neighbour entry, charged to this socket, until ARP/ND
+    // answers or fails (seconds); with many unreachable hops the send
+    // buffer fills, and a blocking send would stall the resolver. A poke
+    // that finds it full is skipped (the hop is being resolved already, or
+    // is tried again after its backoff).
+    let poke = |addr: &str| {
+        UdpSocket::bind(addr)
+            .and_then(|s| s.set_nonblocking(true).map(|()| s))
+            .ok()
+    };
     let mut kernel = NetlinkKernel {
         nl,
-        poke4: UdpSocket::bind("0.0.0.0:0").ok(),
-        poke6: UdpSocket::bind("[::]:0").ok(),
+        poke4: poke("0.0.0.0:0"),
+        poke6: poke("[::]:0"),
     };
     let mut table = Table::new(cfg);
     if let Some(me) = me.upgrade() {

@@ -628,6 +628,11 @@ impl XdpIo {
         self.extra
     }
 
+    /// The next hops this worker learnt from received frames.
+    pub const fn hints(&self) -> &Hints {
+        &self.hints
+    }
+
     /// Housekeeping without traffic: reclaims completions and returned
     /// frames and refills. Call it before reading [`Self::frame_counts`]
     /// at shutdown.
