@@ -111,17 +111,15 @@ pub trait PacketIo {
 
 /// Where an IP destination's Ethernet frames go: the AF_XDP backend writes
 /// its own Ethernet header and asks this (backed by the kernel's route and
-/// neighbour tables, [`crate::neigh`]).
+/// neighbour tables, [`crate::neigh`]). Received frames never write it: what
+/// a backend learns from them is its own short-lived hint
+/// ([`crate::neigh::Hints`]), used only where this has no entry.
 pub trait NextHop: Send + Sync {
     /// The destination MAC for `dst`, if the neighbour entry is known.
+    /// Called per packet: lock-free, no syscall, no allocation.
     fn lookup(&self, dst: IpAddr) -> Option<EthernetAddress>;
-    /// Asks for resolution of `dst` (non-blocking; a later `lookup` sees
+    /// Asks for resolution of `dst` (non-blocking, bounded: a request that
+    /// finds the queue full is dropped and counted; a later `lookup` sees
     /// the answer).
     fn request(&self, dst: IpAddr);
-    /// Learns `dst`'s MAC from a frame it sent us (gleaning, as the
-    /// kernel's ARP does: the frame's source MAC is the hop replies go
-    /// back through), unless `dst` is known already. Default: ignored.
-    fn learn(&self, dst: IpAddr, mac: EthernetAddress) {
-        let _ = (dst, mac);
-    }
 }

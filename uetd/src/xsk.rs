@@ -23,7 +23,7 @@ use std::net::IpAddr;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering, fence};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 use uet_pds::{RxMeta, Transmit};
@@ -32,6 +32,7 @@ use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
 
 use crate::capture::{Direction, Tap};
 use crate::io::{IoStats, NextHop, PacketIo};
+use crate::neigh::Hints;
 use crate::sys::eventfd::{EventFd, poll_in};
 use crate::sys::xsk::{
     self as sys, BindFlags, Frame, RingSizes, UmemArea, XDP_PACKET_HEADROOM, XskSocket,
@@ -527,8 +528,9 @@ pub struct XdpIo {
     worker: usize,
     hub: Arc<Handoff>,
     next_hop: Arc<dyn NextHop>,
-    /// The last receive source whose next hop was known or learnt.
-    last_known_src: Option<IpAddr>,
+    /// Next hops learnt from frames delivered here, used only where
+    /// `next_hop` has no entry.
+    hints: Hints,
     encap: EncapConfig,
     local_ip: IpAddr,
     hdr_len: usize,
@@ -601,7 +603,7 @@ impl XdpIo {
             worker,
             hub,
             next_hop,
-            last_known_src: None,
+            hints: Hints::default(),
             encap: cfg.encap,
             local_ip: cfg.local_ip,
             hdr_len,
@@ -624,6 +626,11 @@ impl XdpIo {
     /// Counters beyond [`IoStats`].
     pub const fn extra_stats(&self) -> XdpExtraStats {
         self.extra
+    }
+
+    /// The next hops this worker learnt from received frames.
+    pub const fn hints(&self) -> &Hints {
+        &self.hints
     }
 
     /// Housekeeping without traffic: reclaims completions and returned
@@ -677,6 +684,13 @@ impl XdpIo {
         Some((meta, &data[range]))
     }
 
+    /// The next-hop MAC for `dst`: the kernel's, else a live hint.
+    fn mac_for(&self, dst: IpAddr) -> Option<EthernetAddress> {
+        self.next_hop
+            .lookup(dst)
+            .or_else(|| self.hints.get(dst, Instant::now()))
+    }
+
     fn ip_repr(&self, t: &Transmit) -> Option<IpRepr> {
         IpRepr::udp(self.local_ip, t.dst, t.dscp, t.ecn)
     }
@@ -715,6 +729,7 @@ impl PacketIo for XdpIo {
                 &mut self.extra,
                 data,
             ) {
+                self.hints.observe(&*self.next_hop, meta.src, data);
                 self.stats.rx_packets += 1;
                 self.stats.rx_bytes += data.len() as u64;
                 sink(&meta, uet);
@@ -750,18 +765,10 @@ impl PacketIo for XdpIo {
                     self.set.free.push(f);
                     continue;
                 };
-                // Gleaning costs a map lookup only when the source differs
-                // from the last one known (frames come in runs per peer).
-                if self.last_known_src != Some(meta.src) {
-                    if self.next_hop.lookup(meta.src).is_none()
-                        && let Some(mac) = data.get(6..12).and_then(EthernetAddress::from_bytes)
-                    {
-                        self.next_hop.learn(meta.src, mac);
-                    }
-                    self.last_known_src = Some(meta.src);
-                }
                 let owner = self.hub.owner_of(meta.src);
                 if owner == self.worker {
+                    // The owner answers this peer: it keeps the hint.
+                    self.hints.observe(&*self.next_hop, meta.src, data);
                     if let Some(t) = tap.as_deref_mut() {
                         t.frame(Direction::Rx, data);
                     }
@@ -837,7 +844,7 @@ impl PacketIo for XdpIo {
                 self.set.free.push(f);
                 continue;
             };
-            let Some(dst_mac) = self.next_hop.lookup(t.dst) else {
+            let Some(dst_mac) = self.mac_for(t.dst) else {
                 self.stats.tx_dropped += 1;
                 self.stats.tx_no_neighbour += 1;
                 self.next_hop.request(t.dst);
@@ -922,6 +929,7 @@ impl PacketIo for XdpIo {
     }
 
     fn ready_for(&mut self, dst: IpAddr) -> bool {
+        // The kernel's entry only: new operations never start on a hint.
         if self.next_hop.lookup(dst).is_some() {
             return true;
         }
