@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use adversary::{
-    Addr, CLOSE_CLASS, Dest, Dice, cp, daemon_pid, drops, frame, mac, nack, poll_until, request,
-    rss_anon_kib, seen, send_all, stats, storm, syn, write_ses,
+    Addr, CLOSE_CLASS, Dest, Dice, cp, daemon_pid, drops, frame, listen, mac, nack, poll_until,
+    request, rss_anon_kib, seen, send_all, stats, storm, syn, write_ses,
 };
 use uet_wire::pds::cp::CpPayload;
 use uetd::lab::{Lab, LabConfig, RawLink, WriteOpts};
@@ -120,13 +120,26 @@ struct Attack {
     pps: u64,
     /// The daemon the attack aims at, whose counters must move.
     victim: usize,
-    /// Frames the victim must each count (`(drop reason, frames)`).
-    counted: Option<(&'static str, u64)>,
+    /// Frames a daemon must each count: `(host, drop reason, frames)`;
+    /// no reason: any of its attack counters ([`seen`]). 95 % must be
+    /// there (a frame the sender's own queue dropped is not the daemon's).
+    counted: Vec<(usize, Option<&'static str>, u64)>,
+    /// Read the target's answers to the attacker: every SES response must
+    /// refuse (nothing the attacker sends may be placed), and some must
+    /// come (the requests reached SES and were checked there).
+    listen: bool,
 }
 
-/// A request from the target's side of nothing: a SYN write with a key
-/// no region has, from PDC `spdcid`.
-fn bogus_syn(a: &Addr, d: &Dest, spdcid: u16, psn: u32, cc: Option<(u8, u32)>) -> Vec<u8> {
+/// A SYN write with a key no region has, from PDC `spdcid`, `offset`
+/// packets after its start PSN.
+fn bogus_syn(
+    a: &Addr,
+    d: &Dest,
+    spdcid: u16,
+    psn: u32,
+    offset: u16,
+    cc: Option<(u8, u32)>,
+) -> Vec<u8> {
     let wrong = Dest {
         key: d.key ^ 0x0bad_c0de,
         ..*d
@@ -137,7 +150,7 @@ fn bogus_syn(a: &Addr, d: &Dest, spdcid: u16, psn: u32, cc: Option<(u8, u32)>) -
         &request(
             psn,
             spdcid,
-            syn(0),
+            syn(offset),
             cc,
             &write_ses(&wrong, 0, 64, true, 0, 0, 1),
             &[7; 64],
@@ -156,10 +169,27 @@ fn run(name: &str, cc: &str, plan: impl FnOnce(&Arena, &mut Dice) -> Attack) {
     let attack = plan(&ar, &mut dice);
     let rss0 = [rss_anon_kib(&ar.lab, TARGET), rss_anon_kib(&ar.lab, WRITER)];
     let seen0 = seen(&stats(&ar.lab, attack.victim));
-    let counted0 = attack
+    let count = |ar: &Arena, i: usize, reason: Option<&str>| {
+        let s = stats(&ar.lab, i);
+        reason.map_or_else(|| seen(&s), |r| drops(&s, r))
+    };
+    let counted0: Vec<u64> = attack
         .counted
-        .map(|(reason, _)| drops(&stats(&ar.lab, attack.victim), reason));
+        .iter()
+        .map(|&(i, reason, _)| count(&ar, i, reason))
+        .collect();
     let t0 = Instant::now();
+    let stop = Arc::new(AtomicBool::new(false));
+    let listener = attack.listen.then(|| {
+        let link = ar
+            .lab
+            .host(ATTACKER)
+            .run(|| RawLink::open("eth0"))
+            .expect("the attacker's namespace")
+            .expect("a second AF_PACKET socket");
+        let (from, to, stop) = (ar.lab.ip(TARGET), ar.lab.ip(ATTACKER), Arc::clone(&stop));
+        std::thread::spawn(move || listen(&link, from, to, &stop))
+    });
     send_all(&ar.link, &attack.before, 0);
 
     let opts = WriteOpts {
@@ -171,7 +201,11 @@ fn run(name: &str, cc: &str, plan: impl FnOnce(&Arena, &mut Dice) -> Attack) {
     let report = |ar: &Arena, what: String| -> String {
         let s = |i| stats(&ar.lab, i)["workers"].to_string();
         format!(
-            "{name}: {what}\n target: {}\n writer: {}",
+            "{name}: {what}\n RssAnon target {} -> {} KiB, writer {} -> {} KiB\n target: {}\n writer: {}",
+            rss0[0],
+            rss_anon_kib(&ar.lab, TARGET),
+            rss0[1],
+            rss_anon_kib(&ar.lab, WRITER),
             s(TARGET),
             s(WRITER)
         )
@@ -246,6 +280,19 @@ fn run(name: &str, cc: &str, plan: impl FnOnce(&Arena, &mut Dice) -> Attack) {
         );
     }
     let sent = attacker.join().expect("the attacker thread");
+    stop.store(true, Ordering::Release);
+    if let Some(l) = listener {
+        let answers = l.join().expect("the listener thread");
+        eprintln!("{name}: the target answered the attacker {answers:?}");
+        assert_eq!(
+            answers.placed, 0,
+            "{name}: a crafted write was placed: {answers:?}"
+        );
+        assert!(
+            answers.responses > 0,
+            "{name}: no SES response reached the attacker"
+        );
+    }
 
     // Both daemons run and answer; the victim counted the attack.
     for i in [TARGET, WRITER] {
@@ -261,18 +308,29 @@ fn run(name: &str, cc: &str, plan: impl FnOnce(&Arena, &mut Dice) -> Attack) {
             format!("the victim (host {}) counted nothing", attack.victim)
         )
     );
-    if let (Some((reason, n)), Some(c0)) = (attack.counted, counted0) {
-        let c = drops(&after, reason) - c0;
+    for (&(i, reason, n), c0) in attack.counted.iter().zip(counted0) {
+        let c = count(&ar, i, reason) - c0;
         assert!(
             c * 100 >= n * 95,
             "{}",
             report(
                 &ar,
-                format!("{c} of {n} frames counted as {reason}: the rest were lost")
+                format!(
+                    "host {i} counted {c} of {n} frames as {}",
+                    reason.unwrap_or("an attack")
+                )
             )
         );
     }
     let rss1 = [rss_anon_kib(&ar.lab, TARGET), rss_anon_kib(&ar.lab, WRITER)];
+    eprintln!(
+        "{name}: the victim's (host {}) PDS drops {}, NACKs sent {}, received {}; SES {}",
+        attack.victim,
+        after["workers"][0]["pds"]["drops"],
+        after["workers"][0]["pds"]["tx_nacks"],
+        after["workers"][0]["pds"]["rx_nacks"],
+        after["workers"][0]["ses"]
+    );
     eprintln!(
         "{name}: {} frames before, {sent} during ({:.1} s), {transfers} transfers of {} MiB verified; \
          counted {} -> {seen1}; RssAnon target {} -> {} KiB, writer {} -> {} KiB (pids {}, {})",
@@ -305,7 +363,8 @@ fn malformed_frame_storm() {
             during,
             pps: 20_000,
             victim: TARGET,
-            counted: None,
+            counted: Vec::new(),
+            listen: true,
         }
     });
 }
@@ -329,7 +388,8 @@ fn close_class_nacks_spoofed_to_the_writer() {
             during,
             pps: 2_000,
             victim: WRITER,
-            counted: None,
+            counted: Vec::new(),
+            listen: false,
         }
     });
 }
@@ -359,19 +419,26 @@ fn close_cps_spoofed_to_the_target() {
             during,
             pps: 4_000,
             victim: TARGET,
-            counted: None,
+            counted: Vec::new(),
+            listen: false,
         }
     });
 }
 
 #[test]
-fn close_reqs_spoofed_to_the_target() {
+#[ignore = "fails on this code: a CLOSE_REQ is taken from any source and not counted"]
+fn close_reqs_spoofed_to_both_ends() {
     run("close_reqs", "none", |ar, dice| {
         let mut during = Vec::new();
-        // From the writer's address and from one that has no PDC there.
+        // To the target as the writer, to the writer as the target (a
+        // CLOSE_REQ asks the initiator to close), and to both from an
+        // address that has no PDC there.
+        let stranger = dice.foreign_ip();
         for a in [
             ar.as_writer(),
-            ar.to_target.from(dice.foreign_ip(), ar.attacker_mac),
+            ar.as_target(),
+            ar.to_target.from(stranger, ar.attacker_mac),
+            ar.to_writer.from(stranger, ar.attacker_mac),
         ] {
             for spdcid in 1..=64u16 {
                 for dpdcid in 1..=64u16 {
@@ -387,9 +454,11 @@ fn close_reqs_spoofed_to_the_target() {
         Attack {
             before: Vec::new(),
             during,
-            pps: 4_000,
+            pps: 8_000,
             victim: TARGET,
-            counted: None,
+            // The stranger's, at least, are refused and counted.
+            counted: vec![(TARGET, None, 64 * 64), (WRITER, None, 64 * 64)],
+            listen: false,
         }
     });
 }
@@ -404,7 +473,7 @@ fn syn_flood_spoofing_the_writer() {
         let before_addr = ar.to_target.from(ar.lab.ip(WRITER), ar.writer_mac);
         let flood = |a: &Addr, dice: &mut Dice| -> Vec<Vec<u8>> {
             (1..=u16::MAX)
-                .map(|spdcid| bogus_syn(a, &ar.dest, spdcid, dice.u32(), None))
+                .map(|spdcid| bogus_syn(a, &ar.dest, spdcid, dice.u32(), 0, None))
                 .collect()
         };
         Attack {
@@ -412,13 +481,14 @@ fn syn_flood_spoofing_the_writer() {
             during: flood(&ar.as_writer(), dice),
             pps: 50_000,
             victim: TARGET,
-            counted: None,
+            counted: Vec::new(),
+            listen: false,
         }
     });
 }
 
 #[test]
-#[ignore = "fails on this code: RCCC receiver state keyed by (source, ccc_id) is never bounded or removed"]
+#[ignore = "fails on this code: RCCC receiver state keyed by (source, ccc_id) is never bounded; spoofed senders starve the writer of credit"]
 fn rccc_requests_from_spoofed_sources() {
     run("rccc_state", "rccc", |ar, dice| {
         // 1,024 sources × 256 CCC IDs: 262,144 (source, ccc_id) keys, each
@@ -434,6 +504,7 @@ fn rccc_requests_from_spoofed_sources() {
                     &ar.dest,
                     spdcid,
                     psn.wrapping_add(u32::from(ccc)),
+                    u16::from(ccc),
                     Some((ccc, 1 << 20)),
                 ));
             }
@@ -443,7 +514,8 @@ fn rccc_requests_from_spoofed_sources() {
             during,
             pps: 100_000,
             victim: TARGET,
-            counted: None,
+            counted: Vec::new(),
+            listen: false,
         }
     });
 }
@@ -468,7 +540,8 @@ fn frames_from_many_spoofed_sources() {
             during,
             pps: 25_000,
             victim: TARGET,
-            counted: Some(("malformed", N)),
+            counted: vec![(TARGET, Some("malformed"), N)],
+            listen: false,
         }
     });
 }
@@ -485,7 +558,8 @@ fn one_frame_poisons_the_writers_next_hop() {
             during: Vec::new(),
             pps: 0,
             victim: TARGET,
-            counted: None,
+            counted: Vec::new(),
+            listen: false,
         }
     });
 }

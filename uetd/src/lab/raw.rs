@@ -3,7 +3,8 @@
 //! attack run (`uetd/tests/attack.rs`) and the soak use it from a host that
 //! runs no daemon.
 
-use std::io;
+use std::io::{self, Read as _};
+use std::time::Duration;
 
 /// An `AF_PACKET` socket bound to one interface of the namespace it was
 /// opened in; frames leave it byte for byte as given.
@@ -34,5 +35,24 @@ impl RawLink {
             )));
         }
         Ok(())
+    }
+
+    /// Receives the next frame seen on the interface (either direction)
+    /// into `buf`; its length. Waits at most `timeout`: `Ok(None)` then.
+    pub fn recv(&self, buf: &mut [u8], timeout: Duration) -> io::Result<Option<usize>> {
+        self.sock
+            .set_read_timeout(Some(timeout.max(Duration::from_micros(1))))?;
+        match (&self.sock).read(buf) {
+            Ok(n) => Ok(Some(n)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 }

@@ -374,6 +374,14 @@ pub fn storm(a: &Addr, d: &Dest, region_len: u64, dice: &mut Dice) -> Vec<Vec<u8
         let k = Dest { key, ..*d };
         for &off in &offsets {
             for &len in &lengths {
+                // With the real key, only writes that reach past the end:
+                // one inside the region is allowed and would be placed.
+                let past_end = off
+                    .checked_add(u64::from(len))
+                    .is_none_or(|end| end > region_len);
+                if key == d.key && !past_end {
+                    continue;
+                }
                 writes.push((k, off, len, true, 0, 0));
                 writes.push((k, off, len, false, u32::MAX - 10, 64));
                 writes.push((k, off, len, false, 1 << 31, 16383));
@@ -486,7 +494,8 @@ pub fn stats(lab: &Lab, i: usize) -> serde_json::Value {
     serde_json::from_str(&s).expect("stats are JSON")
 }
 
-/// What a daemon counted of unwanted input: every PDS drop reason, the
+/// What a daemon counted of unwanted input: every PDS drop reason but
+/// `duplicate` (a legitimate transfer's retransmissions make those), the
 /// backend's dropped frames, and the NACKs it received.
 pub fn seen(stats: &serde_json::Value) -> u64 {
     let sum_obj = |v: &serde_json::Value| {
@@ -499,7 +508,7 @@ pub fn seen(stats: &serde_json::Value) -> u64 {
     stats["workers"].as_array().map_or(0, |ws| {
         ws.iter()
             .map(|w| {
-                sum_obj(&w["pds"]["drops"])
+                sum_obj(&w["pds"]["drops"]) - w["pds"]["drops"]["duplicate"].as_u64().unwrap_or(0)
                     + sum_obj(&w["pds"]["rx_nacks"])
                     + w["io"]["rx_dropped"].as_u64().unwrap_or(0)
             })
@@ -514,4 +523,48 @@ pub fn drops(stats: &serde_json::Value, reason: &str) -> u64 {
             .filter_map(|w| w["pds"]["drops"][reason].as_u64())
             .sum()
     })
+}
+
+/// What the target answered the attacker: SES responses seen, and those
+/// that say bytes were placed (`RC_OK` with a non-zero modified length).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Answers {
+    pub responses: u64,
+    pub placed: u64,
+    /// The first placed one: (message_id, modified_length).
+    pub first_placed: Option<(u16, u32)>,
+}
+
+/// Reads the frames `link` sees until `stop` is set, and tallies the SES
+/// responses from `from` to `to`.
+pub fn listen(
+    link: &RawLink,
+    from: Ipv4Addr,
+    to: Ipv4Addr,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Answers {
+    use uet_wire::ses::{ReturnCode, SesRepr};
+    let mut a = Answers::default();
+    let mut buf = vec![0u8; 1 << 16];
+    while !stop.load(std::sync::atomic::Ordering::Acquire) {
+        let Ok(Some(n)) = link.recv(&mut buf, Duration::from_millis(20)) else {
+            continue;
+        };
+        let Ok(f) = uet_wire::parse_frame(&buf[..n]) else {
+            continue;
+        };
+        if f.headers.ip.src_addr() != IpAddr::V4(from) || f.headers.ip.dst_addr() != IpAddr::V4(to)
+        {
+            continue;
+        }
+        if let Some(SesRepr::Response(r)) = f.ses() {
+            a.responses += 1;
+            if r.return_code == ReturnCode::Ok && r.modified_length > 0 {
+                a.placed += 1;
+                a.first_placed
+                    .get_or_insert((r.message_id.get(), r.modified_length));
+            }
+        }
+    }
+    a
 }
