@@ -562,7 +562,7 @@ pub fn listen(
             if r.return_code == ReturnCode::Ok && r.modified_length > 0 {
                 a.placed += 1;
                 a.first_placed
-                    .get_or_insert((r.message_id.get(), r.modified_length));
+                    .get_or_insert_with(|| (r.message_id.get(), r.modified_length));
             }
         }
     }
