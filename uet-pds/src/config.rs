@@ -12,6 +12,12 @@ pub struct PdsConfig {
     /// Largest number of PDCs (initiator and target together). A SYN that
     /// finds the table full is refused with NACK `NO_PDC_AVAIL`.
     pub max_pdcs: usize,
+    /// Largest number of a target's PDCs opened by a SYN and not yet
+    /// confirmed by their initiator (anyone can open one with a forged
+    /// source address). Past it, or with the table full, a new SYN evicts
+    /// the oldest of them; confirmed PDCs are never evicted. Default: half
+    /// of `max_pdcs`.
+    pub max_pending_pdcs: usize,
     /// PSN tracking window (MP_RANGE) in packets; REFPROV default 128.
     pub mp_range: u32,
     /// ACK coalescing trigger in bytes (`ACK_Gen_Trigger`). Default
@@ -81,6 +87,7 @@ impl Default for PdsConfig {
     fn default() -> Self {
         Self {
             max_pdcs: 1024,
+            max_pending_pdcs: 512,
             mp_range: 128,
             ack_gen_trigger: 16 * 1024,
             ack_gen_min_pkt_add: 1024,

@@ -56,6 +56,10 @@ reasons! {
     Unexpected => "unexpected",
     /// The layer above refused the packet for now (NACKed, resent later).
     Refused => "refused",
+    /// A NACK or control packet for a live PDC whose PSN or PDC IDs do not
+    /// match what that PDC sent or expects: from a blind or stale sender,
+    /// never acted on.
+    Unverified => "unverified",
 }
 
 /// Counters of one engine.
@@ -90,6 +94,9 @@ pub struct Counters {
     pub pdcs_opened: u64,
     /// PDCs closed (normally or in error).
     pub pdcs_closed: u64,
+    /// Unconfirmed target PDCs evicted to make room for a new SYN
+    /// (`PdsConfig::max_pending_pdcs`).
+    pub pending_evicted: u64,
     /// Requests accepted that arrived marked ECN-CE.
     pub rx_ce: u64,
     /// NACKs received, by code (index = the 8-bit code).

@@ -477,6 +477,14 @@ struct Pdc {
     /// Tail loss probing: min RTT, the PTO, the probe on its way, the
     /// episode.
     tail: TailProbe,
+    /// A target's PDC opened by a SYN whose initiator has not yet shown it
+    /// heard our answer (no packet addressed by our PDC ID has arrived):
+    /// anyone can open one with a forged source, so these are bounded and
+    /// reaped apart from the others (`PdsConfig::max_pending_pdcs`).
+    pending: bool,
+    /// When the PDC was opened (tells a pending entry from a later PDC that
+    /// reused its ID).
+    created: Instant,
 }
 
 impl Pdc {
@@ -526,11 +534,13 @@ enum CtlOut {
 pub struct Pds {
     config: PdsConfig,
     rng: Xoshiro256,
+    /// Draws local PDC IDs: a stream of its own, so how many IDs are drawn
+    /// changes no Start_PSN or entropy choice.
+    id_rng: Xoshiro256,
     pdcs: PdcTable<Pdc>,
     by_peer: HashMap<(IpAddr, PdcId), PdcId>,
     reuse: HashMap<InitiatorKey, PdcId>,
     cccs: CccTable<Ccc>,
-    next_id: u16,
     active: VecDeque<PdcId>,
     acks: VecDeque<PdcId>,
     ctl: VecDeque<CtlOut>,
@@ -540,6 +550,13 @@ pub struct Pds {
     /// keyed by (source FEP, ccc_id), with the PDC to address CREDIT CPs.
     rccc_rx: Option<RcccReceiver<(IpAddr, u8)>>,
     rccc_pdc: HashMap<(IpAddr, u8), PdcId>,
+    /// Pending target PDCs (`Pdc::pending`) in the order they opened, with
+    /// when: the oldest is evicted first. Entries of PDCs that since were
+    /// confirmed or closed are skipped when met, and swept when they
+    /// outnumber the live ones.
+    pending: VecDeque<(PdcId, Instant)>,
+    /// PDCs with `Pdc::pending` set.
+    pending_count: usize,
     /// `config.ccc.algorithm.has_rccc()`, read on every poll (the
     /// configuration does not change).
     rccc_source: bool,
@@ -588,11 +605,11 @@ impl Pds {
             rccc_source: config.ccc.algorithm.has_rccc(),
             config,
             rng: Xoshiro256::seed_from_u64(seed),
+            id_rng: Xoshiro256::seed_from_u64(seed ^ 0x5044_4349_4400_0000),
             pdcs: PdcTable::new(),
             by_peer: HashMap::default(),
             reuse: HashMap::default(),
             cccs: CccTable::new(),
-            next_id: 1,
             active: VecDeque::new(),
             acks: VecDeque::new(),
             ctl: VecDeque::new(),
@@ -600,6 +617,8 @@ impl Pds {
             rudi: RudiState::default(),
             rccc_rx,
             rccc_pdc: HashMap::default(),
+            pending: VecDeque::new(),
+            pending_count: 0,
             scratch_evs: Vec::new(),
             scratch_acked: Vec::new(),
             scratch_lost: Vec::new(),
@@ -711,6 +730,8 @@ impl Pds {
             probe: None,
             rcvd: RcvdBytesTracker::new(),
             tail: TailProbe::default(),
+            pending: false,
+            created: now,
         };
         self.ensure_ccc(now, key.dst, key.tc);
         self.pdcs.insert(id, pdc);
@@ -1138,6 +1159,9 @@ impl Pds {
 
     fn remove_pdc(&mut self, id: PdcId, error: Option<PdsError>) {
         if let Some(p) = self.pdcs.remove(&id) {
+            if p.pending {
+                self.pending_count -= 1;
+            }
             if let Some(k) = p.key
                 && self.reuse.get(&k) == Some(&id)
             {
@@ -1284,20 +1308,59 @@ impl Pds {
         }
     }
 
+    /// A free local PDC ID, drawn at random (`PdcTable::alloc`), or `None`
+    /// when the table holds `max_pdcs`.
     fn alloc_id(&mut self) -> Option<PdcId> {
         if self.pdcs.len() >= self.config.max_pdcs {
             return None;
         }
-        for _ in 0..=u16::MAX {
-            let v = self.next_id;
-            self.next_id = self.next_id.wrapping_add(1);
-            if let Some(id) = PdcId::new(v)
-                && !self.pdcs.contains_key(&id)
+        self.pdcs.alloc(&mut self.id_rng)
+    }
+
+    /// The initiator of a pending PDC addressed it by our PDC ID: it heard
+    /// our answer, so the PDC is no longer one a forged SYN could have made.
+    fn confirm(&mut self, id: PdcId) {
+        if let Some(p) = self.pdcs.get_mut(&id)
+            && p.pending
+        {
+            p.pending = false;
+            self.pending_count -= 1;
+        }
+    }
+
+    /// Before a SYN opens a PDC: when pending PDCs are at their bound, or
+    /// the table is full and some are pending, the oldest pending PDC goes
+    /// (a SYN cache's rule: a flood of forged SYNs only ever displaces
+    /// other unconfirmed PDCs, and a real initiator's next packet confirms
+    /// its PDC within a round trip). A PDC its initiator has confirmed is
+    /// never evicted; with none pending, a full table refuses the SYN.
+    fn make_room_for_pending(&mut self) {
+        let full = self.pdcs.len() >= self.config.max_pdcs;
+        if self.pending_count == 0 || !full && self.pending_count < self.config.max_pending_pdcs {
+            return;
+        }
+        while let Some((id, at)) = self.pending.pop_front() {
+            // One sending read data stays (its reader is real: it named a
+            // valid key), and leaves the queue: it is no longer a
+            // candidate.
+            if self
+                .pdcs
+                .get(&id)
+                .is_some_and(|p| p.pending && p.created == at && p.quiet())
             {
-                return Some(id);
+                // Nothing fails with it: a target has no operations of its
+                // own on a quiet PDC, and its initiator, if real, gets
+                // INV_DPDCID for its next packet and reopens.
+                self.counters.pending_evicted += 1;
+                self.remove_pdc(id, None);
+                break;
             }
         }
-        None
+        if self.pending.len() > 2 * self.pending_count + 64 {
+            let pdcs = &self.pdcs;
+            self.pending
+                .retain(|(id, at)| pdcs.get(id).is_some_and(|p| p.pending && p.created == *at));
+        }
     }
 
     fn ensure_ccc(&mut self, now: Instant, dst: IpAddr, tc: TrafficClass) -> usize {
@@ -1513,6 +1576,7 @@ impl Pds {
             && p.peer == meta.src
             && p.peer_id == Some(sp)
             && p.mode == mode
+            && !p.pending
         {
             p.last_activity = now;
             return Some(id);
@@ -1536,7 +1600,12 @@ impl Pds {
         };
         let id = match dpdcid {
             DpdcidField::Dpdcid(Some(id)) => match self.pdcs.get(&id) {
-                Some(p) if p.peer == meta.src && p.peer_id.is_none_or(|x| x == spdcid) => id,
+                Some(p) if p.peer == meta.src && p.peer_id.is_none_or(|x| x == spdcid) => {
+                    if p.pending {
+                        self.confirm(id);
+                    }
+                    id
+                }
                 _ => {
                     self.counters.drop(DropReason::UnknownPdc);
                     self.nack(meta, NackCode::InvDpdcid, psn, None, Some(spdcid), 0);
@@ -1551,6 +1620,7 @@ impl Pds {
             DpdcidField::Syn { .. } => match self.by_peer.get(&(meta.src, spdcid)) {
                 Some(id) => *id,
                 None => {
+                    self.make_room_for_pending();
                     let Some(id) = self.alloc_id() else {
                         self.counters.drop(DropReason::NoPdcAvailable);
                         self.nack(meta, NackCode::NoPdcAvail, psn, None, Some(spdcid), 0);
@@ -1596,7 +1666,11 @@ impl Pds {
                         probe: None,
                         rcvd: RcvdBytesTracker::new(),
                         tail: TailProbe::default(),
+                        pending: true,
+                        created: now,
                     };
+                    self.pending.push_back((id, now));
+                    self.pending_count += 1;
                     let start = pdc.start;
                     let mut pdc = pdc;
                     pdc.ledger = TxLedger::new(start);
@@ -1882,6 +1956,11 @@ impl Pds {
         }
         self.counters.rx_acks += 1;
         p.last_activity = now;
+        if p.pending && a.spdcid == p.peer_id {
+            // Return traffic acknowledged by the initiator's PDC.
+            p.pending = false;
+            self.pending_count -= 1;
+        }
         let establishing = !p.established;
         if !p.established
             && let Some(sp) = a.spdcid
@@ -2257,6 +2336,21 @@ impl Pds {
             self.counters.drop(DropReason::StrayFeedback);
             return;
         }
+        // A NACK names a packet this PDC sent and has not seen acknowledged
+        // (`nack_psn` is the PSN that triggered it, §2.8; a Probe CP takes
+        // the next PSN, §2.10), and comes from the peer's PDC once we know
+        // it. Anything else is a blind or stale sender: acting on it would
+        // let anyone who knows our address close or stall our PDCs, so it
+        // is a counted drop — the check TCP makes of a RST's sequence
+        // number (RFC 5961 §3).
+        if psn.diff(p.ledger.una()) < 0
+            || psn.diff(p.ledger.next_psn()) > 0
+            || n.spdcid
+                .is_some_and(|sp| p.peer_id.is_some_and(|x| x != sp))
+        {
+            self.counters.drop(DropReason::Unverified);
+            return;
+        }
         p.last_activity = now;
         p.nacked = true;
         let key = p.ccc;
@@ -2335,11 +2429,22 @@ impl Pds {
             | CpPayload::Clear { .. }
             | CpPayload::Probe { .. } => {}
             CpPayload::CloseReq => {
-                if let DpdcidField::Dpdcid(Some(id)) = c.dpdcid
-                    && let Some(p) = self.pdcs.get_mut(&id)
-                {
-                    p.close_requested = true;
-                    p.last_activity = now;
+                // Only the PDC's peer may ask it to close (§2.12): from its
+                // address and its PDC.
+                match c.dpdcid {
+                    DpdcidField::Dpdcid(Some(id)) => match self.pdcs.get_mut(&id) {
+                        Some(p)
+                            if p.peer == meta.src
+                                && p.peer_id.is_some()
+                                && c.spdcid == p.peer_id =>
+                        {
+                            p.close_requested = true;
+                            p.last_activity = now;
+                        }
+                        Some(_) => self.counters.drop(DropReason::Unverified),
+                        None => self.counters.drop(DropReason::StrayFeedback),
+                    },
+                    _ => self.counters.drop(DropReason::Malformed),
                 }
                 return;
             }
@@ -2399,6 +2504,7 @@ impl Pds {
         };
         let (local, peer) = (p.id, p.peer_id);
         let unacked_return = !p.ledger.is_empty();
+        let closing = p.closing;
         let rx = match Self::rx_half(p, c.dpdcid, c.psn, range) {
             Ok(rx) => rx,
             Err(code) => {
@@ -2434,6 +2540,17 @@ impl Pds {
                 self.acks.push_back(id);
             }
             CpPayload::Close => {
+                // The initiator sends CLOSE only once everything before it
+                // is acknowledged (§2.12), so its PSN is the next one
+                // expected — or, resent because our ACK was lost, the one
+                // before it once we are closing. Any other PSN comes from a
+                // blind or stale sender (a RST outside the window, RFC 5961
+                // §3): a counted drop, the PDC untouched.
+                let expected = rx.win.base();
+                if c.psn != expected && !(closing && c.psn == expected.sub(1)) {
+                    self.counters.drop(DropReason::Unverified);
+                    return;
+                }
                 // Every forward PSN up to the CLOSE counts as cleared
                 // (§2.12); a target with unacknowledged return traffic
                 // answers CLOSING_IN_ERR.

@@ -20,6 +20,7 @@ use crate::{DropReason, PdsConfig};
 
 mod inflight;
 mod loss_detection;
+mod offpath;
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
@@ -338,12 +339,21 @@ fn unknown_dpdcid_and_full_table_are_nacked() {
     };
     let mut a = host(A, 1, PdsConfig::default());
     let mut b = host(B, 2, cfg);
-    // A first PDC fills B's table.
+    // A first PDC fills B's table, confirmed by a second packet that
+    // addresses B's PDC by its ID (a SYN could evict an unconfirmed one).
     let p1 = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
     a.pds.enqueue(t(0), p1, pkts(1, 1, 10)).unwrap();
     for d in drain(&mut a, t(0)) {
         deliver(&mut b, t(0), &d);
     }
+    for d in drain(&mut b, t(0)) {
+        deliver(&mut a, t(0), &d);
+    }
+    a.pds.enqueue(t(0), p1, pkts(3, 1, 10)).unwrap();
+    for d in drain(&mut a, t(0)) {
+        deliver(&mut b, t(0), &d);
+    }
+    let _ = drain(&mut b, t(0));
     let mut k2 = key(ReliableMode::Rud);
     k2.job = JobId::from_masked(2);
     let p2 = a.pds.open(t(0), k2).unwrap();

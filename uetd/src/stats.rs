@@ -86,6 +86,7 @@ pub fn to_json(stats: &[WorkerStats]) -> Value {
                     "drops": drops,
                     "pdcs_opened": s.pds.pdcs_opened,
                     "pdcs_closed": s.pds.pdcs_closed,
+                    "pdcs_pending_evicted": s.pds.pending_evicted,
                 },
                 "ses": {
                     "ops_ok": s.ses.ops_ok,
