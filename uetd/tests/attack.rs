@@ -371,7 +371,6 @@ fn malformed_frame_storm() {
 }
 
 #[test]
-#[ignore = "fails on this code: the writer closes its PDC on a spoofed close-class NACK (no PSN check)"]
 fn close_class_nacks_spoofed_to_the_writer() {
     run("close_class_nacks", "none", |ar, dice| {
         let a = ar.as_target();
@@ -396,7 +395,6 @@ fn close_class_nacks_spoofed_to_the_writer() {
 }
 
 #[test]
-#[ignore = "fails on this code: a spoofed CP CLOSE makes the target reflect INV_DPDCID NACKs that close the writer's PDC"]
 fn close_cps_spoofed_to_the_target() {
     run("close_cps", "none", |ar, dice| {
         let a = ar.as_writer();
@@ -427,7 +425,6 @@ fn close_cps_spoofed_to_the_target() {
 }
 
 #[test]
-#[ignore = "fails on this code: a CLOSE_REQ is taken from any source and not counted"]
 fn close_reqs_spoofed_to_both_ends() {
     run("close_reqs", "none", |ar, dice| {
         let mut during = Vec::new();
@@ -465,7 +462,6 @@ fn close_reqs_spoofed_to_both_ends() {
 }
 
 #[test]
-#[ignore = "fails on this code: SYNs spoofing the writer's (IP, SPDCID) pairs take the target's PDCs and block the writer's"]
 fn syn_flood_spoofing_the_writer() {
     run("syn_flood", "none", |ar, dice| {
         // Before the first transfer the frames carry the writer's own MAC
