@@ -36,11 +36,12 @@ const TRANSFER: u64 = 64 << 20;
 
 /// How much a daemon's anonymous memory (`RssAnon`: heap and stacks; the
 /// registered regions are shared memory and not in it) may grow over a
-/// case, KiB. Measured: +1.6 to +1.9 MiB for the target over the storm,
-/// the CLOSE_REQ case and their 3-6 transfers (PDCs, op slots, the
-/// allocator's arenas), under +1 MiB for the writer; 4× that leaves room
-/// for the bounded tables a flood fills. The unbounded RCCC table of this
-/// code grew the target by +15.5 MiB in half the case's spoofed keys.
+/// case, KiB. Measured (BENCHMARKS.md, "Hardening"): +1.6 to +2.7 MiB for
+/// the target over the passing cases and their 3-8 transfers (PDCs, op
+/// slots, the allocator's arenas; the SYN flood's displaced PDCs the
+/// most), under +1 MiB for the writer; about 3× that leaves room for the
+/// bounded tables a flood fills. The unbounded RCCC table grew the target
+/// by +13 to +16 MiB within the RCCC case.
 const RSS_BOUND_KIB: u64 = 8 << 10;
 
 /// One case at a time: each builds a three-namespace lab and floods it.
