@@ -214,7 +214,7 @@ fn run() -> Result<()> {
                 },
                 "errors": errors,
             });
-            rss_first.get_or_insert(kib(clients_pid, "RssAnon"));
+            rss_first.get_or_insert_with(|| kib(clients_pid, "RssAnon"));
             println!("{line}");
             if now >= end {
                 break;
@@ -229,7 +229,7 @@ fn run() -> Result<()> {
             }
         }
         iter += 1;
-        if iter % a.restart_every == 0 {
+        if iter.is_multiple_of(a.restart_every) {
             lab.restart_daemon(TARGET)?;
             dst = lab.region(TARGET)?;
             restarts += 1;
