@@ -97,6 +97,11 @@ pub struct Counters {
     /// Unconfirmed target PDCs evicted to make room for a new SYN
     /// (`PdsConfig::max_pending_pdcs`).
     pub pending_evicted: u64,
+    /// Initiator PDCs reopened after the peer refused them as unknown
+    /// (INV_DPDCID: the peer restarted or forgot an unconfirmed PDC).
+    pub pdcs_reopened: u64,
+    /// Resends held back after a NACK for want of a resource at the peer.
+    pub nack_backoffs: u64,
     /// Requests accepted that arrived marked ECN-CE.
     pub rx_ce: u64,
     /// NACKs received, by code (index = the 8-bit code).

@@ -53,6 +53,11 @@ use crate::tx_ledger::{TxEntry, TxLedger};
 /// (REFPROV default 0x4242, §8).
 const CONTROL_EV: EntropyValue = EntropyValue::from_masked(0x4242);
 
+/// Times an initiator's PDC may be reopened after its peer refused it as
+/// unknown, before it is given up: a restarted peer needs one; a peer that
+/// refuses a fresh PDC again is not one we can reach.
+const MAX_REOPENS: u32 = 3;
+
 /// One request packet as the layer above knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PktRef {
@@ -485,6 +490,12 @@ struct Pdc {
     /// When the PDC was opened (tells a pending entry from a later PDC that
     /// reused its ID).
     created: Instant,
+    /// Reopened (`Pds::reopen`) since the peer last acknowledged data.
+    reopens: u32,
+    /// No data leaves before this: the peer refused a packet for want of a
+    /// resource (`Pds::on_nack`), and resending at once would only be
+    /// refused again.
+    hold_until: Option<Instant>,
 }
 
 impl Pdc {
@@ -732,6 +743,8 @@ impl Pds {
             tail: TailProbe::default(),
             pending: false,
             created: now,
+            reopens: 0,
+            hold_until: None,
         };
         self.ensure_ccc(now, key.dst, key.tc);
         self.pdcs.insert(id, pdc);
@@ -913,6 +926,9 @@ impl Pds {
             if let Some(d) = Self::tail_probe_due(&self.config, self.rccc_source, p) {
                 at(d);
             }
+            if let Some(h) = p.hold_until {
+                at(h);
+            }
             if let Some(rx) = &p.rx
                 && let AckDue::At(d) = rx.due
             {
@@ -1059,6 +1075,13 @@ impl Pds {
             {
                 rx.due = AckDue::Now;
                 self.acks.push_back(id);
+            }
+            if p.hold_until.is_some_and(|h| now >= h) {
+                p.hold_until = None;
+                if !p.scheduled {
+                    p.scheduled = true;
+                    self.active.push_back(id);
+                }
             }
             let idle_expired = p.idle() && now >= p.last_activity + idle_limit(&self.config, p);
             let hold_expired =
@@ -1617,7 +1640,27 @@ impl Pds {
                 self.nack(meta, NackCode::InvDpdcid, psn, None, Some(spdcid), 0);
                 return None;
             }
-            DpdcidField::Syn { .. } => match self.by_peer.get(&(meta.src, spdcid)) {
+            DpdcidField::Syn { psn_offset, .. } => match self.by_peer.get(&(meta.src, spdcid)) {
+                // A SYN of another Start_PSN for a PDC its initiator never
+                // confirmed: either the initiator reopened the PDC (its peer
+                // refused it as unknown) or the PDC was opened by a forged
+                // SYN. The newer SYN takes the place; a real initiator that
+                // loses it this way gets INV_DPDCID and reopens in turn. A
+                // confirmed PDC answers INVALID_SYN, which its initiator
+                // drops unless the PSN is one it sent.
+                Some(&id)
+                    if self.pdcs.get(&id).is_some_and(|p| {
+                        p.pending
+                            && p.quiet()
+                            && p.rx
+                                .as_ref()
+                                .is_some_and(|rx| rx.start != psn.sub(u32::from(psn_offset.get())))
+                    }) =>
+                {
+                    self.counters.pending_evicted += 1;
+                    self.remove_pdc(id, None);
+                    return self.lookup_for_rx_full(now, meta, Some(spdcid), dpdcid, psn, mode);
+                }
                 Some(id) => *id,
                 None => {
                     self.make_room_for_pending();
@@ -1668,6 +1711,8 @@ impl Pds {
                         tail: TailProbe::default(),
                         pending: true,
                         created: now,
+                        reopens: 0,
+                        hold_until: None,
                     };
                     self.pending.push_back((id, now));
                     self.pending_count += 1;
@@ -1970,6 +2015,7 @@ impl Pds {
                 self.by_peer.insert((p.peer, sp), id);
             }
             p.established = true;
+            p.reopens = 0;
             if p.initiator {
                 self.events.push_back(PdsEvent::PdcEstablished { pdc: id });
             }
@@ -2394,6 +2440,19 @@ impl Pds {
                     self.fail_pdc(now, id, PdsError::Nack(n.code), upper);
                     return;
                 }
+                // The peer lacked a resource (a PDC, message state, a
+                // buffer): the same packet sent at once meets the same
+                // shortage, and a NACK/resend storm follows. Resend after
+                // RTO_INIT_TIME, doubling with each refusal of the packet
+                // up to 64 × (§3 "Loss recovery" backoff), so
+                // Max_NACK_Retx_Cnt refusals span seconds, not
+                // milliseconds.
+                if marked && n.code.is_resource_shortage() {
+                    let refusals = p.ledger.get(psn).map_or(1, |e| e.nack_count.max(1));
+                    let until = now + self.config.rto((refusals - 1).min(6));
+                    p.hold_until = Some(p.hold_until.map_or(until, |h| h.max(until)));
+                    self.counters.nack_backoffs += 1;
+                }
                 if marked {
                     self.schedule(id);
                 }
@@ -2415,9 +2474,128 @@ impl Pds {
                     }
                 }
             }
+            // The peer does not know the PDC (it restarted, or forgot an
+            // unconfirmed PDC): open it afresh and send again what it never
+            // had (`reopen`).
+            NackAction::Close
+                if n.code == NackCode::InvDpdcid && p.initiator && p.reopens < MAX_REOPENS =>
+            {
+                self.reopen(now, id, n.code, upper);
+            }
             NackAction::Close => self.fail_pdc(now, id, PdsError::Nack(n.code), upper),
             NackAction::Drop => {}
         }
+    }
+
+    /// Reopens an initiator's PDC that its peer refused as unknown
+    /// (INV_DPDCID): a new Start_PSN and SYN again, with the same local ID,
+    /// so the layer above sees nothing change. A message none of whose
+    /// packets the old PDC saw acknowledged is sent again whole: the peer
+    /// that answers now has no trace of it (a write is placed again, which
+    /// is idempotent). A message part of which was acknowledged reached the
+    /// peer's previous life; its outcome cannot be known, so it fails
+    /// (`PdsError::Nack`). Guaranteed responses and CLEAR state belonged to
+    /// the old PDC and go with it (§3). A closing PDC, or one with nothing
+    /// left to send, is simply forgotten.
+    fn reopen(&mut self, now: Instant, id: PdcId, code: NackCode, upper: &mut impl Upper) {
+        let Some(p) = self.pdcs.get_mut(&id) else {
+            return;
+        };
+        if p.closing {
+            self.remove_pdc(id, None);
+            return;
+        }
+        // Tokens of messages that cannot go again whole: one of their
+        // packets was acknowledged (SACKed, or cumulatively before their
+        // first packet in the ledger or the queue).
+        let mut partial: Vec<u64> = Vec::new();
+        let mut seen: Vec<u64> = Vec::new();
+        let (mut infl, mut infl_pkts, mut rtx) = (0u64, 0u32, 0u64);
+        for e in p.ledger.iter() {
+            match CcShare::of(&self.config, e) {
+                CcShare::Inflight(b) => {
+                    infl += b;
+                    infl_pkts += 1;
+                }
+                CcShare::Rtx(b) => rtx += b,
+                CcShare::None => {}
+            }
+            if let TxItem::Data(pkt) = e.token {
+                if !seen.contains(&pkt.token) {
+                    seen.push(pkt.token);
+                    if pkt.frag != 0 {
+                        partial.push(pkt.token);
+                    }
+                }
+                if e.sacked && !partial.contains(&pkt.token) {
+                    partial.push(pkt.token);
+                }
+            }
+        }
+        if let Some(first) = p.queue.front()
+            && first.frag != 0
+            && !seen.contains(&first.token)
+            && !partial.contains(&first.token)
+        {
+            partial.push(first.token);
+        }
+        let error = PdsError::Nack(code);
+        let mut queue = PktQueue::new();
+        let (mut requeued, mut withdrawn) = (0u64, 0u64);
+        for e in p.ledger.iter() {
+            if let TxItem::Data(pkt) = e.token {
+                if partial.contains(&pkt.token) {
+                    upper.on_failed(now, pkt, error);
+                } else {
+                    requeued += u64::from(self.config.nominal(pkt.len));
+                    queue.push_back(pkt);
+                }
+            }
+        }
+        for pkt in p.queue.drain() {
+            if partial.contains(&pkt.token) {
+                withdrawn += u64::from(self.config.nominal(pkt.len));
+                upper.on_failed(now, pkt, error);
+            } else {
+                queue.push_back(pkt);
+            }
+        }
+        if let Some(c) = self.cccs.get_mut(&p.ccc) {
+            c.abandon(now, infl, infl_pkts, rtx);
+            c.withdraw(now, withdrawn);
+            if requeued > 0 {
+                c.on_new_data(now, requeued);
+            }
+        }
+        if queue.is_empty() {
+            self.remove_pdc(id, None);
+            return;
+        }
+        if let Some(pid) = p.peer_id.take()
+            && self.by_peer.get(&(p.peer, pid)) == Some(&id)
+        {
+            self.by_peer.remove(&(p.peer, pid));
+        }
+        // REFPROV keeps Start_PSN in [2^16, 2^31) (§2.12).
+        let start = Psn((1 << 16) + self.rng.below((1 << 31) - (1 << 16)) as u32);
+        p.start = start;
+        p.ledger = TxLedger::new(start);
+        p.queue = queue;
+        p.established = false;
+        p.nacked = false;
+        p.clear_needed = false;
+        p.clear_sent = None;
+        p.forced_at = None;
+        p.rx = None;
+        p.probe = None;
+        p.tail = TailProbe::default();
+        p.rcvd = RcvdBytesTracker::new();
+        p.close_requested = false;
+        p.hold_until = None;
+        p.reopens += 1;
+        p.last_activity = now;
+        self.counters.pdcs_reopened += 1;
+        self.schedule(id);
     }
 
     fn on_cp(&mut self, now: Instant, meta: &RxMeta, c: &PdsCpRepr, upper: &mut impl Upper) {
@@ -2912,6 +3090,10 @@ impl Pds {
     ) -> Option<Transmit> {
         let range = self.config.mp_range;
         let p = self.pdcs.get_mut(&id)?;
+        if p.hold_until.is_some_and(|h| now < h) {
+            // `handle_timeout` schedules it again when the hold ends.
+            return None;
+        }
         let ccc = self.cccs.at_mut(Self::ccc_ix(&self.cccs, p)?)?;
         // 1. Retransmissions (SACKed ones become ACK_REQ probes, §3). Data
         // retransmissions go through the CCC like new data: a NACK or loss

@@ -21,6 +21,7 @@ use crate::{DropReason, PdsConfig};
 mod inflight;
 mod loss_detection;
 mod offpath;
+mod restart;
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));

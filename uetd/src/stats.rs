@@ -87,6 +87,8 @@ pub fn to_json(stats: &[WorkerStats]) -> Value {
                     "pdcs_opened": s.pds.pdcs_opened,
                     "pdcs_closed": s.pds.pdcs_closed,
                     "pdcs_pending_evicted": s.pds.pending_evicted,
+                    "pdcs_reopened": s.pds.pdcs_reopened,
+                    "nack_backoffs": s.pds.nack_backoffs,
                 },
                 "ses": {
                     "ops_ok": s.ses.ops_ok,

@@ -207,6 +207,22 @@ impl NackCode {
         }
     }
 
+    /// The receiver lacked a resource for the packet (§2.9 codes 0x04–0x0A:
+    /// NO_PDC_AVAIL … NO_RESOURCE): worth sending again, but not at once.
+    #[must_use]
+    pub const fn is_resource_shortage(self) -> bool {
+        matches!(
+            self,
+            Self::NoPdcAvail
+                | Self::NoCccAvail
+                | Self::NoBitmap
+                | Self::NoPktBuffer
+                | Self::NoGtdDelAvail
+                | Self::NoSesMsgAvail
+                | Self::NoResource
+        )
+    }
+
     /// What the sender does, per REFPROV's `uet_pds_nack_action` (§2.9):
     /// **implementation policy**, not normative. NEW_START_PSN re-drives
     /// (REFPROV handles it before the table); RCVD_SES_PROCG and every
@@ -270,6 +286,14 @@ impl fmt::Display for NackCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resource_shortages_are_codes_4_to_10() {
+        for c in 0..=255u8 {
+            let code = NackCode::from_u8(c);
+            assert_eq!(code.is_resource_shortage(), (4..=10).contains(&c), "{c:#x}");
+        }
+    }
 
     #[test]
     fn every_code_round_trips() {

@@ -1,0 +1,236 @@
+//! A peer that restarts, or forgets a PDC, or is short of a resource: the
+//! initiator opens the PDC afresh and sends again what the peer never had,
+//! and waits before resending what the peer refused for want of room.
+
+use super::*;
+
+/// Delivers everything `from` has to send to `to`, both ways, until
+/// neither has anything (a lossless wire), at `now`.
+fn exchange(a: &mut Host, b: &mut Host, now: Instant) {
+    loop {
+        let ab = drain(a, now);
+        let ba = drain(b, now);
+        if ab.is_empty() && ba.is_empty() {
+            break;
+        }
+        for d in &ab {
+            deliver(b, now, d);
+        }
+        for d in &ba {
+            deliver(a, now, d);
+        }
+    }
+}
+
+#[test]
+fn a_write_after_the_peer_restarted_reopens_the_pdc_and_succeeds() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 3, 100)).unwrap();
+    exchange(&mut a, &mut b, t(1));
+    assert_eq!(a.up.acked.len(), 3);
+    // B restarts: a new engine that never heard of the PDC.
+    let mut b = host(B, 3, PdsConfig::default());
+    a.pds.enqueue(t(10), pdc, pkts(2, 4, 100)).unwrap();
+    exchange(&mut a, &mut b, t(11));
+    assert!(a.up.failed.is_empty(), "{:?}", a.up.failed);
+    assert_eq!(a.up.acked.iter().filter(|p| p.token == 2).count(), 4);
+    assert_eq!(a.pds.counters().pdcs_reopened, 1);
+    assert_eq!(b.up.requests.len(), 4, "the new B got every packet once");
+    // The PDC keeps its local ID: the layer above saw it established twice
+    // and never closed.
+    let events: Vec<PdsEvent> = std::iter::from_fn(|| a.pds.poll_event()).collect();
+    let est = events
+        .iter()
+        .filter(|e| matches!(e, PdsEvent::PdcEstablished { pdc: p } if *p == pdc))
+        .count();
+    assert_eq!(est, 2, "{events:?}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, PdsEvent::PdcClosed { .. })),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn a_message_the_old_peer_acknowledged_in_part_fails_the_rest_go_again() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 1, 100)).unwrap();
+    exchange(&mut a, &mut b, t(1));
+    // Token 2: two packets, the first reaches the old B and is
+    // acknowledged; then B restarts, and token 3 is queued behind.
+    a.pds.enqueue(t(2), pdc, pkts(2, 2, 100)).unwrap();
+    a.pds.enqueue(t(2), pdc, pkts(3, 2, 100)).unwrap();
+    let out = drain(&mut a, t(2));
+    assert_eq!(out.len(), 4);
+    deliver(&mut b, t(3), &out[0]);
+    b.pds
+        .handle_timeout(t(3) + Duration::from_millis(1), &mut b.up);
+    for d in drain(&mut b, t(3) + Duration::from_millis(1)) {
+        deliver(&mut a, t(4), &d);
+    }
+    assert!(a.up.acked.iter().any(|p| p.token == 2 && p.frag == 0));
+    let mut b = host(B, 3, PdsConfig::default());
+    for d in &out[1..] {
+        deliver(&mut b, t(5), d);
+    }
+    for d in drain(&mut b, t(5)) {
+        deliver(&mut a, t(6), &d);
+    }
+    exchange(&mut a, &mut b, t(7));
+    let failed: Vec<_> =
+        a.up.failed
+            .iter()
+            .map(|(p, e)| (p.token, p.frag, *e))
+            .collect();
+    assert_eq!(
+        failed,
+        vec![(2, 1, PdsError::Nack(NackCode::InvDpdcid))],
+        "only the half-delivered message fails"
+    );
+    assert_eq!(a.up.acked.iter().filter(|p| p.token == 3).count(), 2);
+}
+
+#[test]
+fn a_peer_that_keeps_refusing_the_pdc_fails_it() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 1, 100)).unwrap();
+    exchange(&mut a, &mut b, t(1));
+    a.pds.enqueue(t(2), pdc, pkts(2, 1, 100)).unwrap();
+    // Every packet A sends is refused as unknown, as by a peer that forgets
+    // every PDC at once.
+    for round in 0..10u64 {
+        let now = t(10 + round);
+        let out = drain(&mut a, now);
+        if out.is_empty() {
+            break;
+        }
+        for d in out {
+            let PdsRepr::Request(r) = d.pds() else {
+                continue;
+            };
+            let n = PdsRepr::Nack(uet_wire::pds::PdsNackRepr {
+                next_hdr: NextHeader::None,
+                m: false,
+                retx: false,
+                target: NackTarget::Psn(r.psn),
+                code: NackCode::InvDpdcid,
+                vendor_code: 0,
+                spdcid: None,
+                dpdcid: r.spdcid,
+                payload: 0,
+                ccx: None,
+            });
+            let mut bytes = vec![0; n.buffer_len()];
+            n.emit(&mut bytes);
+            let nack = Dgram {
+                src: B,
+                bytes,
+                ..d.clone()
+            };
+            deliver(&mut a, now, &nack);
+        }
+    }
+    assert_eq!(a.pds.counters().pdcs_reopened, 3);
+    assert_eq!(
+        a.up.failed
+            .iter()
+            .map(|(p, e)| (p.token, *e))
+            .collect::<Vec<_>>(),
+        vec![(2, PdsError::Nack(NackCode::InvDpdcid))]
+    );
+    assert_eq!(a.pds.pdc_count(), 0);
+}
+
+#[test]
+fn a_syn_replaces_an_unconfirmed_pdc_with_another_start() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 2, 100)).unwrap();
+    let out = drain(&mut a, t(0));
+    // A forged SYN with A's address and PDC ID, another Start_PSN, gets
+    // there first.
+    let PdsRepr::Request(mut r) = out[0].pds() else {
+        panic!()
+    };
+    r.psn = r.psn.add(1 << 24);
+    let forged = PdsRepr::Request(r);
+    let mut bytes = vec![0; forged.buffer_len()];
+    forged.emit(&mut bytes);
+    deliver(
+        &mut b,
+        t(1),
+        &Dgram {
+            bytes,
+            ..out[0].clone()
+        },
+    );
+    for d in &out {
+        deliver(&mut b, t(2), d);
+    }
+    let replies = drain(&mut b, t(2));
+    assert!(
+        replies.iter().all(|d| !matches!(d.pds(), PdsRepr::Nack(_))),
+        "no INVALID_SYN for the real initiator"
+    );
+    for d in &replies {
+        deliver(&mut a, t(3), d);
+    }
+    exchange(&mut a, &mut b, t(4));
+    assert!(a.up.failed.is_empty(), "{:?}", a.up.failed);
+    assert_eq!(a.up.acked.len(), 2);
+    assert_eq!(b.pds.counters().pending_evicted, 1);
+}
+
+#[test]
+fn a_refusal_for_want_of_a_pdc_is_resent_after_a_backoff() {
+    let cfg = PdsConfig {
+        max_pdcs: 1,
+        ..PdsConfig::default()
+    };
+    let c = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3));
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, cfg);
+    let mut other = host(c, 4, PdsConfig::default());
+    // Another initiator holds B's only PDC, confirmed.
+    let mut kc = key(ReliableMode::Rud);
+    kc.job = JobId::from_masked(9);
+    let pc = other.pds.open(t(0), kc).unwrap();
+    other.pds.enqueue(t(0), pc, pkts(1, 1, 10)).unwrap();
+    exchange(&mut other, &mut b, t(0));
+    other.pds.enqueue(t(0), pc, pkts(2, 1, 10)).unwrap();
+    exchange(&mut other, &mut b, t(0));
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(3, 1, 10)).unwrap();
+    let rto = PdsConfig::default().rto_init;
+    let mut sends = Vec::new();
+    let mut now = t(0);
+    // Five refusals: each resend waits RTO_INIT_TIME · 2^(refusals - 1).
+    while sends.len() < 5 {
+        let out = drain(&mut a, now);
+        if !out.is_empty() {
+            sends.push(now);
+        }
+        for d in &out {
+            deliver(&mut b, now, d);
+        }
+        for d in drain(&mut b, now) {
+            deliver(&mut a, now, &d);
+        }
+        let next = a.pds.poll_timeout().unwrap();
+        assert!(next > now, "nothing due at once after a refusal");
+        now = next;
+        a.pds.handle_timeout(now, &mut a.up);
+    }
+    let gaps: Vec<Duration> = sends.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(gaps, vec![rto, rto * 2, rto * 4, rto * 8]);
+    assert_eq!(a.pds.counters().nack_backoffs, 5);
+    assert!(a.up.failed.is_empty());
+}
