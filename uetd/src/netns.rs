@@ -122,26 +122,6 @@ pub fn veth_pair(
     Ok(())
 }
 
-/// A link-layer sender (AF_PACKET) on one interface, for tests that put
-/// hand-made Ethernet frames on a link — spoofed sources, as an attacker on
-/// the same L2 would send them. Open it on a thread inside the namespace
-/// ([`NetNs::run`]); it sends into that namespace's interface from any
-/// thread afterwards.
-#[derive(Debug)]
-pub struct RawLink(crate::sys::packet::PacketSocket);
-
-impl RawLink {
-    /// Opens a sender on `ifname` of the calling thread's namespace.
-    pub fn open(ifname: &str) -> io::Result<Self> {
-        crate::sys::packet::PacketSocket::open(ifname).map(Self)
-    }
-
-    /// Sends `frame` (Ethernet header onwards) as it is.
-    pub fn send(&self, frame: &[u8]) -> io::Result<()> {
-        self.0.send(frame)
-    }
-}
-
 /// Runs a command and turns a non-zero exit into an error with its stderr.
 pub fn run(cmd: &mut Command) -> Result<Output> {
     let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;

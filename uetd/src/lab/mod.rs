@@ -41,6 +41,7 @@ mod bpf;
 pub mod demo;
 pub mod incast;
 mod qdisc;
+mod raw;
 
 use std::fs::File;
 use std::io::{BufRead as _, BufReader, Seek as _, SeekFrom};
@@ -57,6 +58,7 @@ use serde::{Deserialize, Serialize};
 
 pub use bpf::{EcnCounters, EcnSettings, ImpairCounters, Impairment};
 pub use qdisc::QdiscStats;
+pub use raw::RawLink;
 
 use crate::config::Backend;
 use crate::daemon::VERIFY_TAG;
@@ -783,6 +785,13 @@ impl Lab {
             }
         }
         Ok(())
+    }
+
+    /// Stops host `i`'s serving daemon (if it runs) and starts a new one
+    /// (a peer restart: new PDCs, the region exposed again).
+    pub fn restart_daemon(&mut self, i: usize) -> Result<()> {
+        self.stop_daemon(i)?;
+        self.start_daemon(i)
     }
 
     /// Stops host `i`'s serving daemon (if it runs).

@@ -1,67 +1,44 @@
-//! An AF_PACKET socket that only sends: whole Ethernet frames, as given,
-//! out of one interface. For the real-kernel tests that put hand-made
-//! frames on a link (spoofed sources).
+//! An `AF_PACKET` raw socket bound to one interface: whole Ethernet frames
+//! out, exactly as built (the lab's attacker, `uetd/tests/attack.rs`).
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::mem::size_of;
 
-#[derive(Debug)]
-pub(crate) struct PacketSocket {
-    fd: OwnedFd,
-    ifindex: i32,
+use socket2::{Domain, Protocol, SockAddr, SockAddrStorage, Socket, Type};
+
+/// `ETH_P_ALL` in network byte order, as `socket(2)` and `sockaddr_ll` take it.
+const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
+
+/// The ifindex of `ifname` in the calling thread's network namespace.
+pub(crate) fn ifindex(ifname: &str) -> io::Result<u32> {
+    let c = CString::new(ifname).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(i)
 }
 
-impl PacketSocket {
-    /// Opens a raw packet socket on `ifname` of the calling thread's
-    /// network namespace. Protocol 0: it receives nothing.
-    pub(crate) fn open(ifname: &str) -> io::Result<Self> {
-        let name = CString::new(ifname).map_err(|_| io::ErrorKind::InvalidInput)?;
-        // SAFETY: `name` is a valid NUL-terminated string for the call.
-        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
-        if ifindex == 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: socket(2) takes no pointers; a non-negative result is a
-        // new fd we own.
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Self {
-            // SAFETY: `fd` was just returned by socket and is owned by no one
-            // else.
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-            ifindex: i32::try_from(ifindex).map_err(|_| io::ErrorKind::InvalidInput)?,
-        })
-    }
-
-    /// Sends `frame` (Ethernet header onwards) as it is.
-    pub(crate) fn send(&self, frame: &[u8]) -> io::Result<()> {
-        if frame.len() < 14 {
-            return Err(io::ErrorKind::InvalidInput.into());
-        }
-        // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_ifindex = self.ifindex;
-        sll.sll_halen = 6;
-        sll.sll_addr[..6].copy_from_slice(&frame[..6]);
-        // SAFETY: `frame` is valid for `frame.len()` bytes and `sll` for its
-        // size for the duration of the call.
-        let n = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                frame.as_ptr().cast(),
-                frame.len(),
-                0,
-                (&raw const sll).cast(),
-                size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
-    }
+/// A raw packet socket bound to `ifindex` (sends go out of it unchanged).
+pub(crate) fn bound_socket(ifindex: u32) -> io::Result<Socket> {
+    let s = Socket::new(
+        Domain::PACKET,
+        Type::RAW,
+        Some(Protocol::from(i32::from(ETH_P_ALL_BE))),
+    )?;
+    let mut storage = SockAddrStorage::zeroed();
+    let len = size_of::<libc::sockaddr_ll>();
+    // SAFETY: `SockAddrStorage` is at least as large and as aligned as any
+    // sockaddr, `sockaddr_ll` included, and the view ends with this block.
+    let sll = unsafe { storage.view_as::<libc::sockaddr_ll>() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = ETH_P_ALL_BE;
+    sll.sll_ifindex =
+        i32::try_from(ifindex).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: the storage holds an initialised `sockaddr_ll` of `len` bytes.
+    let addr = unsafe { SockAddr::new(storage, len as libc::socklen_t) };
+    s.bind(&addr)?;
+    Ok(s)
 }
