@@ -421,9 +421,11 @@ impl Control {
                 let reply = self.deregister(daemon, id, handle);
                 self.send(daemon, id, &reply);
             }
-            ClientMsg::Stats => {
-                let json = crate::stats::to_json(&daemon.stats()).to_string();
-                self.send(daemon, id, &DaemonMsg::StatsReply { json });
+            ClientMsg::Stats | ClientMsg::StatsStream => {
+                let streamed = matches!(msg, ClientMsg::StatsStream);
+                for r in crate::stats::replies(&daemon.stats(), streamed) {
+                    self.send(daemon, id, &r);
+                }
             }
             ClientMsg::Capture(spec) => {
                 let reply = self.start_capture(daemon, id, &spec);
