@@ -318,7 +318,8 @@ impl Core {
                 theirs: None,
                 message,
             }),
-            other => Err(unexpected("HelloOk", other)),
+            // Refused (a connection limit, the Hello timeout): typed.
+            other => Err(refusal("HelloOk", other)),
         }
     }
 
