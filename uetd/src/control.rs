@@ -375,7 +375,8 @@ impl Control {
         match ev {
             Ev::Connected(id, stream, uid) => {
                 if let Err(why) = self.make_room(daemon, uid) {
-                    tracing::warn!(uid, "connection refused: {why}");
+                    // Not a warning: a flood of attempts would flood the log.
+                    tracing::debug!(uid, "connection refused: {why}");
                     let _ = send_msg(&stream, &err(ErrorCode::OverLimit, why), None);
                     let _ = stream.shutdown(std::net::Shutdown::Both);
                     return;

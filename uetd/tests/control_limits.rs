@@ -99,6 +99,7 @@ fn idle_connections_of_one_uid_leave_room_for_others_and_silent_ones_are_closed(
     // 300 idle clients that said Hello, all of the test's uid: the
     // per-uid limit (64 by default) admits some, refuses the rest.
     let mut idle = vec![connect(&sock)];
+    let flood = Instant::now();
     let mut refused = 0;
     for _ in 1..300 {
         match Client::connect(&sock, "idle") {
@@ -109,11 +110,17 @@ fn idle_connections_of_one_uid_leave_room_for_others_and_silent_ones_are_closed(
             Err(e) => panic!("unexpected refusal: {e}"),
         }
     }
+    let flood = flood.elapsed();
     assert_eq!(idle.len(), 64, "api_max_clients_per_uid's default");
     assert_eq!(refused, 300 - 64);
     // Another user still gets in.
     std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let t = Instant::now();
     let json = uet_stats(&sock, OTHER_UID, false).expect("uet stats as another uid");
+    eprintln!(
+        "299 connections in {flood:?}; `uet stats` of another uid answered in {:?}",
+        t.elapsed()
+    );
     assert!(json.contains("\"workers\""), "{json}");
     drop(idle);
 
@@ -124,7 +131,13 @@ fn idle_connections_of_one_uid_leave_room_for_others_and_silent_ones_are_closed(
     let mut silent: Vec<UnixStream> = (0..300)
         .map(|_| UnixStream::connect(&sock).unwrap())
         .collect();
+    let t = Instant::now();
     let json = uet_stats(&sock, 0, false).expect("uet stats of the same uid");
+    eprintln!(
+        "300 silent connections opened in {:?}; `uet stats` of their uid answered in {:?}",
+        t - opened,
+        t.elapsed()
+    );
     assert!(json.contains("\"workers\""), "{json}");
     let deadline = opened + hello_timeout + Duration::from_secs(20);
     for (i, s) in silent.iter_mut().enumerate() {
@@ -155,6 +168,10 @@ fn idle_connections_of_one_uid_leave_room_for_others_and_silent_ones_are_closed(
     }
     // Closed by the timeout, not sooner than it allows.
     assert!(opened.elapsed() >= hello_timeout);
+    eprintln!(
+        "all 300 closed {:?} after the first opened (Hello timeout {hello_timeout:?})",
+        opened.elapsed()
+    );
 }
 
 #[test]
@@ -332,8 +349,19 @@ fn stats_stay_whole_with_thousands_of_destinations() {
         "a document longer than a frame ({} bytes)",
         json.len()
     );
+    let t = Instant::now();
+    c.stats().unwrap();
+    let client_took = t.elapsed();
     // The CLI: whole JSON, and the Prometheus form.
+    let t = Instant::now();
     let cli = uet_stats(&sock, 0, false).expect("uet stats");
+    eprintln!(
+        "{n} destinations: a {} byte document in {} chunks; Client::stats {client_took:?}, \
+         `uet stats` {:?}",
+        json.len(),
+        json.len().div_ceil(uet_api::proto::MAX_STATS_CHUNK),
+        t.elapsed()
+    );
     assert!(cccs(&cli) >= n as usize);
     let prom = uet_stats(&sock, 0, true).expect("uet stats --prometheus");
     assert!(prom.contains("uet_pds_tx_data"), "{prom}");
