@@ -789,6 +789,23 @@ mod tokio_client {
     }
 
     #[tokio::test]
+    async fn stats_longer_than_a_frame_arrive_whole() {
+        let doc = "{\"ccc\":[".to_owned() + &"{\"dst\":\"10.0.0.9\"},".repeat(9000) + "]}";
+        assert!(doc.len() > 2 * uet_api::proto::MAX_FRAME_LEN);
+        let served = doc.clone();
+        let (c, h) = serve(move |mut s| {
+            s.hello();
+            assert_eq!(s.recv().msg, ClientMsg::StatsStream);
+            for chunk in uet_api::proto::stats_chunks(&served) {
+                s.send(&chunk);
+            }
+        });
+        let mut client = AsyncClient::handshake(async_end(c), "a").await.unwrap();
+        assert_eq!(client.stats().await.unwrap(), doc);
+        h.join().unwrap();
+    }
+
+    #[tokio::test]
     async fn timeout_then_close_mid_operation() {
         let (tx, rx) = mpsc::channel::<()>();
         let (c, h) = serve(move |mut s| {
