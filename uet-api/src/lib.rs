@@ -57,6 +57,7 @@
 //! | `0x0006` | `Stats` | — |
 //! | `0x0007` | `Capture` | `max_frames: opt<u64>, max_duration_ms: opt<u64>, snaplen: u32, direction: u8` |
 //! | `0x0008` | `CaptureStop` | — |
+//! | `0x0009` | `StatsStream` | — |
 //! | `0x0010` | `Write` | `tag: u64, local, remote, len: u32, header_data: opt<u64>` |
 //! | `0x0011` | `Read` | `tag: u64, local, remote, len: u32` |
 //! | `0x0012` | `Send` | `tag: u64, local, peer, len: u32, header_data: opt<u64>` |
@@ -77,6 +78,7 @@
 //! | `0x8005` | `Deregistered` | `handle: u32` |
 //! | `0x8006` | `StatsReply` | `json: str` |
 //! | `0x8007` | `CaptureStarted` | `snaplen: u32` |
+//! | `0x8008` | `StatsChunk` | `last: u8 (0/1), data: str` |
 //! | `0x8010` | `Completion` | `tag: u64, status, bytes: u64` |
 //! | `0x8011` | `RecvCompletion` | `tag: u64, src_fep: ip, bytes: u64, message_len: u32, header_data: opt<u64>, match_bits: opt<u64>` |
 //! | `0x8012` | `WriteArrived` | `handle: u32, src_fep: ip, offset: u64, len: u32, header_data: u64` |
@@ -97,20 +99,33 @@
 //! Error codes ([`ErrorCode`]): 1 `VersionMismatch`, 2 `Malformed`, 3
 //! `UnknownHandle`, 4 `NotYours`, 5 `BadLength`, 6 `Refused`, 7 `BadFd`,
 //! 8 `Exhausted`, 9 `OutOfSequence`, 10 `Internal`, 11 `KeyInUse`, 12
-//! `Busy`; other values reach the application as `Unknown(n)`.
+//! `Busy`, 13 `OverLimit` (a configured limit: connections in all or per
+//! uid, the `Hello` timeout, registrations or registered bytes per
+//! client); other values reach the application as `Unknown(n)`.
 //!
 //! ## Sequencing
 //!
-//! 1. The client's first frame is `Hello`. The daemon checks the magic
-//!    and the version and answers `HelloOk` (with the job its configuration
+//! 1. The client's first frame is `Hello`, within the daemon's `Hello`
+//!    timeout (5 s by default; later, `Error{OverLimit}` and the close).
+//!    A connection beyond the daemon's limits (connections in all, per
+//!    uid) gets `Error{OverLimit}` and is closed; to make room for a new
+//!    connection the daemon may close the oldest one of the same uid (or,
+//!    at the overall limit, of anyone) that has not said `Hello` yet.
+//!    The daemon checks the magic and the version and answers `HelloOk` (with the job its configuration
 //!    grants this client — a client never chooses its job — and the
 //!    client's `pid_on_fep`) or `Error{VersionMismatch}` and closes.
 //!    The layouts of `Hello`, `HelloOk` and `Error` never change between
 //!    versions, so any two versions can tell each other they differ.
 //! 2. Control requests — `Register`, `RegisterLocal`, `Deregister`,
-//!    `Stats` — are answered in the order they arrive, each by exactly one
-//!    frame: its reply (`Registered`, `LocalRegistered`, `Deregistered`,
-//!    `StatsReply`) or `Error`.
+//!    `Stats`, `StatsStream` — are answered in the order they arrive, each
+//!    by exactly one frame: its reply (`Registered`, `LocalRegistered`,
+//!    `Deregistered`, `StatsReply`) or `Error` — except `StatsStream`,
+//!    answered by one or more `StatsChunk`s (events may come between
+//!    them), the last one marked `last`; their `data` concatenated is the
+//!    JSON document, of any length (clients refuse more than
+//!    [`proto::MAX_STATS_LEN`]). `StatsReply` never exceeds the frame
+//!    limit: a document too long for it comes with each worker's `ccc`
+//!    list empty and `ccc_omitted` counting its entries.
 //! 3. Operations — `Write`, `Read`, `Send`, `TaggedSend`, `PostRecv` — get
 //!    no reply; each ends with exactly one `Completion` carrying its tag (a
 //!    filled receive with `RecvCompletion` instead), in any order and
@@ -143,7 +158,10 @@
 //! maps `len` bytes from offset 0 after [`region::check_region_fd`]: a
 //! regular file sealed with `F_SEAL_SHRINK` (so the client cannot
 //! truncate it under the mapping) and at least `len` bytes long;
-//! otherwise `Error{BadFd}` or `Error{BadLength}`.
+//! otherwise `Error{BadFd}` or `Error{BadLength}`. A registration that
+//! would take the client past the daemon's limits on registrations or
+//! registered bytes per client (both kinds together) gets
+//! `Error{OverLimit}` before the descriptor is looked at.
 //! [`Region::new`] creates such a memfd.
 
 pub mod client;

@@ -232,9 +232,10 @@ fn refusals_are_typed_and_leave_the_connection_usable() {
         });
         assert_eq!(s.recv().msg, ClientMsg::Deregister { handle: Handle(4) });
         s.send(&DaemonMsg::Deregistered { handle: Handle(4) });
-        assert_eq!(s.recv().msg, ClientMsg::Stats);
-        s.send(&DaemonMsg::StatsReply {
-            json: r#"{"ok":1}"#.into(),
+        assert_eq!(s.recv().msg, ClientMsg::StatsStream);
+        s.send(&DaemonMsg::StatsChunk {
+            data: r#"{"ok":1}"#.into(),
+            last: true,
         });
         assert_eq!(s.recv().msg, ClientMsg::Bye);
     });
@@ -280,9 +281,12 @@ fn completions_out_of_order_are_buffered_per_tag() {
         }));
         s.completion(tags[1], Status::Remote { return_code: 0x0f }, 0);
         s.completion(tags[0], Status::Ok, 4096);
-        assert_eq!(s.recv().msg, ClientMsg::Stats);
+        assert_eq!(s.recv().msg, ClientMsg::StatsStream);
         s.completion(Tag(1000), Status::Ok, 1);
-        s.send(&DaemonMsg::StatsReply { json: "{}".into() });
+        s.send(&DaemonMsg::StatsChunk {
+            data: "{}".into(),
+            last: true,
+        });
         tags
     });
     let mut client = Client::handshake(c, "x").unwrap();
@@ -391,6 +395,65 @@ fn server_closing_mid_request_is_a_clean_error() {
     // The connection stays failed; nothing hangs.
     assert!(matches!(client.stats(), Err(ClientError::Closed)));
     assert!(matches!(client.wait_event(None), Err(ClientError::Closed)));
+}
+
+#[test]
+fn stats_longer_than_a_frame_arrive_whole_with_events_between_pieces() {
+    // A document three frames long, as the daemon streams it, with a
+    // completion between two pieces.
+    let doc: String = (0..9000)
+        .map(|i| format!(r#"{{"dst":"10.0.{}.{}"}},"#, i / 250, i % 250))
+        .collect();
+    assert!(doc.len() > 2 * uet_api::proto::MAX_FRAME_LEN);
+    let served = doc.clone();
+    let (c, h) = serve(move |mut s| {
+        s.hello();
+        assert_eq!(s.recv().msg, ClientMsg::StatsStream);
+        for (i, chunk) in uet_api::proto::stats_chunks(&served).enumerate() {
+            if i == 1 {
+                s.completion(Tag(7), Status::Ok, 1);
+            }
+            s.send(&chunk);
+        }
+        // A refusal of the next request leaves the connection usable.
+        assert_eq!(s.recv().msg, ClientMsg::StatsStream);
+        s.send(&DaemonMsg::Error {
+            code: ErrorCode::Busy,
+            message: "not now".into(),
+        });
+        assert_eq!(s.recv().msg, ClientMsg::Bye);
+    });
+    let mut client = Client::handshake(c, "x").unwrap();
+    assert_eq!(client.stats().unwrap(), doc);
+    assert!(matches!(
+        client.wait_event(Some(Duration::ZERO)).unwrap(),
+        Event::Completion(c) if c.tag == Tag(7)
+    ));
+    assert!(matches!(
+        client.stats(),
+        Err(ClientError::Daemon {
+            code: ErrorCode::Busy,
+            ..
+        })
+    ));
+    client.close().unwrap();
+    h.join().unwrap();
+}
+
+#[test]
+fn a_daemon_without_streamed_stats_is_named_in_the_error() {
+    let (c, h) = serve(|mut s| {
+        s.hello();
+        let _ = s.recv();
+        s.send(&DaemonMsg::Error {
+            code: ErrorCode::Malformed,
+            message: "unknown message type 0x0009".into(),
+        });
+    });
+    let mut client = Client::handshake(c, "x").unwrap();
+    let e = client.stats().unwrap_err();
+    h.join().unwrap();
+    assert!(e.to_string().contains("without streamed stats"), "{e}");
 }
 
 #[test]
@@ -723,6 +786,23 @@ mod tokio_client {
         }
         assert_eq!(client.wait_event(None).await.unwrap().tag(), Some(b));
         assert_eq!(&h.join().unwrap(), b"abcd");
+    }
+
+    #[tokio::test]
+    async fn stats_longer_than_a_frame_arrive_whole() {
+        let doc = "{\"ccc\":[".to_owned() + &"{\"dst\":\"10.0.0.9\"},".repeat(9000) + "]}";
+        assert!(doc.len() > 2 * uet_api::proto::MAX_FRAME_LEN);
+        let served = doc.clone();
+        let (c, h) = serve(move |mut s| {
+            s.hello();
+            assert_eq!(s.recv().msg, ClientMsg::StatsStream);
+            for chunk in uet_api::proto::stats_chunks(&served) {
+                s.send(&chunk);
+            }
+        });
+        let mut client = AsyncClient::handshake(async_end(c), "a").await.unwrap();
+        assert_eq!(client.stats().await.unwrap(), doc);
+        h.join().unwrap();
     }
 
     #[tokio::test]

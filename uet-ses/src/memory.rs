@@ -45,12 +45,21 @@
 //!
 //! # Generations
 //!
-//! A new RI starts at generation 0. [`MemoryTable::deregister`] leaves a
-//! tombstone holding the next generation, so a request still carrying the old
-//! key and generation fails with `BAD_GENERATION`, and the next registration
-//! of that RI gets the bumped generation (wrapping after 255). Tombstones keep
-//! the job and pid known; [`MemoryTable::remove_pid`] forgets a process
-//! entirely (its RIs restart at generation 0 afterwards).
+//! A new RI starts at the table's first generation (0 unless made with
+//! [`MemoryTable::with_first_generation`]). [`MemoryTable::deregister`] leaves
+//! a tombstone holding the next generation, so a request still carrying the
+//! old key and generation fails with `BAD_GENERATION`, and the next
+//! registration of that RI gets the bumped generation (wrapping after 255).
+//! Tombstones keep the job and pid known; [`MemoryTable::remove_pid`] forgets
+//! a process entirely (its RIs restart at the first generation afterwards).
+//!
+//! A table that lives as long as its process forgets every tombstone when it
+//! ends: with keys that stay the same across a restart (configured or chosen
+//! by the application), a request from before the restart would validate
+//! again if every table started at the same generation. The caller that owns
+//! the randomness (the daemon) therefore draws each table's first generation
+//! at start; a stale address then fails `BAD_GENERATION` unless the two draws
+//! meet (1 in 256: the generation field is 8 bits, `uet-spec-notes.md` §4.1).
 
 use core::fmt;
 use core::ops::{BitOr, BitOrAssign, Range};
@@ -594,6 +603,8 @@ pub struct MemoryTable<M = Box<dyn RegisteredMemory + Send>> {
     /// Known processes per job: a job is known while it has one.
     jobs: HashMap<JobId, usize>,
     live: usize,
+    /// The generation of an RI registered for the first time.
+    first_generation: RiGeneration,
 }
 
 impl<M> Default for MemoryTable<M> {
@@ -606,6 +617,7 @@ impl<M> Default for MemoryTable<M> {
             pids: HashMap::default(),
             jobs: HashMap::default(),
             live: 0,
+            first_generation: RiGeneration::default(),
         }
     }
 }
@@ -626,6 +638,16 @@ impl<M: RegisteredMemory> MemoryTable<M> {
         Self::default()
     }
 
+    /// An empty table whose RIs start at generation `first` (see
+    /// "Generations" above).
+    #[must_use]
+    pub fn with_first_generation(first: RiGeneration) -> Self {
+        Self {
+            first_generation: first,
+            ..Self::default()
+        }
+    }
+
     /// Number of live (registered) regions.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -638,9 +660,9 @@ impl<M: RegisteredMemory> MemoryTable<M> {
         self.live == 0
     }
 
-    /// Registers `memory` as described by `spec`. The generation is 0 for an
-    /// RI never used before, or the tombstone's next generation after a
-    /// [`MemoryTable::deregister`].
+    /// Registers `memory` as described by `spec`. The generation is the
+    /// table's first generation for an RI never used before, or the
+    /// tombstone's next generation after a [`MemoryTable::deregister`].
     pub fn register(&mut self, spec: RegionSpec, memory: M) -> Result<Registration, MemError> {
         let len = memory.len();
         if spec.base.checked_add(len).is_none() {
@@ -656,7 +678,7 @@ impl<M: RegisteredMemory> MemoryTable<M> {
                     *self.jobs.entry(spec.addr.job).or_default() += 1;
                 }
                 *pid_slots += 1;
-                RiGeneration::default()
+                self.first_generation
             }
         };
         let live = Slot::Live(MemEntry {
@@ -1069,6 +1091,30 @@ mod tests {
             Err(ReturnCode::BadGeneration)
         );
         assert_eq!(code(&mut t, req(&again, 0, 1)), Ok(0));
+    }
+
+    #[test]
+    fn a_table_starts_its_ris_at_its_first_generation() {
+        let first = RiGeneration::new(0xa7).unwrap();
+        let spec = RegionSpec::new(addr(7, 3, 5), KEY, RW);
+        let mut t: MemoryTable<Vec<u8>> = MemoryTable::with_first_generation(first);
+        let reg = t.register(spec, vec![0u8; 64]).unwrap();
+        assert_eq!(reg.generation, first);
+        // A request with the generation a table starting at 0 hands out
+        // (a stale address from before a restart) fails.
+        let mut r = req(&reg, 0, 8);
+        r.generation = RiGeneration::default();
+        assert_eq!(code(&mut t, r), Err(ReturnCode::BadGeneration));
+        assert_eq!(code(&mut t, req(&reg, 0, 8)), Ok(0));
+        // Deregistering bumps from there; a forgotten process starts over
+        // at the first generation.
+        t.deregister(reg.addr()).unwrap();
+        assert_eq!(
+            t.register(spec, vec![0u8; 64]).unwrap().generation.get(),
+            0xa8
+        );
+        t.remove_pid(reg.job, reg.pid);
+        assert_eq!(t.register(spec, vec![0u8; 64]).unwrap().generation, first);
     }
 
     #[test]

@@ -117,6 +117,10 @@ pub struct TargetConfig {
     pub max_read_payload: usize,
     /// Completed message IDs remembered per source for late duplicates.
     pub recent_per_source: usize,
+    /// The generation the memory table starts new RIs at
+    /// ([`MemoryTable::with_first_generation`]; the daemon draws it at
+    /// start so that addresses from before a restart fail).
+    pub first_generation: uet_wire::RiGeneration,
 }
 
 impl Default for TargetConfig {
@@ -127,6 +131,7 @@ impl Default for TargetConfig {
             max_unexpected_bytes: 64 << 20,
             max_read_payload: 4096,
             recent_per_source: 16,
+            first_generation: uet_wire::RiGeneration::default(),
         }
     }
 }
@@ -512,6 +517,7 @@ impl<M: RegisteredMemory> SesTarget<M> {
     /// A target with no memory registered.
     #[must_use]
     pub fn new(config: TargetConfig) -> Self {
+        let first_generation = config.first_generation;
         Self {
             inflight: HashMap::with_capacity_and_hasher(
                 config.max_inflight_messages.min(1 << 12),
@@ -521,7 +527,7 @@ impl<M: RegisteredMemory> SesTarget<M> {
             free: Vec::new(),
             last: None,
             config,
-            memory: MemoryTable::new(),
+            memory: MemoryTable::with_first_generation(first_generation),
             recent: HashMap::default(),
             queues: HashMap::default(),
             unexpected: HashMap::default(),

@@ -121,7 +121,8 @@ fn uetd_write(pair: &Pair, a_backend: &str, b_backend: &str, bytes: &str) -> f64
             &expose,
         ],
     );
-    target.wait_line("\"exposed\"", Duration::from_secs(30));
+    let exposed = target.wait_line("\"exposed\"", Duration::from_secs(30));
+    let generation = field(&exposed, "generation").to_owned();
     let mut w = Uetd::spawn(
         &pair.a,
         &[
@@ -131,6 +132,8 @@ fn uetd_write(pair: &Pair, a_backend: &str, b_backend: &str, bytes: &str) -> f64
             a_backend,
             "--write-to",
             &pair.b_ip,
+            "--generation",
+            &generation,
             "--bytes",
             bytes,
             "--exit",

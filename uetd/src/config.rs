@@ -12,6 +12,16 @@
 //! link_rate = "10G"       # bits/s the congestion control plans for
 //! base_rtt_us = 50        # idle round trip the congestion control plans for
 //!
+//! # Limits of the control socket (defaults shown): connections in all
+//! # and per uid (SO_PEERCRED), the time a connection has to say Hello,
+//! # and per client the registrations (remote and local together) and
+//! # their bytes.
+//! api_max_clients = 256
+//! api_max_clients_per_uid = 64
+//! api_hello_timeout_ms = 5000
+//! api_max_registrations = 1024
+//! api_max_registered_bytes = "16GiB"
+//!
 //! [[expose]]              # regions the daemon itself exposes (tests, demos)
 //! ri = 1
 //! key = 0x5eed
@@ -176,6 +186,25 @@ pub struct Config {
     /// The job every application client is granted (clients cannot pick
     /// one; their operations may only address regions of this job).
     pub api_job: u32,
+    /// Most control connections at once, all uids together (default
+    /// 256). Connections that have not said `Hello` count too; at the
+    /// limit a new connection replaces the oldest of those, or is refused.
+    pub api_max_clients: usize,
+    /// Most control connections of one uid (`SO_PEERCRED`) at once
+    /// (default 64, below `api_max_clients` so one uid cannot take every
+    /// slot). At the limit a new connection of that uid replaces its
+    /// oldest one that has not said `Hello`, or is refused.
+    pub api_max_clients_per_uid: usize,
+    /// Milliseconds a new connection has to say `Hello` before it is
+    /// closed (default 5000).
+    pub api_hello_timeout_ms: u64,
+    /// Most regions one client holds registered at once, remote and local
+    /// together (default 1024).
+    pub api_max_registrations: usize,
+    /// Most bytes one client holds registered at once, remote and local
+    /// together (default 16 GiB); a registration past it is refused before
+    /// it is mapped.
+    pub api_max_registered_bytes: Size,
     /// Regions exposed by the daemon itself.
     pub expose: Vec<Expose>,
 }
@@ -205,6 +234,11 @@ impl Default for Config {
             seed: None,
             socket: PathBuf::from("/run/uet/uetd.sock"),
             api_job: 1,
+            api_max_clients: 256,
+            api_max_clients_per_uid: 64,
+            api_hello_timeout_ms: 5_000,
+            api_max_registrations: 1024,
+            api_max_registered_bytes: Size(16 << 30),
             expose: Vec::new(),
         }
     }
@@ -291,6 +325,33 @@ impl Config {
         if self.interface.is_none() && self.address.is_none() {
             bail!("give an interface or an address");
         }
+        if !(1..=4095).contains(&self.api_max_clients) {
+            bail!(
+                "api_max_clients must be 1..=4095 (one pid_on_fep each), not {}",
+                self.api_max_clients
+            );
+        }
+        if !(1..=self.api_max_clients).contains(&self.api_max_clients_per_uid) {
+            bail!(
+                "api_max_clients_per_uid must be 1..=api_max_clients, not {}",
+                self.api_max_clients_per_uid
+            );
+        }
+        if !(100..=600_000).contains(&self.api_hello_timeout_ms) {
+            bail!(
+                "api_hello_timeout_ms must be 100..=600000, not {}",
+                self.api_hello_timeout_ms
+            );
+        }
+        if self.api_max_registrations == 0 {
+            bail!("api_max_registrations must be at least 1");
+        }
+        if self.api_max_registered_bytes.0 < 4096 {
+            bail!(
+                "api_max_registered_bytes must be at least 4096, not {}",
+                self.api_max_registered_bytes.0
+            );
+        }
         for e in &self.expose {
             if e.ri >= 1 << 12 || e.pid >= 1 << 12 || e.job >= 1 << 24 {
                 bail!("expose: job < 2^24, pid and ri < 2^12");
@@ -363,6 +424,43 @@ mod tests {
             key = 1
             size = 10"#)
             .contains("ri")
+        );
+    }
+
+    #[test]
+    fn control_limits_have_documented_defaults_and_are_checked() {
+        let c = Config::parse(r#"address = "10.0.0.1""#).unwrap();
+        assert_eq!(c.api_max_clients, 256);
+        assert_eq!(c.api_max_clients_per_uid, 64);
+        assert_eq!(c.api_hello_timeout_ms, 5000);
+        assert_eq!(c.api_max_registrations, 1024);
+        assert_eq!(c.api_max_registered_bytes, Size(16 << 30));
+        let c = Config::parse(
+            r#"address = "10.0.0.1"
+            api_max_clients = 8
+            api_max_clients_per_uid = 2
+            api_hello_timeout_ms = 300
+            api_max_registrations = 3
+            api_max_registered_bytes = "1MiB""#,
+        )
+        .unwrap();
+        assert_eq!(
+            (c.api_max_clients, c.api_max_clients_per_uid),
+            (8, 2),
+            "configurable"
+        );
+        assert_eq!(c.api_max_registered_bytes, Size(1 << 20));
+        let e = |t: &str| format!("{:#}", Config::parse(t).unwrap_err());
+        assert!(
+            e(r#"address = "10.0.0.1"
+            api_max_clients = 8
+            api_max_clients_per_uid = 9"#)
+            .contains("api_max_clients_per_uid")
+        );
+        assert!(
+            e(r#"address = "10.0.0.1"
+            api_hello_timeout_ms = 0"#)
+            .contains("api_hello_timeout_ms")
         );
     }
 

@@ -19,6 +19,19 @@
 //! local buffers, so its operations in flight fail cleanly; completions
 //! still arriving for it are dropped.
 //!
+//! Limits (`Config`'s `api_*` fields; defaults there): connections in all
+//! (`api_max_clients`) and per uid (`api_max_clients_per_uid`, below the
+//! former so that one uid cannot take every slot); a connection that does
+//! not say `Hello` within `api_hello_timeout_ms` is closed, and at either
+//! connection limit a new connection replaces the oldest one (of its uid,
+//! or of anyone at the overall limit) still waiting for its `Hello` — so
+//! idle connections cannot lock out other users, nor, for long, their own
+//! uid. A reader thread runs per admitted connection only. Per client,
+//! registrations (`api_max_registrations`) and registered bytes
+//! (`api_max_registered_bytes`, remote and local regions together) are
+//! capped, checked before the descriptor is mapped. Refusals are
+//! `Error{OverLimit}` naming the limit.
+//!
 //! Capture (`uet capture`): frames carry every job's data, so only a
 //! client whose `SO_PEERCRED` uid is 0 or the daemon's own may capture
 //! (others get `Refused`). One capture runs per daemon at a time; a second
@@ -28,7 +41,7 @@
 //! duration, `CaptureStop`, the client leaving, or shutdown; everyone else
 //! is served as usual meanwhile.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
@@ -36,7 +49,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use crossbeam_channel::{Sender, select};
@@ -65,18 +78,39 @@ pub struct ControlConfig {
     pub job: u32,
     /// Most operations one client may have in flight.
     pub max_in_flight: usize,
-    /// Most clients at once.
+    /// Most connections at once, all uids together.
     pub max_clients: usize,
+    /// Most connections of one uid at once.
+    pub max_clients_per_uid: usize,
+    /// How long a new connection has to say `Hello`.
+    pub hello_timeout: Duration,
+    /// Most regions one client holds registered (remote and local).
+    pub max_registrations: usize,
+    /// Most bytes one client holds registered (remote and local).
+    pub max_registered_bytes: u64,
 }
 
 impl ControlConfig {
-    /// Defaults for `path`: job 1, 4096 operations per client, 256 clients.
+    /// The defaults of [`Config`](crate::config::Config) for `path`, and
+    /// 4096 operations in flight per client.
     pub fn new(path: PathBuf) -> Self {
+        Self::of(&crate::config::Config {
+            socket: path,
+            ..crate::config::Config::default()
+        })
+    }
+
+    /// The control socket `cfg` describes.
+    pub fn of(cfg: &crate::config::Config) -> Self {
         Self {
-            path,
-            job: 1,
+            path: cfg.socket.clone(),
+            job: cfg.api_job,
             max_in_flight: 4096,
-            max_clients: 256,
+            max_clients: cfg.api_max_clients,
+            max_clients_per_uid: cfg.api_max_clients_per_uid,
+            hello_timeout: Duration::from_millis(cfg.api_hello_timeout_ms),
+            max_registrations: cfg.api_max_registrations,
+            max_registered_bytes: cfg.api_max_registered_bytes.0,
         }
     }
 }
@@ -96,6 +130,7 @@ enum Ev {
 /// the mapping).
 struct Remote {
     addr: RegionAddr,
+    len: u64,
 }
 
 struct Local {
@@ -112,6 +147,8 @@ struct Client {
     next_ri: u16,
     remotes: HashMap<u32, Remote>,
     locals: HashMap<u32, Local>,
+    /// Bytes of `remotes` and `locals` together.
+    registered_bytes: u64,
     in_flight: usize,
     closing: bool,
 }
@@ -127,7 +164,7 @@ struct ActiveCapture {
     client: ClientId,
     started: Started,
     max_frames: Option<u64>,
-    deadline: Option<std::time::Instant>,
+    deadline: Option<Instant>,
     frames: u64,
 }
 
@@ -140,6 +177,13 @@ struct Control {
     /// The daemon's effective uid (who, besides root, may capture).
     daemon_uid: u32,
     capture: Option<ActiveCapture>,
+    /// Connections yet to say `Hello`, oldest first, with the time they
+    /// must have said it by. Entries of clients that said it or left are
+    /// skipped when met (every entry leaves by its deadline, so the queue
+    /// holds at most the connections of one timeout's span).
+    waiting: VecDeque<(Instant, ClientId)>,
+    /// Where reader threads of admitted connections send their events.
+    events: Sender<Ev>,
 }
 
 /// Whether a peer of uid `peer` may capture on a daemon running as
@@ -166,6 +210,7 @@ pub fn serve(
     {
         let l = listener.try_clone()?;
         let s = Arc::clone(&accept_stop);
+        let tx = tx.clone();
         std::thread::Builder::new()
             .name("uet-accept".into())
             .spawn(move || accept_loop(&l, &tx, &s))?;
@@ -178,6 +223,8 @@ pub fn serve(
         pending: HashMap::new(),
         daemon_uid: crate::sys::cred::effective_uid(),
         capture: None,
+        waiting: VecDeque::new(),
+        events: tx,
     };
     // pid 0 is the daemon's own (its exposed regions).
     c.pids_in_use[0] = true;
@@ -189,8 +236,7 @@ pub fn serve(
             .as_ref()
             .and_then(|a| a.deadline)
             .map_or(TICK, |d| {
-                d.saturating_duration_since(std::time::Instant::now())
-                    .min(TICK)
+                d.saturating_duration_since(Instant::now()).min(TICK)
             });
         select! {
             recv(rx) -> ev => if let Ok(ev) = ev { c.on_event(daemon, ev) },
@@ -205,10 +251,11 @@ pub fn serve(
         if c.capture
             .as_ref()
             .and_then(|a| a.deadline)
-            .is_some_and(|d| std::time::Instant::now() >= d)
+            .is_some_and(|d| Instant::now() >= d)
         {
             c.end_capture(daemon, CaptureEndReason::Duration);
         }
+        c.close_silent(daemon, Instant::now());
     }
     c.end_capture(daemon, CaptureEndReason::Shutdown);
     accept_stop.store(true, Ordering::Relaxed);
@@ -254,17 +301,11 @@ fn accept_loop(l: &UnixListener, tx: &Sender<Ev>, stop: &AtomicBool) {
         };
         let id = next;
         next += 1;
-        let Ok(reader) = stream.try_clone() else {
-            continue;
-        };
         let _ = stream.set_write_timeout(Some(Duration::from_secs(2)));
+        // The control loop admits it (or not) and starts its reader.
         if tx.send(Ev::Connected(id, stream, uid)).is_err() {
             return;
         }
-        let tx = tx.clone();
-        let _ = std::thread::Builder::new()
-            .name(format!("uet-client-{id}"))
-            .spawn(move || read_loop(id, &reader, &tx));
     }
 }
 
@@ -333,15 +374,31 @@ impl Control {
     fn on_event(&mut self, daemon: &mut Daemon, ev: Ev) {
         match ev {
             Ev::Connected(id, stream, uid) => {
-                if self.clients.len() >= self.cfg.max_clients {
-                    let _ = send_msg(
-                        &stream,
-                        &err(ErrorCode::Exhausted, "too many clients"),
-                        None,
-                    );
+                if let Err(why) = self.make_room(daemon, uid) {
+                    // Not a warning: a flood of attempts would flood the log.
+                    tracing::debug!(uid, "connection refused: {why}");
+                    let _ = send_msg(&stream, &err(ErrorCode::OverLimit, why), None);
                     let _ = stream.shutdown(std::net::Shutdown::Both);
                     return;
                 }
+                let reader = match stream.try_clone() {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::warn!("connection dropped: {e}");
+                        return;
+                    }
+                };
+                let tx = self.events.clone();
+                let spawned = std::thread::Builder::new()
+                    .name(format!("uet-client-{id}"))
+                    .spawn(move || read_loop(id, &reader, &tx));
+                if let Err(e) = spawned {
+                    tracing::warn!("connection dropped: no reader thread: {e}");
+                    let _ = stream.shutdown(std::net::Shutdown::Both);
+                    return;
+                }
+                self.waiting
+                    .push_back((Instant::now() + self.cfg.hello_timeout, id));
                 self.clients.insert(
                     id,
                     Client {
@@ -353,6 +410,7 @@ impl Control {
                         next_ri: 1,
                         remotes: HashMap::new(),
                         locals: HashMap::new(),
+                        registered_bytes: 0,
                         in_flight: 0,
                         closing: false,
                     },
@@ -360,6 +418,74 @@ impl Control {
             }
             Ev::Gone(id, why) => self.drop_client(daemon, id, &why),
             Ev::Msg(id, msg, fd) => self.on_msg(daemon, id, msg, fd),
+        }
+    }
+
+    /// Makes room for a new connection of `uid` within the connection
+    /// limits, closing the oldest connection still waiting for its
+    /// `Hello` (of `uid` at the per-uid limit, of anyone at the overall
+    /// limit) where that is what stands in the way; or says which limit
+    /// refuses it.
+    fn make_room(&mut self, daemon: &Daemon, uid: u32) -> Result<(), String> {
+        let of_uid = self.clients.values().filter(|c| c.uid == uid).count();
+        if of_uid >= self.cfg.max_clients_per_uid {
+            let Some(old) = self.oldest_waiting(|c| c.uid == uid) else {
+                return Err(format!(
+                    "uid {uid} has {of_uid} connections, the most api_max_clients_per_uid allows"
+                ));
+            };
+            self.fatal(
+                daemon,
+                old,
+                ErrorCode::OverLimit,
+                format!("replaced by a newer connection of uid {uid} before saying Hello"),
+            );
+        }
+        if self.clients.len() >= self.cfg.max_clients {
+            let Some(old) = self.oldest_waiting(|_| true) else {
+                return Err(format!(
+                    "{} connections, the most api_max_clients allows",
+                    self.clients.len()
+                ));
+            };
+            self.fatal(
+                daemon,
+                old,
+                ErrorCode::OverLimit,
+                "replaced by a newer connection before saying Hello",
+            );
+        }
+        Ok(())
+    }
+
+    /// The oldest connection still waiting for its `Hello` that `pick`
+    /// picks.
+    fn oldest_waiting(&self, pick: impl Fn(&Client) -> bool) -> Option<ClientId> {
+        self.waiting.iter().find_map(|&(_, id)| {
+            self.clients
+                .get(&id)
+                .filter(|c| c.pid.is_none() && pick(c))
+                .map(|_| id)
+        })
+    }
+
+    /// Closes the connections that did not say `Hello` by their deadline.
+    fn close_silent(&mut self, daemon: &Daemon, now: Instant) {
+        while let Some(&(deadline, id)) = self.waiting.front() {
+            let waits = self.clients.get(&id).is_some_and(|c| c.pid.is_none());
+            if waits && deadline > now {
+                return;
+            }
+            self.waiting.pop_front();
+            if waits {
+                let ms = self.cfg.hello_timeout.as_millis();
+                self.fatal(
+                    daemon,
+                    id,
+                    ErrorCode::OverLimit,
+                    format!("no Hello within {ms} ms (api_hello_timeout_ms)"),
+                );
+            }
         }
     }
 
@@ -421,9 +547,11 @@ impl Control {
                 let reply = self.deregister(daemon, id, handle);
                 self.send(daemon, id, &reply);
             }
-            ClientMsg::Stats => {
-                let json = crate::stats::to_json(&daemon.stats()).to_string();
-                self.send(daemon, id, &DaemonMsg::StatsReply { json });
+            ClientMsg::Stats | ClientMsg::StatsStream => {
+                let streamed = matches!(msg, ClientMsg::StatsStream);
+                for r in crate::stats::replies(&daemon.stats(), streamed) {
+                    self.send(daemon, id, &r);
+                }
             }
             ClientMsg::Capture(spec) => {
                 let reply = self.start_capture(daemon, id, &spec);
@@ -475,7 +603,7 @@ impl Control {
         let snaplen = spec.snaplen.min(MAX_SNAPLEN);
         let deadline = spec.max_duration_ms.map(|ms| {
             let d = Duration::from_millis(ms);
-            let now = std::time::Instant::now();
+            let now = Instant::now();
             // A duration past what the clock can hold is no limit.
             now.checked_add(d)
                 .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400))
@@ -570,6 +698,35 @@ impl Control {
         self.drop_client(daemon, id, &msg);
     }
 
+    /// Whether client `id` may register `len` more bytes in one more
+    /// region; the refusal names the limit.
+    fn within_limits(&self, id: ClientId, len: u64) -> Result<(), DaemonMsg> {
+        let Some(c) = self.clients.get(&id) else {
+            return Err(err(ErrorCode::Internal, "no client"));
+        };
+        let regions = c.remotes.len() + c.locals.len();
+        if regions >= self.cfg.max_registrations {
+            return Err(err(
+                ErrorCode::OverLimit,
+                format!(
+                    "{regions} regions registered, the most api_max_registrations allows per client"
+                ),
+            ));
+        }
+        let max = self.cfg.max_registered_bytes;
+        if len > max - c.registered_bytes.min(max) {
+            return Err(err(
+                ErrorCode::OverLimit,
+                format!(
+                    "{len} bytes more on {} registered would pass api_max_registered_bytes \
+                     ({max} per client)",
+                    c.registered_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     fn register(
         &mut self,
         daemon: &mut Daemon,
@@ -582,6 +739,9 @@ impl Control {
         let Some(fd) = fd else {
             return err(ErrorCode::BadFd, "Register needs a memfd");
         };
+        if let Err(refusal) = self.within_limits(id, len) {
+            return refusal;
+        }
         if let Err(e) = uet_api::region::check_region_fd(&fd, len) {
             return err(e.code(), e.to_string());
         }
@@ -622,7 +782,8 @@ impl Control {
                 let handle = c.next_handle;
                 c.next_handle += 1;
                 c.next_ri += 1;
-                c.remotes.insert(handle, Remote { addr });
+                c.registered_bytes += len;
+                c.remotes.insert(handle, Remote { addr, len });
                 DaemonMsg::Registered {
                     handle: Handle(handle),
                     job,
@@ -646,6 +807,9 @@ impl Control {
         let Some(fd) = fd else {
             return err(ErrorCode::BadFd, "RegisterLocal needs a memfd");
         };
+        if let Err(refusal) = self.within_limits(id, len) {
+            return refusal;
+        }
         if let Err(e) = uet_api::region::check_region_fd(&fd, len) {
             return err(e.code(), e.to_string());
         }
@@ -665,6 +829,7 @@ impl Control {
         };
         let handle = c.next_handle;
         c.next_handle += 1;
+        c.registered_bytes += len;
         c.locals.insert(handle, Local { mem, per_worker });
         DaemonMsg::LocalRegistered {
             handle: Handle(handle),
@@ -676,12 +841,14 @@ impl Control {
             return err(ErrorCode::Internal, "no client");
         };
         if let Some(r) = c.remotes.remove(&handle.0) {
+            c.registered_bytes -= r.len;
             return match daemon.deregister(r.addr) {
                 Ok(()) => DaemonMsg::Deregistered { handle },
                 Err(e) => err(ErrorCode::Internal, format!("{e:#}")),
             };
         }
         if let Some(l) = c.locals.remove(&handle.0) {
+            c.registered_bytes -= l.mem.len() as u64;
             // Operations still using it fail cleanly (see
             // Endpoint::deregister_local).
             daemon.deregister_local(&l.per_worker);

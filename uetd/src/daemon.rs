@@ -18,7 +18,7 @@ use rustc_hash::FxHasher;
 use uet_pds::PdsConfig;
 use uet_ses::{
     Access, EndpointConfig, LocalBuf, LocalRegion, MemoryKey, Operation, RegionAddr, RegionSpec,
-    Registration, RemoteAddr,
+    Registration, RemoteAddr, TargetConfig,
 };
 use uet_wire::time::Duration as WireDuration;
 use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
@@ -106,6 +106,11 @@ impl Daemon {
         });
         let mode = cfg.cc_mode()?;
         let seed = cfg.seed.unwrap_or_else(os_seed);
+        // Every worker's table starts new RIs at one generation drawn from
+        // the OS at each start (also under a fixed `seed`): addresses handed
+        // out before a restart then fail BAD_GENERATION, fixed keys or not
+        // (uet_ses::memory "Generations").
+        let first_generation = RiGeneration::from_masked(os_seed() as u8);
         let (out_tx, outputs) = crossbeam_channel::unbounded();
         let mut workers = Vec::with_capacity(cfg.workers);
         let capture = Arc::new(Capture::new(crate::capture::QUEUE_FRAMES));
@@ -212,6 +217,10 @@ impl Daemon {
             let ep = DaemonEndpoint::new(
                 EndpointConfig {
                     pds,
+                    target: TargetConfig {
+                        first_generation,
+                        ..TargetConfig::default()
+                    },
                     ..EndpointConfig::default()
                 },
                 seed ^ (w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
@@ -415,13 +424,15 @@ impl Daemon {
 
     /// The built-in RMA write test (a stand-in driver until the application
     /// API lands; it runs the real endpoint code): writes `bytes` of the
-    /// test pattern of `seed` to `peer`'s region `ri`/`key` in `chunk`-byte
-    /// writes, `depth` in flight, the last one asking the target to verify.
+    /// test pattern of `seed` to `peer`'s region `ri`/`generation`/`key` in
+    /// `chunk`-byte writes, `depth` in flight, the last one asking the
+    /// target to verify.
     #[allow(clippy::too_many_arguments)]
     pub fn write_test(
         &mut self,
         peer: IpAddr,
         ri: u16,
+        generation: u8,
         key: u64,
         bytes: u64,
         chunk: u32,
@@ -452,7 +463,7 @@ impl Daemon {
             Operation::Write {
                 dst: RemoteAddr {
                     region: dst_region,
-                    generation: RiGeneration::default(),
+                    generation: RiGeneration::from_masked(generation),
                     key: MemoryKey(key),
                     offset: off,
                 },

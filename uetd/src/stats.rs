@@ -3,8 +3,15 @@
 //! ECN-CE received, SES operations, and per destination the congestion
 //! context's window, bytes in flight and RCCC credit. Rendered as JSON
 //! (`uetd --stats`, the lab's timelines) — one object per worker.
+//!
+//! On the control socket the document goes out whole however long it is
+//! (thousands of destinations make it megabytes): streamed in `StatsChunk`
+//! frames to `StatsStream`, and cut to one frame for the older `Stats`
+//! request (each worker's `ccc` list then left empty and counted in
+//! `ccc_omitted`) — never a frame over the protocol's limit.
 
 use serde_json::{Map, Value, json};
+use uet_api::proto::{DaemonMsg, HEADER_LEN, MAX_FRAME_LEN, stats_chunks};
 use uet_wire::pds::NackCode;
 
 use crate::worker::WorkerStats;
@@ -104,4 +111,128 @@ pub fn to_json(stats: &[WorkerStats]) -> Value {
         })
         .collect();
     json!({ "workers": workers })
+}
+
+/// The most document bytes a `StatsReply` carries: the frame limit less the
+/// header and the string's length.
+const ONE_FRAME_DOC: usize = MAX_FRAME_LEN - HEADER_LEN - 2;
+
+/// The frames answering a stats request for counters `stats`: the
+/// document in `StatsChunk`s when `streamed` (`StatsStream`), else one
+/// `StatsReply` ([`one_frame`]). None exceeds the frame limit.
+pub fn replies(stats: &[WorkerStats], streamed: bool) -> Vec<DaemonMsg> {
+    let doc = to_json(stats);
+    if streamed {
+        return stats_chunks(&doc.to_string()).collect();
+    }
+    vec![match one_frame(doc) {
+        Some(json) => DaemonMsg::StatsReply { json },
+        None => DaemonMsg::Error {
+            code: uet_api::ErrorCode::Refused,
+            message: "the counters do not fit one frame even without the per-destination \
+                      entries: ask with StatsStream (`uet stats` does)"
+                .into(),
+        },
+    }]
+}
+
+/// `doc` as text within one `StatsReply`: whole when it fits, else with
+/// every worker's `ccc` list emptied and its length in `ccc_omitted`;
+/// `None` when even that does not fit.
+pub fn one_frame(mut doc: Value) -> Option<String> {
+    let whole = doc.to_string();
+    if whole.len() <= ONE_FRAME_DOC {
+        return Some(whole);
+    }
+    if let Some(ws) = doc["workers"].as_array_mut() {
+        for w in ws {
+            let n = w["ccc"].as_array().map_or(0, Vec::len);
+            w["ccc"] = json!([]);
+            w["ccc_omitted"] = json!(n);
+        }
+    }
+    let cut = doc.to_string();
+    (cut.len() <= ONE_FRAME_DOC).then_some(cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use uet_api::proto::Message as _;
+
+    use super::*;
+
+    /// Two workers with `n` destinations each.
+    fn with_cccs(n: usize) -> Vec<WorkerStats> {
+        (0..2u8)
+            .map(|w| WorkerStats {
+                cccs: (0..n)
+                    .map(|i| CccSnapshot {
+                        dst: std::net::IpAddr::from([10, w, (i / 250) as u8, (i % 250) as u8]),
+                        cwnd: 2 << 20,
+                        inflight: 1 << 20,
+                        backlog: 123_456,
+                        credit: Some(65_536),
+                    })
+                    .collect(),
+                ..WorkerStats::default()
+            })
+            .collect()
+    }
+
+    fn frame_lengths(msgs: &[DaemonMsg]) -> Vec<usize> {
+        msgs.iter()
+            .map(|m| m.to_frame().expect("every reply encodes").len())
+            .collect()
+    }
+
+    #[test]
+    fn thousands_of_destinations_stream_whole_in_frames_within_the_limit() {
+        let stats = with_cccs(3000);
+        let doc = to_json(&stats).to_string();
+        assert!(doc.len() > 4 * MAX_FRAME_LEN, "{} bytes", doc.len());
+        // As one frame, the document does not encode.
+        assert!(
+            DaemonMsg::StatsReply { json: doc.clone() }
+                .to_frame()
+                .is_err()
+        );
+        let replies = replies(&stats, true);
+        assert!(replies.len() > 4);
+        assert!(frame_lengths(&replies).iter().all(|&l| l <= MAX_FRAME_LEN));
+        let mut back = String::new();
+        for (i, r) in replies.iter().enumerate() {
+            let DaemonMsg::StatsChunk { data, last } = r else {
+                panic!("{r:?}");
+            };
+            assert_eq!(*last, i + 1 == replies.len());
+            back.push_str(data);
+        }
+        assert_eq!(back, doc);
+        let v: Value = serde_json::from_str(&back).unwrap();
+        assert_eq!(v["workers"][1]["ccc"].as_array().unwrap().len(), 3000);
+    }
+
+    #[test]
+    fn the_one_frame_reply_drops_the_destinations_and_counts_them() {
+        // Small: whole, in one reply.
+        let small = with_cccs(3);
+        let [DaemonMsg::StatsReply { json }] = &replies(&small, false)[..] else {
+            panic!("one StatsReply");
+        };
+        assert_eq!(*json, to_json(&small).to_string());
+        // Large: one frame, valid JSON, the entries counted.
+        let large = with_cccs(3000);
+        let r = replies(&large, false);
+        assert_eq!(frame_lengths(&r).len(), 1);
+        assert!(frame_lengths(&r)[0] <= MAX_FRAME_LEN);
+        let [DaemonMsg::StatsReply { json }] = &r[..] else {
+            panic!("one StatsReply: {r:?}");
+        };
+        let v: Value = serde_json::from_str(json).unwrap();
+        for w in v["workers"].as_array().unwrap() {
+            assert_eq!(w["ccc"], json!([]));
+            assert_eq!(w["ccc_omitted"], 3000);
+            assert!(w["pds"]["tx_data"].is_number(), "the counters stay");
+        }
+    }
 }

@@ -42,7 +42,8 @@ fn transfer(pair: &Pair, a_backend: &str, b_backend: &str) {
             &expose,
         ],
     );
-    target.wait_line("\"exposed\"", Duration::from_secs(30));
+    let exposed = target.wait_line("\"exposed\"", Duration::from_secs(30));
+    let generation = field(&exposed, "generation").to_owned();
 
     let mut ping = pair
         .a
@@ -60,6 +61,8 @@ fn transfer(pair: &Pair, a_backend: &str, b_backend: &str) {
             a_backend,
             "--write-to",
             &pair.b_ip,
+            "--generation",
+            &generation,
             "--bytes",
             &size,
             "--exit",
@@ -163,7 +166,8 @@ fn xdp_daemon_killed_with_sigkill_restarts() {
             "1:0x5eed:8MiB",
         ],
     );
-    second.wait_line("\"exposed\"", Duration::from_secs(30));
+    let exposed = second.wait_line("\"exposed\"", Duration::from_secs(30));
+    let generation = field(&exposed, "generation").to_owned();
     let mut writer = Uetd::spawn(
         &pair.a,
         &[
@@ -173,6 +177,8 @@ fn xdp_daemon_killed_with_sigkill_restarts() {
             "xdp",
             "--write-to",
             &pair.b_ip,
+            "--generation",
+            &generation,
             "--bytes",
             "8MiB",
             "--exit",
@@ -223,7 +229,8 @@ fn udp_daemon_killed_with_sigkill_restarts() {
             "1:0x5eed:8MiB",
         ],
     );
-    second.wait_line("\"exposed\"", Duration::from_secs(30));
+    let exposed = second.wait_line("\"exposed\"", Duration::from_secs(30));
+    let generation = field(&exposed, "generation").to_owned();
     let mut writer = Uetd::spawn(
         &pair.a,
         &[
@@ -233,6 +240,8 @@ fn udp_daemon_killed_with_sigkill_restarts() {
             "udp",
             "--write-to",
             &pair.b_ip,
+            "--generation",
+            &generation,
             "--bytes",
             size,
             "--exit",

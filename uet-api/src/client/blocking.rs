@@ -138,14 +138,33 @@ impl Client {
         Core::on_deregistered(reply, handle)
     }
 
-    /// The daemon's counters as JSON.
+    /// The daemon's counters as JSON, the whole document however long
+    /// (streamed in `StatsChunk`s; the reply timeout covers them all).
     ///
     /// # Errors
     ///
     /// As [`Client::register`].
     pub fn stats(&mut self) -> Result<String, ClientError> {
-        let reply = self.request(&ClientMsg::Stats, None)?;
-        Core::on_stats(reply)
+        self.core.usable()?;
+        self.send_msg(&ClientMsg::StatsStream, None)?;
+        let deadline = self.reply_timeout.map(|t| Instant::now() + t);
+        let mut doc = String::new();
+        loop {
+            let reply = self.reply(deadline)?;
+            let first = doc.is_empty();
+            match Core::on_stats_chunk(&mut doc, reply) {
+                Ok(true) => return Ok(doc),
+                Ok(false) => {}
+                // A refusal of the request leaves the connection in step;
+                // anything after the first piece does not.
+                Err(e) => {
+                    if !first || !e.keeps_connection() {
+                        self.core.broken = true;
+                    }
+                    return Err(e);
+                }
+            }
+        }
     }
 
     /// Starts an RMA write of `len` bytes from `src` to `dst`.
@@ -313,6 +332,11 @@ impl Client {
         self.core.usable()?;
         self.send_msg(msg, fd)?;
         let deadline = self.reply_timeout.map(|t| Instant::now() + t);
+        self.reply(deadline)
+    }
+
+    /// Waits for the next reply by `deadline`, keeping events.
+    fn reply(&mut self, deadline: Option<Instant>) -> Result<DaemonMsg, ClientError> {
         let r = loop {
             match self.recv(deadline) {
                 Ok(m) => match self.core.route(m) {

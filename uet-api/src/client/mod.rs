@@ -29,8 +29,8 @@ pub use tokio::AsyncClient;
 
 use crate::proto::{
     Access, CaptureEnd, CapturedFrame, ClientMsg, Completion, DaemonMsg, DecodeError, ErrorCode,
-    FrameTooLarge, Handle, LocalRef, Message, PROTOCOL_VERSION, RecvCompletion, RemoteRef,
-    RemoteRegion, Tag, WriteArrived,
+    FrameTooLarge, Handle, LocalRef, MAX_STATS_LEN, Message, PROTOCOL_VERSION, RecvCompletion,
+    RemoteRef, RemoteRegion, Tag, WriteArrived,
 };
 use crate::sock::RecvError;
 
@@ -318,7 +318,8 @@ impl Core {
                 theirs: None,
                 message,
             }),
-            other => Err(unexpected("HelloOk", other)),
+            // Refused (a connection limit, the Hello timeout): typed.
+            other => Err(refusal("HelloOk", other)),
         }
     }
 
@@ -450,10 +451,28 @@ impl Core {
         }
     }
 
-    fn on_stats(reply: DaemonMsg) -> Result<String, ClientError> {
+    /// Adds a `StatsChunk` to `doc`; `Ok(true)` after the last one.
+    fn on_stats_chunk(doc: &mut String, reply: DaemonMsg) -> Result<bool, ClientError> {
         match reply {
-            DaemonMsg::StatsReply { json } => Ok(json),
-            other => Err(refusal("StatsReply", other)),
+            DaemonMsg::StatsChunk { data, last } => {
+                if doc.len() + data.len() > MAX_STATS_LEN {
+                    return Err(ClientError::Unexpected {
+                        expected: "a stats document within MAX_STATS_LEN",
+                        got: crate::proto::ty::STATS_CHUNK,
+                    });
+                }
+                doc.push_str(&data);
+                Ok(last)
+            }
+            // A daemon older than streamed stats does not know the request.
+            DaemonMsg::Error {
+                code: ErrorCode::Malformed,
+                message,
+            } if message.contains("unknown message type") => Err(ClientError::Daemon {
+                code: ErrorCode::Malformed,
+                message: format!("{message} (a uetd without streamed stats?)"),
+            }),
+            other => Err(refusal("StatsChunk", other)),
         }
     }
 }

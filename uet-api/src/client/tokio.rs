@@ -125,14 +125,31 @@ impl AsyncClient {
         Core::on_deregistered(reply, handle)
     }
 
-    /// The daemon's counters as JSON.
+    /// The daemon's counters as JSON, the whole document however long
+    /// (as [`super::Client::stats`]).
     ///
     /// # Errors
     ///
     /// As [`super::Client::register`].
     pub async fn stats(&mut self) -> Result<String, ClientError> {
-        let reply = self.request(&ClientMsg::Stats, None).await?;
-        Core::on_stats(reply)
+        self.core.usable()?;
+        self.send_msg(&ClientMsg::StatsStream, None).await?;
+        let deadline = self.reply_timeout.map(|t| Instant::now() + t);
+        let mut doc = String::new();
+        loop {
+            let reply = self.reply(deadline).await?;
+            let first = doc.is_empty();
+            match Core::on_stats_chunk(&mut doc, reply) {
+                Ok(true) => return Ok(doc),
+                Ok(false) => {}
+                Err(e) => {
+                    if !first || !e.keeps_connection() {
+                        self.core.broken = true;
+                    }
+                    return Err(e);
+                }
+            }
+        }
     }
 
     /// Starts an RMA write.
@@ -311,6 +328,11 @@ impl AsyncClient {
         self.core.usable()?;
         self.send_msg(msg, fd).await?;
         let deadline = self.reply_timeout.map(|t| Instant::now() + t);
+        self.reply(deadline).await
+    }
+
+    /// Waits for the next reply by `deadline`, keeping events.
+    async fn reply(&mut self, deadline: Option<Instant>) -> Result<DaemonMsg, ClientError> {
         let r = loop {
             match self.recv(deadline).await {
                 Ok(m) => match self.core.route(m) {

@@ -26,6 +26,15 @@ pub const MAX_FRAME_LEN: usize = 64 * 1024;
 /// Bytes before a frame's body: the `u32` length and the `u16` type.
 pub const HEADER_LEN: usize = 6;
 
+/// The most document bytes one `StatsChunk` carries: the frame limit less
+/// the header, the `last` flag and the string's length.
+pub const MAX_STATS_CHUNK: usize = MAX_FRAME_LEN - HEADER_LEN - 1 - 2;
+
+/// The longest stats document a client reassembles from `StatsChunk`s;
+/// a daemon that streams more is refused (the connection is then out of
+/// step and unusable).
+pub const MAX_STATS_LEN: usize = 64 << 20;
+
 /// The first four body bytes of `Hello`: they tell a stray connection from
 /// a uet client before anything else is read.
 pub const HELLO_MAGIC: [u8; 4] = *b"UETa";
@@ -303,6 +312,10 @@ pub enum ErrorCode {
     /// 12: the daemon is doing this for someone else already (a capture
     /// is running).
     Busy,
+    /// 13: a limit of the daemon's configuration refuses it: connections
+    /// (all together or per uid), the time to say `Hello`, registrations
+    /// or registered bytes per client. The message names the limit.
+    OverLimit,
     /// Any other code.
     Unknown(u16),
 }
@@ -324,6 +337,7 @@ impl ErrorCode {
             Self::Internal => 10,
             Self::KeyInUse => 11,
             Self::Busy => 12,
+            Self::OverLimit => 13,
             Self::Unknown(c) => c,
         }
     }
@@ -344,6 +358,7 @@ impl ErrorCode {
             10 => Self::Internal,
             11 => Self::KeyInUse,
             12 => Self::Busy,
+            13 => Self::OverLimit,
             c => Self::Unknown(c),
         }
     }
@@ -666,8 +681,14 @@ pub enum ClientMsg {
         /// The region.
         handle: Handle,
     },
-    /// `0x0006`: ask for the daemon's counters.
+    /// `0x0006`: ask for the daemon's counters in one `StatsReply`. A
+    /// document that does not fit one frame comes without its
+    /// per-destination entries (see [`DaemonMsg::StatsReply`]); ask with
+    /// [`ClientMsg::StatsStream`] for all of it.
     Stats,
+    /// `0x0009`: ask for the daemon's counters as a stream of
+    /// `StatsChunk`s, however long the document.
+    StatsStream,
     /// `0x0010`: `UET_WRITE` `len` bytes from `local` to `remote`.
     Write {
         /// Echoed in the completion.
@@ -790,8 +811,18 @@ pub enum DaemonMsg {
     },
     /// `0x8006`: the answer to `Stats`.
     StatsReply {
-        /// The counters as a JSON document.
+        /// The counters as a JSON document. When the whole document would
+        /// not fit one frame, each worker's `ccc` list is left empty and
+        /// `ccc_omitted` says how many entries it had.
         json: String,
+    },
+    /// `0x8008`: one piece of the answer to `StatsStream`: the pieces, in
+    /// order, concatenate to the JSON document; the last has `last` set.
+    StatsChunk {
+        /// The next bytes of the document (cut at a character boundary).
+        data: String,
+        /// Whether this is the last piece.
+        last: bool,
     },
     /// `0x8010`: an operation ended.
     Completion(Completion),
@@ -829,6 +860,8 @@ pub mod ty {
     pub const CAPTURE: u16 = 0x0007;
     /// `ClientMsg::CaptureStop`.
     pub const CAPTURE_STOP: u16 = 0x0008;
+    /// `ClientMsg::StatsStream`.
+    pub const STATS_STREAM: u16 = 0x0009;
     /// `ClientMsg::Write`.
     pub const WRITE: u16 = 0x0010;
     /// `ClientMsg::Read`.
@@ -853,6 +886,8 @@ pub mod ty {
     pub const STATS_REPLY: u16 = 0x8006;
     /// `DaemonMsg::CaptureStarted`.
     pub const CAPTURE_STARTED: u16 = 0x8007;
+    /// `DaemonMsg::StatsChunk`.
+    pub const STATS_CHUNK: u16 = 0x8008;
     /// `DaemonMsg::Completion`.
     pub const COMPLETION: u16 = 0x8010;
     /// `DaemonMsg::RecvCompletion`.
@@ -1091,6 +1126,28 @@ pub fn frame_len(buf: &[u8]) -> Result<Option<usize>, DecodeError> {
     Ok(Some(total as usize))
 }
 
+/// The `StatsChunk`s that carry `doc`, in order: pieces of at most
+/// [`MAX_STATS_CHUNK`] bytes cut at character boundaries, the last one
+/// marked (an empty document is one empty, last chunk). Each encodes
+/// within [`MAX_FRAME_LEN`].
+pub fn stats_chunks(doc: &str) -> impl Iterator<Item = DaemonMsg> + '_ {
+    let mut rest = Some(doc);
+    core::iter::from_fn(move || {
+        let r = rest?;
+        let mut n = r.len().min(MAX_STATS_CHUNK);
+        while !r.is_char_boundary(n) {
+            n -= 1;
+        }
+        let (data, tail) = r.split_at(n);
+        let last = tail.is_empty();
+        rest = (!last).then_some(tail);
+        Some(DaemonMsg::StatsChunk {
+            data: data.to_owned(),
+            last,
+        })
+    })
+}
+
 fn enc_local(e: &mut Enc<'_>, l: &LocalRef) {
     e.u32(l.handle.0);
     e.u64(l.offset);
@@ -1150,6 +1207,7 @@ impl Message for ClientMsg {
             Self::RegisterLocal { .. } => ty::REGISTER_LOCAL,
             Self::Deregister { .. } => ty::DEREGISTER,
             Self::Stats => ty::STATS,
+            Self::StatsStream => ty::STATS_STREAM,
             Self::Write { .. } => ty::WRITE,
             Self::Read { .. } => ty::READ,
             Self::Send { .. } => ty::SEND,
@@ -1172,7 +1230,7 @@ impl Message for ClientMsg {
                 e.u16(*version);
                 e.str(name);
             }
-            Self::Bye | Self::Stats | Self::CaptureStop => {}
+            Self::Bye | Self::Stats | Self::StatsStream | Self::CaptureStop => {}
             Self::Capture(c) => {
                 e.opt_u64(c.max_frames);
                 e.opt_u64(c.max_duration_ms);
@@ -1271,6 +1329,7 @@ impl Message for ClientMsg {
             }
             ty::BYE => Self::Bye,
             ty::STATS => Self::Stats,
+            ty::STATS_STREAM => Self::StatsStream,
             ty::CAPTURE => Self::Capture(CaptureSpec {
                 max_frames: d.opt_u64("max_frames")?,
                 max_duration_ms: d.opt_u64("max_duration_ms")?,
@@ -1380,6 +1439,7 @@ impl Message for DaemonMsg {
             Self::LocalRegistered { .. } => ty::LOCAL_REGISTERED,
             Self::Deregistered { .. } => ty::DEREGISTERED,
             Self::StatsReply { .. } => ty::STATS_REPLY,
+            Self::StatsChunk { .. } => ty::STATS_CHUNK,
             Self::Completion(_) => ty::COMPLETION,
             Self::RecvCompletion(_) => ty::RECV_COMPLETION,
             Self::WriteArrived(_) => ty::WRITE_ARRIVED,
@@ -1428,6 +1488,10 @@ impl Message for DaemonMsg {
             }
             Self::LocalRegistered { handle } | Self::Deregistered { handle } => e.u32(handle.0),
             Self::StatsReply { json } => e.str(json),
+            Self::StatsChunk { data, last } => {
+                e.u8(u8::from(*last));
+                e.str(data);
+            }
             Self::Completion(c) => {
                 e.u64(c.tag.0);
                 enc_status(&mut e, &c.status);
@@ -1492,6 +1556,10 @@ impl Message for DaemonMsg {
             },
             ty::STATS_REPLY => Self::StatsReply {
                 json: d.str("json")?,
+            },
+            ty::STATS_CHUNK => Self::StatsChunk {
+                last: d.flag("last")?,
+                data: d.str("data")?,
             },
             ty::COMPLETION => Self::Completion(Completion {
                 tag: Tag(d.u64("tag")?),

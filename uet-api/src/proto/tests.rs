@@ -66,6 +66,7 @@ fn arb_client_msg() -> impl Strategy<Value = ClientMsg> {
         (any::<u16>(), arb_str()).prop_map(|(version, name)| ClientMsg::Hello { version, name }),
         Just(ClientMsg::Bye),
         Just(ClientMsg::Stats),
+        Just(ClientMsg::StatsStream),
         (
             any::<u64>(),
             arb_access(),
@@ -212,6 +213,7 @@ fn arb_daemon_msg() -> impl Strategy<Value = DaemonMsg> {
         any::<u32>().prop_map(|h| DaemonMsg::LocalRegistered { handle: Handle(h) }),
         any::<u32>().prop_map(|h| DaemonMsg::Deregistered { handle: Handle(h) }),
         arb_str().prop_map(|json| DaemonMsg::StatsReply { json }),
+        (arb_str(), any::<bool>()).prop_map(|(data, last)| DaemonMsg::StatsChunk { data, last }),
         (any::<u64>(), arb_status(), any::<u64>()).prop_map(|(t, status, bytes)| {
             DaemonMsg::Completion(Completion {
                 tag: Tag(t),
@@ -488,6 +490,56 @@ fn oversized_message_does_not_encode() {
     let mut r = FrameReader::new();
     assert_eq!(r.extend(&f), MAX_FRAME_LEN);
     assert_eq!(r.next_frame::<DaemonMsg>().unwrap().unwrap().msg, fits);
+}
+
+/// Concatenated `data` of `chunks`, checking that each encodes within
+/// the frame limit and only the last is marked.
+fn reassemble(chunks: Vec<DaemonMsg>) -> String {
+    let n = chunks.len();
+    let mut doc = String::new();
+    for (i, c) in chunks.into_iter().enumerate() {
+        let f = c.to_frame().expect("a chunk fits one frame");
+        assert!(f.len() <= MAX_FRAME_LEN);
+        assert_eq!(DaemonMsg::decode(&f).unwrap(), c);
+        let DaemonMsg::StatsChunk { data, last } = c else {
+            panic!("{c:?}");
+        };
+        assert_eq!(last, i + 1 == n, "only the last chunk is marked");
+        doc.push_str(&data);
+    }
+    doc
+}
+
+#[test]
+fn a_stats_document_of_any_length_streams_in_chunks_that_fit_a_frame() {
+    // Empty, exactly one chunk, one byte more, and several chunks with
+    // multi-byte characters straddling every cut.
+    for doc in [
+        String::new(),
+        "x".repeat(MAX_STATS_CHUNK),
+        "x".repeat(MAX_STATS_CHUNK + 1),
+        "é→€𝄞".repeat(3 * MAX_STATS_CHUNK / 10 + 7),
+    ] {
+        let chunks: Vec<_> = stats_chunks(&doc).collect();
+        // Every piece but the last is full up to a character boundary.
+        for c in &chunks[..chunks.len() - 1] {
+            let DaemonMsg::StatsChunk { data, .. } = c else {
+                panic!("{c:?}");
+            };
+            assert!(data.len() + 3 >= MAX_STATS_CHUNK, "{}", data.len());
+        }
+        if doc.is_ascii() {
+            assert_eq!(chunks.len(), doc.len().div_ceil(MAX_STATS_CHUNK).max(1));
+        }
+        assert_eq!(reassemble(chunks), doc);
+    }
+    // A chunk of the maximum size is a frame of the maximum size.
+    let full = stats_chunks(&"y".repeat(MAX_STATS_CHUNK))
+        .next()
+        .unwrap()
+        .to_frame()
+        .unwrap();
+    assert_eq!(full.len(), MAX_FRAME_LEN);
 }
 
 #[test]

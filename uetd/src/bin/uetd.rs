@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! uetd --interface eth1 --backend xdp --cc rccc --expose 1:0x5eed:1GiB
-//! uetd --address 10.0.0.2 --backend udp --write-to 10.0.0.1 --bytes 1GiB --exit
+//! uetd --address 10.0.0.2 --backend udp --write-to 10.0.0.1 --generation 93 --bytes 1GiB --exit
 //! ```
 
 use std::net::IpAddr;
@@ -90,6 +90,10 @@ struct Args {
     /// The peer's region (resource index) and key.
     #[arg(long, default_value_t = 1)]
     ri: u16,
+    /// The peer region's generation (its daemon's `exposed` line says: each
+    /// start draws a new one).
+    #[arg(long, default_value_t = 0)]
+    generation: u8,
     /// The peer region's key.
     #[arg(long, default_value = "0x5eed", value_parser = parse_u64)]
     key: u64,
@@ -208,6 +212,7 @@ fn main() -> Result<()> {
         let r = d.write_test(
             peer,
             args.ri,
+            args.generation,
             args.key,
             args.bytes.0,
             chunk,
@@ -230,8 +235,7 @@ fn main() -> Result<()> {
         }
     }
     if !args.exit {
-        let mut ctl = uetd::control::ControlConfig::new(d.config().socket.clone());
-        ctl.job = d.config().api_job;
+        let ctl = uetd::control::ControlConfig::of(d.config());
         let served = uetd::control::serve(&mut d, ctl, &stop, |d, out| {
             if let Some(line) = d.handle_output(out) {
                 println!("{line}");
