@@ -60,6 +60,9 @@ reasons! {
     /// match what that PDC sent or expects: from a blind or stale sender,
     /// never acted on.
     Unverified => "unverified",
+    /// A request whose RCCC state names another source CCC than the one its
+    /// PDC carries: its data is delivered, its CC state ignored.
+    CccMismatch => "ccc_mismatch",
 }
 
 /// Counters of one engine.

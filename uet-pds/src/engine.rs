@@ -1868,8 +1868,17 @@ impl Pds {
         rx.clear_to(r.clear_psn());
         // RCCC (§5.3): a *_CC_REQ names its source CCC and advertises its
         // backlog; last-hop trims are RCCC's signal too.
-        if let (Some(cc), Some(rr)) = (r.cc, self.rccc_rx.as_mut()) {
-            let key = (meta.src, cc.ccc_id.get());
+        // A PDC carries one traffic class, so one source CCC: the first
+        // *_CC_REQ names it, and a later one naming another `ccc_id` is a
+        // peer violation whose CC state is ignored (the data is still
+        // delivered). This keeps the RCCC receiver's table within one
+        // entry per PDC, and every entry goes with its PDCs.
+        let rccc_key = r.cc.map(|cc| (meta.src, cc.ccc_id.get()));
+        if let Some(key) = rccc_key
+            && rx.rccc.is_some_and(|k| k != key)
+        {
+            self.counters.drop(DropReason::CccMismatch);
+        } else if let (Some(cc), Some(key), Some(rr)) = (r.cc, rccc_key, self.rccc_rx.as_mut()) {
             // Trimmed before the last hop: NSCC's signal, not RCCC's (§7);
             // the receiver only updates the demand from it.
             let (bytes, last_hop) = match meta.trimmed {

@@ -486,7 +486,6 @@ fn syn_flood_spoofing_the_writer() {
 }
 
 #[test]
-#[ignore = "fails on this code: RCCC receiver state keyed by (source, ccc_id) is never bounded; spoofed senders starve the writer of credit"]
 fn rccc_requests_from_spoofed_sources() {
     run("rccc_state", "rccc", |ar, dice| {
         // 1,024 sources × 256 CCC IDs: 262,144 (source, ccc_id) keys, each
@@ -519,7 +518,6 @@ fn rccc_requests_from_spoofed_sources() {
 }
 
 #[test]
-#[ignore = "fails on this code: every new source is learnt into a neighbour map copied per frame, with no bound"]
 fn frames_from_many_spoofed_sources() {
     const N: u64 = 100_000;
     run("gleaning", "none", |ar, dice| {
@@ -545,7 +543,6 @@ fn frames_from_many_spoofed_sources() {
 }
 
 #[test]
-#[ignore = "fails on this code: the target learns the writer's next hop from one spoofed frame and never refreshes it"]
 fn one_frame_poisons_the_writers_next_hop() {
     run("poisoning", "none", |ar, _dice| {
         // One CP NOOP from the writer's IP and the attacker's MAC before

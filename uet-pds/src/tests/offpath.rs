@@ -363,3 +363,33 @@ fn ccc_state_goes_with_the_last_pdc_to_a_destination() {
     assert_eq!(drain(&mut a, now).len(), 1);
     assert_eq!(a.pds.ccc_count(), 1);
 }
+
+#[test]
+fn one_pdc_names_one_rccc_source() {
+    let cfg = PdsConfig {
+        rccc_receiver: Some(uet_cms::RcccConfig::default()),
+        ..PdsConfig::default()
+    };
+    let mut b = host(B, 2, cfg);
+    let c = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3));
+    // One PDC (one SPDCID, one Start_PSN), its packets naming every
+    // ccc_id in turn.
+    let first = forged_cc_syn(c, 7);
+    let PdsRepr::Request(r0) = first.pds() else {
+        panic!()
+    };
+    for i in 0..100u8 {
+        let mut r = r0;
+        r.psn = r0.psn.add(u32::from(i));
+        r.dpdcid = DpdcidField::syn(uet_wire::pds::SynPsnOffset::from_masked(u16::from(i)));
+        r.cc = Some(uet_wire::pds::ReqCcState {
+            ccc_id: uet_wire::CccId::from_masked(i),
+            credit_target: uet_wire::Credit24::from_masked(1 << 20),
+        });
+        deliver(&mut b, t(0), &forged(c, PdsRepr::Request(r)));
+    }
+    assert_eq!(b.pds.pdc_count(), 1);
+    assert_eq!(b.pds.rccc_receiver().unwrap().known_senders(), 1);
+    assert_eq!(b.pds.rccc_source_count(), 1);
+    assert_eq!(b.pds.counters().drops(DropReason::CccMismatch), 99);
+}

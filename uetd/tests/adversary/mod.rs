@@ -510,6 +510,7 @@ pub fn seen(stats: &serde_json::Value) -> u64 {
             .map(|w| {
                 sum_obj(&w["pds"]["drops"]) - w["pds"]["drops"]["duplicate"].as_u64().unwrap_or(0)
                     + sum_obj(&w["pds"]["rx_nacks"])
+                    + w["pds"]["pdcs_pending_evicted"].as_u64().unwrap_or(0)
                     + w["io"]["rx_dropped"].as_u64().unwrap_or(0)
             })
             .sum()
