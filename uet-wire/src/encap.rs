@@ -315,14 +315,15 @@ pub fn crc32c_trailer(ip_packet: &[u8]) -> Option<u32> {
 }
 
 /// The CRC32C trailer value of a packet from `src` to `dst` whose IP payload
-/// (UDP header or entropy header, UET bytes; trailer excluded) is `l4`: the
+/// (UDP header or entropy header, UET bytes; trailer excluded) is the
+/// concatenation of `l4`: the
 /// same value as [`crc32c_trailer`] for an IPv4 header without options or an
 /// IPv6 header without extension headers, whose covered range is exactly
 /// the two addresses followed by the payload (`uet-spec-notes.md` §1). For
 /// socket backends, which see the addresses and the payload but not the IP
 /// header. `None` when the addresses differ in family.
 #[must_use]
-pub fn crc32c_of_payload(src: IpAddr, dst: IpAddr, l4: &[u8]) -> Option<u32> {
+pub fn crc32c_of_payload(src: IpAddr, dst: IpAddr, l4: &[&[u8]]) -> Option<u32> {
     let mut d = CRC32C.digest();
     match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d4)) => {
@@ -335,7 +336,9 @@ pub fn crc32c_of_payload(src: IpAddr, dst: IpAddr, l4: &[u8]) -> Option<u32> {
         }
         _ => return None,
     }
-    d.update(l4);
+    for part in l4 {
+        d.update(part);
+    }
     Some(d.finalize())
 }
 
@@ -897,7 +900,7 @@ pub(crate) mod tests {
             crc32c_of_payload(
                 Ipv4Addr::new(10, 0, 0, 1).into(),
                 Ipv4Addr::new(10, 0, 0, 2).into(),
-                &V4_UDP_CRC[34..46]
+                &[&V4_UDP_CRC[34..42], &V4_UDP_CRC[42..46]]
             ),
             Some(0x50c9_40c9)
         );
@@ -905,7 +908,7 @@ pub(crate) mod tests {
             crc32c_of_payload(
                 Ipv4Addr::new(10, 0, 0, 1).into(),
                 "fd00::2".parse().unwrap(),
-                &[]
+                &[&[]]
             ),
             None
         );
