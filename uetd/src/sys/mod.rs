@@ -10,5 +10,6 @@ pub(crate) mod eventfd;
 pub(crate) mod ifaddr;
 pub(crate) mod mem;
 pub(crate) mod ns;
+pub(crate) mod packet;
 pub(crate) mod udp;
 pub(crate) mod xsk;
