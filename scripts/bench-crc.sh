@@ -45,7 +45,7 @@ run() { # $1 = crc flag value
   t0=$(cpu_of "$TPID")
   /usr/bin/time -f "%U %S" -o "$TMP/w.time" ip netns exec "$A" "$UETD" --interface v0 \
     --backend xdp --encap "$ENCAP" --crc-trailer="$crc" --write-to 10.93.0.2 --bytes "$BYTES" \
-    --exit --socket "$TMP/a.sock" >"$TMP/w.out" 2>/dev/null
+    --exit --stats --socket "$TMP/a.sock" >"$TMP/w.out" 2>/dev/null
   for _ in $(seq 300); do grep -q verified "$TMP/t.out" 2>/dev/null && break; sleep 0.1; done
   local t1
   t1=$(cpu_of "$TPID")
@@ -54,16 +54,20 @@ run() { # $1 = crc flag value
 import json, sys
 crc, wout, wtime, t0, t1 = sys.argv[1:]
 w = next(json.loads(l) for l in open(wout) if '"written"' in l)
+st = next(json.loads(l) for l in open(wout) if '"workers"' in l)
+rtos = sum(x["pds"]["rtos"] for x in st["workers"])
+bad = sum(x["io"]["rx_bad_crc"] for x in st["workers"])
 u, s = map(float, open(wtime).read().split()[-2:])
 cpu = u + s + float(t1) - float(t0)
 gb = w["bytes"] / 1e9
-print(f"crc={crc} gbps={w['gbps']:.3f} cpu_s={cpu:.2f} cpu_s_per_gb={cpu / gb:.3f}")
+print(f"crc={crc} gbps={w['gbps']:.3f} cpu_s={cpu:.2f} cpu_s_per_gb={cpu / gb:.3f} rtos={rtos} rx_bad_crc={bad}")
 EOF
 }
 
+# Alternate which setting goes first, so neither always follows the other.
 for i in $(seq "$REPEATS"); do
-  run false | tee -a "$TMP/all"
-  run true | tee -a "$TMP/all"
+  if [ $((i % 2)) = 1 ]; then order="false true"; else order="true false"; fi
+  for crc in $order; do run "$crc" | tee -a "$TMP/all"; done
 done
 python3 - "$TMP/all" <<'EOF'
 import statistics, sys
@@ -74,5 +78,6 @@ for l in open(sys.argv[1]):
 for crc, rs in rows.items():
     g = statistics.median(float(r["gbps"]) for r in rs)
     c = statistics.median(float(r["cpu_s_per_gb"]) for r in rs)
-    print(f"median crc={crc}: {g:.3f} Gb/s, {c:.3f} CPU s/GB over {len(rs)} runs")
+    t = statistics.median(int(r["rtos"]) for r in rs)
+    print(f"median crc={crc}: {g:.3f} Gb/s, {c:.3f} CPU s/GB, {t} RTOs over {len(rs)} runs")
 EOF
