@@ -11,6 +11,10 @@
 //! cc = "rccc"             # none | nscc | rccc | nscc+rccc | pft
 //! link_rate = "10G"       # bits/s the congestion control plans for
 //! base_rtt_us = 50        # idle round trip the congestion control plans for
+//! # profile = "refprov"   # the UEC reference provider's wire choices (below)
+//! encap = "udp"           # udp (UDP to `port`) | ip (IP protocol `ip_protocol`)
+//! ip_protocol = 253       # IP protocol number of native-IP UET
+//! crc_trailer = false     # CRC32C trailer on every packet
 //!
 //! # Limits of the control socket (defaults shown): connections in all
 //! # and per uid (SO_PEERCRED), the time a connection has to say Hello,
@@ -34,6 +38,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
 use uet_pds::CcMode;
+use uet_wire::encap::EncapConfig;
 
 /// Which datapath.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
@@ -43,6 +48,31 @@ pub enum Backend {
     Xdp,
     /// Kernel UDP sockets (no privileges).
     Udp,
+}
+
+/// How UET rides on IP (`uet-spec-notes.md` §1). Both ends must agree:
+/// nothing on the wire says which was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Encap {
+    /// UDP to the UET port; the source port carries the entropy value.
+    Udp,
+    /// Directly over IP (protocol `ip_protocol`, 253 by default) behind the
+    /// 4-byte entropy header, as the UEC reference provider sends it.
+    Ip,
+}
+
+/// A preset of wire choices, so a user need not know the list. Settings
+/// given explicitly (file or flags) win over the profile's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// The UEC reference provider (`ultraethernet/uet-ref-prov`): native IP
+    /// with protocol 253, the CRC32C trailer on (it adds one whenever TSS
+    /// is off), and its DSCPs — CS0 for requests, EF (46) for ACKs and
+    /// control — which are the daemon's defaults already
+    /// (`uet-spec-notes.md` §1).
+    Refprov,
 }
 
 /// How the XDP program attaches.
@@ -207,6 +237,17 @@ pub struct Config {
     pub api_max_registered_bytes: Size,
     /// Regions exposed by the daemon itself.
     pub expose: Vec<Expose>,
+    /// A preset of wire choices (`encap`, `ip_protocol`, `crc_trailer`);
+    /// explicit settings win.
+    pub profile: Option<Profile>,
+    /// Encapsulation (default udp, or the profile's). One per daemon: see
+    /// [`Config::encap_config`].
+    pub encap: Option<Encap>,
+    /// IP protocol number of native-IP UET (default 253).
+    pub ip_protocol: Option<u8>,
+    /// Add a CRC32C trailer to every packet sent and require a valid one on
+    /// every packet received (default off, or the profile's).
+    pub crc_trailer: Option<bool>,
 }
 
 impl Default for Config {
@@ -240,6 +281,10 @@ impl Default for Config {
             api_max_registrations: 1024,
             api_max_registered_bytes: Size(16 << 30),
             expose: Vec::new(),
+            profile: None,
+            encap: None,
+            ip_protocol: None,
+            crc_trailer: None,
         }
     }
 }
@@ -267,6 +312,45 @@ impl Config {
                 self.cc
             )
         })
+    }
+
+    /// The encapsulation: explicit, else the profile's, else UDP.
+    pub fn encap(&self) -> Encap {
+        self.encap.unwrap_or(match self.profile {
+            Some(Profile::Refprov) => Encap::Ip,
+            None => Encap::Udp,
+        })
+    }
+
+    /// Whether packets carry the CRC32C trailer: explicit, else the
+    /// profile's, else no.
+    pub fn crc_trailer(&self) -> bool {
+        self.crc_trailer
+            .unwrap_or(matches!(self.profile, Some(Profile::Refprov)))
+    }
+
+    /// The native-IP protocol number (default 253).
+    pub fn ip_protocol(&self) -> u8 {
+        self.ip_protocol.unwrap_or(uet_wire::encap::UET_IP_PROTOCOL)
+    }
+
+    /// The wire settings both backends frame and parse with.
+    ///
+    /// They hold for the whole daemon, not per peer: nothing in a UET 1.0
+    /// packet says whether it ends in a trailer (`uet-spec-notes.md` §9
+    /// item 12), so a receiver must know beforehand, and a daemon's
+    /// steering program and sockets take one encapsulation; the spec treats
+    /// both as deployment choices, made for a whole fabric. A peer using
+    /// the other settings is not guessed at: its frames are dropped and
+    /// counted by reason (`rx_other_encap`, `rx_bad_crc`). A host that must
+    /// serve both kinds runs two daemons on two addresses.
+    pub fn encap_config(&self) -> EncapConfig {
+        EncapConfig {
+            udp_port: self.port,
+            ip_protocol: self.ip_protocol(),
+            crc_trailer: self.crc_trailer(),
+            ..EncapConfig::default()
+        }
     }
 
     /// Checks values that parse but cannot work.
@@ -306,6 +390,14 @@ impl Config {
             bail!(
                 "ring_size must be a power of two in 64..=65536 and at most umem_frames / 2, not {}",
                 self.ring_size
+            );
+        }
+        if let Some(p) = self.ip_protocol
+            && matches!(p, 0 | 1 | 6 | 17 | 58)
+        {
+            bail!(
+                "ip_protocol {p} belongs to IP itself (0 hop-by-hop, 1 ICMP, 6 TCP, 17 UDP, \
+                 58 ICMPv6); UET directly over IP uses 253 (RFC 3692 experimental) by default"
             );
         }
         if self.ev_bits > 10 {
@@ -462,6 +554,37 @@ mod tests {
             api_hello_timeout_ms = 0"#)
             .contains("api_hello_timeout_ms")
         );
+    }
+
+    #[test]
+    fn the_refprov_profile_sets_the_wire_choices_and_explicit_ones_win() {
+        let c = Config::parse(
+            r#"address = "10.0.0.1"
+            profile = "refprov""#,
+        )
+        .unwrap();
+        assert_eq!(c.encap(), Encap::Ip);
+        let e = c.encap_config();
+        assert_eq!((e.ip_protocol, e.crc_trailer), (253, true));
+        let c = Config::parse(
+            r#"address = "10.0.0.1"
+            profile = "refprov"
+            encap = "udp"
+            crc_trailer = false
+            ip_protocol = 254"#,
+        )
+        .unwrap();
+        assert_eq!(c.encap(), Encap::Udp);
+        let e = c.encap_config();
+        assert_eq!((e.ip_protocol, e.crc_trailer), (254, false));
+        let c = Config::parse(r#"address = "10.0.0.1""#).unwrap();
+        assert_eq!((c.encap(), c.crc_trailer()), (Encap::Udp, false));
+        let err = Config::parse(
+            r#"address = "10.0.0.1"
+            ip_protocol = 17"#,
+        )
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("ip_protocol 17"), "{err:#}");
     }
 
     #[test]

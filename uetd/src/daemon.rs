@@ -24,7 +24,7 @@ use uet_wire::time::Duration as WireDuration;
 use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
 
 use crate::capture::Capture;
-use crate::config::{Backend, Config, XdpAttach};
+use crate::config::{Backend, Config, Encap, XdpAttach};
 use crate::io::PacketIo;
 use crate::mem::SharedRegion;
 use crate::neigh::Neighbours;
@@ -127,9 +127,12 @@ impl Daemon {
             let steer = XdpSteer::attach(
                 ifname.as_str(),
                 mode,
+                // Both encapsulations are steered, so that frames from a peer
+                // using the other one are counted (rx_other_encap) rather
+                // than answered by the kernel with ICMP unreachables.
                 SteerConfig {
                     udp_port: cfg.port,
-                    ip_proto: None,
+                    ip_proto: Some(cfg.ip_protocol()),
                 },
             )
             .with_context(|| format!("attaching the XDP program to {ifname}"))?;
@@ -154,6 +157,8 @@ impl Daemon {
                     u.udp_port = cfg.port;
                     u.ev_bits = cfg.ev_bits;
                     u.mtu = mtu;
+                    u.encap = cfg.encap_config();
+                    u.native_ip = cfg.encap() == Encap::Ip;
                     Box::new(UdpIo::new(u).context("opening the UDP sockets")?)
                 }
                 Backend::Xdp => {
@@ -176,10 +181,8 @@ impl Daemon {
                             ..XskConfig::default()
                         },
                         local_ip: local,
-                        encap: uet_wire::encap::EncapConfig {
-                            udp_port: cfg.port,
-                            ..Default::default()
-                        },
+                        encap: cfg.encap_config(),
+                        native_ip: cfg.encap() == Encap::Ip,
                         mtu: cfg.mtu.map(|m| m as u32),
                     };
                     let io = XdpIo::new(w, &io_cfg, Arc::clone(hub), Arc::clone(neigh) as _)
@@ -393,6 +396,33 @@ impl Daemon {
         self.workers.iter().map(WorkerHandle::stats).collect()
     }
 
+    /// What the receive counters say about a peer whose wire settings
+    /// differ from ours (empty when nothing was dropped for that), to end
+    /// a failed operation's message with.
+    pub fn wire_mismatch_hint(&self) -> String {
+        let (mut crc, mut encap) = (0, 0);
+        for s in self.stats() {
+            crc += s.io.rx_bad_crc;
+            encap += s.io.rx_other_encap;
+        }
+        let mut hint = String::new();
+        if crc > 0 {
+            hint += &format!(
+                "; {crc} received frames dropped for a CRC32C trailer that did not match \
+                 (rx_bad_crc; this daemon has crc_trailer {}): does the peer agree?",
+                if self.cfg.crc_trailer() { "on" } else { "off" }
+            );
+        }
+        if encap > 0 {
+            hint += &format!(
+                "; {encap} received frames dropped for arriving in the other encapsulation \
+                 (rx_other_encap; this daemon has encap {:?}): does the peer agree?",
+                self.cfg.encap()
+            );
+        }
+        hint
+    }
+
     /// Waits up to `timeout` for the next worker output.
     pub fn next_output(&self, timeout: Duration) -> Option<(usize, Output)> {
         self.outputs.recv_timeout(timeout).ok()
@@ -502,12 +532,19 @@ impl Daemon {
                 in_flight += 1;
             }
             let Some((_, out)) = self.next_output(Duration::from_secs(30)) else {
-                bail!("no progress for 30 s ({done} of {chunks} writes done)");
+                bail!(
+                    "no progress for 30 s ({done} of {chunks} writes done){}",
+                    self.wire_mismatch_hint()
+                );
             };
             match out {
                 Output::Completed { tag, completion } if (base..base + chunks).contains(&tag) => {
                     if let Err(e) = completion.status {
-                        bail!("write {} failed: {e}", tag - base);
+                        bail!(
+                            "write {} failed: {e}{}",
+                            tag - base,
+                            self.wire_mismatch_hint()
+                        );
                     }
                     done += 1;
                     in_flight -= 1;

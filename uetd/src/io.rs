@@ -36,6 +36,14 @@ pub struct IoStats {
     /// Received frames dropped by the backend's checks (not UET, bad
     /// checksum, not for us, malformed).
     pub rx_dropped: u64,
+    /// Of `rx_dropped`: a CRC32C trailer that did not match, or was
+    /// missing (`crc_trailer` on). A steady count means the peer's trailer
+    /// setting differs from ours.
+    pub rx_bad_crc: u64,
+    /// Of `rx_dropped`: UET frames in the other encapsulation (UDP to the
+    /// UET port while `encap = "ip"`, or the native-IP protocol while
+    /// `encap = "udp"`): the peer's `encap` differs from ours.
+    pub rx_other_encap: u64,
     /// Datagrams the worker produced that could not be sent (no neighbour
     /// entry, no route, address family mismatch, send error).
     pub tx_dropped: u64,

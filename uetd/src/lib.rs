@@ -24,6 +24,7 @@ pub mod mem;
 pub mod neigh;
 mod netlink;
 pub mod netns;
+pub mod packet;
 pub mod sample;
 pub mod stats;
 mod sys;

@@ -72,6 +72,8 @@ pub fn to_json(stats: &[WorkerStats]) -> Value {
                     "tx_packets": s.io.tx_packets,
                     "tx_bytes": s.io.tx_bytes,
                     "rx_dropped": s.io.rx_dropped,
+                    "rx_bad_crc": s.io.rx_bad_crc,
+                    "rx_other_encap": s.io.rx_other_encap,
                     "tx_dropped": s.io.tx_dropped,
                     "tx_no_neighbour": s.io.tx_no_neighbour,
                     "handed_off": s.io.handed_off,

@@ -11,6 +11,25 @@
 //!   space must be the same: the daemon gives both `ev_bits`). Each datagram's
 //!   DSCP and ECN go in an IP_TOS / IPV6_TCLASS control message;
 //!   `sendmmsg` sends each run of datagrams that share a socket, in order.
+//!   An ACK's EV is therefore the peer's EV folded into this pool (the
+//!   low `ev_bits` bits above `ev_base`), not the peer's value itself: a
+//!   socket can only send from a port it has bound.
+//! - Native IP (`encap = "ip"`, `uet-spec-notes.md` §1): one raw IP socket
+//!   for the configured protocol (253), bound to the local address, both
+//!   receives (IPv4: the IP header comes along; IPv6: IPV6_RECVTCLASS) and
+//!   sends (the kernel writes the IP header; we write the 4-byte entropy
+//!   header, so every EV, the peer's echoed one included, goes out as it
+//!   is). It needs CAP_NET_RAW.
+//! - CRC32C trailer (`crc_trailer`): computed over the addresses and the
+//!   UDP (checksum 0) or entropy header and the UET bytes — what REFPROV's
+//!   coverage from the IP source address amounts to for a header without
+//!   options — appended on send and checked and stripped on receive (a
+//!   mismatch is a counted drop, `rx_bad_crc`). Under UDP the sockets send
+//!   checksum 0 (SO_NO_CHECK / UDP_NO_CHECK6_TX), because the trailer covers
+//!   the checksum field, and a received datagram is checked as if its
+//!   checksum field were 0: the socket does not show the field, and a
+//!   sender covering it with a trailer sends 0 (REFPROV, UE 1.0.3
+//!   §3.5.10.1 as REFPROV cites it).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -19,7 +38,10 @@ use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 use uet_pds::{RxMeta, Transmit};
-use uet_wire::encap::{EncapConfig, Transport, emit_frame, nominal_pktsize};
+use uet_wire::encap::{
+    CRC_TRAILER_LEN, ENTROPY_HEADER_LEN, EncapConfig, Transport, crc32c_of_payload, emit_frame,
+    nominal_pktsize,
+};
 use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
 use uet_wire::{Dscp, Ecn, EntropyValue};
 
@@ -34,6 +56,8 @@ pub mod raw;
 const V4_OVERHEAD: usize = 20 + 8;
 /// IPv6 + UDP headers.
 const V6_OVERHEAD: usize = 40 + 8;
+/// UDP header length.
+const UDP_HEADER_LEN: usize = 8;
 
 /// Configuration of the UDP backend.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,14 +74,18 @@ pub struct UdpConfig {
     pub mtu: usize,
     /// Datagrams per batch.
     pub batch: usize,
-    /// Trimmed-DSCP recognition.
+    /// IP protocol number, CRC trailer, trimmed-DSCP recognition.
     pub encap: EncapConfig,
+    /// UET directly over IP through a raw IP socket (CAP_NET_RAW) instead
+    /// of UDP.
+    pub native_ip: bool,
     /// Socket buffer sizes (bytes; the kernel doubles and caps them).
     pub socket_buffer: usize,
 }
 
 impl UdpConfig {
-    /// Defaults for `local`: port 4793, 16 EVs from 0xc000, MTU 1500.
+    /// Defaults for `local`: port 4793, 16 EVs from 0xc000, MTU 1500, UDP,
+    /// no trailer.
     pub fn new(local: IpAddr) -> Self {
         Self {
             local,
@@ -67,14 +95,25 @@ impl UdpConfig {
             mtu: 1500,
             batch: 32,
             encap: EncapConfig::default(),
+            native_ip: false,
             socket_buffer: 4 << 20,
         }
     }
 
+    /// IP header plus UDP or entropy header plus trailer.
     fn overhead(&self) -> usize {
-        match self.local {
-            IpAddr::V4(_) => V4_OVERHEAD,
-            IpAddr::V6(_) => V6_OVERHEAD,
+        let ip = match self.local {
+            IpAddr::V4(_) => V4_OVERHEAD - UDP_HEADER_LEN,
+            IpAddr::V6(_) => V6_OVERHEAD - UDP_HEADER_LEN,
+        };
+        ip + self.l4_header_len() + self.encap.trailer_len()
+    }
+
+    const fn l4_header_len(&self) -> usize {
+        if self.native_ip {
+            ENTROPY_HEADER_LEN
+        } else {
+            UDP_HEADER_LEN
         }
     }
 }
@@ -83,6 +122,8 @@ impl UdpConfig {
 #[derive(Debug)]
 pub struct UdpIo {
     cfg: UdpConfig,
+    /// The UDP socket on the UET port, or the raw IP socket (native IP,
+    /// which also sends).
     rx_sock: Socket,
     pool: Vec<Socket>,
     rx: MsgBatch,
@@ -91,14 +132,10 @@ pub struct UdpIo {
     tx_sock: Vec<u16>,
     max_uet: usize,
     stats: IoStats,
+    warned_crc: bool,
 }
 
-fn bind(local: IpAddr, port: u16, buffer: usize) -> io::Result<Socket> {
-    let domain = match local {
-        IpAddr::V4(_) => Domain::IPV4,
-        IpAddr::V6(_) => Domain::IPV6,
-    };
-    let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
+fn socket_options(s: &Socket, local: IpAddr, buffer: usize) -> io::Result<()> {
     if local.is_ipv6() {
         s.set_only_v6(true)?;
         s.set_recv_tclass_v6(true)?;
@@ -111,12 +148,52 @@ fn bind(local: IpAddr, port: u16, buffer: usize) -> io::Result<Socket> {
         let _ = s.set_recv_buffer_size(buffer);
         let _ = s.set_send_buffer_size(buffer);
     }
+    Ok(())
+}
+
+fn bind(local: IpAddr, port: u16, buffer: usize, zero_checksum: bool) -> io::Result<Socket> {
+    let domain = match local {
+        IpAddr::V4(_) => Domain::IPV4,
+        IpAddr::V6(_) => Domain::IPV6,
+    };
+    let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP))?;
+    socket_options(&s, local, buffer)?;
+    if zero_checksum {
+        crate::sys::udp::zero_udp_checksum(s.as_fd(), local.is_ipv6())?;
+    }
     s.bind(&SocketAddr::new(local, port).into())?;
     Ok(s)
 }
 
+/// The raw IP socket of native-IP UET: protocol `proto`, bound to `local`.
+fn open_raw(local: IpAddr, proto: u8, buffer: usize) -> io::Result<Socket> {
+    let domain = match local {
+        IpAddr::V4(_) => Domain::IPV4,
+        IpAddr::V6(_) => Domain::IPV6,
+    };
+    let s =
+        Socket::new(domain, Type::RAW, Some(Protocol::from(i32::from(proto)))).map_err(|e| {
+            if e.raw_os_error() == Some(libc::EPERM) {
+                io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "encap ip on the udp backend needs a raw IP socket for protocol {proto}, \
+                     which needs CAP_NET_RAW (run as root, or `setcap cap_net_raw+ep uetd`); \
+                     without it use --encap udp, or the xdp backend"
+                    ),
+                )
+            } else {
+                e
+            }
+        })?;
+    socket_options(&s, local, buffer)?;
+    s.bind(&SocketAddr::new(local, 0).into())?;
+    Ok(s)
+}
+
 impl UdpIo {
-    /// Binds the receive socket and the EV pool.
+    /// Binds the receive socket and the EV pool (UDP), or opens the raw IP
+    /// socket (native IP).
     pub fn new(cfg: UdpConfig) -> io::Result<Self> {
         if cfg.ev_bits > 10 {
             return Err(io::Error::new(
@@ -124,60 +201,73 @@ impl UdpIo {
                 "the UDP backend binds one socket per EV: ev_bits must be ≤ 10",
             ));
         }
-        if cfg.encap.crc_trailer {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the CRC32C trailer covers IP headers the UDP backend does not see; use the xdp backend",
-            ));
-        }
-        let rx_sock = bind(cfg.local, cfg.udp_port, cfg.socket_buffer)?;
-        let n = 1usize << cfg.ev_bits;
-        let mut pool = Vec::with_capacity(n);
-        for i in 0..n {
-            let port = cfg.ev_base.checked_add(i as u16).ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidInput, "EV pool runs past port 65535")
-            })?;
-            pool.push(bind(cfg.local, port, cfg.socket_buffer).map_err(|e| {
-                io::Error::new(e.kind(), format!("binding EV source port {port}: {e}"))
-            })?);
-        }
+        let crc = cfg.encap.crc_trailer;
+        let mut pool = Vec::new();
+        let rx_sock = if cfg.native_ip {
+            open_raw(cfg.local, cfg.encap.ip_protocol, cfg.socket_buffer)?
+        } else {
+            let rx = bind(cfg.local, cfg.udp_port, cfg.socket_buffer, crc)?;
+            let n = 1usize << cfg.ev_bits;
+            pool.reserve(n);
+            for i in 0..n {
+                let port = cfg.ev_base.checked_add(i as u16).ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::InvalidInput, "EV pool runs past port 65535")
+                })?;
+                pool.push(bind(cfg.local, port, cfg.socket_buffer, crc).map_err(|e| {
+                    io::Error::new(e.kind(), format!("binding EV source port {port}: {e}"))
+                })?);
+            }
+            rx
+        };
         let max_uet = cfg.mtu.saturating_sub(cfg.overhead());
         let batch = cfg.batch.max(1);
+        // A slot holds a whole IP packet (a raw IPv4 socket hands over the
+        // header too).
+        let slot = cfg.mtu.max(max_uet + 64);
         Ok(Self {
-            rx: MsgBatch::new(batch, max_uet.max(64)),
-            tx: MsgBatch::new(batch, max_uet.max(64)),
+            rx: MsgBatch::new(batch, slot),
+            tx: MsgBatch::new(batch, slot),
             tx_sock: vec![0; batch],
             rx_sock,
             pool,
             max_uet,
             stats: IoStats::default(),
+            warned_crc: false,
             cfg,
         })
     }
 
-    fn pool_index(&self, ev: EntropyValue) -> usize {
-        usize::from(ev.get().wrapping_sub(self.cfg.ev_base)) & (self.pool.len() - 1)
+    /// The pool socket an EV leaves by (`pool_len` a power of two).
+    fn pool_index(ev_base: u16, pool_len: usize, ev: EntropyValue) -> usize {
+        usize::from(ev.get().wrapping_sub(ev_base)) & (pool_len.max(1) - 1)
     }
+}
+
+/// The UDP header a datagram of `payload_len` bytes (trailer included)
+/// carried, with checksum 0: what a trailer's coverage holds.
+fn udp_header(src_port: u16, dst_port: u16, payload_len: usize) -> [u8; UDP_HEADER_LEN] {
+    let mut h = [0u8; UDP_HEADER_LEN];
+    h[0..2].copy_from_slice(&src_port.to_be_bytes());
+    h[2..4].copy_from_slice(&dst_port.to_be_bytes());
+    h[4..6].copy_from_slice(&((UDP_HEADER_LEN + payload_len) as u16).to_be_bytes());
+    h
 }
 
 /// Rebuilds the frame a datagram of `uet` bytes from `src` to `dst` with
 /// `tos` was (or will be) on the wire, for a capture: zero MACs, TTL 64,
-/// the UDP checksum filled ([`crate::capture`]). False when the addresses
+/// `transport` (UDP ports or entropy header), the UDP checksum and the
+/// trailer as `encap` says ([`crate::capture`]). False when the addresses
 /// differ in family or the datagram does not fit.
 fn wire_frame(
-    src: SocketAddr,
-    dst: SocketAddr,
+    src: IpAddr,
+    dst: IpAddr,
     tos: u8,
+    transport: &Transport,
     encap: &EncapConfig,
     uet: &[u8],
     buf: &mut [u8],
 ) -> bool {
-    let Some(ip) = IpRepr::udp(
-        src.ip(),
-        dst.ip(),
-        Dscp::from_masked(tos >> 2),
-        Ecn::from_bits(tos),
-    ) else {
+    let Some(ip) = IpRepr::udp(src, dst, Dscp::from_masked(tos >> 2), Ecn::from_bits(tos)) else {
         return false;
     };
     let eth = EthernetRepr {
@@ -186,23 +276,21 @@ fn wire_frame(
         vlan: None,
         ethertype: EtherType::Ipv4,
     };
-    let transport = Transport::Udp {
-        src_port: src.port(),
-        dst_port: dst.port(),
-    };
-    emit_frame(&eth, &ip, &transport, encap, uet.len(), buf, |b| {
+    emit_frame(&eth, &ip, transport, encap, uet.len(), buf, |b| {
         b.copy_from_slice(uet);
     })
     .is_ok()
 }
 
-/// The length of [`wire_frame`]'s frame: Ethernet, IP and UDP headers and
-/// the datagram.
-const fn wire_len(ip: IpAddr, uet_len: usize) -> usize {
+/// The length of [`wire_frame`]'s frame: Ethernet, IP and UDP/entropy
+/// headers, the UET bytes and the trailer.
+const fn wire_len(ip: IpAddr, transport: &Transport, encap: &EncapConfig, uet_len: usize) -> usize {
     14 + match ip {
-        IpAddr::V4(_) => V4_OVERHEAD,
-        IpAddr::V6(_) => V6_OVERHEAD,
-    } + uet_len
+        IpAddr::V4(_) => 20,
+        IpAddr::V6(_) => 40,
+    } + transport.header_len()
+        + uet_len
+        + encap.trailer_len()
 }
 
 impl PacketIo for UdpIo {
@@ -213,34 +301,103 @@ impl PacketIo for UdpIo {
         mut tap: Option<&mut Tap<'_>>,
     ) -> io::Result<usize> {
         let n = self.rx.recv(self.rx_sock.as_fd(), max)?;
+        let local = self.cfg.local;
+        let encap = self.cfg.encap;
         let mut delivered = 0;
         for i in 0..n {
-            let (bytes, src, tos) = self.rx.received(i);
-            if let (Some(t), Some(src)) = (tap.as_deref_mut(), src) {
-                let local = SocketAddr::new(self.cfg.local, self.cfg.udp_port);
-                t.build(Direction::Rx, wire_len(local.ip(), bytes.len()), |buf| {
-                    wire_frame(src, local, tos, &self.cfg.encap, bytes, buf)
-                });
-            }
+            let (dgram, src, tos) = self.rx.received(i);
             let Some(src) = src else {
                 self.stats.rx_dropped += 1;
                 continue;
             };
-            let Ok(ev) = EntropyValue::new(src.port()) else {
-                self.stats.rx_dropped += 1;
-                continue;
+            // The IP payload: the datagram (UDP payload, or what a raw IPv6
+            // socket hands over), or after the header a raw IPv4 socket
+            // keeps.
+            let (l4, tos) = if self.cfg.native_ip && local.is_ipv4() {
+                let ihl = dgram.first().map_or(0, |b| usize::from(b & 0x0f) * 4);
+                match (dgram.get(ihl..), dgram.get(1)) {
+                    (Some(l4), Some(&tos)) if ihl >= 20 => (l4, tos),
+                    _ => {
+                        self.stats.rx_dropped += 1;
+                        continue;
+                    }
+                }
+            } else {
+                (dgram, tos)
             };
             let dscp = Dscp::from_masked(tos >> 2);
+            let trimmed = encap.trim_of(dscp);
+            // The covered header (entropy, or UDP as it was with checksum
+            // 0), the entropy value, and the rest.
+            let (hdr, ev, body) = if self.cfg.native_ip {
+                let Some((h, body)) = l4.split_first_chunk::<ENTROPY_HEADER_LEN>() else {
+                    self.stats.rx_dropped += 1;
+                    continue;
+                };
+                let ev = EntropyValue::from_masked(u16::from_be_bytes([h[0], h[1]]));
+                let mut hdr = [0u8; UDP_HEADER_LEN];
+                hdr[..ENTROPY_HEADER_LEN].copy_from_slice(h);
+                (hdr, ev, body)
+            } else {
+                let Ok(ev) = EntropyValue::new(src.port()) else {
+                    self.stats.rx_dropped += 1;
+                    continue;
+                };
+                (udp_header(src.port(), self.cfg.udp_port, l4.len()), ev, l4)
+            };
+            let hdr = &hdr[..self.cfg.l4_header_len()];
+            let transport_pktsize = hdr.len() + body.len();
+            // A trimmed packet lost its trailer with its tail (§7).
+            let uet = if encap.crc_trailer && trimmed.is_none() {
+                let Some((uet, t)) = body.split_last_chunk::<CRC_TRAILER_LEN>() else {
+                    self.stats.rx_dropped += 1;
+                    self.stats.rx_bad_crc += 1;
+                    continue;
+                };
+                let want = crc32c_of_payload(src.ip(), local, &[hdr, uet]);
+                if want != Some(u32::from_be_bytes(*t)) {
+                    self.stats.rx_dropped += 1;
+                    self.stats.rx_bad_crc += 1;
+                    if !self.warned_crc {
+                        self.warned_crc = true;
+                        tracing::warn!(
+                            peer = %src.ip(),
+                            "dropping UET packets whose CRC32C trailer does not match \
+                             (counted in rx_bad_crc): check that both ends agree on \
+                             --crc-trailer"
+                        );
+                    }
+                    continue;
+                }
+                uet
+            } else {
+                body
+            };
+            if let Some(t) = tap.as_deref_mut() {
+                let transport = if self.cfg.native_ip {
+                    Transport::Entropy(ev)
+                } else {
+                    Transport::Udp {
+                        src_port: src.port(),
+                        dst_port: self.cfg.udp_port,
+                    }
+                };
+                t.build(
+                    Direction::Rx,
+                    wire_len(local, &transport, &encap, uet.len()),
+                    |buf| wire_frame(src.ip(), local, tos, &transport, &encap, uet, buf),
+                );
+            }
             let meta = RxMeta {
                 src: src.ip(),
                 ev,
                 ecn: Ecn::from_bits(tos),
-                trimmed: self.cfg.encap.trim_of(dscp),
-                nominal_size: nominal_pktsize(bytes.len() + 8) as u32,
+                trimmed,
+                nominal_size: nominal_pktsize(transport_pktsize) as u32,
             };
             self.stats.rx_packets += 1;
-            self.stats.rx_bytes += bytes.len() as u64;
-            sink(&meta, bytes);
+            self.stats.rx_bytes += dgram.len() as u64;
+            sink(&meta, uet);
             delivered += 1;
         }
         Ok(delivered)
@@ -254,19 +411,50 @@ impl PacketIo for UdpIo {
     ) -> io::Result<usize> {
         let k = max.min(self.tx.capacity());
         let max_uet = self.max_uet;
+        let native = self.cfg.native_ip;
+        let encap = self.cfg.encap;
+        let local = self.cfg.local;
+        let at = if native { ENTROPY_HEADER_LEN } else { 0 };
         let mut filled = 0;
         while filled < k {
-            let Some(t) = source(&mut self.tx.buf_mut(filled)[..max_uet]) else {
+            let buf = self.tx.buf_mut(filled);
+            let Some(t) = source(&mut buf[at..at + max_uet]) else {
                 break;
             };
-            if t.dst.is_ipv4() != self.cfg.local.is_ipv4() {
+            if t.dst.is_ipv4() != local.is_ipv4() || t.len > max_uet {
                 self.stats.tx_dropped += 1;
                 continue;
             }
+            let sock = if native {
+                0
+            } else {
+                Self::pool_index(self.cfg.ev_base, self.pool.len(), t.ev)
+            };
+            let hdr = if native {
+                let ev = t.ev.get().to_be_bytes();
+                buf[..ENTROPY_HEADER_LEN].copy_from_slice(&[ev[0], ev[1], 0, 0]);
+                let mut h = [0u8; UDP_HEADER_LEN];
+                h[..ENTROPY_HEADER_LEN].copy_from_slice(&buf[..ENTROPY_HEADER_LEN]);
+                h
+            } else {
+                let src_port = self.cfg.ev_base.wrapping_add(sock as u16);
+                udp_header(src_port, self.cfg.udp_port, t.len + encap.trailer_len())
+            };
+            let mut len = at + t.len;
+            if encap.crc_trailer {
+                let hdr = &hdr[..self.cfg.l4_header_len()];
+                let Some(v) = crc32c_of_payload(local, t.dst, &[hdr, &buf[at..len]]) else {
+                    self.stats.tx_dropped += 1;
+                    continue;
+                };
+                buf[len..len + CRC_TRAILER_LEN].copy_from_slice(&v.to_be_bytes());
+                len += CRC_TRAILER_LEN;
+            }
             let tos = (t.dscp.get() << 2) | t.ecn.bits();
-            let dst = SocketAddr::new(t.dst, self.cfg.udp_port);
-            self.tx.set_outgoing(filled, t.len, dst, tos);
-            self.tx_sock[filled] = self.pool_index(t.ev) as u16;
+            let port = if native { 0 } else { self.cfg.udp_port };
+            self.tx
+                .set_outgoing(filled, len, SocketAddr::new(t.dst, port), tos);
+            self.tx_sock[filled] = sock as u16;
             filled += 1;
         }
         if filled == 0 {
@@ -284,16 +472,37 @@ impl PacketIo for UdpIo {
                 b += 1;
             }
             let want = b - a;
-            let fd = self.pool[usize::from(sock)].as_fd();
+            let fd = if native {
+                self.rx_sock.as_fd()
+            } else {
+                self.pool[usize::from(sock)].as_fd()
+            };
             let got = self.tx.send(fd, a..b).unwrap_or_default();
             for slot in a..a + got {
                 let (bytes, dst, tos) = self.tx.received(slot);
                 self.stats.tx_bytes += bytes.len() as u64;
                 if let (Some(t), Some(dst)) = (tap.as_deref_mut(), dst) {
-                    let src = SocketAddr::new(self.cfg.local, self.cfg.ev_base.wrapping_add(sock));
-                    t.build(Direction::Tx, wire_len(src.ip(), bytes.len()), |buf| {
-                        wire_frame(src, dst, tos, &self.cfg.encap, bytes, buf)
-                    });
+                    let (transport, uet) = if native {
+                        let ev = u16::from_be_bytes([bytes[0], bytes[1]]);
+                        (
+                            Transport::Entropy(EntropyValue::from_masked(ev)),
+                            &bytes[ENTROPY_HEADER_LEN..],
+                        )
+                    } else {
+                        (
+                            Transport::Udp {
+                                src_port: self.cfg.ev_base.wrapping_add(sock),
+                                dst_port: dst.port(),
+                            },
+                            bytes,
+                        )
+                    };
+                    let uet = &uet[..uet.len() - encap.trailer_len()];
+                    t.build(
+                        Direction::Tx,
+                        wire_len(local, &transport, &encap, uet.len()),
+                        |buf| wire_frame(local, dst.ip(), tos, &transport, &encap, uet, buf),
+                    );
                 }
             }
             sent += got;
@@ -337,8 +546,20 @@ mod capture_tests {
         let cfg = EncapConfig::default();
         // DSCP 10, ECN CE.
         let tos = (10 << 2) | 0b11;
-        let mut buf = vec![0; wire_len(src.ip(), uet.len())];
-        assert!(wire_frame(src, dst, tos, &cfg, &uet, &mut buf));
+        let t = Transport::Udp {
+            src_port: src.port(),
+            dst_port: dst.port(),
+        };
+        let mut buf = vec![0; wire_len(src.ip(), &t, &cfg, uet.len())];
+        assert!(wire_frame(
+            src.ip(),
+            dst.ip(),
+            tos,
+            &t,
+            &cfg,
+            &uet,
+            &mut buf
+        ));
         let (h, range) = parse_l2_l4(&buf, &cfg).unwrap();
         assert_eq!(&buf[range], &uet);
         assert_eq!((h.ip.src_addr(), h.ip.dst_addr()), (src.ip(), dst.ip()));
@@ -346,6 +567,14 @@ mod capture_tests {
         assert_eq!(h.ip.ecn(), Ecn::Ce);
         // Families that differ build nothing.
         let v6: SocketAddr = "[fd00::2]:4793".parse().unwrap();
-        assert!(!wire_frame(src, v6, tos, &cfg, &uet, &mut buf));
+        assert!(!wire_frame(
+            src.ip(),
+            v6.ip(),
+            tos,
+            &t,
+            &cfg,
+            &uet,
+            &mut buf
+        ));
     }
 }

@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 use uet_pds::{RxMeta, Transmit};
+use uet_wire::Layer;
 use uet_wire::encap::{EncapConfig, Transport, emit_frame, parse_l2_l4};
 use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
 
@@ -500,8 +501,13 @@ pub struct XdpIoConfig {
     /// Our address on the interface (frames to other addresses are
     /// dropped; sent frames carry it).
     pub local_ip: IpAddr,
-    /// Encapsulation (UDP port, CRC trailer, trimming code points).
+    /// Encapsulation (UDP port, IP protocol, CRC trailer, trimming code
+    /// points).
     pub encap: EncapConfig,
+    /// Send UET directly over IP (`encap.ip_protocol`, entropy header)
+    /// instead of UDP; frames received in the other encapsulation are
+    /// dropped and counted (`rx_other_encap`).
+    pub native_ip: bool,
     /// MTU override (default: the interface's).
     pub mtu: Option<u32>,
 }
@@ -532,6 +538,9 @@ pub struct XdpIo {
     /// `next_hop` has no entry.
     hints: Hints,
     encap: EncapConfig,
+    native_ip: bool,
+    /// A warning was logged for: a bad trailer, the other encapsulation.
+    warned: [bool; 2],
     local_ip: IpAddr,
     hdr_len: usize,
     max_uet: usize,
@@ -551,13 +560,14 @@ impl std::fmt::Debug for XdpIo {
     }
 }
 
-/// L2-L4 header bytes in front of the UET bytes.
-const fn header_len(ip: IpAddr) -> usize {
+/// L2-L4 header bytes in front of the UET bytes: Ethernet, IP, and UDP or
+/// the entropy header.
+const fn header_len(ip: IpAddr, native_ip: bool) -> usize {
     let ip_len = match ip {
         IpAddr::V4(_) => 20,
         IpAddr::V6(_) => 40,
     };
-    14 + ip_len + 8
+    14 + ip_len + if native_ip { 4 } else { 8 }
 }
 
 impl XdpIo {
@@ -592,7 +602,7 @@ impl XdpIo {
                 returns: ArrayQueue::new(umem.count() as usize),
             })
             .map_err(|_| io::Error::new(io::ErrorKind::AlreadyExists, "worker registered twice"))?;
-        let hdr_len = header_len(cfg.local_ip);
+        let hdr_len = header_len(cfg.local_ip, cfg.native_ip);
         let mtu = cfg.mtu.unwrap_or(set.mtu) as usize;
         let by_frame = (umem.frame_size() - set.headroom) as usize - hdr_len;
         let by_mtu = mtu.saturating_sub(hdr_len - 14);
@@ -605,6 +615,8 @@ impl XdpIo {
             next_hop,
             hints: Hints::default(),
             encap: cfg.encap,
+            native_ip: cfg.native_ip,
+            warned: [false; 2],
             local_ip: cfg.local_ip,
             hdr_len,
             max_uet,
@@ -658,17 +670,49 @@ impl XdpIo {
     }
 
     /// Parses a frame; `None` (counted) when it is not a UET frame for us.
+    /// A trailer that does not match and a frame in the other
+    /// encapsulation are counted by reason and warned about once: both
+    /// mean the peer's wire settings differ from ours.
     fn parse<'a>(
         encap: &EncapConfig,
+        native_ip: bool,
         local: IpAddr,
         stats: &mut IoStats,
         extra: &mut XdpExtraStats,
+        warned: &mut [bool; 2],
         data: &'a [u8],
     ) -> Option<(RxMeta, &'a [u8])> {
-        let Ok((h, range)) = parse_l2_l4(data, encap) else {
-            stats.rx_dropped += 1;
-            return None;
+        let (h, range) = match parse_l2_l4(data, encap) {
+            Ok(p) => p,
+            Err(e) => {
+                stats.rx_dropped += 1;
+                if e.layer == Layer::Trailer {
+                    stats.rx_bad_crc += 1;
+                    if !std::mem::replace(&mut warned[0], true) {
+                        tracing::warn!(
+                            error = %e,
+                            "dropping UET frames whose CRC32C trailer does not match \
+                             (counted in rx_bad_crc): check that both ends agree on \
+                             --crc-trailer"
+                        );
+                    }
+                }
+                return None;
+            }
         };
+        if matches!(h.transport, Transport::Entropy(_)) != native_ip {
+            stats.rx_dropped += 1;
+            stats.rx_other_encap += 1;
+            if !std::mem::replace(&mut warned[1], true) {
+                tracing::warn!(
+                    peer = %h.ip.src_addr(),
+                    received = %h.transport,
+                    "dropping UET frames in the other encapsulation (counted in \
+                     rx_other_encap): check that both ends agree on --encap"
+                );
+            }
+            return None;
+        }
         if h.ip.dst_addr() != local {
             stats.rx_dropped += 1;
             extra.rx_not_for_us += 1;
@@ -724,9 +768,11 @@ impl PacketIo for XdpIo {
             }
             if let Some((meta, uet)) = Self::parse(
                 &self.encap,
+                self.native_ip,
                 self.local_ip,
                 &mut self.stats,
                 &mut self.extra,
+                &mut self.warned,
                 data,
             ) {
                 self.hints.observe(&*self.next_hop, meta.src, data);
@@ -752,9 +798,11 @@ impl PacketIo for XdpIo {
                 let data = self.umem.data(&f);
                 let Some((meta, uet)) = Self::parse(
                     &self.encap,
+                    self.native_ip,
                     self.local_ip,
                     &mut self.stats,
                     &mut self.extra,
+                    &mut self.warned,
                     data,
                 ) else {
                     // Seen and dropped (malformed, not for us): captured,
@@ -857,7 +905,11 @@ impl PacketIo for XdpIo {
                 vlan: None,
                 ethertype: EtherType::Ipv4,
             };
-            let transport = Transport::udp(t.ev, &self.encap);
+            let transport = if self.native_ip {
+                Transport::Entropy(t.ev)
+            } else {
+                Transport::udp(t.ev, &self.encap)
+            };
             // The UET bytes are in place: emit_frame writes the headers in
             // front, the checksum and the trailer.
             match emit_frame(

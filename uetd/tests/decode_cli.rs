@@ -304,3 +304,26 @@ fn trimmed_dscp_is_configurable() {
     assert!(!bad.status.success());
     assert!(stderr(&bad).contains("out of range"), "{}", stderr(&bad));
 }
+
+#[test]
+fn a_native_ip_frame_with_a_network_order_trailer_decodes_with_crc() {
+    // IPv4 protocol 253, entropy 0x1234, a UUD_REQ prologue, and the
+    // CRC-32C 0x370caf53 most significant byte first, as the UEC reference
+    // provider sends it (the golden vector of uet-wire's encap tests).
+    let f = "020000000002020000000001080045000020000140004 0fd25de0a0000010a000002\
+             12340000300000 00370caf53"
+        .replace(' ', "");
+    let o = uet(&["decode", "--json", "--crc", "--hex", &f]);
+    assert!(o.status.success(), "{o:?}");
+    let v: Value = serde_json::from_str(&stdout_lines(&o)[0]).unwrap();
+    assert_eq!(v["pds"]["type"], "UUD_REQ", "{v}");
+    assert_eq!(v["crc32c"], "0x370caf53", "{v}");
+    // The same trailer little-endian is a mismatch.
+    let swapped = f.replace("370caf53", "53af0c37");
+    let o = uet(&["decode", "--json", "--crc", "--hex", &swapped]);
+    let v: Value = serde_json::from_str(&stdout_lines(&o)[0]).unwrap();
+    assert_eq!(
+        v["error"], "CRC trailer: checksum mismatch at byte 42",
+        "{v}"
+    );
+}

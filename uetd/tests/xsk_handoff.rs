@@ -42,6 +42,7 @@ fn io_cfg(ifname: &str, queue: u32, local: Ipv4Addr) -> XdpIoConfig {
         },
         local_ip: IpAddr::V4(local),
         encap: EncapConfig::default(),
+        native_ip: false,
         mtu: None,
     }
 }

@@ -34,6 +34,7 @@ fn io_cfg(ifname: &str, local: Ipv4Addr) -> XdpIoConfig {
         },
         local_ip: IpAddr::V4(local),
         encap: EncapConfig::default(),
+        native_ip: false,
         mtu: None,
     }
 }

@@ -54,6 +54,7 @@ fn xsk_tx_reaches_kernel_udp_with_exact_bytes_and_frames_come_back() {
         },
         local_ip: IpAddr::V4(A),
         encap: EncapConfig::default(),
+        native_ip: false,
         mtu: None,
     };
     let hop2 = Arc::clone(&hop);

@@ -13,7 +13,7 @@ use std::sync::atomic::AtomicBool;
 use anyhow::{Context, Result};
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
-use uetd::config::{Backend, Config, Expose, Size, XdpAttach};
+use uetd::config::{Backend, Config, Encap, Expose, Profile, Size, XdpAttach};
 use uetd::daemon::Daemon;
 use uetd::worker::WorkerStats;
 
@@ -72,6 +72,21 @@ struct Args {
     /// First retransmission timeout, µs.
     #[arg(long)]
     rto_init_us: Option<u64>,
+    /// A preset of wire choices: refprov = the UEC reference provider's
+    /// (--encap ip, --ip-protocol 253, --crc-trailer on). Explicit flags win.
+    #[arg(long, value_enum)]
+    profile: Option<Profile>,
+    /// Encapsulation: udp (UDP to --port) or ip (IP protocol --ip-protocol,
+    /// entropy header). Both ends must agree.
+    #[arg(long, value_enum)]
+    encap: Option<Encap>,
+    /// IP protocol number of native-IP UET (default 253).
+    #[arg(long)]
+    ip_protocol: Option<u8>,
+    /// CRC32C trailer on every packet: added on send, required on receive
+    /// (`--crc-trailer` or `--crc-trailer=false`). Both ends must agree.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    crc_trailer: Option<bool>,
     /// Expose a region: RI:KEY:SIZE (KEY may be 0x-prefixed), job 1, pid 0.
     #[arg(long, value_parser = parse_expose)]
     expose: Vec<Expose>,
@@ -171,6 +186,18 @@ fn config(a: &Args) -> Result<Config> {
     }
     if a.seed.is_some() {
         c.seed = a.seed;
+    }
+    if a.profile.is_some() {
+        c.profile = a.profile;
+    }
+    if a.encap.is_some() {
+        c.encap = a.encap;
+    }
+    if a.ip_protocol.is_some() {
+        c.ip_protocol = a.ip_protocol;
+    }
+    if a.crc_trailer.is_some() {
+        c.crc_trailer = a.crc_trailer;
     }
     c.pin |= a.pin;
     c.xdp_copy |= a.xdp_copy;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
-use crate::config::{Backend, Size};
+use crate::config::{Backend, Encap, Profile, Size};
 use crate::lab::{self, Impairment, Lab, LabConfig, LabState, Sampler};
 
 /// `uet lab` subcommands.
@@ -40,6 +40,39 @@ pub enum LabCmd {
     /// N senders into one receiver through the bottleneck, per congestion
     /// control mode: calibration, runs, metrics, report and figures.
     Incast(super::incast::IncastArgs),
+}
+
+/// The daemons' wire settings (`uetd --profile/--encap/--crc-trailer`).
+#[derive(Debug, Args, Clone, Default)]
+pub struct WireArgs {
+    /// A preset of wire choices for the daemons: refprov = the UEC
+    /// reference provider's (native IP 253, CRC trailer).
+    #[arg(long, value_enum)]
+    pub profile: Option<Profile>,
+    /// The daemons' encapsulation: udp, or ip (protocol 253 behind the
+    /// entropy header).
+    #[arg(long, value_enum)]
+    pub encap: Option<Encap>,
+    /// The daemons add and require the CRC32C trailer.
+    #[arg(long)]
+    pub crc_trailer: bool,
+}
+
+impl WireArgs {
+    /// The `uetd` arguments these settings are.
+    pub fn daemon_args(&self) -> Vec<String> {
+        let mut a = Vec::new();
+        if let Some(p) = self.profile {
+            a.extend(["--profile".into(), format!("{p:?}").to_lowercase()]);
+        }
+        if let Some(e) = self.encap {
+            a.extend(["--encap".into(), format!("{e:?}").to_lowercase()]);
+        }
+        if self.crc_trailer {
+            a.push("--crc-trailer".into());
+        }
+        a
+    }
 }
 
 /// `uet lab up`.
@@ -81,6 +114,9 @@ pub struct UpArgs {
     /// The lab's name (default uetlab-PID-N).
     #[arg(long)]
     pub name: Option<String>,
+    /// Wire settings of the daemons.
+    #[command(flatten)]
+    pub wire: WireArgs,
 }
 
 /// `uet lab down`.
@@ -152,6 +188,9 @@ pub struct DemoArgs {
     /// Print the report as JSON too.
     #[arg(long)]
     pub json: bool,
+    /// Wire settings of the daemons.
+    #[command(flatten)]
+    pub wire: WireArgs,
 }
 
 pub(crate) fn parse_pair(s: &str) -> Result<(u64, u64), String> {
@@ -240,6 +279,7 @@ fn up(a: UpArgs) -> Result<()> {
         region_bytes: a.region.0,
         sender_daemons: !a.receiver_only,
         name: a.name,
+        daemon_args: a.wire.daemon_args(),
         ..LabConfig::default()
     })?;
     let state = lab.keep();
@@ -282,6 +322,7 @@ fn demo(a: &DemoArgs) -> Result<()> {
         ceiling_time: Duration::try_from_secs_f64(a.ceiling_seconds)
             .context("--ceiling-seconds")?,
         cc: a.cc.clone(),
+        daemon_args: a.wire.daemon_args(),
         ..lab::demo::DemoOpts::default()
     })?;
     print!("{}", report.table());
@@ -289,4 +330,23 @@ fn demo(a: &DemoArgs) -> Result<()> {
         println!("{}", serde_json::to_string(&report)?);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_args_become_uetd_flags() {
+        let w = WireArgs {
+            profile: Some(Profile::Refprov),
+            encap: Some(Encap::Ip),
+            crc_trailer: true,
+        };
+        assert_eq!(
+            w.daemon_args(),
+            ["--profile", "refprov", "--encap", "ip", "--crc-trailer"]
+        );
+        assert!(WireArgs::default().daemon_args().is_empty());
+    }
 }

@@ -246,7 +246,7 @@ fn crc_trailer_is_reported_and_checked() {
     let uet = sample::uet_bytes(&rud_req(1).into(), None, &[0xaa; 4]);
     let mut f = sample::frame(&l3, &sample::udp(0xc001), &crc, &uet);
     let v = frame_json(&f, &crc);
-    let trailer = u32::from_le_bytes(f[f.len() - 4..].try_into().unwrap());
+    let trailer = u32::from_be_bytes(f[f.len() - 4..].try_into().unwrap());
     assert_eq!(v["crc32c"], format!("{trailer:#010x}"));
     assert_eq!(v["payload_len"], 4, "the trailer is not payload");
     // One flipped payload bit: the trailer no longer verifies.

@@ -36,6 +36,9 @@ pub struct DemoOpts {
     pub mtu: u32,
     /// The daemons' congestion control.
     pub cc: String,
+    /// More `uetd` arguments for both daemons (e.g. `--encap ip
+    /// --crc-trailer`).
+    pub daemon_args: Vec<String>,
 }
 
 impl Default for DemoOpts {
@@ -48,6 +51,7 @@ impl Default for DemoOpts {
             ceiling_time: Duration::from_secs(2),
             mtu: 1500,
             cc: "none".into(),
+            daemon_args: Vec::new(),
         }
     }
 }
@@ -183,6 +187,7 @@ pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
         cc: opts.cc.clone(),
         region_bytes: opts.bytes,
         sender_daemons: true,
+        daemon_args: opts.daemon_args.clone(),
         ..LabConfig::default()
     })?;
     eprintln!(

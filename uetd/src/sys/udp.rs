@@ -316,3 +316,46 @@ pub(crate) fn force_buffers(fd: BorrowedFd<'_>, bytes: usize) -> bool {
     }
     ok
 }
+
+/// `SO_NO_CHECK` (`<asm-generic/socket.h>`): send IPv4 UDP with checksum 0.
+const SO_NO_CHECK: libc::c_int = 11;
+/// `UDP_NO_CHECK6_TX` / `UDP_NO_CHECK6_RX` (`<linux/udp.h>`): send IPv6 UDP
+/// with checksum 0 / accept checksum 0 (RFC 6935, 6936).
+const UDP_NO_CHECK6_TX: libc::c_int = 101;
+const UDP_NO_CHECK6_RX: libc::c_int = 102;
+
+fn set_int(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    opt: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: passes a pointer to a valid c_int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            opt,
+            (&raw const v).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Makes a UDP socket send its datagrams with UDP checksum 0 (IPv4:
+/// `SO_NO_CHECK`; IPv6: `UDP_NO_CHECK6_TX`) and, over IPv6, accept a zero
+/// checksum (IPv4 always does). For traffic a CRC32C trailer covers whose
+/// coverage includes the UDP checksum field (`uet-spec-notes.md` §1).
+pub(crate) fn zero_udp_checksum(fd: BorrowedFd<'_>, v6: bool) -> io::Result<()> {
+    if v6 {
+        set_int(fd, libc::IPPROTO_UDP, UDP_NO_CHECK6_TX, 1)?;
+        set_int(fd, libc::IPPROTO_UDP, UDP_NO_CHECK6_RX, 1)
+    } else {
+        set_int(fd, libc::SOL_SOCKET, SO_NO_CHECK, 1)
+    }
+}

@@ -1,0 +1,73 @@
+//! Whole Ethernet frames in and out of one interface through an AF_PACKET
+//! socket (CAP_NET_RAW): for injecting hand-built frames — another UET
+//! implementation's layout, a corrupted trailer — and reading what comes
+//! back, in tests and the lab. Not on any datapath.
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use uet_wire::inet::EthernetAddress;
+
+use crate::sys::eventfd::poll_in;
+use crate::sys::{packet as sys, xsk::if_info};
+
+/// An AF_PACKET socket bound to one interface (in the namespace of the
+/// thread that opened it).
+#[derive(Debug)]
+pub struct PacketSocket {
+    fd: OwnedFd,
+    mac: EthernetAddress,
+}
+
+impl PacketSocket {
+    /// Opens a socket on `ifname` that sees every frame it receives.
+    pub fn open(ifname: &str) -> io::Result<Self> {
+        let info = if_info(ifname)?;
+        Ok(Self {
+            fd: sys::open(info.index)?,
+            mac: EthernetAddress(info.mac),
+        })
+    }
+
+    /// The interface's MAC address.
+    pub const fn mac(&self) -> EthernetAddress {
+        self.mac
+    }
+
+    /// Sends one whole frame.
+    pub fn send(&self, frame: &[u8]) -> io::Result<()> {
+        let n = sys::send(&self.fd, frame)?;
+        if n == frame.len() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!(
+                "sent {n} of {} bytes",
+                frame.len()
+            )))
+        }
+    }
+
+    /// Waits until `within` has passed for a received (not sent) frame that
+    /// `want` accepts, and returns it; frames it refuses are skipped.
+    pub fn recv_matching(
+        &self,
+        within: Duration,
+        mut want: impl FnMut(&[u8]) -> bool,
+    ) -> io::Result<Option<Vec<u8>>> {
+        let deadline = Instant::now() + within;
+        let mut buf = vec![0u8; 65_536];
+        loop {
+            while let Some((n, outgoing)) = sys::recv(&self.fd, &mut buf)? {
+                if !outgoing && want(&buf[..n]) {
+                    return Ok(Some(buf[..n].to_vec()));
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            poll_in(&[self.fd.as_fd()], Some(deadline - now))?;
+        }
+    }
+}
