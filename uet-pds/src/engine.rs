@@ -1565,7 +1565,29 @@ impl Pds {
                 let reply = upper.on_request(now, &rx);
                 let resp = match reply {
                     Reply::Response { response, .. } => Some(response),
-                    Reply::None | Reply::Reject(_) => None,
+                    Reply::None => None,
+                    // Refused: a NACK naming the packet ID (`nt` = 1, §2.8),
+                    // never a RUDI response, which would read as done.
+                    Reply::Reject(code) => {
+                        self.counters.drop(DropReason::Refused);
+                        self.ctl.push_back(CtlOut::Nack {
+                            dst: meta.src,
+                            ev: meta.ev,
+                            repr: PdsNackRepr {
+                                next_hdr: NextHeader::None,
+                                m: meta.ecn == Ecn::Ce,
+                                retx: r.retx,
+                                target: NackTarget::PktId(r.pkt_id),
+                                code,
+                                vendor_code: 0,
+                                spdcid: None,
+                                dpdcid: None,
+                                payload: 0,
+                                ccx: None,
+                            },
+                        });
+                        return;
+                    }
                 };
                 self.rudi.replies.push_back((
                     meta.src,

@@ -356,6 +356,14 @@ impl<M: RegisteredMemory> Upper for Core<M> {
     }
 
     fn on_request(&mut self, _now: Instant, rx: &RxRequest<'_>) -> Reply {
+        let Some(pdc) = rx.pdc else {
+            // RUDI and UUD requests: this endpoint executes operations on
+            // PDCs only (message state is keyed by PDC). Refused as an
+            // unsupported feature (UNEXP_EVENT, §2.9), never answered as
+            // done: a RUDI initiator gets the NACK, a UUD one nothing.
+            self.counters.refused += 1;
+            return Reply::Reject(NackCode::UnexpEvent);
+        };
         let Some(ses) = rx.ses else {
             self.counters.stray += 1;
             return Reply::None;
@@ -365,11 +373,6 @@ impl<M: RegisteredMemory> Upper for Core<M> {
             self.on_read_data(ses, rx.payload);
             return Reply::None;
         }
-        let Some(pdc) = rx.pdc else {
-            // UUD/RUDI requests have no PDC to key message state by.
-            self.counters.stray += 1;
-            return Reply::None;
-        };
         self.counters.requests += 1;
         let src = Source::new(rx.peer, pdc);
         let outcome = match ses {

@@ -400,3 +400,67 @@ fn unreachable_target_fails_every_operation() {
             .all(|c| matches!(c.status, Err(OpError::Transport(_))))
     );
 }
+
+/// A RUDI request carrying a write (here: with a wrong key) is refused
+/// with a NACK naming its packet ID, never answered with a RUDI response
+/// that an initiator would read as done; nothing is placed.
+#[test]
+fn a_rudi_write_is_refused_not_acknowledged() {
+    use uet_wire::pds::{NackCode, NackTarget, PdsRepr, PdsRudiRepr, RudiKind};
+    let (mut a, mut b, reg, local) = setup(10_000);
+    let mut r = remote(&reg, 0);
+    r.key = MemoryKey(0xdead);
+    a.submit(
+        Instant::ZERO,
+        B,
+        Operation::Write {
+            dst: r,
+            src: LocalBuf {
+                region: local,
+                offset: 0,
+            },
+            len: 100,
+            header_data: None,
+        },
+    )
+    .unwrap();
+    // A's request, its PDS header swapped for RUDI's (same SES bytes).
+    let mut buf = vec![0u8; 16 * 1024];
+    let t = a.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+    let PdsRepr::Request(req) = PdsRepr::parse(&buf[..t.len]).unwrap() else {
+        panic!("a request")
+    };
+    let rudi = PdsRepr::Rudi(PdsRudiRepr {
+        kind: RudiKind::Request,
+        next_hdr: req.next_hdr,
+        retx: false,
+        pkt_id: 77,
+    });
+    let mut frame = vec![0u8; rudi.buffer_len()];
+    rudi.emit(&mut frame);
+    frame.extend_from_slice(&buf[PdsRepr::Request(req).buffer_len()..t.len]);
+    let meta = RxMeta {
+        src: A,
+        ev: t.ev,
+        ecn: Ecn::Ect0,
+        trimmed: None,
+        nominal_size: frame.len() as u32 + 48,
+    };
+    b.handle_datagram(Instant::ZERO, &meta, &frame);
+    let t = b.poll_transmit(Instant::ZERO, &mut buf).unwrap();
+    let PdsRepr::Nack(n) = PdsRepr::parse(&buf[..t.len]).unwrap() else {
+        panic!("a NACK, not a RUDI response")
+    };
+    assert_eq!(n.target, NackTarget::PktId(77));
+    assert_eq!(n.code, NackCode::UnexpEvent);
+    assert_eq!(b.counters().refused, 1);
+    assert!(b.poll_transmit(Instant::ZERO, &mut buf).is_none());
+    assert!(
+        b.memory()
+            .get(addr(12))
+            .unwrap()
+            .memory()
+            .iter()
+            .all(|x| *x == 0)
+    );
+}
