@@ -15,8 +15,10 @@ pub struct PdsConfig {
     /// Largest number of a target's PDCs opened by a SYN and not yet
     /// confirmed by their initiator (anyone can open one with a forged
     /// source address). Past it, or with the table full, a new SYN evicts
-    /// the oldest of them; confirmed PDCs are never evicted. Default: half
-    /// of `max_pdcs`.
+    /// the oldest of them; confirmed PDCs are never evicted. Default:
+    /// `max_pdcs`, so only a full table evicts: an incast of as many
+    /// senders as the table holds opens every PDC by SYN at once, and each
+    /// is confirmed only a round trip later.
     pub max_pending_pdcs: usize,
     /// PSN tracking window (MP_RANGE) in packets; REFPROV default 128.
     pub mp_range: u32,
@@ -87,7 +89,7 @@ impl Default for PdsConfig {
     fn default() -> Self {
         Self {
             max_pdcs: 1024,
-            max_pending_pdcs: 512,
+            max_pending_pdcs: 1024,
             mp_range: 128,
             ack_gen_trigger: 16 * 1024,
             ack_gen_min_pkt_add: 1024,
