@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 use adversary::{Addr, Dest, Dice, mac, send_all, stats, status_kib, storm};
 use anyhow::{Context, Result, bail, ensure};
 use uet_api::{Event, Status};
-use uetd::lab::{Lab, LabConfig, RawLink};
+use uetd::lab::{Lab, LabConfig};
+use uetd::packet::PacketSocket;
 
 const TARGET: usize = 0;
 const CLIENTS: usize = 1;
@@ -139,7 +140,7 @@ fn run() -> Result<()> {
         ..LabConfig::default()
     })?;
     lab.restart_daemon(CLIENTS)?;
-    let link = lab.host(ATTACKER).run(|| RawLink::open("eth0"))??;
+    let link = lab.host(ATTACKER).run(|| PacketSocket::open("eth0"))??;
     let to_target = Addr {
         src_mac: mac(&lab, ATTACKER),
         dst_mac: mac(&lab, TARGET),

@@ -35,9 +35,15 @@ impl PacketSocket {
         self.mac
     }
 
-    /// Sends one whole frame.
+    /// Sends one whole frame, waiting while the socket's send buffer is
+    /// full (a flood is paced by the link, not dropped here).
     pub fn send(&self, frame: &[u8]) -> io::Result<()> {
-        let n = sys::send(&self.fd, frame)?;
+        let n = loop {
+            match sys::send(&self.fd, frame) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => sys::wait_writable(&self.fd)?,
+                r => break r?,
+            }
+        };
         if n == frame.len() {
             Ok(())
         } else {
@@ -45,6 +51,24 @@ impl PacketSocket {
                 "sent {n} of {} bytes",
                 frame.len()
             )))
+        }
+    }
+
+    /// The next frame received (not sent) into `buf`: its length, or
+    /// `None` when none came within `within`.
+    pub fn recv(&self, buf: &mut [u8], within: Duration) -> io::Result<Option<usize>> {
+        let deadline = Instant::now() + within;
+        loop {
+            while let Some((n, outgoing)) = sys::recv(&self.fd, buf)? {
+                if !outgoing {
+                    return Ok(Some(n));
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(None);
+            }
+            poll_in(&[self.fd.as_fd()], Some(deadline - now))?;
         }
     }
 
@@ -58,16 +82,12 @@ impl PacketSocket {
         let deadline = Instant::now() + within;
         let mut buf = vec![0u8; 65_536];
         loop {
-            while let Some((n, outgoing)) = sys::recv(&self.fd, &mut buf)? {
-                if !outgoing && want(&buf[..n]) {
-                    return Ok(Some(buf[..n].to_vec()));
-                }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.recv(&mut buf, left)? {
+                Some(n) if want(&buf[..n]) => return Ok(Some(buf[..n].to_vec())),
+                Some(_) => {}
+                None => return Ok(None),
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return Ok(None);
-            }
-            poll_in(&[self.fd.as_fd()], Some(deadline - now))?;
         }
     }
 }

@@ -25,7 +25,8 @@ use adversary::{
     request, rss_anon_kib, seen, send_all, stats, storm, syn, write_ses,
 };
 use uet_wire::pds::cp::CpPayload;
-use uetd::lab::{Lab, LabConfig, RawLink, WriteOpts};
+use uetd::lab::{Lab, LabConfig, WriteOpts};
+use uetd::packet::PacketSocket;
 
 const TARGET: usize = 0;
 const WRITER: usize = 1;
@@ -50,7 +51,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// The lab of one case, and what the attacker knows of it.
 struct Arena {
     lab: Lab,
-    link: Arc<RawLink>,
+    link: Arc<PacketSocket>,
     /// Attacker → target, with the attacker's own MAC and IP.
     to_target: Addr,
     /// Attacker → writer, with the attacker's own MAC and IP.
@@ -75,7 +76,7 @@ impl Arena {
         lab.restart_daemon(WRITER).expect("the writer's daemon");
         let link = lab
             .host(ATTACKER)
-            .run(|| RawLink::open("eth0"))
+            .run(|| PacketSocket::open("eth0"))
             .expect("the attacker's namespace")
             .expect("an AF_PACKET socket on the attacker's eth0");
         let (tm, wm, am) = (mac(&lab, TARGET), mac(&lab, WRITER), mac(&lab, ATTACKER));
@@ -186,7 +187,7 @@ fn run(name: &str, cc: &str, plan: impl FnOnce(&Arena, &mut Dice) -> Attack) {
         let link = ar
             .lab
             .host(ATTACKER)
-            .run(|| RawLink::open("eth0"))
+            .run(|| PacketSocket::open("eth0"))
             .expect("the attacker's namespace")
             .expect("a second AF_PACKET socket");
         let (from, to, stop) = (ar.lab.ip(TARGET), ar.lab.ip(ATTACKER), Arc::clone(&stop));

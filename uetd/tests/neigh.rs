@@ -16,10 +16,10 @@ use uet_wire::encap::{EncapConfig, Transport, emit_frame};
 use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
 use uet_wire::{Dscp, Ecn, EntropyValue};
 use uetd::io::{NextHop, PacketIo};
-use uetd::lab::RawLink;
 use uetd::lab::{Lab, LabConfig, WriteOpts};
 use uetd::neigh::{HINTS_PER_WORKER, MAX_DESTINATIONS, NeighConfig, Neighbours};
 use uetd::netns::{NetNs, veth_pair};
+use uetd::packet::PacketSocket;
 use uetd::xdp::{SteerConfig, XdpMode, XdpSteer};
 use uetd::xsk::{Handoff, XdpIo, XdpIoConfig, XskConfig};
 use xsk_common::mac_of;
@@ -63,7 +63,11 @@ fn one_spoofed_frame_does_not_redirect_a_peers_replies() {
     })
     .unwrap();
     let target_mac = mac_of(lab.host(0), "eth0");
-    let attacker = lab.host(2).run(|| RawLink::open("eth0")).unwrap().unwrap();
+    let attacker = lab
+        .host(2)
+        .run(|| PacketSocket::open("eth0"))
+        .unwrap()
+        .unwrap();
     // One frame claiming the writer's IP from another MAC, before the
     // writer ever spoke to the target.
     let frame = spoofed(ATTACKER_MAC, target_mac, lab.ip(1), lab.ip(0));
@@ -165,7 +169,7 @@ fn a_flood_of_spoofed_sources_stays_within_the_bounds_and_moves_no_known_peer() 
     // The flood: 20,000 frames, each from another spoofed source (on link
     // and off link), every 100th claiming B; sent in bursts the receiver
     // drains between.
-    let raw = b.run(|| RawLink::open("nb")).unwrap().unwrap();
+    let raw = b.run(|| PacketSocket::open("nb")).unwrap().unwrap();
     let n = 20_000u32;
     let burst = 500;
     let mut received = 0;

@@ -41,7 +41,6 @@ mod bpf;
 pub mod demo;
 pub mod incast;
 mod qdisc;
-mod raw;
 
 use std::fs::File;
 use std::io::{BufRead as _, BufReader, Seek as _, SeekFrom};
@@ -58,7 +57,6 @@ use serde::{Deserialize, Serialize};
 
 pub use bpf::{EcnCounters, EcnSettings, ImpairCounters, Impairment};
 pub use qdisc::QdiscStats;
-pub use raw::RawLink;
 
 use crate::config::Backend;
 use crate::daemon::VERIFY_TAG;

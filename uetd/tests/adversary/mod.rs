@@ -1,5 +1,5 @@
 //! The adversary of the attack run and the soak: an off-path host on the
-//! lab's L2 segment that sends raw Ethernet frames (`uetd::lab::RawLink`)
+//! lab's L2 segment that sends raw Ethernet frames (`uetd::lab::PacketSocket`)
 //! built from `uet-wire`'s `Repr`s and then mutated — malformed frames of
 //! every kind and spoofed PDS packets — plus the measurements the checks
 //! need (daemon memory, counters).
@@ -23,7 +23,8 @@ use uet_wire::{
     CccId, Credit24, Dscp, Ecn, EntropyValue, JobId, Len14, MessageId, PdcId, PidOnFep, Psn,
     ResourceIndex, RiGeneration,
 };
-use uetd::lab::{Lab, RawLink};
+use uetd::lab::Lab;
+use uetd::packet::PacketSocket;
 
 /// Ethernet + IPv4 addressing of one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -434,7 +435,7 @@ pub fn poll_until(deadline: Instant, mut f: impl FnMut() -> bool) -> bool {
 
 /// Sends `frames` at most `pps` per second (0: as fast as the link
 /// takes them); pacing is a rate limit, not a synchronisation.
-pub fn send_all(link: &RawLink, frames: &[Vec<u8>], pps: u64) {
+pub fn send_all(link: &PacketSocket, frames: &[Vec<u8>], pps: u64) {
     let start = Instant::now();
     for (i, f) in frames.iter().enumerate() {
         if pps > 0 && i % 64 == 0 {
@@ -539,7 +540,7 @@ pub struct Answers {
 /// Reads the frames `link` sees until `stop` is set, and tallies the SES
 /// responses from `from` to `to`.
 pub fn listen(
-    link: &RawLink,
+    link: &PacketSocket,
     from: Ipv4Addr,
     to: Ipv4Addr,
     stop: &std::sync::atomic::AtomicBool,
