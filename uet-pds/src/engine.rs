@@ -1533,22 +1533,7 @@ impl Pds {
                         Trim::Trimmed => NackCode::Trimmed,
                         Trim::LastHop => NackCode::TrimmedLastHop,
                     };
-                    self.ctl.push_back(CtlOut::Nack {
-                        dst: meta.src,
-                        ev: meta.ev,
-                        repr: PdsNackRepr {
-                            next_hdr: NextHeader::None,
-                            m: meta.ecn == Ecn::Ce,
-                            retx: r.retx,
-                            target: NackTarget::PktId(r.pkt_id),
-                            code,
-                            vendor_code: 0,
-                            spdcid: None,
-                            dpdcid: None,
-                            payload: 0,
-                            ccx: None,
-                        },
-                    });
+                    self.nack_rudi(meta, r, code);
                     return;
                 }
                 // At-least-once: an idempotent request is executed again
@@ -1570,22 +1555,7 @@ impl Pds {
                     // never a RUDI response, which would read as done.
                     Reply::Reject(code) => {
                         self.counters.drop(DropReason::Refused);
-                        self.ctl.push_back(CtlOut::Nack {
-                            dst: meta.src,
-                            ev: meta.ev,
-                            repr: PdsNackRepr {
-                                next_hdr: NextHeader::None,
-                                m: meta.ecn == Ecn::Ce,
-                                retx: r.retx,
-                                target: NackTarget::PktId(r.pkt_id),
-                                code,
-                                vendor_code: 0,
-                                spdcid: None,
-                                dpdcid: None,
-                                payload: 0,
-                                ccx: None,
-                            },
-                        });
+                        self.nack_rudi(meta, r, code);
                         return;
                     }
                 };
@@ -1614,6 +1584,26 @@ impl Pds {
                 }
             }
         }
+    }
+
+    /// A NACK for RUDI request `r`, naming its packet ID (`nt` = 1, §2.8).
+    fn nack_rudi(&mut self, meta: &RxMeta, r: &PdsRudiRepr, code: NackCode) {
+        self.ctl.push_back(CtlOut::Nack {
+            dst: meta.src,
+            ev: meta.ev,
+            repr: PdsNackRepr {
+                next_hdr: NextHeader::None,
+                m: meta.ecn == Ecn::Ce,
+                retx: r.retx,
+                target: NackTarget::PktId(r.pkt_id),
+                code,
+                vendor_code: 0,
+                spdcid: None,
+                dpdcid: None,
+                payload: 0,
+                ccx: None,
+            },
+        });
     }
 
     fn nack(
