@@ -528,3 +528,38 @@ fn demo_runs_end_to_end() {
     let lab = v["lab"].as_str().unwrap();
     assert!(!netns_list().contains(lab));
 }
+
+/// The target's daemon restarts between two writes: the writer's PDC to it
+/// is refused as unknown (INV_DPDCID), reopened, and the second write lands
+/// too instead of failing.
+#[test]
+fn a_write_after_the_peers_daemon_restarted_succeeds() {
+    let mut lab = Lab::up(LabConfig {
+        hosts: 2,
+        region_bytes: 4 << 20,
+        ..LabConfig::default()
+    })
+    .unwrap();
+    let opts = WriteOpts {
+        bytes: 2 << 20,
+        chunk: 256 << 10,
+        timeout: Duration::from_secs(60),
+        ..WriteOpts::default()
+    };
+    let first = lab.write(1, 0, &opts).unwrap();
+    assert!(first.verified(), "{first:?}");
+    lab.restart_daemon(0).unwrap();
+    let second = lab.write(1, 0, &WriteOpts { seed: 2, ..opts }).unwrap();
+    assert!(second.verified(), "{second:?}");
+    let reopened: u64 = second.stats["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["pds"]["pdcs_reopened"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(
+        reopened >= 1,
+        "the writer reopened its PDC: {}",
+        second.stats
+    );
+}
