@@ -549,7 +549,9 @@ impl Control {
             }
             ClientMsg::Stats | ClientMsg::StatsStream => {
                 let streamed = matches!(msg, ClientMsg::StatsStream);
-                for r in crate::stats::replies(&daemon.stats(), streamed) {
+                for r in
+                    crate::stats::replies(&daemon.stats(), daemon.neigh_counts().as_ref(), streamed)
+                {
                     self.send(daemon, id, &r);
                 }
             }

@@ -396,6 +396,11 @@ impl Daemon {
         self.workers.iter().map(WorkerHandle::stats).collect()
     }
 
+    /// The next-hop resolver's counters (the xdp backend has one).
+    pub fn neigh_counts(&self) -> Option<crate::neigh::NeighCounts> {
+        self.neigh.as_ref().map(|n| n.counts())
+    }
+
     /// What the receive counters say about a peer whose wire settings
     /// differ from ours (empty when nothing was dropped for that), to end
     /// a failed operation's message with.

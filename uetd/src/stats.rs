@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 use uet_api::proto::{DaemonMsg, HEADER_LEN, MAX_FRAME_LEN, stats_chunks};
 use uet_wire::pds::NackCode;
 
+use crate::neigh::NeighCounts;
 use crate::worker::WorkerStats;
 
 /// One destination's congestion context, as last published.
@@ -39,8 +40,10 @@ fn nack_map(codes: &uet_pds::NackCounts) -> Value {
     Value::Object(m)
 }
 
-/// The counters of every worker as one JSON object.
-pub fn to_json(stats: &[WorkerStats]) -> Value {
+/// The counters of every worker as one JSON object, with the next-hop
+/// resolver's (`neigh`: destinations held, resolved, and what its bounds
+/// turned away) when the backend has one.
+pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
     let workers: Vec<Value> = stats
         .iter()
         .enumerate()
@@ -112,7 +115,21 @@ pub fn to_json(stats: &[WorkerStats]) -> Value {
             })
         })
         .collect();
-    json!({ "workers": workers })
+    match neigh {
+        Some(n) => json!({
+            "workers": workers,
+            "neigh": {
+                "destinations": n.destinations,
+                "resolved": n.resolved,
+                "attempts": n.attempts,
+                "forgotten": n.forgotten,
+                "evicted": n.evicted,
+                "refused": n.refused,
+                "requests_dropped": n.requests_dropped,
+            },
+        }),
+        None => json!({ "workers": workers }),
+    }
 }
 
 /// The most document bytes a `StatsReply` carries: the frame limit less the
@@ -122,8 +139,12 @@ const ONE_FRAME_DOC: usize = MAX_FRAME_LEN - HEADER_LEN - 2;
 /// The frames answering a stats request for counters `stats`: the
 /// document in `StatsChunk`s when `streamed` (`StatsStream`), else one
 /// `StatsReply` ([`one_frame`]). None exceeds the frame limit.
-pub fn replies(stats: &[WorkerStats], streamed: bool) -> Vec<DaemonMsg> {
-    let doc = to_json(stats);
+pub fn replies(
+    stats: &[WorkerStats],
+    neigh: Option<&NeighCounts>,
+    streamed: bool,
+) -> Vec<DaemonMsg> {
+    let doc = to_json(stats, neigh);
     if streamed {
         return stats_chunks(&doc.to_string()).collect();
     }
@@ -190,7 +211,7 @@ mod tests {
     #[test]
     fn thousands_of_destinations_stream_whole_in_frames_within_the_limit() {
         let stats = with_cccs(3000);
-        let doc = to_json(&stats).to_string();
+        let doc = to_json(&stats, None).to_string();
         assert!(doc.len() > 4 * MAX_FRAME_LEN, "{} bytes", doc.len());
         // As one frame, the document does not encode.
         assert!(
@@ -198,7 +219,7 @@ mod tests {
                 .to_frame()
                 .is_err()
         );
-        let replies = replies(&stats, true);
+        let replies = replies(&stats, None, true);
         assert!(replies.len() > 4);
         assert!(frame_lengths(&replies).iter().all(|&l| l <= MAX_FRAME_LEN));
         let mut back = String::new();
@@ -218,13 +239,13 @@ mod tests {
     fn the_one_frame_reply_drops_the_destinations_and_counts_them() {
         // Small: whole, in one reply.
         let small = with_cccs(3);
-        let [DaemonMsg::StatsReply { json }] = &replies(&small, false)[..] else {
+        let [DaemonMsg::StatsReply { json }] = &replies(&small, None, false)[..] else {
             panic!("one StatsReply");
         };
-        assert_eq!(*json, to_json(&small).to_string());
+        assert_eq!(*json, to_json(&small, None).to_string());
         // Large: one frame, valid JSON, the entries counted.
         let large = with_cccs(3000);
-        let r = replies(&large, false);
+        let r = replies(&large, None, false);
         assert_eq!(frame_lengths(&r).len(), 1);
         assert!(frame_lengths(&r)[0] <= MAX_FRAME_LEN);
         let [DaemonMsg::StatsReply { json }] = &r[..] else {
@@ -236,5 +257,18 @@ mod tests {
             assert_eq!(w["ccc_omitted"], 3000);
             assert!(w["pds"]["tx_data"].is_number(), "the counters stay");
         }
+    }
+
+    #[test]
+    fn the_resolver_counters_go_in_the_document_when_there_is_one() {
+        let n = NeighCounts {
+            destinations: 7,
+            refused: 2,
+            ..NeighCounts::default()
+        };
+        let doc = to_json(&[], Some(&n));
+        assert_eq!(doc["neigh"]["destinations"], 7);
+        assert_eq!(doc["neigh"]["refused"], 2);
+        assert!(to_json(&[], None).get("neigh").is_none());
     }
 }

@@ -207,7 +207,7 @@ fn config(a: &Args) -> Result<Config> {
 }
 
 fn stats_json(stats: &[WorkerStats]) -> String {
-    uetd::stats::to_json(stats).to_string()
+    uetd::stats::to_json(stats, None).to_string()
 }
 
 fn main() -> Result<()> {
