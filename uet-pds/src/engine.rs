@@ -559,9 +559,11 @@ pub struct Pds {
     uud: VecDeque<(IpAddr, PktRef)>,
     rudi: RudiState,
     /// Receiver-side RCCC (§5.3): the active-sender table and credit pacer,
-    /// keyed by (source FEP, ccc_id), with the PDC to address CREDIT CPs.
+    /// keyed by (source FEP, ccc_id), with the PDC to address CREDIT CPs
+    /// (the last one that carried the source's data) and how many PDCs
+    /// carry it.
     rccc_rx: Option<RcccReceiver<(IpAddr, u8)>>,
-    rccc_pdc: HashMap<(IpAddr, u8), PdcId>,
+    rccc_pdc: HashMap<(IpAddr, u8), (PdcId, u32)>,
     /// Pending target PDCs (`Pdc::pending`) in the order they opened, with
     /// when: the oldest is evicted first. Entries of PDCs that since were
     /// confirmed or closed are skipped when met, and swept when they
@@ -1203,26 +1205,8 @@ impl Pds {
             if p.pending {
                 self.pending_count -= 1;
             }
-            if let Some(key) = p.rx.as_ref().and_then(|rx| rx.rccc)
-                && self.rccc_pdc.get(&key) == Some(&id)
-            {
-                // Another PDC of the same source keeps the entry, and
-                // addresses its CREDIT CPs from now on.
-                match self
-                    .pdcs
-                    .values()
-                    .find(|q| q.rx.as_ref().is_some_and(|rx| rx.rccc == Some(key)))
-                {
-                    Some(q) => {
-                        self.rccc_pdc.insert(key, q.id);
-                    }
-                    None => {
-                        self.rccc_pdc.remove(&key);
-                        if let Some(rr) = &mut self.rccc_rx {
-                            rr.remove_sender(now, key);
-                        }
-                    }
-                }
+            if let Some(key) = p.rx.as_ref().and_then(|rx| rx.rccc) {
+                self.release_rccc(now, id, key);
             }
             if self.cccs.index(&p.ccc).is_some() && !self.pdcs.values().any(|q| q.ccc == p.ccc) {
                 self.cccs.remove(&p.ccc);
@@ -1240,6 +1224,29 @@ impl Pds {
             self.counters.pdcs_closed += 1;
             self.events
                 .push_back(PdsEvent::PdcClosed { pdc: id, error });
+        }
+    }
+
+    /// PDC `id` no longer carries RCCC source `key`: the receiver forgets
+    /// the source with the last PDC that carried it; until then another
+    /// of them addresses its CREDIT CPs.
+    fn release_rccc(&mut self, now: Instant, id: PdcId, key: (IpAddr, u8)) {
+        let Some(e) = self.rccc_pdc.get_mut(&key) else {
+            return;
+        };
+        e.1 -= 1;
+        if e.1 == 0 {
+            self.rccc_pdc.remove(&key);
+            if let Some(rr) = &mut self.rccc_rx {
+                rr.remove_sender(now, key);
+            }
+        } else if e.0 == id
+            && let Some(q) = self
+                .pdcs
+                .values()
+                .find(|q| q.id != id && q.rx.as_ref().is_some_and(|rx| rx.rccc == Some(key)))
+        {
+            e.0 = q.id;
         }
     }
 
@@ -1328,7 +1335,11 @@ impl Pds {
             return;
         };
         while let Some((key, credit)) = rr.poll_grant() {
-            let Some(p) = self.rccc_pdc.get(&key).and_then(|id| self.pdcs.get(id)) else {
+            let Some(p) = self
+                .rccc_pdc
+                .get(&key)
+                .and_then(|(id, _)| self.pdcs.get(id))
+            else {
                 continue;
             };
             let repr = PdsCpRepr {
@@ -1910,8 +1921,12 @@ impl Pds {
                 Arrival::Paced
             };
             rr.on_data(now, key, cc.credit_target, bytes, last_hop, arrival);
-            rx.rccc = Some(key);
-            self.rccc_pdc.insert(key, local);
+            let e = self.rccc_pdc.entry(key).or_insert((local, 0));
+            e.0 = local;
+            if rx.rccc.is_none() {
+                rx.rccc = Some(key);
+                e.1 += 1;
+            }
         }
         if let Some(t) = meta.trimmed {
             // §7: NACK the trimmed packet so it is resent at once.
@@ -2649,7 +2664,7 @@ impl Pds {
         p.clear_needed = false;
         p.clear_sent = None;
         p.forced_at = None;
-        p.rx = None;
+        let rccc_key = p.rx.take().and_then(|rx| rx.rccc);
         p.probe = None;
         p.tail = TailProbe::default();
         p.rcvd = RcvdBytesTracker::new();
@@ -2659,6 +2674,9 @@ impl Pds {
         p.last_activity = now;
         self.counters.pdcs_reopened += 1;
         self.schedule(id);
+        if let Some(key) = rccc_key {
+            self.release_rccc(now, id, key);
+        }
     }
 
     fn on_cp(&mut self, now: Instant, meta: &RxMeta, c: &PdsCpRepr, upper: &mut impl Upper) {
