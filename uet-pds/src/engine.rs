@@ -663,6 +663,12 @@ impl Pds {
         self.rccc_rx.as_ref()
     }
 
+    /// Entries in the queue of pending PDCs (`Pds::push_pending`).
+    #[cfg(test)]
+    pub(crate) fn pending_queue_len(&self) -> usize {
+        self.pending.len()
+    }
+
     /// CCCs: one per destination and traffic class some PDC refers to.
     pub fn ccc_count(&self) -> usize {
         self.cccs.len()
@@ -1432,6 +1438,15 @@ impl Pds {
                 break;
             }
         }
+    }
+
+    /// Records a new pending PDC for eviction in age order. Entries of PDCs
+    /// confirmed or closed since are swept once they outnumber the live
+    /// ones (amortized O(1) per SYN; the queue stays within twice the
+    /// pending PDCs, plus 64).
+    fn push_pending(&mut self, id: PdcId, now: Instant) {
+        self.pending.push_back((id, now));
+        self.pending_count += 1;
         if self.pending.len() > 2 * self.pending_count + 64 {
             let pdcs = &self.pdcs;
             self.pending
@@ -1779,12 +1794,11 @@ impl Pds {
                         reopens: 0,
                         hold_until: None,
                     };
-                    self.pending.push_back((id, now));
-                    self.pending_count += 1;
                     let start = pdc.start;
                     let mut pdc = pdc;
                     pdc.ledger = TxLedger::new(start);
                     self.pdcs.insert(id, pdc);
+                    self.push_pending(id, now);
                     self.by_peer.insert((meta.src, spdcid), id);
                     self.counters.pdcs_opened += 1;
                     self.events.push_back(PdsEvent::PdcOpened {

@@ -393,3 +393,36 @@ fn one_pdc_names_one_rccc_source() {
     assert_eq!(b.pds.rccc_source_count(), 1);
     assert_eq!(b.pds.counters().drops(DropReason::CccMismatch), 99);
 }
+
+#[test]
+fn the_queue_of_unconfirmed_pdcs_stays_bounded_as_pdcs_are_confirmed() {
+    let cfg = PdsConfig {
+        max_pdcs: 8192,
+        max_pending_pdcs: 8192,
+        ..PdsConfig::default()
+    };
+    let mut b = host(B, 2, cfg);
+    for i in 0..5_000u32 {
+        let src = IpAddr::V4(Ipv4Addr::from(0x0a03_0000 + i));
+        let syn = forged_syn(src, 9, i);
+        deliver(&mut b, t(0), &syn);
+        let ack = drain(&mut b, t(0));
+        let PdsRepr::Ack(a) = ack[0].pds() else {
+            panic!()
+        };
+        // The initiator's next packet, addressed by B's PDC ID.
+        let PdsRepr::Request(mut r) = syn.pds() else {
+            panic!()
+        };
+        r.psn = r.psn.add(1);
+        r.dpdcid = DpdcidField::Dpdcid(a.spdcid);
+        deliver(&mut b, t(0), &forged(src, PdsRepr::Request(r)));
+        let _ = drain(&mut b, t(0));
+        assert!(
+            b.pds.pending_queue_len() <= 64 + 2,
+            "{i}: {}",
+            b.pds.pending_queue_len()
+        );
+    }
+    assert_eq!(b.pds.pdc_count(), 5_000);
+}
