@@ -331,6 +331,24 @@ enum CcShare {
 }
 
 impl CcShare {
+    /// A whole ledger's share of its CCC: (inflight bytes, inflight
+    /// packets, retransmit backlog bytes), what a PDC hands back when it
+    /// fails or is reopened.
+    fn of_ledger(config: &PdsConfig, ledger: &TxLedger<TxItem>) -> (u64, u32, u64) {
+        let (mut infl, mut pkts, mut rtx) = (0u64, 0u32, 0u64);
+        for e in ledger.iter() {
+            match Self::of(config, e) {
+                Self::Inflight(b) => {
+                    infl += b;
+                    pkts += 1;
+                }
+                Self::Rtx(b) => rtx += b,
+                Self::None => {}
+            }
+        }
+        (infl, pkts, rtx)
+    }
+
     fn of(config: &PdsConfig, e: &TxEntry<TxItem>) -> Self {
         match e.token {
             TxItem::Data(pkt) if !e.sacked => {
@@ -1181,17 +1199,7 @@ impl Pds {
         // Hand the PDC's share of the CCC back: queued bytes leave the
         // backlog, unacknowledged ones leave inflight, marked ones leave the
         // retransmit backlog.
-        let (mut infl, mut infl_pkts, mut rtx) = (0u64, 0u32, 0u64);
-        for e in p.ledger.iter() {
-            match CcShare::of(&self.config, e) {
-                CcShare::Inflight(b) => {
-                    infl += b;
-                    infl_pkts += 1;
-                }
-                CcShare::Rtx(b) => rtx += b,
-                CcShare::None => {}
-            }
-        }
+        let (infl, infl_pkts, rtx) = CcShare::of_ledger(&self.config, &p.ledger);
         if let Some(c) = self.cccs.get_mut(&p.ccc) {
             c.withdraw(now, withdrawn);
             c.abandon(now, infl, infl_pkts, rtx);
@@ -2602,16 +2610,8 @@ impl Pds {
         // first packet in the ledger or the queue).
         let mut partial: Vec<u64> = Vec::new();
         let mut seen: Vec<u64> = Vec::new();
-        let (mut infl, mut infl_pkts, mut rtx) = (0u64, 0u32, 0u64);
+        let (infl, infl_pkts, rtx) = CcShare::of_ledger(&self.config, &p.ledger);
         for e in p.ledger.iter() {
-            match CcShare::of(&self.config, e) {
-                CcShare::Inflight(b) => {
-                    infl += b;
-                    infl_pkts += 1;
-                }
-                CcShare::Rtx(b) => rtx += b,
-                CcShare::None => {}
-            }
             if let TxItem::Data(pkt) = e.token {
                 if !seen.contains(&pkt.token) {
                     seen.push(pkt.token);
