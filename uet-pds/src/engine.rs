@@ -1622,22 +1622,8 @@ impl Pds {
 
     /// A NACK for RUDI request `r`, naming its packet ID (`nt` = 1, §2.8).
     fn nack_rudi(&mut self, meta: &RxMeta, r: &PdsRudiRepr, code: NackCode) {
-        self.ctl.push_back(CtlOut::Nack {
-            dst: meta.src,
-            ev: meta.ev,
-            repr: PdsNackRepr {
-                next_hdr: NextHeader::None,
-                m: meta.ecn == Ecn::Ce,
-                retx: r.retx,
-                target: NackTarget::PktId(r.pkt_id),
-                code,
-                vendor_code: 0,
-                spdcid: None,
-                dpdcid: None,
-                payload: 0,
-                ccx: None,
-            },
-        });
+        let target = NackTarget::PktId(r.pkt_id);
+        self.nack_to(meta, target, r.retx, code, None, None, 0);
     }
 
     fn nack(
@@ -1649,14 +1635,30 @@ impl Pds {
         dpdcid: Option<PdcId>,
         payload: u32,
     ) {
+        let target = NackTarget::Psn(psn);
+        self.nack_to(meta, target, false, code, spdcid, dpdcid, payload);
+    }
+
+    /// Queues a NACK back to the sender of `meta`'s packet.
+    #[allow(clippy::too_many_arguments)]
+    fn nack_to(
+        &mut self,
+        meta: &RxMeta,
+        target: NackTarget,
+        retx: bool,
+        code: NackCode,
+        spdcid: Option<PdcId>,
+        dpdcid: Option<PdcId>,
+        payload: u32,
+    ) {
         self.ctl.push_back(CtlOut::Nack {
             dst: meta.src,
             ev: meta.ev,
             repr: PdsNackRepr {
                 next_hdr: NextHeader::None,
                 m: meta.ecn == Ecn::Ce,
-                retx: false,
-                target: NackTarget::Psn(psn),
+                retx,
+                target,
                 code,
                 vendor_code: 0,
                 spdcid,

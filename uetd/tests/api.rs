@@ -10,24 +10,10 @@ use std::io::Write as _;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-use common::{Pair, Uetd};
-use uet_api::{Access, Client, ErrorCode, Event, Status};
+use common::{Pair, Uetd, connect};
+use uet_api::{Access, ErrorCode, Event, Status};
 
 const T: Option<Duration> = Some(Duration::from_secs(30));
-
-fn connect(path: &str) -> Client {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match Client::connect(path, "test") {
-            Ok(c) => return c,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                std::thread::yield_now();
-            }
-            Err(e) => panic!("connecting to {path}: {e}"),
-        }
-    }
-}
 
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];

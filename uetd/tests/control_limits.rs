@@ -15,7 +15,7 @@ use std::os::unix::process::CommandExt as _;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Pair, Uetd, field};
+use common::{Pair, Uetd, connect, field};
 use uet_api::proto::{ClientMsg, DaemonMsg, FrameReader, Message as _, frame_len};
 use uet_api::sock::{recv_frame, send_msg};
 use uet_api::{Access, Client, ClientError, ErrorCode, Event, RemoteRegion, Status};
@@ -41,21 +41,6 @@ fn daemon(ns: &NetNs, address: &str, config: &str, extra: &[&str]) -> (Uetd, Str
     args.extend_from_slice(extra);
     let d = Uetd::spawn(ns, &args);
     (d, sock)
-}
-
-/// A client, once the daemon listens.
-fn connect(path: &str) -> Client {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match Client::connect(path, "test") {
-            Ok(c) => return c,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                std::thread::yield_now();
-            }
-            Err(e) => panic!("connecting to {path}: {e}"),
-        }
-    }
 }
 
 /// Runs `uet stats [--prometheus]` as `uid`; its stdout, or why it failed.

@@ -9,19 +9,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Pair, Uetd};
+use common::{Pair, Uetd, connect};
 use uet_api::{Client, Event, RemoteRegion, Status};
-
-fn connect(path: &str) -> Client {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        match Client::connect(path, "test") {
-            Ok(c) => return c,
-            Err(_) if Instant::now() < deadline => std::thread::yield_now(),
-            Err(e) => panic!("connecting to {path}: {e}"),
-        }
-    }
-}
 
 /// CPU seconds a thread of `pid` named `name` has used (`utime + stime`).
 fn thread_cpu(pid: u32, name: &str) -> Option<f64> {

@@ -157,3 +157,16 @@ pub fn field<'a>(line: &'a str, key: &str) -> &'a str {
     let end = rest.find(['"', ',', '}']).unwrap_or(rest.len());
     &rest[..end]
 }
+
+/// A client of the daemon whose control socket is `path`, retried for up
+/// to 10 s while the daemon starts.
+pub fn connect(path: &str) -> uet_api::Client {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match uet_api::Client::connect(path, "test") {
+            Ok(c) => return c,
+            Err(_) if Instant::now() < deadline => std::thread::yield_now(),
+            Err(e) => panic!("connecting to {path}: {e}"),
+        }
+    }
+}
