@@ -1,4 +1,4 @@
-//! The examples against a two-host veth lab (`uetd::lab`: host namespaces
+//! The examples against a two-host veth lab (`uet_lab`: host namespaces
 //! behind a switch namespace, a `uetd` process serving in each host); the
 //! examples are the real binaries, clients of the lab's daemons.
 //!
@@ -9,7 +9,7 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use uetd::lab::{Lab, LabConfig};
+use uet_lab::{Lab, LabConfig};
 
 /// Two hosts; host 0 exposes, host 1 sends. Returns the lab and the two
 /// control sockets.

@@ -65,7 +65,9 @@ fn kernel_udp(pair: &Pair, size: usize, seconds: f64) -> f64 {
     let (s2, r2) = (stop.clone(), ready.clone());
     let sink = pair
         .b
-        .spawn(move || uetd::udp::raw::sink(bind, None, Duration::from_millis(300), &s2, &r2))
+        .spawn(move || {
+            uet_tools::blast::udp::sink(bind, None, Duration::from_millis(300), &s2, &r2)
+        })
         .unwrap();
     while !ready.load(Ordering::Acquire) {
         std::thread::yield_now();
@@ -74,7 +76,7 @@ fn kernel_udp(pair: &Pair, size: usize, seconds: f64) -> f64 {
     let s3 = stop.clone();
     let blaster = pair
         .a
-        .spawn(move || uetd::udp::raw::blast(src, bind, size, None, &s3))
+        .spawn(move || uet_tools::blast::udp::blast(src, bind, size, None, &s3))
         .unwrap();
     std::thread::park_timeout(Duration::from_secs_f64(seconds));
     stop.store(true, Ordering::Release);
@@ -92,7 +94,7 @@ fn raw_xsk(pair: &Pair, frame: usize, seconds: f64) -> (f64, f64) {
         fill_size: 4096,
         ..uetd::xsk::XskConfig::default()
     };
-    let (_tx, rx) = uetd::xsk::raw::veth_ceiling(
+    let (_tx, rx) = uet_lab::ceiling::veth_ceiling(
         &pair.a,
         cfg("v0"),
         pair.a_ip.parse().unwrap(),

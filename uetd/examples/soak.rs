@@ -1,6 +1,6 @@
 //! The soak (minutes; not in CI; root): churn of clients and peer restarts
 //! under a light background of the attack run's malformed-frame storm, on
-//! a three-host lab (`uetd::lab`): host 0 serves a region (the peer that
+//! a three-host lab (`uet_lab`): host 0 serves a region (the peer that
 //! restarts), host 1's daemon serves the churning clients and stays up for
 //! the whole run (the one whose memory must stay flat), host 2 is the
 //! attacker with no daemon.
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use adversary::{Addr, Dest, Dice, mac, send_all, stats, status_kib, storm};
 use anyhow::{Context, Result, bail, ensure};
 use uet_api::{Event, Status};
-use uetd::lab::{Lab, LabConfig};
+use uet_lab::{Lab, LabConfig};
 use uetd::packet::PacketSocket;
 
 const TARGET: usize = 0;
@@ -128,7 +128,7 @@ fn run() -> Result<()> {
         let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
         std::thread::spawn(move || {
             if signals.forever().next().is_some() {
-                uetd::lab::abort_all();
+                uet_lab::abort_all();
                 std::process::exit(130);
             }
         });

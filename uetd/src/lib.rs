@@ -1,33 +1,31 @@
-//! # uetd — the uet daemon and the `uet` CLI
+//! # uetd — the uet daemon
 //!
-//! - [`daemon`]: configuration → backends → workers; [`worker`]: the
-//!   per-core loop driving a `uet_ses::Endpoint` over a [`io::PacketIo`]
-//!   backend — [`udp`] (kernel sockets) or AF_XDP rings fed by the [`xdp`]
-//!   steering program.
-//! - [`decode`]: the frame decoder behind `uet decode`; [`capture`]: the
-//!   workers' frame mirror behind `uet capture`.
-//! - [`netns`]: namespaces and veth for the lab and the real-kernel tests.
-//! - [`lab`]: the veth lab (hosts, switch, bottleneck, ECN and impairment
-//!   programs, daemons) behind `uet lab` ([`cli::lab`]).
-//! - All `unsafe` lives in the private `sys` module.
+//! - [`config`]: the daemon's configuration (TOML file and flags);
+//!   [`daemon`]: configuration → backends → workers.
+//! - [`worker`]: the per-core loop driving a `uet_ses::Endpoint` over a
+//!   [`io::PacketIo`] backend — [`udp`] (kernel sockets) or AF_XDP rings
+//!   ([`xsk`]) fed by the [`xdp`] steering program; [`neigh`]: next-hop
+//!   resolution from the kernel's tables.
+//! - [`control`]: the control socket applications reach through `uet_api`;
+//!   [`stats`]: counters of every layer; [`capture`]: the workers' frame
+//!   mirror behind `uet capture`.
+//! - [`sys`]: the one place the daemon meets the kernel: every system call
+//!   goes through its safe wrappers, and all `unsafe` lives there.
+//!
+//! The lab (`uet-lab`), the `uet` command (`uet-cli`) and its tools
+//! (`uet-tools`) are separate crates built on this one.
 
-pub mod apps;
 pub mod capture;
-pub mod cli;
 pub mod config;
 pub mod control;
 pub mod daemon;
-pub mod decode;
 pub mod io;
-pub mod lab;
 pub mod mem;
 pub mod neigh;
-mod netlink;
-pub mod netns;
+pub mod netlink;
 pub mod packet;
-pub mod sample;
 pub mod stats;
-mod sys;
+pub mod sys;
 pub mod udp;
 pub mod worker;
 pub mod xdp;

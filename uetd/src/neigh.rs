@@ -1036,7 +1036,7 @@ mod tests {
         assert!(h.glean(ip(9999), MAC_A, t0 + ms(2001)));
         assert_eq!(h.len(), 1);
     }
-    use crate::netns::{NetNs, veth_pair};
+    use uet_lab::netns::{NetNs, veth_pair};
 
     fn mac_of(ns: &NetNs, ifname: &str) -> EthernetAddress {
         let out = ns.ip(&["-o", "link", "show", ifname]).unwrap();

@@ -9,24 +9,25 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use socket2::{Domain, Protocol, Socket, Type};
 
-pub(crate) const NLMSG_ERROR: u16 = 2;
-pub(crate) const NLMSG_DONE: u16 = 3;
-pub(crate) const NLM_F_REQUEST: u16 = 0x1;
-pub(crate) const NLM_F_ACK: u16 = 0x4;
-pub(crate) const NLM_F_DUMP: u16 = 0x300;
-pub(crate) const NLA_F_NESTED: u16 = 0x8000;
-pub(crate) const NLA_TYPE_MASK: u16 = 0x3fff;
-pub(crate) const NLMSG_HDRLEN: usize = 16;
+pub const NLMSG_ERROR: u16 = 2;
+pub const NLMSG_DONE: u16 = 3;
+pub const NLM_F_REQUEST: u16 = 0x1;
+pub const NLM_F_ACK: u16 = 0x4;
+pub const NLM_F_DUMP: u16 = 0x300;
+pub const NLA_F_NESTED: u16 = 0x8000;
+pub const NLA_TYPE_MASK: u16 = 0x3fff;
+pub const NLMSG_HDRLEN: usize = 16;
 
 /// An `NETLINK_ROUTE` socket of the calling thread's namespace. Sends go to
 /// the kernel (port 0) without an explicit bind (the kernel autobinds), so
 /// this needs no unsafe code.
-pub(crate) struct Netlink {
+#[derive(Debug)]
+pub struct Netlink {
     sock: Socket,
 }
 
 impl Netlink {
-    pub(crate) fn open() -> Result<Self> {
+    pub fn open() -> Result<Self> {
         let sock = Socket::new(
             Domain::from(libc::AF_NETLINK),
             Type::RAW,
@@ -39,7 +40,7 @@ impl Netlink {
 
     /// Sends one request and reads answers until its ACK/error (or, for a
     /// dump-less GET, the first answer followed by nothing more).
-    pub(crate) fn transact(
+    pub fn transact(
         &self,
         req: &[u8],
         mut on_msg: impl FnMut(u16, &[u8]) -> io::Result<()>,
@@ -96,18 +97,19 @@ impl Netlink {
     }
 }
 
-pub(crate) const fn align4(n: usize) -> usize {
+pub const fn align4(n: usize) -> usize {
     (n + 3) & !3
 }
 
 /// A netlink request under construction: header, the family header
 /// (`ifinfomsg`, `ndmsg`, `rtmsg`), attributes.
-pub(crate) struct Msg {
+#[derive(Debug)]
+pub struct Msg {
     buf: Vec<u8>,
 }
 
 impl Msg {
-    pub(crate) fn new(ty: u16, flags: u16, family_header: &[u8]) -> Self {
+    pub fn new(ty: u16, flags: u16, family_header: &[u8]) -> Self {
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut buf = Vec::with_capacity(128);
@@ -121,7 +123,7 @@ impl Msg {
         Self { buf }
     }
 
-    pub(crate) fn attr(&mut self, ty: u16, data: &[u8]) {
+    pub fn attr(&mut self, ty: u16, data: &[u8]) {
         let len = 4 + data.len();
         self.buf.extend_from_slice(&(len as u16).to_ne_bytes());
         self.buf.extend_from_slice(&ty.to_ne_bytes());
@@ -129,7 +131,7 @@ impl Msg {
         self.buf.resize(align4(self.buf.len()), 0);
     }
 
-    pub(crate) fn begin_nest(&mut self, ty: u16) -> usize {
+    pub fn begin_nest(&mut self, ty: u16) -> usize {
         let at = self.buf.len();
         self.buf.extend_from_slice(&0u16.to_ne_bytes());
         self.buf
@@ -137,12 +139,12 @@ impl Msg {
         at
     }
 
-    pub(crate) fn end_nest(&mut self, at: usize) {
+    pub fn end_nest(&mut self, at: usize) {
         let len = (self.buf.len() - at) as u16;
         self.buf[at..at + 2].copy_from_slice(&len.to_ne_bytes());
     }
 
-    pub(crate) fn finish(mut self) -> Vec<u8> {
+    pub fn finish(mut self) -> Vec<u8> {
         let len = self.buf.len() as u32;
         self.buf[..4].copy_from_slice(&len.to_ne_bytes());
         self.buf
@@ -150,7 +152,7 @@ impl Msg {
 }
 
 /// Iterates `(type, payload)` over netlink attributes.
-pub(crate) fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+pub fn attrs(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     std::iter::from_fn(move || {
         if b.len() < 4 {
             return None;

@@ -50,8 +50,6 @@ use crate::io::{IoStats, PacketIo};
 use crate::sys::eventfd::poll_in;
 use crate::sys::udp::MsgBatch;
 
-pub mod raw;
-
 /// IPv4 + UDP headers.
 const V4_OVERHEAD: usize = 20 + 8;
 /// IPv6 + UDP headers.

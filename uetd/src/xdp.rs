@@ -26,7 +26,7 @@
 //!   program under the default policy is an error too.
 //!
 //! Interfaces are per network namespace: call these from a thread in the
-//! interface's namespace (`uetd::netns::NetNs::run`). Nothing here is on the
+//! interface's namespace (`uet_lab::netns::NetNs::run`). Nothing here is on the
 //! per-packet path.
 
 use std::fmt;

@@ -39,8 +39,6 @@ use crate::sys::xsk::{
     self as sys, BindFlags, Frame, RingSizes, UmemArea, XDP_PACKET_HEADROOM, XskSocket,
 };
 
-pub mod raw;
-
 /// How to bind the sockets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum XskMode {
@@ -374,6 +372,106 @@ impl XskSet {
             // A full completion ring stops the kernel too.
             self.reclaim();
         }
+        Ok(())
+    }
+}
+
+/// Descriptor-level use of a set with no protocol on it: what the raw
+/// ceiling blaster and sink (`uet_tools::blast::xsk`) measure, so uetd's
+/// throughput is reported beside what these same rings reach alone.
+impl XskSet {
+    /// Bytes a frame can carry after the headroom.
+    pub fn frame_room(&self) -> usize {
+        (self.umem.frame_size() - self.headroom) as usize
+    }
+
+    /// Writes a packet into every free frame once: `write(i, buf)` fills
+    /// `buf` (the frame after the headroom) and returns the packet length.
+    pub fn write_free_frames(
+        &mut self,
+        mut write: impl FnMut(usize, &mut [u8]) -> io::Result<u32>,
+    ) -> io::Result<()> {
+        let hr = self.headroom;
+        for (i, f) in self.free.iter_mut().enumerate() {
+            let len = write(i, &mut self.umem.chunk_mut(f)[hr as usize..])?;
+            self.umem.set_span(f, hr, len);
+        }
+        Ok(())
+    }
+
+    /// Queues up to `n` free frames, as written by [`Self::write_free_frames`]
+    /// and `len` bytes long, on the first socket's TX ring and kicks the
+    /// kernel; returns how many were queued. Completions are reclaimed
+    /// first.
+    pub fn resend_free_frames(&mut self, n: u32, len: u32) -> io::Result<u32> {
+        self.reclaim();
+        let mut sent = 0;
+        if n > 0 && self.socks[0].tx.free(n) > 0 {
+            while sent < n {
+                let Some(mut f) = self.free.pop() else { break };
+                // A completed frame comes back without its length.
+                self.umem.set_span(&mut f, self.headroom, len);
+                if let Err(f) = self.socks[0].tx.push(f) {
+                    self.free.push(f);
+                    break;
+                }
+                sent += 1;
+            }
+        }
+        if sent > 0 {
+            self.socks[0].tx.submit();
+            self.tx += sent;
+        }
+        if self.socks[0].tx.in_kernel() > 0 {
+            self.kick_tx(0)?;
+        }
+        Ok(sent)
+    }
+
+    /// Frames still with the kernel for transmission (after reclaiming
+    /// completions).
+    pub fn tx_outstanding(&mut self) -> u32 {
+        self.reclaim();
+        self.tx
+    }
+
+    /// Kicks the first socket's transmission.
+    pub fn kick(&mut self) -> io::Result<()> {
+        self.kick_tx(0)
+    }
+
+    /// Takes every received frame off the RX rings unread, refills the
+    /// fill rings and returns (frames, bytes).
+    pub fn recycle_received(&mut self) -> (u32, u64) {
+        let mut got = 0u32;
+        let mut bytes = 0u64;
+        for s in 0..self.socks.len() {
+            let mut popped = 0;
+            while let Some(f) = self.socks[s].rx.pop() {
+                bytes += u64::from(f.len());
+                self.free.push(f);
+                popped += 1;
+            }
+            if popped > 0 {
+                self.socks[s].rx.release();
+                self.fill[s] -= popped;
+                got += popped;
+            }
+        }
+        if got > 0 {
+            self.refill();
+        }
+        (got, bytes)
+    }
+
+    /// Waits until a socket has something to read, or `timeout`.
+    pub fn wait_readable(&self, timeout: Duration) -> io::Result<()> {
+        let mut fds = [self.socks[0].as_fd(); 16];
+        let n = self.socks.len().min(16);
+        for (d, s) in fds.iter_mut().zip(&self.socks) {
+            *d = s.as_fd();
+        }
+        poll_in(&fds[..n], Some(timeout))?;
         Ok(())
     }
 }

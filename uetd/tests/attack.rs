@@ -24,8 +24,8 @@ use adversary::{
     Addr, CLOSE_CLASS, Dest, Dice, cp, daemon_pid, drops, frame, listen, mac, nack, poll_until,
     request, rss_anon_kib, seen, send_all, stats, storm, syn, write_ses,
 };
+use uet_lab::{Lab, LabConfig, WriteOpts};
 use uet_wire::pds::cp::CpPayload;
-use uetd::lab::{Lab, LabConfig, WriteOpts};
 use uetd::packet::PacketSocket;
 
 const TARGET: usize = 0;

@@ -22,7 +22,7 @@ use common::{Pair, Uetd, field};
 const COUNT: u64 = 24;
 
 fn uet(socket: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_uet"))
+    Command::new(uet_lab::uet_bin().expect("the uet binary"))
         .args(args)
         .args(["--socket", socket])
         .output()
@@ -71,7 +71,7 @@ fn case(subnet: u8, a_backend: &str, b_backend: &str, capture_on: &str) {
     wait_for(&sb);
 
     let mut serve = Uetd::from_command({
-        let mut c = Command::new(env!("CARGO_BIN_EXE_uet"));
+        let mut c = Command::new(uet_lab::uet_bin().expect("the uet binary"));
         c.args(["serve", "--size", "1MiB", "--socket", &sb]);
         c
     });
@@ -88,7 +88,7 @@ fn case(subnet: u8, a_backend: &str, b_backend: &str, capture_on: &str) {
     };
     let count = COUNT.to_string();
     let mut capture = Uetd::from_command({
-        let mut c = Command::new(env!("CARGO_BIN_EXE_uet"));
+        let mut c = Command::new(uet_lab::uet_bin().expect("the uet binary"));
         c.args([
             "capture",
             "--out",
@@ -172,7 +172,7 @@ fn ends_on_duration_and_on_sigint(socket: &str, dir: &Path) {
 
     let stopped = dir.join("stopped.pcap");
     let mut capture = Uetd::from_command({
-        let mut c = Command::new(env!("CARGO_BIN_EXE_uet"));
+        let mut c = Command::new(uet_lab::uet_bin().expect("the uet binary"));
         c.args(["capture", "--out", stopped.to_str().unwrap()])
             .args(["--socket", socket]);
         c
@@ -222,7 +222,7 @@ fn check_pcap(path: &Path, frames: u64, bytes: u64) {
 /// `uet decode` reads the file as UET: write requests and ACKs, and frames
 /// from both directions (by IP source).
 fn check_decode(path: &Path, local_ip: &str, peer_ip: &str) {
-    let out = Command::new(env!("CARGO_BIN_EXE_uet"))
+    let out = Command::new(uet_lab::uet_bin().expect("the uet binary"))
         .args(["decode", "--json", "--pcap", path.to_str().unwrap()])
         .output()
         .unwrap();

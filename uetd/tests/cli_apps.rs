@@ -9,10 +9,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{Uetd, field};
-use uetd::lab::{Lab, LabConfig};
+use uet_lab::{Lab, LabConfig};
 
 fn uet(socket: &str, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_uet"))
+    let out = Command::new(uet_lab::uet_bin().expect("the uet binary"))
         .args(args)
         .args(["--socket", socket])
         .output()
@@ -39,7 +39,7 @@ fn serve_write_read_perf_and_stats() {
         lab.socket(1).display().to_string(),
     );
 
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_uet"));
+    let mut cmd = Command::new(uet_lab::uet_bin().expect("the uet binary"));
     cmd.args(["serve", "--size", "8MiB", "--socket", &s0]);
     // `Lab::up` returned: every daemon answers on its socket.
     let mut serve = Uetd::from_command(cmd);

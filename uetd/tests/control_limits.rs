@@ -19,7 +19,7 @@ use common::{Pair, Uetd, connect, field};
 use uet_api::proto::{ClientMsg, DaemonMsg, FrameReader, Message as _, frame_len};
 use uet_api::sock::{recv_frame, send_msg};
 use uet_api::{Access, Client, ClientError, ErrorCode, Event, RemoteRegion, Status};
-use uetd::netns::NetNs;
+use uet_lab::netns::NetNs;
 
 const T: Option<Duration> = Some(Duration::from_secs(30));
 
@@ -45,7 +45,7 @@ fn daemon(ns: &NetNs, address: &str, config: &str, extra: &[&str]) -> (Uetd, Str
 
 /// Runs `uet stats [--prometheus]` as `uid`; its stdout, or why it failed.
 fn uet_stats(sock: &str, uid: u32, prometheus: bool) -> Result<String, String> {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_uet"));
+    let mut cmd = Command::new(uet_lab::uet_bin().expect("the uet binary"));
     cmd.args(["stats", "--socket", sock]);
     if prometheus {
         cmd.arg("--prometheus");

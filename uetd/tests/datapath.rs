@@ -125,7 +125,7 @@ fn udp_to_xdp_write_lands_byte_exact() {
     transfer(&pair, "udp", "xdp");
 }
 
-fn xdp_attached(ns: &uetd::netns::NetNs, ifname: &str) -> bool {
+fn xdp_attached(ns: &uet_lab::netns::NetNs, ifname: &str) -> bool {
     let out = ns.ip(&["-d", "link", "show", ifname]).unwrap();
     String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
 }

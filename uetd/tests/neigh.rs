@@ -11,14 +11,14 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use uet_lab::netns::{NetNs, veth_pair};
+use uet_lab::{Lab, LabConfig, WriteOpts};
 use uet_pds::Transmit;
 use uet_wire::encap::{EncapConfig, Transport, emit_frame};
 use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
 use uet_wire::{Dscp, Ecn, EntropyValue};
 use uetd::io::{NextHop, PacketIo};
-use uetd::lab::{Lab, LabConfig, WriteOpts};
 use uetd::neigh::{HINTS_PER_WORKER, MAX_DESTINATIONS, NeighConfig, Neighbours};
-use uetd::netns::{NetNs, veth_pair};
 use uetd::packet::PacketSocket;
 use uetd::xdp::{SteerConfig, XdpMode, XdpSteer};
 use uetd::xsk::{Handoff, XdpIo, XdpIoConfig, XskConfig};

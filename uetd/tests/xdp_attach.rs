@@ -11,7 +11,7 @@
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
-use uetd::netns::{NetNs, veth_pair};
+use uet_lab::netns::{NetNs, veth_pair};
 use uetd::xdp::{
     AttachedMode, StalePolicy, SteerConfig, SteerCounters, SteerProgram, XdpMode, XdpSteer,
 };

@@ -14,11 +14,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use uet_lab::netns::{NetNs, run};
 use uet_pds::Transmit;
 use uet_wire::encap::EncapConfig;
 use uet_wire::{Dscp, Ecn, EntropyValue};
 use uetd::io::PacketIo;
-use uetd::netns::{NetNs, run};
 use uetd::xdp::{SteerConfig, XdpMode, XdpSteer};
 use uetd::xsk::{Handoff, XdpIo, XdpIoConfig, XskConfig};
 use xsk_common::{StaticHop, mac_of};

@@ -6,9 +6,9 @@ mod xsk_common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use uetd::netns::{NetNs, veth_pair};
+use uet_lab::netns::{NetNs, veth_pair};
+use uet_tools::blast::xsk::{self as raw, BlastConfig};
 use uetd::xdp::{SteerConfig, XdpMode, XdpSteer};
-use uetd::xsk::raw::{self, BlastConfig};
 use uetd::xsk::{XskConfig, XskMode, XskSet};
 use xsk_common::{mac_of, until};
 

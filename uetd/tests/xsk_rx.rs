@@ -10,11 +10,11 @@ use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use uet_lab::netns::{NetNs, veth_pair};
 use uet_pds::Transmit;
 use uet_wire::encap::EncapConfig;
 use uet_wire::{Dscp, Ecn, EntropyValue};
 use uetd::io::PacketIo;
-use uetd::netns::{NetNs, veth_pair};
 use uetd::xdp::{SteerConfig, XdpMode, XdpSteer};
 use uetd::xsk::{Handoff, XdpIo, XdpIoConfig, XskConfig};
 use xsk_common::{StaticHop, mac_of};

@@ -9,11 +9,11 @@ use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 use std::sync::Arc;
 use std::time::Duration;
 
+use uet_lab::netns::{NetNs, veth_pair};
 use uet_pds::Transmit;
 use uet_wire::encap::EncapConfig;
 use uet_wire::{Dscp, Ecn, EntropyValue};
 use uetd::io::PacketIo;
-use uetd::netns::{NetNs, veth_pair};
 use uetd::xsk::{Handoff, XdpIo, XdpIoConfig, XskConfig, XskMode};
 use xsk_common::{StaticHop, mac_of, until};
 

@@ -15,7 +15,7 @@
 //! the committed `obj/NAME.bpf.o`; `tests/committed_object.rs` fails when a
 //! copy is stale. Regenerate them with `xdp-prog/regen.sh`.
 //!
-//! This crate only carries bytes and constants; `uetd::xdp` and `uetd::lab`
+//! This crate only carries bytes and constants; `uetd::xdp` and `uet_lab`
 //! load them with aya.
 
 /// 8-byte alignment for the object: aya's ELF parser (the `object` crate)

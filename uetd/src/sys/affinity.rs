@@ -3,7 +3,7 @@
 use std::io;
 
 /// Pins the calling thread to `cpu`.
-pub(crate) fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     if cpu >= libc::CPU_SETSIZE as usize {
@@ -27,7 +27,7 @@ pub(crate) fn pin_to_cpu(cpu: usize) -> io::Result<()> {
 /// CAP_SYS_NICE). For a measurement thread that sleeps between samples: it
 /// runs microseconds per wake-up, so it cannot starve the others, and its
 /// samples come when due rather than when a loaded CPU gets round to it.
-pub(crate) fn set_fifo_priority(priority: i32) -> io::Result<()> {
+pub fn set_fifo_priority(priority: i32) -> io::Result<()> {
     let p = libc::sched_param {
         sched_priority: priority,
     };

@@ -15,7 +15,7 @@ fn c_path(path: &Path) -> io::Result<CString> {
 }
 
 /// Whether `path` is the root of, or inside, a mounted bpffs.
-pub(crate) fn is_bpffs(path: &Path) -> io::Result<bool> {
+pub fn is_bpffs(path: &Path) -> io::Result<bool> {
     let p = c_path(path)?;
     let mut st = MaybeUninit::<libc::statfs>::zeroed();
     // SAFETY: `p` is a NUL-terminated string that outlives the call, and
@@ -32,7 +32,7 @@ pub(crate) fn is_bpffs(path: &Path) -> io::Result<bool> {
 
 /// Mounts a bpffs on `path` (an existing directory, usually
 /// `/sys/fs/bpf`), as systemd does at boot; needs CAP_SYS_ADMIN.
-pub(crate) fn mount_bpffs(path: &Path) -> io::Result<()> {
+pub fn mount_bpffs(path: &Path) -> io::Result<()> {
     let p = c_path(path)?;
     let fstype = c"bpf";
     // SAFETY: every pointer is a NUL-terminated string that outlives the

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 /// A non-blocking eventfd.
 #[derive(Debug)]
-pub(crate) struct EventFd(OwnedFd);
+pub struct EventFd(OwnedFd);
 
 impl EventFd {
-    pub(crate) fn new() -> io::Result<Self> {
+    pub fn new() -> io::Result<Self> {
         // SAFETY: eventfd(2) takes no pointers; a non-negative result is a
         // new fd we own.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
@@ -21,7 +21,7 @@ impl EventFd {
     }
 
     /// Wakes the reader (adds 1).
-    pub(crate) fn signal(&self) {
+    pub fn signal(&self) {
         let one: u64 = 1;
         // SAFETY: writes 8 bytes from a valid u64 to our fd.
         unsafe {
@@ -30,7 +30,7 @@ impl EventFd {
     }
 
     /// Clears pending wakeups.
-    pub(crate) fn drain(&self) {
+    pub fn drain(&self) {
         let mut v: u64 = 0;
         // SAFETY: reads 8 bytes into a valid u64; non-blocking.
         unsafe {
@@ -51,7 +51,7 @@ impl AsFd for EventFd {
 /// must tick every few microseconds — RCCC's credit, NSCC's probes — a
 /// whole millisecond); how exactly the kernel keeps it is the calling
 /// thread's timer slack ([`set_timer_slack`]).
-pub(crate) fn poll_in(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<usize> {
+pub fn poll_in(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<usize> {
     let mut pfds = [libc::pollfd {
         fd: -1,
         events: 0,
@@ -83,7 +83,7 @@ pub(crate) fn poll_in(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::
 /// Sets the calling thread's timer slack (how late the kernel may fire its
 /// timers to batch wake-ups; 50 µs by default) — the datapath workers use
 /// 1 µs so their pacers tick when asked.
-pub(crate) fn set_timer_slack(ns: u64) -> io::Result<()> {
+pub fn set_timer_slack(ns: u64) -> io::Result<()> {
     // SAFETY: PR_SET_TIMERSLACK takes one unsigned long and touches no
     // memory of ours.
     let rc = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };

@@ -14,7 +14,7 @@ use std::ptr::NonNull;
 /// it is only ever touched through raw-pointer copies, never through a
 /// Rust reference to its contents.
 #[derive(Debug)]
-pub(crate) struct Mapping {
+pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
 }
@@ -28,12 +28,12 @@ unsafe impl Sync for Mapping {}
 
 impl Mapping {
     /// `len` bytes of zeroed anonymous shared memory.
-    pub(crate) fn anonymous(len: usize) -> io::Result<Self> {
+    pub fn anonymous(len: usize) -> io::Result<Self> {
         Self::map(len, None)
     }
 
     /// `len` bytes of `fd` (a memfd or a file) from offset 0.
-    pub(crate) fn of_fd(fd: BorrowedFd<'_>, len: usize) -> io::Result<Self> {
+    pub fn of_fd(fd: BorrowedFd<'_>, len: usize) -> io::Result<Self> {
         Self::map(len, Some(fd))
     }
 
@@ -77,7 +77,7 @@ impl Mapping {
 
     /// Copies `data` to `offset..`; returns false (copying nothing) when it
     /// does not fit.
-    pub(crate) fn write_at(&self, offset: usize, data: &[u8]) -> bool {
+    pub fn write_at(&self, offset: usize, data: &[u8]) -> bool {
         let Some(end) = offset.checked_add(data.len()) else {
             return false;
         };
@@ -94,7 +94,7 @@ impl Mapping {
 
     /// Copies `offset..offset + out.len()` into `out`; false when it does
     /// not fit.
-    pub(crate) fn read_at(&self, offset: usize, out: &mut [u8]) -> bool {
+    pub fn read_at(&self, offset: usize, out: &mut [u8]) -> bool {
         let Some(end) = offset.checked_add(out.len()) else {
             return false;
         };
@@ -126,7 +126,7 @@ impl Drop for Mapping {
 
 /// CLOCK_MONOTONIC in nanoseconds: the one clock of every daemon on the
 /// machine (shared across network namespaces), so lab timelines line up.
-pub(crate) fn monotonic_ns() -> u64 {
+pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -1,15 +1,15 @@
 //! Every `unsafe` block of uet lives under this module (`design.md` §2),
 //! each with a `// SAFETY:` line. The rest of the crate calls the safe
-//! wrappers defined here.
+//! wrappers defined here; the lab and the tools use the public ones.
 #![allow(unsafe_code)]
 
-pub(crate) mod affinity;
-pub(crate) mod bpffs;
+pub mod affinity;
+pub mod bpffs;
 pub(crate) mod cred;
-pub(crate) mod eventfd;
+pub mod eventfd;
 pub(crate) mod ifaddr;
-pub(crate) mod mem;
-pub(crate) mod ns;
+pub mod mem;
+pub mod ns;
 pub(crate) mod packet;
-pub(crate) mod udp;
+pub mod udp;
 pub(crate) mod xsk;

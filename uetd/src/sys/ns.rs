@@ -6,7 +6,7 @@ use std::os::fd::AsRawFd;
 
 /// Moves the calling thread into the network namespace `ns` (a file such as
 /// `/run/netns/NAME`). Only this thread changes namespace.
-pub(crate) fn enter_net_ns(ns: &File) -> io::Result<()> {
+pub fn enter_net_ns(ns: &File) -> io::Result<()> {
     // SAFETY: setns(2) takes a valid open fd (borrowed from `ns` for the
     // duration of the call) and a namespace type; it touches no memory.
     let rc = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
@@ -18,6 +18,6 @@ pub(crate) fn enter_net_ns(ns: &File) -> io::Result<()> {
 }
 
 /// The calling thread's network namespace, as an open file.
-pub(crate) fn current_net_ns() -> io::Result<File> {
+pub fn current_net_ns() -> io::Result<File> {
     File::open("/proc/thread-self/ns/net")
 }

@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 const CMSG_SPACE: usize = 64;
 
 /// Preallocated buffers and headers for one batch of datagrams.
-pub(crate) struct MsgBatch {
+pub struct MsgBatch {
     bufs: Vec<u8>,
     size: usize,
     lens: Vec<usize>,
@@ -37,7 +37,7 @@ unsafe impl Send for MsgBatch {}
 
 impl MsgBatch {
     /// `count` datagrams of up to `size` bytes each.
-    pub(crate) fn new(count: usize, size: usize) -> Self {
+    pub fn new(count: usize, size: usize) -> Self {
         // SAFETY: all-zero is a valid sockaddr_storage, iovec and mmsghdr
         // (null pointers, zero lengths).
         let (ss, iov, hdr) = unsafe { (zeroed(), zeroed(), zeroed()) };
@@ -54,24 +54,24 @@ impl MsgBatch {
     }
 
     /// How many datagrams it holds.
-    pub(crate) fn capacity(&self) -> usize {
+    pub fn capacity(&self) -> usize {
         self.lens.len()
     }
 
     /// Datagram buffer `i` (whole slot).
-    pub(crate) fn buf_mut(&mut self, i: usize) -> &mut [u8] {
+    pub fn buf_mut(&mut self, i: usize) -> &mut [u8] {
         &mut self.bufs[i * self.size..(i + 1) * self.size]
     }
 
     /// Received datagram `i`: bytes, source, TOS byte.
-    pub(crate) fn received(&self, i: usize) -> (&[u8], Option<SocketAddr>, u8) {
+    pub fn received(&self, i: usize) -> (&[u8], Option<SocketAddr>, u8) {
         let b = &self.bufs[i * self.size..i * self.size + self.lens[i]];
         (b, from_storage(&self.addrs[i]), self.tos[i])
     }
 
     /// Sets outgoing datagram `i`: its length (bytes already in `buf_mut`),
     /// destination and TOS byte.
-    pub(crate) fn set_outgoing(&mut self, i: usize, len: usize, dst: SocketAddr, tos: u8) {
+    pub fn set_outgoing(&mut self, i: usize, len: usize, dst: SocketAddr, tos: u8) {
         self.lens[i] = len.min(self.size);
         self.addrs[i] = to_storage(dst);
         self.tos[i] = tos;
@@ -126,7 +126,7 @@ impl MsgBatch {
     }
 
     /// Receives up to `max` datagrams without blocking; 0 when none.
-    pub(crate) fn recv(&mut self, fd: BorrowedFd<'_>, max: usize) -> io::Result<usize> {
+    pub fn recv(&mut self, fd: BorrowedFd<'_>, max: usize) -> io::Result<usize> {
         let k = max.min(self.capacity());
         if k == 0 {
             return Ok(0);
@@ -181,7 +181,7 @@ impl MsgBatch {
 
     /// Sends datagrams `range` on a blocking `fd`, waiting for buffer
     /// space (the ceiling blaster paces itself this way).
-    pub(crate) fn send_blocking(
+    pub fn send_blocking(
         &mut self,
         fd: BorrowedFd<'_>,
         range: std::ops::Range<usize>,
@@ -208,11 +208,7 @@ impl MsgBatch {
     /// Sends datagrams `range` (set with `set_outgoing`) on `fd` without
     /// blocking; returns how many the kernel took (fewer when its buffer is
     /// full).
-    pub(crate) fn send(
-        &mut self,
-        fd: BorrowedFd<'_>,
-        range: std::ops::Range<usize>,
-    ) -> io::Result<usize> {
+    pub fn send(&mut self, fd: BorrowedFd<'_>, range: std::ops::Range<usize>) -> io::Result<usize> {
         if range.is_empty() {
             return Ok(0);
         }
@@ -298,7 +294,7 @@ fn from_storage(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
 
 /// Sets SO_RCVBUFFORCE / SO_SNDBUFFORCE (root only: past the
 /// rmem_max/wmem_max caps); false when not permitted.
-pub(crate) fn force_buffers(fd: BorrowedFd<'_>, bytes: usize) -> bool {
+pub fn force_buffers(fd: BorrowedFd<'_>, bytes: usize) -> bool {
     let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
     let mut ok = true;
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
@@ -351,7 +347,7 @@ fn set_int(
 /// `SO_NO_CHECK`; IPv6: `UDP_NO_CHECK6_TX`) and, over IPv6, accept a zero
 /// checksum (IPv4 always does). For traffic a CRC32C trailer covers whose
 /// coverage includes the UDP checksum field (`uet-spec-notes.md` §1).
-pub(crate) fn zero_udp_checksum(fd: BorrowedFd<'_>, v6: bool) -> io::Result<()> {
+pub fn zero_udp_checksum(fd: BorrowedFd<'_>, v6: bool) -> io::Result<()> {
     if v6 {
         set_int(fd, libc::IPPROTO_UDP, UDP_NO_CHECK6_TX, 1)?;
         set_int(fd, libc::IPPROTO_UDP, UDP_NO_CHECK6_RX, 1)

@@ -1,5 +1,5 @@
 //! The adversary of the attack run and the soak: an off-path host on the
-//! lab's L2 segment that sends raw Ethernet frames (`uetd::lab::PacketSocket`)
+//! lab's L2 segment that sends raw Ethernet frames (`uet_lab::PacketSocket`)
 //! built from `uet-wire`'s `Repr`s and then mutated — malformed frames of
 //! every kind and spoofed PDS packets — plus the measurements the checks
 //! need (daemon memory, counters).
@@ -10,6 +10,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
+use uet_lab::Lab;
 use uet_wire::encap::{EncapConfig, Transport, emit_frame, frame_len};
 use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr, UdpPacket};
 use uet_wire::pds::cp::{self, CpPayload};
@@ -23,7 +24,6 @@ use uet_wire::{
     CccId, Credit24, Dscp, Ecn, EntropyValue, JobId, Len14, MessageId, PdcId, PidOnFep, Psn,
     ResourceIndex, RiGeneration,
 };
-use uetd::lab::Lab;
 use uetd::packet::PacketSocket;
 
 /// Ethernet + IPv4 addressing of one frame.

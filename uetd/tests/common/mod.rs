@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
-use uetd::netns::{NetNs, veth_pair};
+use uet_lab::netns::{NetNs, veth_pair};
 
 /// Two namespaces `a` (10.x.0.1) and `b` (10.x.0.2) joined by veth
 /// `v0`–`v1`.

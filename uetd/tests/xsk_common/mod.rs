@@ -6,9 +6,9 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use uet_lab::netns::NetNs;
 use uet_wire::inet::EthernetAddress;
 use uetd::io::NextHop;
-use uetd::netns::NetNs;
 
 /// A fixed neighbour table.
 #[derive(Debug, Default)]

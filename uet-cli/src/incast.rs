@@ -1,0 +1,146 @@
+//! `uet lab incast`: N hosts write into one receiver through the lab's
+//! bottleneck, per congestion-control mode; results, report and figures in
+//! `--out` (`uet_lab::incast`).
+//!
+//! ```text
+//! uet lab incast --senders 8 --size 1MiB --cc rccc,nscc,none --seeds 5 --out incast
+//! uet lab incast --sweep --out sweep
+//! ```
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+use clap::Args;
+
+use uet_lab::incast::{self, CC_MODES, IncastOpts};
+use uetd::config::{Backend, Size};
+
+/// `uet lab incast`.
+#[derive(Debug, Args)]
+pub(crate) struct IncastArgs {
+    /// Senders N; a list (1,2,4) runs each.
+    #[arg(long, value_delimiter = ',', default_value = "4")]
+    pub senders: Vec<usize>,
+    /// Payload bytes per flow; a list runs each.
+    #[arg(long, value_delimiter = ',', default_value = "1MiB")]
+    pub size: Vec<Size>,
+    /// Congestion control: none, nscc, rccc, nscc+rccc, pft, or all; a list
+    /// runs each.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub cc: Vec<String>,
+    /// Bottleneck rate toward the receiver, bits/s.
+    #[arg(long, default_value = "1G")]
+    pub bottleneck: Size,
+    /// The bottleneck's buffer, bytes (default 5 × the measured BDP).
+    #[arg(long)]
+    pub buffer: Option<Size>,
+    /// ECN thresholds KMIN,KMAX, bytes (default 0.2,0.8 × R × the daemons'
+    /// base RTT).
+    #[arg(long, value_parser = crate::args::parse_ecn_pair)]
+    pub ecn: Option<(u64, u64)>,
+    /// No ECN marking.
+    #[arg(long, conflicts_with = "ecn")]
+    pub no_ecn: bool,
+    /// Start jitter: each sender starts U[0, JITTER] µs after the common
+    /// start.
+    #[arg(long, default_value_t = 0)]
+    pub jitter_us: u64,
+    /// A victim ping-pong crosses the bottleneck during the incast.
+    #[arg(long)]
+    pub victim: bool,
+    /// Runs per (cc, N, size).
+    #[arg(long, default_value_t = 3)]
+    pub seeds: usize,
+    /// The matrix N ∈ {1,2,4,8,16} × size ∈ {256KiB, 4MiB} × every mode,
+    /// 3 seeds (overrides --senders, --size, --cc).
+    #[arg(long)]
+    pub sweep: bool,
+    /// Link MTU.
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: u32,
+    /// The daemons' datapath.
+    #[arg(long, value_enum, default_value = "xdp")]
+    pub backend: Backend,
+    /// Bytes per write operation (default size/16, 4–64 KiB).
+    #[arg(long)]
+    pub chunk: Option<Size>,
+    /// The daemons' base RTT in µs, what NSCC and RCCC plan for (default:
+    /// 3 × the measured idle T0: the loops of an incast on two CPUs wait
+    /// for schedulers).
+    #[arg(long)]
+    pub base_rtt_us: Option<u64>,
+    /// The daemons' RTO_INIT_TIME in µs (default: 6 × the buffer's drain
+    /// time + 4 × T0 p99, at least 5 ms).
+    #[arg(long)]
+    pub rto_init_us: Option<u64>,
+    /// Where results.json, results.csv, report.md and the figures go.
+    #[arg(long, default_value = "incast")]
+    pub out: PathBuf,
+}
+
+impl IncastArgs {
+    /// The experiment these arguments describe.
+    pub(crate) fn opts(&self) -> IncastOpts {
+        let all = || CC_MODES.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let mut o = IncastOpts {
+            senders: self.senders.clone(),
+            sizes: self.size.iter().map(|s| s.0).collect(),
+            ccs: if self.cc.iter().any(|c| c == "all") {
+                all()
+            } else {
+                self.cc.clone()
+            },
+            bottleneck: self.bottleneck.0,
+            buffer: self.buffer.map(|b| b.0),
+            ecn: self.ecn,
+            no_ecn: self.no_ecn,
+            jitter: Duration::from_micros(self.jitter_us),
+            victim: self.victim,
+            seeds: self.seeds,
+            mtu: self.mtu,
+            backend: self.backend,
+            chunk: self.chunk.map(|c| c.0),
+            base_rtt_us: self.base_rtt_us,
+            rto_init_us: self.rto_init_us,
+            ..IncastOpts::default()
+        };
+        if self.sweep {
+            o.senders = vec![1, 2, 4, 8, 16];
+            o.sizes = vec![256 << 10, 4 << 20];
+            o.ccs = all();
+            o.seeds = 3;
+        }
+        o
+    }
+}
+
+/// Runs `uet lab incast`.
+pub(crate) fn run(a: &IncastArgs) -> Result<()> {
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let (report, files) = incast::run(a.opts(), &a.out, &command, |r| {
+        let ict = r.flows.iter().map(|f| f.end_ns).max().unwrap_or(0);
+        eprintln!(
+            "{:>9} N={:<2} size={:<8} seed={} ICT {:.3} ms  drops {}  rtx {}  rtos {}",
+            r.cc,
+            r.senders,
+            r.size,
+            r.seed,
+            ict as f64 / 1e6,
+            r.queue.last().map_or(0, |q| q.drops),
+            r.flows.iter().map(|f| f.retransmits).sum::<u64>(),
+            r.flows.iter().map(|f| f.rtos).sum::<u64>(),
+        );
+    })?;
+    eprintln!(
+        "T0 p50 {:.1} µs, BDP {} B, buffer {} B; {} runs",
+        report.calibration.t0.p50_ns as f64 / 1e3,
+        report.calibration.bdp_bytes,
+        report.setup.buffer_bytes,
+        report.runs.len()
+    );
+    for f in files {
+        println!("{}", f.display());
+    }
+    Ok(())
+}

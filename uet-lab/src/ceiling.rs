@@ -1,0 +1,71 @@
+//! Raw ceilings of a lab link: what the link carries with no protocol on
+//! it, measured in the same run as the protocol it is compared with.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use uet_tools::blast::xsk::{BlastConfig, RawReport, blast, sink_on};
+use uetd::xsk::XskConfig;
+
+/// The raw ceiling of a veth pair: sinks on `b_if` (in `b`) and blasts
+/// `frame_len`-byte UDP frames from `a_if` (in `a`) for `duration`.
+/// Returns (blaster, sink) reports.
+#[allow(clippy::too_many_arguments)]
+pub fn veth_ceiling(
+    a: &crate::netns::NetNs,
+    a_xsk: XskConfig,
+    a_ip: IpAddr,
+    b: &crate::netns::NetNs,
+    b_xsk: XskConfig,
+    b_ip: IpAddr,
+    frame_len: usize,
+    duration: Duration,
+) -> anyhow::Result<(RawReport, RawReport)> {
+    use anyhow::anyhow;
+    use std::sync::Arc;
+    let port = uetd::xdp::SteerConfig::default().udp_port;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (mac_tx, mac_rx) = std::sync::mpsc::channel();
+    let sink = {
+        let stop = Arc::clone(&stop);
+        b.spawn(move || {
+            sink_on(&b_xsk, port, &stop, |mac| {
+                let _ = mac_tx.send(mac);
+            })
+        })?
+    };
+    let Ok(dst_mac) = mac_rx.recv_timeout(Duration::from_secs(10)) else {
+        stop.store(true, Ordering::Relaxed);
+        return Err(match sink.join() {
+            Ok(Ok(Err(e))) => e.context("the sink did not start"),
+            _ => anyhow!("the sink did not start"),
+        });
+    };
+    let cfg = BlastConfig {
+        xsk: a_xsk,
+        dst_mac,
+        src_ip: a_ip,
+        dst_ip: b_ip,
+        udp_port: port,
+        frame_len,
+        batch: 64,
+        count: None,
+    };
+    let blaster = {
+        let stop = Arc::clone(&stop);
+        a.spawn(move || blast(&cfg, &stop))?
+    };
+    // The measurement window (not a synchronisation: both sides stop on
+    // the flag and report what they counted).
+    let deadline = Instant::now() + duration;
+    while Instant::now() < deadline {
+        std::thread::park_timeout(deadline - Instant::now());
+    }
+    stop.store(true, Ordering::Relaxed);
+    let tx = blaster
+        .join()
+        .map_err(|_| anyhow!("blaster panicked"))???;
+    let rx = sink.join().map_err(|_| anyhow!("sink panicked"))???;
+    Ok((tx, rx))
+}

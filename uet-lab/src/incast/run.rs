@@ -1,0 +1,867 @@
+//! Running incasts on a lab: the set-up, the calibration and the
+//! synchronized runs; what they measure goes into [`super::model`].
+//!
+//! Every sender writes through its host's serving `uetd` (a control-socket
+//! client per sender, as an application would): its flow is `size / chunk`
+//! write operations submitted at once into its own part of the receiver's
+//! exposed region, so the sender's PDS sees the whole flow as backlog from
+//! the start and each completion (delivery-complete: every byte of it
+//! acknowledged) is one point of the flow's byte timeline. While a run
+//! goes, one thread samples the bottleneck (TBF counters by rtnetlink, the
+//! eBPF marker's virtual queue) and the first sender's congestion context
+//! (its daemon's published counters) at 1 kHz; all times are
+//! CLOCK_MONOTONIC, which every namespace shares.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Barrier, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use hdrhistogram::Histogram;
+use uet_api::{Client, Event, LocalHandle, Region, RemoteRegion, Status};
+
+use super::model::{
+    Calibration, CcSample, Flow, LatencyStats, QueueSample, ReceiverCounters, Run, Setup, VictimRun,
+};
+use crate::{EcnSettings, Lab, LabConfig, Sample, Sampler};
+use uetd::config::Backend;
+use uetd::sys::mem::monotonic_ns;
+
+/// The congestion-control modes an incast compares.
+pub const CC_MODES: [&str; 5] = ["none", "nscc", "rccc", "nscc+rccc", "pft"];
+
+/// What `uet lab incast` runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IncastOpts {
+    /// Sender counts N (one run set per value).
+    pub senders: Vec<usize>,
+    /// Flow sizes S, payload bytes.
+    pub sizes: Vec<u64>,
+    /// Congestion-control modes.
+    pub ccs: Vec<String>,
+    /// Bottleneck rate R, bits/s.
+    pub bottleneck: u64,
+    /// The TBF buffer, bytes; `None`: 5 · BDP (measured T0).
+    pub buffer: Option<u64>,
+    /// ECN thresholds, bytes; `None`: Kmin/Kmax = 0.2/0.8 × R × the
+    /// daemons' base RTT.
+    pub ecn: Option<(u64, u64)>,
+    /// No ECN marking at all.
+    pub no_ecn: bool,
+    /// Start jitter: senders start U[0, jitter] after the common start.
+    pub jitter: Duration,
+    /// Run a victim ping-pong across the bottleneck during the incasts.
+    pub victim: bool,
+    /// Seeds per (cc, N, size).
+    pub seeds: usize,
+    /// Link MTU.
+    pub mtu: u32,
+    /// The daemons' datapath.
+    pub backend: Backend,
+    /// Bytes per write operation; `None`: S/16, between 4 KiB and 64 KiB.
+    pub chunk: Option<u64>,
+    /// Give up on a run after this long.
+    pub timeout: Duration,
+    /// The daemons' `--rto-init-us` (RTO_INIT_TIME); `None`: what
+    /// [`IncastLab::rto_init_us`] derives from the buffer and T0.
+    pub rto_init_us: Option<u64>,
+    /// The daemons' `--base-rtt-us` (what NSCC and RCCC plan for);
+    /// `None`: 3 × the measured T0 (p50), see `BASE_RTT_PER_T0`.
+    pub base_rtt_us: Option<u64>,
+}
+
+impl Default for IncastOpts {
+    fn default() -> Self {
+        Self {
+            senders: vec![4],
+            sizes: vec![1 << 20],
+            ccs: CC_MODES.iter().map(|s| (*s).to_owned()).collect(),
+            bottleneck: 1_000_000_000,
+            buffer: None,
+            ecn: None,
+            no_ecn: false,
+            jitter: Duration::ZERO,
+            victim: false,
+            seeds: 3,
+            mtu: 1500,
+            backend: Backend::Xdp,
+            chunk: None,
+            timeout: Duration::from_secs(60),
+            base_rtt_us: None,
+            rto_init_us: None,
+        }
+    }
+}
+
+impl IncastOpts {
+    fn check(&self) -> Result<()> {
+        ensure!(!self.senders.is_empty(), "no sender counts");
+        ensure!(
+            self.senders.iter().all(|&n| (1..=64).contains(&n)),
+            "senders must be 1..=64"
+        );
+        ensure!(!self.sizes.is_empty(), "no sizes");
+        ensure!(
+            self.sizes.iter().all(|&s| (1..=1 << 30).contains(&s)),
+            "sizes must be 1 B..=1 GiB"
+        );
+        ensure!(!self.ccs.is_empty(), "no congestion-control modes");
+        for cc in &self.ccs {
+            ensure!(
+                CC_MODES.contains(&cc.as_str()),
+                "unknown cc {cc:?} (one of {})",
+                CC_MODES.join(", ")
+            );
+        }
+        ensure!(self.seeds >= 1, "at least one seed");
+        ensure!(self.bottleneck >= 1_000_000, "bottleneck below 1 Mb/s");
+        Ok(())
+    }
+
+    fn chunk_for(&self, size: u64) -> u64 {
+        self.chunk
+            .unwrap_or_else(|| (size / 16).clamp(4096, 64 << 10))
+            .min(size)
+            .max(1)
+    }
+}
+
+/// Bytes of a data packet the TBF counts beyond its payload: Ethernet 14,
+/// IPv4 20, UDP 8, the PDS request header with its CC extension 16 (the
+/// longest; plain requests are 4 B shorter) and the standard SES header 44
+/// (`uet_ses::initiator`: payload per packet is `max_ses_len − 44`).
+const HEADER_BYTES: u64 = 14 + 20 + 8 + 16 + 44;
+
+/// The daemons' base RTT as a multiple of the idle T0. T0 is one sender
+/// alone on idle CPUs; in an incast, N+1 busy daemons share two CPUs and
+/// every hop of the control loops (credit out, data back; data out, ACK
+/// back) waits for a scheduler, so the loop round trip is several T0.
+/// Measured (N = 4 × 1 MiB, 1 Gb/s; 3 seeds at T0, one seed otherwise): base RTT = T0 (150 µs):
+/// RCCC 2.81×, NSCC 2.84× ideal at ~35 % utilisation — windows and credit
+/// bounds of one idle BDP starve; 500 µs: 1.52× / 1.41×; 1000 µs: 1.48× /
+/// 1.47× with spurious RTOs. 3 × T0 sits in the flat part.
+const BASE_RTT_PER_T0: u64 = 3;
+
+/// Bytes each sender writes alone in the calibration.
+const SOLO_BYTES: u64 = 16 << 20;
+
+/// What one flow did (CLOCK_MONOTONIC ns).
+#[derive(Debug)]
+struct Outcome {
+    /// First submit.
+    start: u64,
+    /// (completion time, cumulative bytes) per completed operation.
+    progress: Vec<(u64, u64)>,
+    /// The first failed operation's status.
+    error: Option<String>,
+}
+
+/// A host writing through its daemon: a client and a registered local
+/// region holding its test pattern.
+struct Writer {
+    host: usize,
+    client: Client,
+    region: Region,
+    local: LocalHandle,
+}
+
+impl std::fmt::Debug for Writer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("host", &self.host)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Writer {
+    fn new(lab: &Lab, host: usize, bytes: u64) -> Result<Self> {
+        let mut client = lab.client(host, &format!("incast-h{host}"))?;
+        let region = client.create_region(bytes.max(4096))?;
+        let mut buf = vec![0u8; usize::try_from(region.len())?];
+        uetd::mem::pattern(host as u64, 0, &mut buf);
+        region.write_at(0, &buf)?;
+        let local = client.register_local(&region)?;
+        Ok(Self {
+            host,
+            client,
+            region,
+            local,
+        })
+    }
+
+    /// Writes `bytes` at `dst` as operations of `chunk` bytes, all submitted
+    /// at once.
+    fn flow(
+        &mut self,
+        dst: &RemoteRegion,
+        dst_off: u64,
+        bytes: u64,
+        chunk: u64,
+        timeout: Duration,
+    ) -> Result<Outcome> {
+        ensure!(bytes <= self.region.len(), "flow larger than the region");
+        let start = monotonic_ns();
+        let mut lens = std::collections::HashMap::new();
+        let mut off = 0;
+        while off < bytes {
+            let len = chunk.min(bytes - off);
+            let tag = self.client.write(
+                self.local.at(off),
+                dst.at(dst_off + off),
+                u32::try_from(len)?,
+                None,
+            )?;
+            lens.insert(tag, len);
+            off += len;
+        }
+        let mut progress = Vec::with_capacity(lens.len());
+        let (mut done, mut error) = (0u64, None);
+        while !lens.is_empty() {
+            let ev = self
+                .client
+                .wait_event(Some(timeout))
+                .with_context(|| format!("host {}: waiting for completions", self.host))?;
+            if let Event::Completion(c) = ev
+                && let Some(len) = lens.remove(&c.tag)
+            {
+                if c.status == Status::Ok {
+                    done += len;
+                    progress.push((monotonic_ns(), done));
+                } else if error.is_none() {
+                    error = Some(format!("{:?}", c.status));
+                }
+            }
+        }
+        Ok(Outcome {
+            start,
+            progress,
+            error,
+        })
+    }
+
+    fn end(o: &Outcome) -> u64 {
+        o.progress.last().map_or(o.start, |p| p.0)
+    }
+
+    /// One-packet writes one after another for `until` (or `count`
+    /// operations), latency of each.
+    fn ping(
+        &mut self,
+        dst: &RemoteRegion,
+        dst_off: u64,
+        count: Option<u64>,
+        stop: &AtomicBool,
+    ) -> Result<LatencyStats> {
+        let mut h = Histogram::<u64>::new(3)?;
+        let start = monotonic_ns();
+        let mut n = 0u64;
+        while count.map_or_else(|| !stop.load(Ordering::Relaxed), |c| n < c) {
+            let t = monotonic_ns();
+            let tag = self
+                .client
+                .write(self.local.at(0), dst.at(dst_off), 64, None)?;
+            let ev = self
+                .client
+                .wait_completion(tag, Some(Duration::from_secs(10)))?;
+            if let Event::Completion(c) = &ev
+                && c.status != Status::Ok
+            {
+                bail!("victim write failed: {:?}", c.status);
+            }
+            h.record(monotonic_ns() - t)?;
+            n += 1;
+        }
+        let secs = (monotonic_ns() - start) as f64 / 1e9;
+        Ok(latency(&h, secs))
+    }
+}
+
+fn latency(h: &Histogram<u64>, secs: f64) -> LatencyStats {
+    LatencyStats {
+        count: h.len(),
+        mean_ns: h.mean(),
+        p50_ns: h.value_at_quantile(0.5),
+        p99_ns: h.value_at_quantile(0.99),
+        max_ns: h.max(),
+        ops_per_s: if secs > 0.0 {
+            h.len() as f64 / secs
+        } else {
+            0.0
+        },
+    }
+}
+
+/// Counters of one daemon that a run reports as deltas.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counters {
+    tx_data: u64,
+    retransmits: u64,
+    rtos: u64,
+    rx_data: u64,
+    tx_acks: u64,
+    tx_nacks: u64,
+    rx_ce: u64,
+    tx_packets: u64,
+}
+
+fn counters(c: &mut Client) -> Result<Counters> {
+    let v: serde_json::Value = serde_json::from_str(&c.stats()?)?;
+    let mut k = Counters::default();
+    for w in v["workers"].as_array().into_iter().flatten() {
+        let p = &w["pds"];
+        let n = |key: &str| p[key].as_u64().unwrap_or(0);
+        k.tx_data += n("tx_data");
+        k.retransmits += n("tx_retransmits");
+        k.rtos += n("rtos");
+        k.rx_data += n("rx_data");
+        k.tx_acks += n("tx_acks");
+        k.rx_ce += n("rx_ce");
+        k.tx_nacks += p["tx_nacks"].as_object().map_or(0, |m| {
+            m.values().filter_map(serde_json::Value::as_u64).sum()
+        });
+        k.tx_packets += w["io"]["tx_packets"].as_u64().unwrap_or(0);
+    }
+    Ok(k)
+}
+
+impl Counters {
+    fn since(self, b: Self) -> Self {
+        Self {
+            tx_data: self.tx_data.saturating_sub(b.tx_data),
+            retransmits: self.retransmits.saturating_sub(b.retransmits),
+            rtos: self.rtos.saturating_sub(b.rtos),
+            rx_data: self.rx_data.saturating_sub(b.rx_data),
+            tx_acks: self.tx_acks.saturating_sub(b.tx_acks),
+            tx_nacks: self.tx_nacks.saturating_sub(b.tx_nacks),
+            rx_ce: self.rx_ce.saturating_sub(b.rx_ce),
+            tx_packets: self.tx_packets.saturating_sub(b.tx_packets),
+        }
+    }
+}
+
+/// The first congestion context toward `dst` in a daemon's counters, at
+/// `t_ns`.
+fn ccc_of(stats: &str, dst: &str, t_ns: i64) -> Option<CcSample> {
+    let v: serde_json::Value = serde_json::from_str(stats).ok()?;
+    v["workers"]
+        .as_array()?
+        .iter()
+        .flat_map(|w| w["ccc"].as_array().into_iter().flatten())
+        .find(|c| c["dst"] == dst)
+        .map(|c| CcSample {
+            t_ns,
+            cwnd: c["cwnd"].as_u64().unwrap_or(0),
+            inflight: c["inflight"].as_i64().unwrap_or(0),
+            backlog: c["backlog"].as_u64().unwrap_or(0),
+            credit: c["credit"].as_i64(),
+        })
+}
+
+/// Paces a sampling loop: every `period_ns` until `stop`.
+fn paced(period_ns: u64, stop: &AtomicBool, mut f: impl FnMut() -> Result<()>) -> Result<()> {
+    let mut next = monotonic_ns();
+    while !stop.load(Ordering::Relaxed) {
+        f()?;
+        next += period_ns;
+        let now = monotonic_ns();
+        if next > now {
+            // Pacing the sampler, not waiting for an event.
+            std::thread::park_timeout(Duration::from_nanos(next - now));
+        } else {
+            next = now;
+        }
+    }
+    f()
+}
+
+/// Samples the bottleneck every 500 µs until `stop`, as a SCHED_FIFO
+/// thread (the incast's writers and daemons load both CPUs; a normal
+/// thread fell below 1 kHz).
+fn queue_loop(sampler: &Sampler, stop: &AtomicBool) -> Result<Vec<Sample>> {
+    if let Err(e) = uetd::sys::affinity::set_fifo_priority(10) {
+        tracing::warn!("the queue sampler runs without real-time priority: {e}");
+    }
+    let mut out = Vec::with_capacity(4096);
+    paced(500_000, stop, || {
+        out.push(sampler.sample()?);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Samples `dst`'s congestion context in a daemon's published counters
+/// every millisecond (they are published at most that often) until `stop`.
+fn trace_loop(c: &mut Client, dst: &str, stop: &AtomicBool) -> Result<Vec<CcSample>> {
+    let mut out = Vec::with_capacity(2048);
+    paced(1_000_000, stop, || {
+        if let Some(s) = ccc_of(&c.stats()?, dst, monotonic_ns() as i64) {
+            out.push(s);
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// What the sampling threads collected.
+#[derive(Debug, Default)]
+struct Samples {
+    queue: Vec<Sample>,
+    /// Absolute CLOCK_MONOTONIC times in `t_ns`.
+    cc: Vec<CcSample>,
+}
+
+fn queue_samples(raw: &[Sample], t0: u64) -> Vec<QueueSample> {
+    let Some(first) = raw
+        .iter()
+        .find(|s| s.qdisc.t_ns >= t0)
+        .or_else(|| raw.first())
+    else {
+        return Vec::new();
+    };
+    let (d0, b0, m0) = (first.qdisc.drops, first.qdisc.bytes, first.ecn.marked);
+    raw.iter()
+        .map(|s| QueueSample {
+            t_ns: s.qdisc.t_ns as i64 - t0 as i64,
+            backlog_bytes: u64::from(s.qdisc.backlog),
+            backlog_packets: u64::from(s.qdisc.qlen),
+            drops: u64::from(s.qdisc.drops.saturating_sub(d0)),
+            sent_bytes: s.qdisc.bytes.saturating_sub(b0),
+            vq_bytes: s.ecn.vq_backlog,
+            ce_marks: s.ecn.marked.saturating_sub(m0),
+        })
+        .collect()
+}
+
+/// Replaces the bottleneck's TBF (rate, buffer) in the switch.
+fn set_tbf(lab: &Lab, rate: u64, limit: u64) -> Result<()> {
+    let burst = (2 * u64::from(lab.state.config.mtu + 14)).max(rate / 8 / 50_000);
+    crate::tbf(lab.switch(), "replace", rate, burst, limit).context("changing the TBF bottleneck")
+}
+
+impl Lab {
+    /// Restarts every serving daemon with congestion control `cc` and
+    /// base RTT `base_rtt_us`.
+    fn restart_daemons(&mut self, cc: &str, base_rtt_us: u64) -> Result<()> {
+        self.state.config.cc = cc.to_owned();
+        self.state.config.base_rtt_us = Some(base_rtt_us.max(1));
+        for i in 0..self.state.hosts.len() {
+            if self.daemons[i].is_some() {
+                self.stop_daemon(i)?;
+                self.start_daemon(i)?;
+            }
+        }
+        self.state.save()
+    }
+}
+
+/// (busy, total) jiffies of all CPUs so far (/proc/stat's `cpu` line:
+/// busy = user + nice + system + irq + softirq + steal).
+fn cpu_jiffies() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let get = |i: usize| v.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal (guest is in user).
+    let busy = get(0) + get(1) + get(2) + get(5) + get(6) + get(7);
+    Some((busy, busy + get(3) + get(4)))
+}
+
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A small xorshift for the start jitter (seeded per run: reproducible
+/// offsets).
+fn jitter_ns(seed: u64, sender: usize, max: u64) -> u64 {
+    if max == 0 {
+        return 0;
+    }
+    let mut z = seed ^ (sender as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) % (max + 1)
+}
+
+/// A lab built for incasts, calibrated.
+#[derive(Debug)]
+pub struct IncastLab {
+    lab: Lab,
+    opts: IncastOpts,
+    /// What every run shares.
+    pub setup: Setup,
+    /// What the calibration measured.
+    pub calibration: Calibration,
+    victim_host: Option<usize>,
+    max_size: u64,
+}
+
+impl IncastLab {
+    /// Builds the lab (max N senders, a receiver, a victim if asked) and
+    /// calibrates: T0, each sender's solo rate, the buffer and ECN
+    /// thresholds from the measured BDP, the victim alone.
+    pub fn up(opts: IncastOpts) -> Result<Self> {
+        opts.check()?;
+        let load_before = load_average();
+        let max_n = *opts.senders.iter().max().expect("checked");
+        let max_size = *opts.sizes.iter().max().expect("checked");
+        let victim_host = opts.victim.then_some(max_n + 1);
+        let hosts = max_n + 1 + usize::from(opts.victim);
+        let r = opts.bottleneck;
+        let lab = Lab::up(LabConfig {
+            hosts,
+            bottleneck: Some(r),
+            buffer: Some(opts.buffer.unwrap_or(r / 8 / 1000).max(64 << 10)),
+            ecn: None,
+            mtu: opts.mtu,
+            backend: opts.backend,
+            cc: "none".into(),
+            link_rate: Some(r),
+            // Room for every flow, then the victim's slot; and for the
+            // calibration's solo writes.
+            region_bytes: ((max_n as u64 + 1) * max_size.next_multiple_of(4096)).max(SOLO_BYTES),
+            ..LabConfig::default()
+        })?;
+        let payload = u64::from(opts.mtu) + 14 - HEADER_BYTES;
+        let setup = Setup {
+            bottleneck_bps: r,
+            buffer_bytes: 0,
+            ecn: None,
+            jitter_ns: u64::try_from(opts.jitter.as_nanos())?,
+            victim: opts.victim,
+            seeds: opts.seeds,
+            mtu: opts.mtu,
+            backend: match opts.backend {
+                Backend::Xdp => "xdp",
+                Backend::Udp => "udp",
+            }
+            .into(),
+            chunk: opts.chunk_for(max_size),
+            payload_per_packet: payload,
+            header_bytes_per_packet: HEADER_BYTES,
+            cpus: std::thread::available_parallelism().map_or(1, usize::from),
+            load_before,
+            base_rtt_us: 0,
+            rto_init_us: 0,
+        };
+        let mut me = Self {
+            lab,
+            opts,
+            setup,
+            calibration: Calibration {
+                t0: LatencyStats::default(),
+                bdp_bytes: 0,
+                solo_bps: Vec::new(),
+                single_flow_bps: 0.0,
+                single_flow_ratio: 0.0,
+                victim_isolated: None,
+            },
+            victim_host,
+            max_size,
+        };
+        me.calibrate()?;
+        Ok(me)
+    }
+
+    /// The lab underneath.
+    pub fn lab(&mut self) -> &mut Lab {
+        &mut self.lab
+    }
+
+    fn calibrate(&mut self) -> Result<()> {
+        let r = self.opts.bottleneck;
+        let dst = self.lab.region(0)?;
+        let stop = AtomicBool::new(false);
+        // T0: one-packet writes through the bottleneck path, idle.
+        let mut w = Writer::new(&self.lab, 1, 1 << 20)?;
+        w.ping(&dst, 0, Some(50), &stop)?; // warm-up: PDC, neighbours
+        let t0 = w.ping(&dst, 0, Some(400), &stop)?;
+        let bdp = (r as f64 / 8.0 * t0.p50_ns as f64 / 1e9).round() as u64;
+        self.calibration.t0 = t0;
+        self.calibration.bdp_bytes = bdp;
+
+        // Each sender alone, no bottleneck (a 100 Gb/s TBF does not shape).
+        let max_n = *self.opts.senders.iter().max().expect("checked");
+        set_tbf(&self.lab, 100_000_000_000, 4 << 20)?;
+        let solo_bytes = SOLO_BYTES;
+        let mut solo = Vec::with_capacity(max_n);
+        for host in 1..=max_n {
+            let mut w = Writer::new(&self.lab, host, solo_bytes)?;
+            let o = w.flow(&dst, 0, solo_bytes, 1 << 20, self.opts.timeout)?;
+            if let Some(e) = o.error {
+                bail!("calibration: host {host} alone failed: {e}");
+            }
+            let secs = (Writer::end(&o) - o.start).max(1) as f64 / 1e9;
+            solo.push(solo_bytes as f64 * 8.0 / secs);
+        }
+        self.calibration.solo_bps = solo;
+
+        // The buffer and the marking thresholds from the measured BDP.
+        let buffer = self
+            .opts
+            .buffer
+            .unwrap_or(5 * bdp)
+            .max(4 * u64::from(self.opts.mtu + 14));
+        // Marking at 0.2/0.8 of the BDP the daemons plan for (R × base
+        // RTT), not of the idle one: at 0.2/0.8 × R·T0 the bursts of
+        // senders whose loops run several T0 long were marked all the time
+        // and NSCC sat at a fifth of its window (N = 2 × 4 MiB: 2.3×
+        // ideal, 43 % utilisation; 1.6× with no marking at all).
+        let cc_bdp = r / 8 * self.base_rtt_us() / 1_000_000;
+        let ecn = if self.opts.no_ecn {
+            None
+        } else {
+            Some(self.opts.ecn.unwrap_or((cc_bdp / 5, cc_bdp * 4 / 5)))
+        };
+        set_tbf(&self.lab, r, buffer)?;
+        self.lab.state.config.buffer = Some(buffer);
+        self.lab.state.config.ecn = ecn;
+        self.lab.ecn_maps()?.configure(&EcnSettings {
+            rate_bps: r,
+            thresholds: ecn,
+            limit: buffer,
+        })?;
+        self.setup.buffer_bytes = buffer;
+        self.setup.ecn = ecn;
+
+        if let Some(v) = self.victim_host {
+            let mut w = Writer::new(&self.lab, v, 4096)?;
+            let off = self.victim_offset();
+            w.ping(&dst, off, Some(50), &stop)?;
+            self.calibration.victim_isolated = Some(w.ping(&dst, off, Some(1000), &stop)?);
+        }
+        Ok(())
+    }
+
+    /// What the daemons plan for: `--base-rtt-us`, else
+    /// [`BASE_RTT_PER_T0`] × T0 (p50).
+    fn base_rtt_us(&self) -> u64 {
+        self.opts
+            .base_rtt_us
+            .unwrap_or_else(|| (self.calibration.t0.p50_ns * BASE_RTT_PER_T0).div_ceil(1000))
+    }
+
+    /// RTO_INIT_TIME for the daemons (the spec leaves it to the fabric's
+    /// configuration): `--rto-init-us`, else UEC's simulator's rule — 6 ×
+    /// the time to drain a full buffer — plus 4 × the idle path's p99 round
+    /// trip (scheduler jitter on a shared host: measured up to 4 ms, which
+    /// the default 5 ms RTO turned into spurious timeouts with no drop),
+    /// and at least the daemon's default 5 ms.
+    pub fn rto_init_us(&self) -> u64 {
+        self.opts.rto_init_us.unwrap_or_else(|| {
+            let drain_us = self.setup.buffer_bytes * 8 * 1_000_000 / self.opts.bottleneck.max(1);
+            let jitter_us = self.calibration.t0.p99_ns.div_ceil(1000);
+            (6 * drain_us + 4 * jitter_us).clamp(5_000, 1_000_000)
+        })
+    }
+
+    fn victim_offset(&self) -> u64 {
+        let max_n = *self.opts.senders.iter().max().expect("checked") as u64;
+        max_n * self.max_size.next_multiple_of(4096)
+    }
+
+    /// Every run of `cc`: the daemons restart with it (base RTT = T0), one
+    /// flow through the bottleneck is measured, then every (N, size, seed).
+    pub fn runs(&mut self, cc: &str) -> Result<Vec<Run>> {
+        let base_rtt_us = self.base_rtt_us();
+        self.setup.base_rtt_us = base_rtt_us;
+        let rto = self.rto_init_us();
+        self.setup.rto_init_us = rto;
+        self.lab.state.config.daemon_args = vec!["--rto-init-us".into(), rto.to_string()];
+        self.lab.restart_daemons(cc, base_rtt_us)?;
+        let max_n = *self.opts.senders.iter().max().expect("checked");
+        let mut writers = (1..=max_n)
+            .map(|h| Writer::new(&self.lab, h, self.max_size))
+            .collect::<Result<Vec<_>>>()?;
+        let mut victim = self
+            .victim_host
+            .map(|v| Writer::new(&self.lab, v, 4096))
+            .transpose()?;
+        let mut receiver = self.lab.client(0, "incast-receiver")?;
+        let mut tracer = self.lab.client(1, "incast-tracer")?;
+        let sampler = self.lab.sampler()?;
+        let dst = self.lab.region(0)?;
+
+        // One flow through the bottleneck (cc-eval: ≥ 95 % of R).
+        {
+            let bytes = self.max_size.max(4 << 20).min(writers[0].region.len());
+            let o = writers[0].flow(
+                &dst,
+                0,
+                bytes,
+                self.opts.chunk_for(bytes),
+                self.opts.timeout,
+            )?;
+            if o.error.is_none() {
+                let secs = (Writer::end(&o) - o.start).max(1) as f64 / 1e9;
+                let bps = bytes as f64 * 8.0 / secs;
+                if bps > self.calibration.single_flow_bps {
+                    self.calibration.single_flow_bps = bps;
+                    self.calibration.single_flow_ratio = bps / self.opts.bottleneck as f64;
+                }
+            }
+        }
+
+        let mut runs = Vec::new();
+        for &n in &self.opts.senders.clone() {
+            for &size in &self.opts.sizes.clone() {
+                for seed in 0..self.opts.seeds as u64 {
+                    let run = self.one(
+                        cc,
+                        n,
+                        size,
+                        seed,
+                        &mut writers[..n],
+                        victim.as_mut(),
+                        &mut receiver,
+                        &mut tracer,
+                        &sampler,
+                        &dst,
+                    )?;
+                    runs.push(run);
+                }
+            }
+        }
+        Ok(runs)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn one(
+        &self,
+        cc: &str,
+        n: usize,
+        size: u64,
+        seed: u64,
+        writers: &mut [Writer],
+        victim: Option<&mut Writer>,
+        receiver: &mut Client,
+        tracer: &mut Client,
+        sampler: &Sampler,
+        dst: &RemoteRegion,
+    ) -> Result<Run> {
+        let chunk = self.opts.chunk_for(size);
+        let slot = self.max_size.next_multiple_of(4096);
+        let timeout = self.opts.timeout;
+        let jitter = self.setup.jitter_ns;
+        let before: Vec<Counters> = writers
+            .iter_mut()
+            .map(|w| counters(&mut w.client))
+            .collect::<Result<_>>()?;
+        let rx_before = counters(receiver)?;
+        let receiver_ip = self.lab.ip(0).to_string();
+        let victim_off = self.victim_offset();
+        let stop_sampling = AtomicBool::new(false);
+        let stop_victim = AtomicBool::new(false);
+        let barrier = Barrier::new(n + 1);
+        let t0_cell = Mutex::new(0u64);
+        let (flows, samples, victim_lat, cpu_busy) = std::thread::scope(|s| -> Result<_> {
+            let sampling = s.spawn(|| queue_loop(sampler, &stop_sampling));
+            let tracer_t = s.spawn(|| trace_loop(tracer, &receiver_ip, &stop_sampling));
+            let victim_t = victim.map(|v| s.spawn(|| v.ping(dst, victim_off, None, &stop_victim)));
+            let handles: Vec<_> = writers
+                .iter_mut()
+                .enumerate()
+                .map(|(i, w)| {
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        barrier.wait();
+                        let j = jitter_ns(seed, i, jitter);
+                        if j > 0 {
+                            // The run's start offset for this sender.
+                            std::thread::sleep(Duration::from_nanos(j));
+                        }
+                        w.flow(dst, i as u64 * slot, size, chunk, timeout)
+                    })
+                })
+                .collect();
+            // Let the sampler and the victim see the idle queue first.
+            std::thread::sleep(Duration::from_millis(5));
+            barrier.wait();
+            *t0_cell.lock().expect("not poisoned") = monotonic_ns();
+            let cpu_before = cpu_jiffies();
+            let flows: Vec<_> = handles
+                .into_iter()
+                .map(|h| h.join().expect("writer thread panicked"))
+                .collect();
+            let cpu = cpu_before
+                .zip(cpu_jiffies())
+                .and_then(|((b0, t0), (b1, t1))| {
+                    (t1 > t0).then(|| (b1 - b0) as f64 / (t1 - t0) as f64)
+                });
+            // A few samples of the drained queue after the last completion.
+            std::thread::sleep(Duration::from_millis(3));
+            stop_sampling.store(true, Ordering::Relaxed);
+            stop_victim.store(true, Ordering::Relaxed);
+            let samples = Samples {
+                queue: sampling.join().expect("sampler panicked")?,
+                cc: tracer_t.join().expect("tracer panicked")?,
+            };
+            let victim_lat = victim_t
+                .map(|h| h.join().expect("victim panicked"))
+                .transpose()?;
+            Ok((flows, samples, victim_lat, cpu))
+        })?;
+        let flows: Vec<_> = flows.into_iter().collect::<Result<_>>()?;
+        let barrier_t = *t0_cell.lock().expect("not poisoned");
+        // The common start: the barrier's release, or the first submit if
+        // a sender got there first.
+        let t0 = flows
+            .iter()
+            .map(|f| f.start)
+            .min()
+            .map_or(barrier_t, |f| f.min(barrier_t));
+        let mut out = Vec::with_capacity(n);
+        for (i, (o, w)) in flows.into_iter().zip(writers.iter_mut()).enumerate() {
+            let d = counters(&mut w.client)?.since(before[i]);
+            let packets = size.div_ceil(self.setup.payload_per_packet);
+            out.push(Flow {
+                sender: w.host,
+                bytes: size,
+                wire_bytes: size + packets * self.setup.header_bytes_per_packet,
+                start_ns: o.start - t0,
+                end_ns: Writer::end(&o) - t0,
+                progress: o.progress.iter().map(|&(t, b)| (t - t0, b)).collect(),
+                retransmits: d.retransmits,
+                rtos: d.rtos,
+                // The PDS counts first transmissions as tx_data.
+                tx_data: d.tx_data + d.retransmits,
+                error: o.error,
+            });
+        }
+        let rx = counters(receiver)?.since(rx_before);
+        let cc_trace = samples
+            .cc
+            .iter()
+            .map(|c| CcSample {
+                t_ns: c.t_ns - t0 as i64,
+                ..*c
+            })
+            .collect();
+        Ok(Run {
+            cc: cc.to_owned(),
+            senders: n,
+            size,
+            seed,
+            flows: out,
+            queue: queue_samples(&samples.queue, t0),
+            cc_trace_sender: 1,
+            cc_trace,
+            receiver: ReceiverCounters {
+                rx_data: rx.rx_data,
+                tx_acks: rx.tx_acks,
+                tx_nacks: rx.tx_nacks,
+                rx_ce: rx.rx_ce,
+                tx_packets: rx.tx_packets,
+            },
+            victim: victim_lat.map(|congested| VictimRun { congested }),
+            cpu_busy,
+            metrics: Default::default(),
+        })
+    }
+}

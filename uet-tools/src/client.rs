@@ -1,0 +1,526 @@
+//! The application side of the `uet` CLI (issue 6): `serve`, `write`,
+//! `read`, `perf`, `stats` and `capture`, each a client of the local daemon
+//! through `uet_api` — the same path an application takes.
+//!
+//! Addresses are `uet://FEP/JOB/PID/RI/GEN/0xKEY` (`uet_api::RemoteRegion`),
+//! which `uet serve` prints.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use hdrhistogram::Histogram;
+use serde_json::json;
+use uet_api::{
+    Access, CaptureDirection, CaptureEvent, CaptureSpec, Client, ClientError, Event, MAX_SNAPLEN,
+    Region, RemoteRegion, Status, Tag,
+};
+
+use uetd::daemon::VERIFY_TAG;
+
+/// Default control socket.
+pub const DEFAULT_SOCKET: &str = "/run/uet/uetd.sock";
+
+fn connect(socket: &Path, name: &str) -> Result<Client> {
+    Client::connect(socket, name)
+        .with_context(|| format!("connecting to uetd at {}", socket.display()))
+}
+
+fn status_ok(ev: &Event) -> Result<u64> {
+    match ev {
+        Event::Completion(c) => match &c.status {
+            Status::Ok => Ok(c.bytes),
+            s => bail!("operation {} failed: {s:?}", c.tag.0),
+        },
+        other => bail!("unexpected event {other:?}"),
+    }
+}
+
+fn xxh3(region: &Region, len: u64) -> Result<u64> {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut off = 0;
+    while off < len {
+        let n = (len - off).min(buf.len() as u64) as usize;
+        region.read_at(off, &mut buf[..n])?;
+        h.update(&buf[..n]);
+        off += n as u64;
+    }
+    Ok(h.digest())
+}
+
+/// `uet serve`: exposes a buffer of `size` bytes and prints its address,
+/// then one line per write that carries header data — and, for a write
+/// that asks for verification (`uet write` sends one last), the XXH3 of the
+/// bytes it covers. Stops on SIGINT/SIGTERM, or after `count` such writes.
+pub fn serve(socket: &Path, size: u64, count: Option<u64>) -> Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    let mut c = connect(socket, "uet serve")?;
+    let region = c.create_region(size)?;
+    let reg = c.register(&region, Access::REMOTE_WRITE | Access::REMOTE_READ, None)?;
+    println!(
+        "{}",
+        json!({"event": "serving", "address": reg.remote.to_string(), "bytes": size})
+    );
+    let mut seen = 0;
+    while !stop.load(Ordering::Relaxed) && count.is_none_or(|n| seen < n) {
+        let ev = match c.wait_event(Some(Duration::from_millis(200))) {
+            Ok(ev) => ev,
+            Err(ClientError::Timeout) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if let Event::WriteArrived(w) = ev {
+            seen += 1;
+            let mut line = json!({
+                "event": "write_arrived",
+                "from": w.src_fep.to_string(),
+                "offset": w.offset,
+                "len": w.len,
+                "header_data": w.header_data,
+            });
+            if w.header_data >> 48 == VERIFY_TAG >> 48 {
+                let n = (w.header_data & ((1 << 48) - 1)).min(size);
+                line["verified_bytes"] = json!(n);
+                line["xxh3"] = json!(format!("{:016x}", xxh3(&region, n)?));
+            }
+            println!("{line}");
+        }
+    }
+    Ok(())
+}
+
+/// What [`write`] and [`read`] report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transfer {
+    /// Bytes moved.
+    pub bytes: u64,
+    /// XXH3-64 of them.
+    pub xxh3: u64,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+/// `uet write`: writes `file` into the remote region at `offset` in
+/// `chunk`-byte RMA writes, `depth` in flight; the last write asks the
+/// target to verify (hash) what it received.
+pub fn write(
+    socket: &Path,
+    file: &Path,
+    to: &RemoteRegion,
+    offset: u64,
+    chunk: u32,
+    depth: usize,
+) -> Result<Transfer> {
+    let data = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let len = data.len() as u64;
+    if len == 0 {
+        bail!("{} is empty", file.display());
+    }
+    let mut c = connect(socket, "uet write")?;
+    let region = c.create_region(len)?;
+    region.write_at(0, &data)?;
+    drop(data);
+    let local = c.register_local(&region)?;
+    let hash = xxh3(&region, len)?;
+    let chunk = u64::from(chunk.max(1));
+    let chunks = len.div_ceil(chunk);
+    let start = Instant::now();
+    let mut next = 0;
+    let mut done = 0;
+    let mut in_flight = std::collections::HashSet::new();
+    let progress = Progress::new(len);
+    while done < chunks {
+        // All but the last chunk first; the last once the others completed,
+        // carrying the verification request.
+        while in_flight.len() < depth.max(1) && next < chunks - 1 {
+            let off = next * chunk;
+            let n = (len - off).min(chunk) as u32;
+            in_flight.insert(c.write(local.at(off), to.at(offset + off), n, None)?);
+            next += 1;
+        }
+        if next == chunks - 1 && done == chunks - 1 {
+            let off = next * chunk;
+            let n = (len - off).min(chunk) as u32;
+            let hd = VERIFY_TAG | (offset + len);
+            in_flight.insert(c.write(local.at(off), to.at(offset + off), n, Some(hd))?);
+            next += 1;
+        }
+        let ev = c.wait_event(Some(Duration::from_secs(60)))?;
+        if let Event::Completion(cmp) = &ev
+            && in_flight.remove(&cmp.tag)
+        {
+            status_ok(&ev)?;
+            done += 1;
+            progress.show(done * chunk);
+        }
+    }
+    progress.finish();
+    Ok(Transfer {
+        bytes: len,
+        xxh3: hash,
+        seconds: start.elapsed().as_secs_f64(),
+    })
+}
+
+/// `uet read`: reads `len` bytes of the remote region at `offset` into
+/// `file`.
+pub fn read(
+    socket: &Path,
+    from: &RemoteRegion,
+    offset: u64,
+    len: u64,
+    file: &Path,
+    chunk: u32,
+    depth: usize,
+) -> Result<Transfer> {
+    if len == 0 {
+        bail!("nothing to read");
+    }
+    let mut c = connect(socket, "uet read")?;
+    let region = c.create_region(len)?;
+    let local = c.register_local(&region)?;
+    let chunk = u64::from(chunk.max(1));
+    let chunks = len.div_ceil(chunk);
+    let start = Instant::now();
+    let (mut next, mut done) = (0, 0);
+    let mut in_flight = std::collections::HashSet::<Tag>::new();
+    let progress = Progress::new(len);
+    while done < chunks {
+        while in_flight.len() < depth.max(1) && next < chunks {
+            let off = next * chunk;
+            let n = (len - off).min(chunk) as u32;
+            in_flight.insert(c.read(local.at(off), from.at(offset + off), n)?);
+            next += 1;
+        }
+        let ev = c.wait_event(Some(Duration::from_secs(60)))?;
+        if let Event::Completion(cmp) = &ev
+            && in_flight.remove(&cmp.tag)
+        {
+            status_ok(&ev)?;
+            done += 1;
+            progress.show(done * chunk);
+        }
+    }
+    progress.finish();
+    let seconds = start.elapsed().as_secs_f64();
+    let hash = xxh3(&region, len)?;
+    let mut out = vec![0u8; len as usize];
+    region.read_at(0, &mut out)?;
+    std::fs::write(file, &out).with_context(|| format!("writing {}", file.display()))?;
+    Ok(Transfer {
+        bytes: len,
+        xxh3: hash,
+        seconds,
+    })
+}
+
+/// `uet perf` settings (ib_write_bw-style).
+#[derive(Debug, Clone)]
+pub struct PerfConfig {
+    /// Message size.
+    pub size: u32,
+    /// Messages (`None`: run for `duration`).
+    pub iters: Option<u64>,
+    /// How long to run when `iters` is `None`.
+    pub duration: Duration,
+    /// Writes in flight.
+    pub depth: usize,
+}
+
+/// `uet perf` results.
+#[derive(Debug, Clone)]
+pub struct PerfReport {
+    /// Message size.
+    pub size: u32,
+    /// Messages completed.
+    pub messages: u64,
+    /// Wall time.
+    pub seconds: f64,
+    /// Goodput, Gb/s.
+    pub gbps: f64,
+    /// Messages per second.
+    pub msg_rate: f64,
+    /// Completion latency percentiles (µs): p50, p99, p99.9, max.
+    pub latency_us: [f64; 4],
+}
+
+impl PerfReport {
+    /// As a JSON object.
+    pub fn to_json(&self) -> serde_json::Value {
+        json!({
+            "size": self.size,
+            "messages": self.messages,
+            "seconds": self.seconds,
+            "gbps": self.gbps,
+            "msg_rate": self.msg_rate,
+            "latency_us": {
+                "p50": self.latency_us[0],
+                "p99": self.latency_us[1],
+                "p999": self.latency_us[2],
+                "max": self.latency_us[3],
+            },
+        })
+    }
+}
+
+/// `uet perf`: RMA writes of `size` bytes into the remote region (cycling
+/// through it), `depth` in flight; bandwidth, message rate and latency.
+pub fn perf(
+    socket: &Path,
+    to: &RemoteRegion,
+    region_len: u64,
+    cfg: &PerfConfig,
+) -> Result<PerfReport> {
+    if u64::from(cfg.size) > region_len || cfg.size == 0 {
+        bail!("size must be 1..={region_len} (the remote region)");
+    }
+    let mut c = connect(socket, "uet perf")?;
+    let src = c.create_region(u64::from(cfg.size))?;
+    src.write_at(0, &vec![0xa5; cfg.size as usize])?;
+    let local = c.register_local(&src)?;
+    let slots = (region_len / u64::from(cfg.size)).max(1);
+    let mut hist = Histogram::<u64>::new(3)?;
+    let mut started: std::collections::HashMap<Tag, Instant> = std::collections::HashMap::new();
+    let start = Instant::now();
+    let (mut posted, mut done) = (0u64, 0u64);
+    let more = |posted: u64, start: Instant| match cfg.iters {
+        Some(n) => posted < n,
+        None => start.elapsed() < cfg.duration,
+    };
+    loop {
+        while started.len() < cfg.depth.max(1) && more(posted, start) {
+            let off = (posted % slots) * u64::from(cfg.size);
+            let tag = c.write(local.at(0), to.at(off), cfg.size, None)?;
+            started.insert(tag, Instant::now());
+            posted += 1;
+        }
+        if started.is_empty() {
+            break;
+        }
+        let ev = c.wait_event(Some(Duration::from_secs(60)))?;
+        if let Event::Completion(cmp) = &ev
+            && let Some(t0) = started.remove(&cmp.tag)
+        {
+            status_ok(&ev)?;
+            hist.record(t0.elapsed().as_nanos() as u64)?;
+            done += 1;
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    Ok(PerfReport {
+        size: cfg.size,
+        messages: done,
+        seconds,
+        gbps: done as f64 * f64::from(cfg.size) * 8.0 / seconds / 1e9,
+        msg_rate: done as f64 / seconds,
+        latency_us: [us(0.5), us(0.99), us(0.999), hist.max() as f64 / 1000.0],
+    })
+}
+
+/// `uet stats`: the daemon's counters as JSON, or Prometheus text.
+pub fn stats(socket: &Path, prometheus: bool) -> Result<String> {
+    let mut c = connect(socket, "uet stats")?;
+    let json = c.stats()?;
+    if !prometheus {
+        return Ok(json);
+    }
+    let v: serde_json::Value = serde_json::from_str(&json)?;
+    let mut out = String::new();
+    if let Some(ws) = v["workers"].as_array() {
+        for w in ws {
+            let id = &w["worker"];
+            for layer in ["io", "pds", "ses"] {
+                if let Some(m) = w[layer].as_object() {
+                    flatten(
+                        &mut out,
+                        &format!("uet_{layer}"),
+                        m,
+                        &format!("worker=\"{id}\""),
+                    );
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn flatten(
+    out: &mut String,
+    prefix: &str,
+    m: &serde_json::Map<String, serde_json::Value>,
+    labels: &str,
+) {
+    for (k, v) in m {
+        match v {
+            serde_json::Value::Number(n) => {
+                out.push_str(&format!("{prefix}_{k}{{{labels}}} {n}\n"));
+            }
+            serde_json::Value::Object(inner) => {
+                // drops / nacks by name become a label.
+                for (name, n) in inner {
+                    if let Some(n) = n.as_u64() {
+                        out.push_str(&format!("{prefix}_{k}{{{labels},reason=\"{name}\"}} {n}\n"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What `uet capture` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaptureConfig {
+    /// End after this many frames.
+    pub count: Option<u64>,
+    /// End after this long.
+    pub duration: Option<Duration>,
+    /// Bytes kept of each frame (clamped to [`MAX_SNAPLEN`]).
+    pub snaplen: u32,
+    /// Which frames.
+    pub direction: CaptureDirection,
+}
+
+/// What [`capture`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureReport {
+    /// Frames written to the file.
+    pub frames: u64,
+    /// Frames the daemon saw but could not queue for the capture.
+    pub dropped: u64,
+    /// Captured bytes written (frames cut at the snap length).
+    pub bytes: u64,
+    /// The snap length in force.
+    pub snaplen: u32,
+    /// Why the capture ended.
+    pub reason: String,
+}
+
+/// How long a capture may take to end once asked to (SIGINT/SIGTERM).
+const CAPTURE_END_WAIT: Duration = Duration::from_secs(5);
+
+/// `uet capture`: the frames the local daemon's datapath receives and
+/// sends, into `out` as a pcap file (Ethernet link type, nanosecond
+/// timestamps) that `uet decode --pcap` and Wireshark read. Calls
+/// `started` with the snap length once the daemon captures; ends on the
+/// count or duration of `cfg`, or SIGINT/SIGTERM.
+pub fn capture(
+    socket: &Path,
+    out: &Path,
+    cfg: &CaptureConfig,
+    started: impl FnOnce(u32),
+) -> Result<CaptureReport> {
+    use pcap_file::pcap::{PcapHeader, PcapPacket, PcapWriter};
+    use pcap_file::{DataLink, TsResolution};
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    if cfg.snaplen == 0 {
+        bail!("--snaplen must be at least 1");
+    }
+    let file = std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
+    let mut c = connect(socket, "uet capture")?;
+    let spec = CaptureSpec {
+        max_frames: cfg.count,
+        max_duration_ms: cfg
+            .duration
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)),
+        snaplen: cfg.snaplen.min(MAX_SNAPLEN),
+        direction: cfg.direction,
+    };
+    let snaplen = c.capture_start(spec).context("starting the capture")?;
+    let header = PcapHeader {
+        datalink: DataLink::ETHERNET,
+        ts_resolution: TsResolution::NanoSecond,
+        snaplen,
+        ..PcapHeader::default()
+    };
+    let mut w = PcapWriter::with_header(std::io::BufWriter::new(file), header)
+        .with_context(|| format!("writing {}", out.display()))?;
+    started(snaplen);
+    let (mut frames, mut bytes) = (0u64, 0u64);
+    let mut stopping: Option<Instant> = None;
+    let end = loop {
+        if stopping.is_none() && stop.load(Ordering::Relaxed) {
+            c.capture_stop()?;
+            stopping = Some(Instant::now());
+        }
+        if stopping.is_some_and(|t| t.elapsed() > CAPTURE_END_WAIT) {
+            bail!("the daemon did not end the capture within {CAPTURE_END_WAIT:?}");
+        }
+        match c.capture_next(Some(Duration::from_millis(200))) {
+            Ok(CaptureEvent::Frame(f)) => {
+                let ts = Duration::from_nanos(f.timestamp_ns);
+                w.write_packet(&PcapPacket::new(ts, f.orig_len, &f.data))
+                    .with_context(|| format!("writing {}", out.display()))?;
+                frames += 1;
+                bytes += f.data.len() as u64;
+            }
+            Ok(CaptureEvent::End(e)) => break e,
+            Err(ClientError::Timeout) => {}
+            Err(e) => return Err(e).context("capturing"),
+        }
+    };
+    let mut file = w.into_writer();
+    std::io::Write::flush(&mut file).with_context(|| format!("writing {}", out.display()))?;
+    let _ = c.close();
+    Ok(CaptureReport {
+        frames,
+        dropped: end.dropped,
+        bytes,
+        snaplen,
+        reason: end.reason.to_string(),
+    })
+}
+
+/// A progress line on stderr when it is a terminal.
+struct Progress {
+    total: u64,
+    tty: bool,
+    start: Instant,
+}
+
+impl Progress {
+    fn new(total: u64) -> Self {
+        use std::io::IsTerminal as _;
+        Self {
+            total,
+            tty: std::io::stderr().is_terminal(),
+            start: Instant::now(),
+        }
+    }
+
+    fn show(&self, done: u64) {
+        if self.tty {
+            let done = done.min(self.total);
+            let s = self.start.elapsed().as_secs_f64().max(1e-9);
+            eprint!(
+                "\r{:5.1} %  {:>10} / {} bytes  {:.2} Gb/s ",
+                done as f64 * 100.0 / self.total as f64,
+                done,
+                self.total,
+                done as f64 * 8.0 / s / 1e9
+            );
+        }
+    }
+
+    fn finish(&self) {
+        if self.tty {
+            eprintln!();
+        }
+    }
+}
+
+/// The socket path: the flag, else `UET_SOCKET`, else the default.
+pub fn socket_path(flag: Option<PathBuf>) -> PathBuf {
+    flag.or_else(|| std::env::var_os("UET_SOCKET").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
+}

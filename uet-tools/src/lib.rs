@@ -1,0 +1,16 @@
+//! # uet-tools — what the `uet` command does outside the daemon
+//!
+//! - [`client`]: `serve`, `write`, `read`, `perf`, `stats` and `capture`,
+//!   each a client of the local daemon through `uet_api`, the path an
+//!   application takes.
+//! - [`decode`]: the frame decoder behind `uet decode` (pcap or hex in,
+//!   every header out as text or JSON).
+//! - [`sample_pcap`]: the generator of `samples/uet-sample.pcap`, one frame
+//!   of every PDS and SES header type.
+//! - [`blast`]: raw AF_XDP and kernel-UDP blasters and sinks that measure a
+//!   link's ceiling, to report uet's throughput beside it.
+
+pub mod blast;
+pub mod client;
+pub mod decode;
+pub mod sample_pcap;

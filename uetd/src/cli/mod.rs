@@ -1,5 +1,0 @@
-//! Subcommands of the `uet` tool that live in the library (so tests and
-//! other tools can drive them too).
-
-pub mod incast;
-pub mod lab;
