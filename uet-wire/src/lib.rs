@@ -5,7 +5,7 @@
 //! header (recognised and skipped), every PDS header type 1–14, every SES
 //! request, extension and response header, and the optional CRC32C trailer.
 //! Layouts, codes and the sources they come from are in
-//! `../shared/uet-spec-notes.md`; comments cite its sections (§n).
+//! `docs/protocol-notes.md`; comments cite its sections (§n).
 //!
 //! ## Two levels, smoltcp style
 //!
@@ -21,8 +21,8 @@
 //! TSS → PDS → SES) and returns typed headers plus the payload.
 //!
 //! Parsing never panics and never allocates, whatever the input: every parser
-//! is exercised by property tests over random bytes and by the fuzz target in
-//! `uet-wire/fuzz`.
+//! is exercised by property tests over random bytes and by the libFuzzer
+//! target in `uet-wire/fuzz` (`scripts/fuzz.sh`, stable Rust).
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs, clippy::std_instead_of_core)]
