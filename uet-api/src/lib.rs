@@ -65,7 +65,7 @@
 //! | `0x0014` | `PostRecv` | `tag: u64, local, len: u32, tagged: u8 (0/1) [, match_bits: u64, ignore_bits: u64]` |
 //!
 //! `access` bits: `0x01` remote write, `0x02` remote read, `0x08` receive
-//! buffer for sends (the bit values of `uet_ses::Access`).
+//! buffer for sends (`uet_wire::Access`; any other bit is a decode error).
 //!
 //! ## Daemon → client
 //!

@@ -318,7 +318,7 @@ fn tagged_send_matches_a_posted_receive() {
         RegionSpec {
             addr: addr(20),
             key: MemoryKey(1),
-            access: Access::SEND,
+            access: Access::RECV,
             base: 0,
         },
         vec![0u8; 8_000],

@@ -62,9 +62,10 @@
 //! meet (1 in 256: the generation field is 8 bits, `uet-spec-notes.md` §4.1).
 
 use core::fmt;
-use core::ops::{BitOr, BitOrAssign, Range};
+use core::ops::Range;
 use rustc_hash::FxHashMap as HashMap;
 
+pub use uet_wire::Access;
 use uet_wire::ses::ReturnCode;
 use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
 
@@ -143,95 +144,6 @@ impl<T: RegisteredMemory + ?Sized> RegisteredMemory for Box<T> {
 
     fn read_at(&self, offset: u64, out: &mut [u8]) {
         (**self).read_at(offset, out);
-    }
-}
-
-/// Access rights of a registered region (a small bit set).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Access(u8);
-
-impl Access {
-    /// No rights.
-    pub const NONE: Self = Self(0);
-    /// Target of `UET_WRITE`.
-    pub const REMOTE_WRITE: Self = Self(0x01);
-    /// Source of `UET_READ`.
-    pub const REMOTE_READ: Self = Self(0x02);
-    /// Target of atomics (not implemented yet; reserved so the daemon can
-    /// register with it).
-    pub const ATOMIC: Self = Self(0x04);
-    /// Receive buffer for `UET_SEND` / `UET_TAGGED_SEND` (see
-    /// [`crate::SesTarget::post_recv`]).
-    pub const SEND: Self = Self(0x08);
-    /// Accepts requests without a memory key: the small request form
-    /// (`UET_HDR_REQUEST_SMALL`, §4.3) has no `memory_key` field, so it can
-    /// only reach regions registered with this right. Not a remote right on
-    /// its own.
-    pub const UNKEYED: Self = Self(0x10);
-
-    const NAMES: [(Self, &'static str); 5] = [
-        (Self::REMOTE_WRITE, "REMOTE_WRITE"),
-        (Self::REMOTE_READ, "REMOTE_READ"),
-        (Self::ATOMIC, "ATOMIC"),
-        (Self::SEND, "SEND"),
-        (Self::UNKEYED, "UNKEYED"),
-    ];
-
-    /// Both sets.
-    #[must_use]
-    pub const fn union(self, other: Self) -> Self {
-        Self(self.0 | other.0)
-    }
-
-    /// Whether every right in `other` is in `self`.
-    #[must_use]
-    pub const fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// The raw bits.
-    #[must_use]
-    pub const fn bits(self) -> u8 {
-        self.0
-    }
-
-    /// From raw bits; unknown bits are dropped.
-    #[must_use]
-    pub const fn from_bits_truncate(bits: u8) -> Self {
-        Self(bits & 0x1f)
-    }
-}
-
-impl BitOr for Access {
-    type Output = Self;
-
-    fn bitor(self, rhs: Self) -> Self {
-        self.union(rhs)
-    }
-}
-
-impl BitOrAssign for Access {
-    fn bitor_assign(&mut self, rhs: Self) {
-        *self = self.union(rhs);
-    }
-}
-
-impl fmt::Debug for Access {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 == 0 {
-            return f.write_str("NONE");
-        }
-        let mut first = true;
-        for (a, name) in Self::NAMES {
-            if self.contains(a) {
-                if !first {
-                    f.write_str(" | ")?;
-                }
-                f.write_str(name)?;
-                first = false;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -1242,7 +1154,7 @@ mod tests {
         assert_eq!(format!("{:?}", Access::NONE), "NONE");
         assert_eq!(format!("{RW:?}"), "REMOTE_WRITE | REMOTE_READ");
         assert!(RW.contains(Access::REMOTE_READ));
-        assert!(!RW.contains(Access::SEND));
+        assert!(!RW.contains(Access::RECV));
         assert_eq!(Access::from_bits_truncate(0xff).bits(), 0x1f);
     }
 

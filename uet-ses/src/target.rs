@@ -243,7 +243,7 @@ impl RecvEvent {
 pub enum PostError {
     /// No region registered at the buffer's address.
     NotRegistered,
-    /// The region lacks [`Access::SEND`].
+    /// The region lacks [`Access::RECV`].
     NoSendRight,
     /// The region is disabled.
     Disabled,
@@ -707,7 +707,7 @@ impl<M: RegisteredMemory> SesTarget<M> {
             .memory
             .get(spec.region())
             .ok_or(PostError::NotRegistered)?;
-        if !entry.access().contains(Access::SEND) {
+        if !entry.access().contains(Access::RECV) {
             return Err(PostError::NoSendRight);
         }
         if !entry.is_enabled() {

@@ -31,6 +31,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod access;
 pub mod encap;
 pub mod error;
 pub mod field;
@@ -42,6 +43,7 @@ pub mod ses;
 pub mod time;
 pub mod types;
 
+pub use access::Access;
 pub use error::{Error, ErrorKind, Layer, Result};
 pub use frame::{
     Frame, RequestView, UetPacket, parse_ack_view, parse_frame, parse_frame_with,

@@ -59,8 +59,8 @@ use uet_api::proto::{
 use uet_api::sock::{RecvError, peer_credentials, recv_frame, send_msg};
 use uet_api::{Access, Completion, ErrorCode, Handle, PROTOCOL_VERSION, Status, Tag};
 use uet_ses::{
-    Access as SesAccess, LocalBuf, LocalRegion, MemoryKey, OpError, Operation, RecvBuffer,
-    RecvKind, RecvSpec, RegionAddr, RegionSpec, RemoteAddr, TargetEvent,
+    LocalBuf, LocalRegion, MemoryKey, OpError, Operation, RecvBuffer, RecvKind, RecvSpec,
+    RegionAddr, RegionSpec, RemoteAddr, TargetEvent,
 };
 use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
 
@@ -764,22 +764,12 @@ impl Control {
         }
         let ri = c.next_ri;
         let key = key.unwrap_or_else(|| random_key(id, ri));
-        let mut sa = SesAccess::NONE;
-        if access.contains(Access::REMOTE_WRITE) {
-            sa |= SesAccess::REMOTE_WRITE;
-        }
-        if access.contains(Access::REMOTE_READ) {
-            sa |= SesAccess::REMOTE_READ;
-        }
-        if access.contains(Access::RECV) {
-            sa |= SesAccess::SEND;
-        }
         let (Ok(j), Ok(p), Ok(r)) = (JobId::new(job), PidOnFep::new(pid), ResourceIndex::new(ri))
         else {
             return err(ErrorCode::Internal, "address out of range");
         };
         let addr = RegionAddr::new(j, p, r);
-        match daemon.register(RegionSpec::new(addr, MemoryKey(key), sa), mem) {
+        match daemon.register(RegionSpec::new(addr, MemoryKey(key), access), mem) {
             Ok(reg) => {
                 let handle = c.next_handle;
                 c.next_handle += 1;

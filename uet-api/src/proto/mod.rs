@@ -66,82 +66,24 @@ impl fmt::Display for Tag {
     }
 }
 
-/// Rights a registered region grants. The bits are those of
-/// `uet_ses::Access`, so the daemon converts with `from_bits_truncate`.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Access(u8);
+/// Rights a registered region grants (`uet_wire::Access`, the type the
+/// daemon registers and the SES target checks).
+pub use uet_wire::Access;
 
-impl Access {
-    /// No remote rights (a region only this client uses).
-    pub const NONE: Self = Self(0);
-    /// Remote peers may `UET_WRITE` into it.
-    pub const REMOTE_WRITE: Self = Self(0x01);
-    /// Remote peers may `UET_READ` from it.
-    pub const REMOTE_READ: Self = Self(0x02);
-    /// It may hold posted receives for `UET_SEND` / `UET_TAGGED_SEND`
-    /// (`uet_ses::Access::SEND`).
-    pub const RECV: Self = Self(0x08);
-    /// Every bit this version defines; others are a decode error.
-    pub const ALL: Self = Self(0x0b);
+/// The rights a client may ask for: remote write, remote read and posted
+/// receives. Atomics are not implemented and key-less access is the
+/// daemon's to grant, so a request with any other bit is a decode error.
+pub const CLIENT_ACCESS: Access = Access::REMOTE_WRITE
+    .union(Access::REMOTE_READ)
+    .union(Access::RECV);
 
-    /// Both sets.
-    #[must_use]
-    pub const fn union(self, other: Self) -> Self {
-        Self(self.0 | other.0)
-    }
-
-    /// Whether every right in `other` is in `self`.
-    #[must_use]
-    pub const fn contains(self, other: Self) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// The raw bits.
-    #[must_use]
-    pub const fn bits(self) -> u8 {
-        self.0
-    }
-
-    /// From raw bits, `None` if an undefined bit is set.
-    #[must_use]
-    pub const fn from_bits(bits: u8) -> Option<Self> {
-        if bits & !Self::ALL.0 == 0 {
-            Some(Self(bits))
-        } else {
-            None
-        }
-    }
-}
-
-impl core::ops::BitOr for Access {
-    type Output = Self;
-
-    fn bitor(self, rhs: Self) -> Self {
-        self.union(rhs)
-    }
-}
-
-impl fmt::Debug for Access {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names = [
-            (Self::REMOTE_WRITE, "REMOTE_WRITE"),
-            (Self::REMOTE_READ, "REMOTE_READ"),
-            (Self::RECV, "RECV"),
-        ];
-        let mut first = true;
-        for (a, n) in names {
-            if self.contains(a) {
-                if !first {
-                    f.write_str(" | ")?;
-                }
-                f.write_str(n)?;
-                first = false;
-            }
-        }
-        if first {
-            f.write_str("NONE")?;
-        }
-        Ok(())
+/// Decodes requested rights: `None` unless every bit is one of
+/// [`CLIENT_ACCESS`].
+#[must_use]
+pub const fn client_access(bits: u8) -> Option<Access> {
+    match Access::from_bits(bits) {
+        Some(a) if CLIENT_ACCESS.contains(a) => Some(a),
+        _ => None,
     }
 }
 
@@ -1339,7 +1281,7 @@ impl Message for ClientMsg {
             ty::CAPTURE_STOP => Self::CaptureStop,
             ty::REGISTER => Self::Register {
                 len: d.u64("len")?,
-                access: d.u8_map("access", Access::from_bits)?,
+                access: d.u8_map("access", client_access)?,
                 key: d.opt_u64("key")?,
             },
             ty::REGISTER_LOCAL => Self::RegisterLocal { len: d.u64("len")? },

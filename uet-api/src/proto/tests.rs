@@ -54,7 +54,7 @@ fn arb_peer() -> impl Strategy<Value = Peer> {
 }
 
 fn arb_access() -> impl Strategy<Value = Access> {
-    (0u8..=0x0b).prop_filter_map("defined bits", Access::from_bits)
+    (0u8..=0x0b).prop_filter_map("rights a client may ask for", client_access)
 }
 
 fn arb_code() -> impl Strategy<Value = ErrorCode> {

@@ -19,7 +19,7 @@ use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
 use crate::types::{MatchBits, RecvId, RegionAddr};
 
 /// Where a receive puts the message: `len` bytes at `offset` in a region
-/// registered with [`crate::Access::SEND`].
+/// registered with [`crate::Access::RECV`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecvBuffer {
     /// The region's resource index (in the receive's job and pid).

@@ -349,7 +349,7 @@ fn packet_rules_are_op_violations_and_ie_is_initiator_err() {
 
 #[test]
 fn form_and_opcode_combinations() {
-    let (mut t, reg) = target(RW | Access::SEND, 64);
+    let (mut t, reg) = target(RW | Access::RECV, 64);
     let small = |opcode, som, eom| SesSmallRepr {
         opcode,
         flags: RequestFlags {
@@ -694,7 +694,7 @@ fn recv_event(t: &mut SesTarget<Vec<u8>>) -> RecvEvent {
 
 #[test]
 fn tagged_matching_honours_ignore_bits() {
-    let (mut t, _) = target(Access::SEND, 256);
+    let (mut t, _) = target(Access::RECV, 256);
     let exact = t.post_recv(recv_spec(0, 16, tagged(0xab00, 0))).unwrap();
     let low_ignored = t
         .post_recv(recv_spec(16, 16, tagged(0xcd00, 0xff)))
@@ -737,7 +737,7 @@ fn tagged_matching_honours_ignore_bits() {
 
 #[test]
 fn untagged_sends_match_receives_in_posting_order() {
-    let (mut t, _) = target(Access::SEND, 64);
+    let (mut t, _) = target(Access::RECV, 64);
     let r: Vec<RecvId> = (0..3)
         .map(|i| {
             t.post_recv(recv_spec(i * 16, 16, RecvKind::Untagged))
@@ -769,7 +769,7 @@ fn untagged_sends_match_receives_in_posting_order() {
 
 #[test]
 fn unexpected_messages_complete_later_receives() {
-    let (mut t, _) = target(Access::SEND, 256);
+    let (mut t, _) = target(Access::RECV, 256);
     // Two unexpected messages, one tagged, one untagged (3 packets).
     let tagged_data = pattern(10, 1);
     let untagged_data = pattern(100, 2);
@@ -813,7 +813,7 @@ fn unexpected_messages_complete_later_receives() {
 
 #[test]
 fn a_receive_posted_while_an_unexpected_message_arrives_completes_with_it() {
-    let (mut t, _) = target(Access::SEND, 256);
+    let (mut t, _) = target(Access::RECV, 256);
     let data = pattern(100, 4);
     let m = OutgoingMessage::new(send_op(100, None, None), msg_id(5), 84).unwrap();
     let p = packets(&m, &data);
@@ -840,7 +840,7 @@ fn a_full_unexpected_list_refuses_with_no_match() {
         ..TargetConfig::default()
     });
     t.memory_mut()
-        .register(RegionSpec::new(addr(5), KEY, Access::SEND), vec![FILL; 256])
+        .register(RegionSpec::new(addr(5), KEY, Access::RECV), vec![FILL; 256])
         .unwrap();
     assert_eq!(
         guaranteed_rsp(&send(&mut t, 1, None, &[1; 10], 1024)).list,
@@ -880,7 +880,7 @@ fn a_full_unexpected_list_refuses_with_no_match() {
 
 #[test]
 fn truncation_reports_the_bytes_placed() {
-    let (mut t, _) = target(Access::SEND, 64);
+    let (mut t, _) = target(Access::RECV, 64);
     let r = t.post_recv(recv_spec(8, 10, RecvKind::Untagged)).unwrap();
     let data = pattern(50, 6);
     // Three packets; the last two land entirely past the buffer.
@@ -896,7 +896,7 @@ fn truncation_reports_the_bytes_placed() {
 
 #[test]
 fn sends_to_unknown_processes() {
-    let (mut t, _) = target(Access::SEND, 64);
+    let (mut t, _) = target(Access::RECV, 64);
     let m = OutgoingMessage::new(send_op(4, None, None), msg_id(1), 100).unwrap();
     let mut h = header(&m, 0);
     h.pid_on_fep = pid(9);
@@ -916,7 +916,7 @@ fn sends_to_unknown_processes() {
 
 #[test]
 fn post_recv_checks_its_buffer() {
-    let (mut t, _) = target(Access::SEND, 64);
+    let (mut t, _) = target(Access::RECV, 64);
     t.memory_mut()
         .register(
             RegionSpec::new(addr(6), KEY, Access::REMOTE_WRITE),
@@ -946,14 +946,14 @@ fn post_recv_checks_its_buffer() {
 
 #[test]
 fn a_receive_buffer_deregistered_midway_fails_the_message() {
-    let (mut t, reg) = target(Access::SEND, 256);
+    let (mut t, reg) = target(Access::RECV, 256);
     let r = t.post_recv(recv_spec(0, 256, RecvKind::Untagged)).unwrap();
     let m = OutgoingMessage::new(send_op(100, None, None), msg_id(1), 84).unwrap();
     let p = packets(&m, &pattern(100, 0));
     assert_eq!(deliver(&mut t, src(1), &p[0]), TargetOutcome::Accepted);
     let mem = t.memory_mut().deregister(reg.addr()).unwrap();
     t.memory_mut()
-        .register(RegionSpec::new(reg.addr(), KEY, Access::SEND), mem)
+        .register(RegionSpec::new(reg.addr(), KEY, Access::RECV), mem)
         .unwrap();
     assert_eq!(
         rc(&deliver(&mut t, src(1), &p[1])),
@@ -974,7 +974,7 @@ fn a_receive_buffer_deregistered_midway_fails_the_message() {
 
 #[test]
 fn forgetting_a_source_gives_its_receives_back() {
-    let (mut t, _) = target(Access::SEND, 256);
+    let (mut t, _) = target(Access::RECV, 256);
     let r = t.post_recv(recv_spec(0, 256, RecvKind::Untagged)).unwrap();
     let m = OutgoingMessage::new(send_op(100, None, None), msg_id(1), 84).unwrap();
     let p = packets(&m, &pattern(100, 0));
@@ -1393,7 +1393,7 @@ proptest! {
         bytes in prop::collection::vec(any::<u8>(), 0..128),
         nh in 1u8..4,
     ) {
-        let (mut t, _) = target(RW | Access::SEND | Access::UNKEYED, 64);
+        let (mut t, _) = target(RW | Access::RECV | Access::UNKEYED, 64);
         t.post_recv(recv_spec(0, 8, RecvKind::Untagged)).unwrap();
         let nh = uet_wire::pds::NextHeader::from_u8(nh).unwrap();
         let mut b = bytes;
