@@ -942,6 +942,7 @@ impl Pds {
     }
 
     /// The next event.
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<PdsEvent> {
         self.events.pop_front()
     }
@@ -2857,6 +2858,7 @@ impl Pds {
     /// largest packet: PDS header + `max_ses_len`) and says where it goes.
     /// Priority: NACKs and control, ACKs, retransmissions, new data.
     #[inline]
+    #[must_use]
     pub fn poll_transmit(
         &mut self,
         now: Instant,
@@ -2890,6 +2892,7 @@ impl Pds {
     }
 
     /// [`Pds::poll_transmit`] for every case.
+    #[must_use]
     pub(crate) fn poll_transmit_general(
         &mut self,
         now: Instant,

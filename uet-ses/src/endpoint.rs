@@ -710,6 +710,7 @@ impl<M: RegisteredMemory> Endpoint<M> {
     }
 
     /// Writes the next datagram's UET bytes into `buf`.
+    #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let t = self.pds.poll_transmit(now, buf, &mut self.core);
         self.after(now);
@@ -717,17 +718,20 @@ impl<M: RegisteredMemory> Endpoint<M> {
     }
 
     /// Next timer.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.pds.poll_timeout()
     }
 
     /// The next finished operation.
+    #[must_use]
     pub fn poll_completion(&mut self) -> Option<OpCompletion> {
         self.core.completions.pop_front()
     }
 
     /// The next thing that arrived for the application (writes with header
     /// data, completed receives).
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<TargetEvent> {
         self.core.target.poll_event()
     }
