@@ -18,6 +18,7 @@ pub mod counters;
 pub mod engine;
 mod pdc_table;
 mod pkt_queue;
+mod pkt_ref;
 pub mod rx_window;
 mod tail_probe;
 pub mod tx_ledger;
