@@ -2,7 +2,7 @@
 //!
 //! We choose local IDs, so every lookup on the hot path (`dpdcid` of an
 //! arriving packet, the send round robin) is two array indexes — no hashing
-//! (BENCHMARKS.md: SipHash lookups were a third of the per-packet
+//! (a hashed lookup per packet costs a large share of the per-packet
 //! instructions). IDs are drawn at random from the whole 16-bit space
 //! ([`PdcTable::alloc`]): an off-path sender who knows a peer's address
 //! cannot guess which PDC IDs are live, as it could when they were handed

@@ -1,8 +1,9 @@
 //! The glue between PDCs and congestion control: the CCC accounting
 //! invariant, CCC lookup, RCCC credit requests and grants.
 
-use super::*;
-
+use super::Pds;
+use super::pdc::{Pdc, TxItem};
+use super::transmit::ControlPacket;
 use std::net::IpAddr;
 
 use uet_cms::{Ccc, CccTrace};
@@ -217,14 +218,13 @@ impl Pds {
                 // Any established PDC of this CCC carries the request; else
                 // one the target has NACKed, addressed as its SYN packets
                 // are (the target knows it by {source, SPDCID}, §2.2).
-                // Whole first windows trimmed leave a source with nothing
-                // but NACKs, which do not establish: before, its request
-                // went nowhere, and once the receiver's idle timeout had
-                // dropped its demand it had no way to ask again. A PDC
-                // never heard from waits for its RTO: the target may not
-                // know it, and at 1023:1 drop-tail asking anyway put more
-                // retransmissions into the full buffer (ICT 1.098 ->
-                // 1.155, 14,773 -> 20,434 RTOs, seed 1).
+                // A source whose whole first window was trimmed holds
+                // nothing but NACKs, which do not establish its PDC; this
+                // is how it still reaches the receiver once the receiver's
+                // idle timeout has dropped its demand. A PDC never heard
+                // from waits for its RTO instead: the target may not know
+                // it, and a request it cannot place only adds packets to a
+                // full buffer.
                 let pdc = pdcs
                     .values()
                     .filter(|p| p.ccc == key && (Self::addressable(p) || p.initiator && p.nacked))
@@ -242,7 +242,7 @@ impl Pds {
                             target_credit: target.get(),
                         },
                     };
-                    ctl.push_back(CtlOut::Cp { dst, repr });
+                    ctl.push_back(ControlPacket::Cp { dst, repr });
                 }
             }
         });
@@ -272,7 +272,7 @@ impl Pds {
                     credit: credit.get(),
                 },
             };
-            self.ctl.push_back(CtlOut::Cp { dst: key.0, repr });
+            self.ctl.push_back(ControlPacket::Cp { dst: key.0, repr });
         }
     }
 

@@ -1,8 +1,10 @@
 //! PDC lifecycle (`uet-spec-notes.md` §2.12): open, confirm, close,
 //! fail, remove, reopen.
 
-use super::*;
-
+use super::congestion::CcShare;
+use super::pdc::{Pdc, TxItem};
+use super::transmit::ControlPacket;
+use super::{InitiatorKey, OpenError, Pds, PdsError, PdsEvent, Upper};
 use uet_cms::nscc::RcvdBytesTracker;
 use uet_wire::pds::{CpPayload, DpdcidField, NackCode, PdsCpRepr};
 use uet_wire::rand::Rng;
@@ -100,7 +102,7 @@ impl Pds {
                 payload: CpPayload::CloseReq,
             };
             let dst = p.peer;
-            self.ctl.push_back(CtlOut::Cp { dst, repr });
+            self.ctl.push_back(ControlPacket::Cp { dst, repr });
         } else if !p.closing || !p.initiator {
             // Never established, or a silent peer: just forget it.
             self.remove_pdc(now, id, None);

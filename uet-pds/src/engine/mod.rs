@@ -43,9 +43,8 @@ mod timers;
 mod transmit;
 
 pub use crate::pkt_ref::PktRef;
-use congestion::CcShare;
-use pdc::{AckDue, Pdc, RxHalf, TxItem};
-use transmit::CtlOut;
+use pdc::Pdc;
+use transmit::ControlPacket;
 
 /// Entropy of control packets that answer no particular data packet
 /// (REFPROV default 0x4242, §8).
@@ -294,7 +293,7 @@ pub struct Pds {
     cccs: CccTable<Ccc>,
     active: VecDeque<PdcId>,
     acks: VecDeque<PdcId>,
-    ctl: VecDeque<CtlOut>,
+    ctl: VecDeque<ControlPacket>,
     uud: VecDeque<(IpAddr, PktRef)>,
     rudi: RudiState,
     /// Receiver-side RCCC (§5.3): the active-sender table and credit pacer,
@@ -487,7 +486,7 @@ impl Pds {
         let opaque = (self.rng.next_u32() as u16).max(1);
         p.probe = Some((opaque, now));
         let (dst, repr) = (p.peer, Self::probe_cp(p, opaque));
-        self.ctl.push_back(CtlOut::Cp { dst, repr });
+        self.ctl.push_back(ControlPacket::Cp { dst, repr });
         Ok(())
     }
 

@@ -1,7 +1,7 @@
 //! The state of one PDC: its send half (ledger, queue) and its receive
 //! half (PSN window, ACK state).
 
-use super::*;
+use super::{CONTROL_EV, InitiatorKey, PktRef};
 use std::collections::{BTreeMap, VecDeque};
 
 use std::net::IpAddr;
@@ -31,8 +31,11 @@ pub(super) enum AckDue {
     Now,
 }
 
+/// The receive direction of a PDC: the PSN window of the peer's requests
+/// and the ACK this end owes for them (created by the first packet from
+/// the peer).
 #[derive(Debug)]
-pub(super) struct RxHalf {
+pub(super) struct ReceiveState {
     pub(super) win: RxWindow,
     pub(super) start: Psn,
     /// Bytes accepted since the last ACK, each packet counting at least
@@ -69,7 +72,7 @@ pub(super) struct RxHalf {
     pub(super) rccc: Option<(IpAddr, u8)>,
 }
 
-impl RxHalf {
+impl ReceiveState {
     pub(super) fn new(start: Psn, range: u32) -> Self {
         Self {
             win: RxWindow::new(start, range),
@@ -146,7 +149,7 @@ pub(super) struct Pdc {
     pub(super) closing: bool,
     pub(super) rod_ev: EntropyValue,
     // Receive half (created by the first packet from the peer).
-    pub(super) rx: Option<RxHalf>,
+    pub(super) rx: Option<ReceiveState>,
     pub(super) last_activity: Instant,
     pub(super) close_requested: bool,
     /// On the send round robin.

@@ -1,7 +1,9 @@
 //! The receive path: every arriving packet, by type.
 
-use super::*;
-
+use super::congestion::CcShare;
+use super::pdc::{AckDue, Pdc, ReceiveState, TxItem};
+use super::transmit::ControlPacket;
+use super::{MAX_REOPENS, Pds, PdsError, PdsEvent, Reply, RxMeta, RxRequest, RxSes, Upper};
 use uet_cms::nscc::{RcvdBytesTracker, service_time_from_wire};
 use uet_cms::rccc::Arrival;
 use uet_cms::{AckEvent, NackEvent};
@@ -189,7 +191,7 @@ impl Pds {
         dpdcid: Option<PdcId>,
         payload: u32,
     ) {
-        self.ctl.push_back(CtlOut::Nack {
+        self.ctl.push_back(ControlPacket::Nack {
             dst: meta.src,
             ev: meta.ev,
             repr: PdsNackRepr {
@@ -382,12 +384,12 @@ impl Pds {
 
     /// Makes sure the PDC has its receive half; validates SYN start PSNs.
     #[inline]
-    pub(super) fn rx_half(
+    pub(super) fn receive_state(
         p: &mut Pdc,
         dpdcid: DpdcidField,
         psn: Psn,
         range: u32,
-    ) -> Result<&mut RxHalf, NackCode> {
+    ) -> Result<&mut ReceiveState, NackCode> {
         let syn_start = match dpdcid {
             DpdcidField::Syn { psn_offset, .. } => Some(psn.sub(u32::from(psn_offset.get()))),
             DpdcidField::Dpdcid(_) => None,
@@ -401,7 +403,7 @@ impl Pds {
                 // A non-SYN packet for a direction we never saw open.
                 None => return Err(NackCode::PdcHdrMismatch),
             };
-            p.rx = Some(RxHalf::new(start, range));
+            p.rx = Some(ReceiveState::new(start, range));
         }
         let rx = p.rx.as_mut().ok_or(NackCode::PdcHdrMismatch)?;
         if let Some(start) = syn_start
@@ -432,7 +434,7 @@ impl Pds {
         };
         let (local, peer) = (p.id, p.peer_id);
         let target_closing = p.closing && !p.initiator;
-        let rx = match Self::rx_half(p, r.dpdcid, r.psn, range) {
+        let rx = match Self::receive_state(p, r.dpdcid, r.psn, range) {
             Ok(rx) => rx,
             Err(code) => {
                 self.counters.drop(if code == NackCode::InvalidSyn {
@@ -696,12 +698,10 @@ impl Pds {
         // condemns the rest at once instead of one RTO each.
         // Any other resent packet may have arrived by either copy: taking
         // its resend as delivered when a delayed first copy was what
-        // arrived condemns everything sent in between. (Tried: on the veth
-        // lab at 1 % loss that fed on itself, every false loss a new
-        // resend, into 17 times the retransmissions.) Even a known resend
-        // is evidence only once per PDC: on the lab's reordering links each
-        // such resend condemned packets merely delayed, whose resends
-        // condemned more (1 % loss: 165 k retransmissions instead of 8 k).
+        // arrived condemns everything sent in between, and each false loss
+        // is a new resend that can condemn more. For the same reason a
+        // known resend is evidence only once per PDC: on reordering links
+        // it would otherwise condemn packets that are merely delayed.
         let mut rtt_from: Option<Instant> = None;
         let trigger = if establishing && a.retx {
             a.ack_psn()
@@ -892,10 +892,10 @@ impl Pds {
         // an RTO running. Not only on the establishing answer: a late answer
         // to an earlier probe may establish the PDC and condemn nothing,
         // leaving the condemning to the next probe's, and the forced packet
-        // may be lost again and condemned by the next probe's answer (1 Gb/s
-        // 32:1 RCCC with a jittered start: four senders of seed 3 waited for
-        // credit for good while only the establishing answer forced). Each
-        // answer forces one packet; the PTO paces the probes.
+        // may be lost again and condemned by the next probe's answer; a
+        // source that forced only on the establishing answer could wait for
+        // credit for good. Each answer forces one packet; the PTO paces the
+        // probes.
         if probe_lost > 0
             && acked_pkts == 0
             && p.ledger.una() == p.start
@@ -1224,7 +1224,7 @@ impl Pds {
         let (local, peer) = (p.id, p.peer_id);
         let unacked_return = !p.ledger.is_empty();
         let closing = p.closing;
-        let rx = match Self::rx_half(p, c.dpdcid, c.psn, range) {
+        let rx = match Self::receive_state(p, c.dpdcid, c.psn, range) {
             Ok(rx) => rx,
             Err(code) => {
                 self.counters.drop(DropReason::UnknownPdc);

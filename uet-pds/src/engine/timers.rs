@@ -1,8 +1,10 @@
 //! Timers: RTO, tail loss probes, delayed ACKs, resource holds, idle
 //! PDCs; `poll_timeout` and `handle_timeout`.
 
-use super::*;
-
+use super::congestion::CcShare;
+use super::pdc::{AckDue, Pdc};
+use super::transmit::ControlPacket;
+use super::{Pds, PdsError, Upper};
 use uet_cms::RcccReceiver;
 use uet_wire::EntropyValue;
 use uet_wire::rand::Rng;
@@ -162,7 +164,7 @@ impl Pds {
             if !fail && Self::tail_probe_due(cfg, self.rccc_source, p).is_some_and(|d| now >= d) {
                 let opaque = (self.rng.next_u32() as u16).max(1);
                 p.tail.sent(now, opaque, p.ledger.next_tx());
-                self.ctl.push_back(CtlOut::TailProbe {
+                self.ctl.push_back(ControlPacket::TailProbe {
                     dst: p.peer,
                     repr: Self::probe_cp(p, opaque),
                 });

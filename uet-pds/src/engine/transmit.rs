@@ -1,7 +1,8 @@
 //! The transmit path: what leaves next, and writing it.
 
-use super::*;
-
+use super::congestion::CcShare;
+use super::pdc::{AckDue, Pdc, TxItem};
+use super::{CONTROL_EV, Pds, PktRef, Transmit, Upper};
 use std::net::IpAddr;
 
 use uet_cms::nscc::service_time_to_wire;
@@ -17,8 +18,10 @@ use uet_wire::{CccId, Credit24, EntropyValue, MessageId, PdcId, Psn, TrafficClas
 
 use crate::config::PdsConfig;
 
+/// A control packet queued to go out ahead of ACKs and data
+/// ([`Pds::poll_transmit`]'s priority): a NACK, or a CP that takes no PSN.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum CtlOut {
+pub(super) enum ControlPacket {
     Nack {
         dst: IpAddr,
         ev: EntropyValue,
@@ -170,20 +173,20 @@ impl Pds {
         None
     }
 
-    pub(super) fn write_ctl(&mut self, c: CtlOut, buf: &mut [u8]) -> Option<Transmit> {
+    pub(super) fn write_ctl(&mut self, c: ControlPacket, buf: &mut [u8]) -> Option<Transmit> {
         // (A tail probe rides the data class: it must queue behind the
         // data it asks about.)
         let (dst, ev, repr, data_class) = match c {
-            CtlOut::Nack { dst, ev, repr } => {
+            ControlPacket::Nack { dst, ev, repr } => {
                 self.counters.tx_nacks += 1;
                 self.counters.tx_nack_codes.count(repr.code.code());
                 (dst, ev, PdsRepr::Nack(repr), false)
             }
-            CtlOut::Cp { dst, repr } => {
+            ControlPacket::Cp { dst, repr } => {
                 self.counters.tx_control += 1;
                 (dst, CONTROL_EV, PdsRepr::Cp(repr), false)
             }
-            CtlOut::TailProbe { dst, repr } => {
+            ControlPacket::TailProbe { dst, repr } => {
                 self.counters.tx_control += 1;
                 self.counters.tail_probes += 1;
                 (dst, CONTROL_EV, PdsRepr::Cp(repr), true)
@@ -462,7 +465,7 @@ impl Pds {
                         psn: Psn(0),
                         ..cp
                     };
-                    self.ctl.push_back(CtlOut::Cp {
+                    self.ctl.push_back(ControlPacket::Cp {
                         dst: p.peer,
                         repr: clear,
                     });
