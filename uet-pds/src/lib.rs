@@ -15,6 +15,7 @@ pub mod cc_mode;
 mod ccc_table;
 pub mod config;
 pub mod counters;
+mod deadline_heap;
 pub mod engine;
 mod pdc_table;
 mod pkt_queue;

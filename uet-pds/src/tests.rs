@@ -22,6 +22,7 @@ mod inflight;
 mod loss_detection;
 mod offpath;
 mod restart;
+mod timers;
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
@@ -116,6 +117,7 @@ fn drain(h: &mut Host, now: Instant) -> Vec<Dgram> {
         let idle = h.pds.nothing_to_send();
         let sent = h.pds.poll_transmit_general(now, &mut buf, &mut h.up);
         assert!(!idle || sent.is_none(), "nothing_to_send, yet {sent:?}");
+        assert_timers_exact(&h.pds);
         let Some(t) = sent else { break };
         out.push(Dgram {
             src: h.addr,
@@ -138,6 +140,13 @@ fn deliver(h: &mut Host, now: Instant, d: &Dgram) {
         nominal_size: d.bytes.len() as u32 + 48,
     };
     h.pds.handle_datagram(now, &meta, &d.bytes, &mut h.up);
+    assert_timers_exact(&h.pds);
+}
+
+/// `poll_timeout` (the deadline heap) says what looking at every PDC says:
+/// checked after every packet sent and received in these tests.
+fn assert_timers_exact(pds: &Pds) {
+    assert_eq!(pds.poll_timeout(), pds.poll_timeout_by_scan());
 }
 
 fn key(mode: ReliableMode) -> InitiatorKey {

@@ -5,6 +5,7 @@ use super::congestion::CcShare;
 use super::pdc::{Pdc, TxItem};
 use super::transmit::ControlPacket;
 use super::{InitiatorKey, OpenError, Pds, PdsError, PdsEvent, Upper};
+use core::cell::Cell;
 use uet_cms::nscc::RcvdBytesTracker;
 use uet_wire::pds::{CpPayload, DpdcidField, NackCode, PdsCpRepr};
 use uet_wire::rand::Rng;
@@ -59,6 +60,8 @@ impl Pds {
             created: now,
             reopens: 0,
             hold_until: None,
+            timer: Cell::new(None),
+            timer_queued: Cell::new(None),
         };
         self.ensure_ccc(now, key.dst, key.tc);
         self.pdcs.insert(id, pdc);

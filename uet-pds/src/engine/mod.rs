@@ -17,6 +17,10 @@
 //! (§3 "Read responses"). Each PDC therefore has a send half (ledger, queue)
 //! and a receive half (PSN window, ACK state).
 
+use crate::deadline_heap::DeadlineHeap;
+#[cfg(test)]
+use core::cell::Cell;
+use core::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 
 use rustc_hash::FxHashMap as HashMap;
@@ -320,6 +324,17 @@ pub struct Pds {
     scratch_acked: Vec<PktRef>,
     scratch_lost: Vec<(u64, EntropyValue)>,
     scratch_ids: Vec<PdcId>,
+    /// The PDCs' timer deadlines, earliest first (`timers.rs`): an entry is
+    /// live while it equals its PDC's `timer_queued`, and the top is kept
+    /// exact, so `poll_timeout` reads the earliest PDC deadline without
+    /// looking at every PDC. Holds at most one live entry per PDC; stale
+    /// ones are compacted away once they outnumber the PDCs. In a `RefCell`
+    /// because `poll_timeout` takes `&self` and brings it up to date.
+    timers: RefCell<DeadlineHeap<PdcId>>,
+    /// PDC deadlines computed (tests: `poll_timeout` must not scale with
+    /// the PDC count).
+    #[cfg(test)]
+    deadline_evals: Cell<u64>,
     events: VecDeque<PdsEvent>,
     counters: Counters,
 }
@@ -375,6 +390,9 @@ impl Pds {
             scratch_acked: Vec::new(),
             scratch_lost: Vec::new(),
             scratch_ids: Vec::new(),
+            timers: RefCell::new(DeadlineHeap::new()),
+            #[cfg(test)]
+            deadline_evals: Cell::new(0),
             events: VecDeque::new(),
             counters: Counters::default(),
         }

@@ -2,6 +2,7 @@
 //! half (PSN window, ACK state).
 
 use super::{CONTROL_EV, InitiatorKey, PktRef};
+use core::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 
 use std::net::IpAddr;
@@ -178,6 +179,13 @@ pub(super) struct Pdc {
     /// resource (`Pds::on_nack`), and resending at once would only be
     /// refused again.
     pub(super) hold_until: Option<Instant>,
+    /// When this PDC's own timers next need `handle_timeout`, as of the
+    /// last time the engine looked (`Pds::refresh_timers`; the PDC table
+    /// lists the PDCs changed since).
+    pub(super) timer: Cell<Option<Instant>>,
+    /// The deadline of this PDC's live entry in `Pds::timers`: never later
+    /// than `timer`; other entries of this PDC there are stale.
+    pub(super) timer_queued: Cell<Option<Instant>>,
 }
 
 impl Pdc {

@@ -4,6 +4,7 @@ use super::congestion::CcShare;
 use super::pdc::{AckDue, Pdc, ReceiveState, TxItem};
 use super::transmit::ControlPacket;
 use super::{MAX_REOPENS, Pds, PdsError, PdsEvent, Reply, RxMeta, RxRequest, RxSes, Upper};
+use core::cell::Cell;
 use uet_cms::nscc::{RcvdBytesTracker, service_time_from_wire};
 use uet_cms::rccc::Arrival;
 use uet_cms::{AckEvent, NackEvent};
@@ -211,7 +212,9 @@ impl Pds {
 
     /// Finds or creates the PDC a request or CP belongs to (§2.12 target
     /// lookup by {src, spdcid}; established PDCs by our own ID).
-    #[inline]
+    // Always inlined into its two callers: the fast path is a few
+    // compares, cheaper than the call.
+    #[inline(always)]
     pub(super) fn lookup_for_rx(
         &mut self,
         now: Instant,
@@ -343,6 +346,8 @@ impl Pds {
                         created: now,
                         reopens: 0,
                         hold_until: None,
+                        timer: Cell::new(None),
+                        timer_queued: Cell::new(None),
                     };
                     let start = pdc.start;
                     let mut pdc = pdc;

@@ -6,40 +6,24 @@ use super::pdc::{AckDue, Pdc};
 use super::transmit::ControlPacket;
 use super::{Pds, PdsError, Upper};
 use uet_cms::RcccReceiver;
-use uet_wire::EntropyValue;
 use uet_wire::rand::Rng;
 use uet_wire::time::{Duration, Instant};
+use uet_wire::{EntropyValue, PdcId};
 
 use crate::config::PdsConfig;
 use crate::tail_probe::PtoBasis;
 
 impl Pds {
     /// When [`Pds::handle_timeout`] should next be called.
+    ///
+    /// The PDCs' part comes from a heap of their deadlines
+    /// ([`Pds::refresh_timers`]): O(log n) per PDC changed since the last
+    /// call, nothing per idle PDC. RUDI requests, CCCs and the RCCC
+    /// receiver are asked directly.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t: Option<Instant> = None;
+        let mut t: Option<Instant> = self.refresh_timers();
         let mut at = |x: Instant| t = Some(t.map_or(x, |y| y.min(x)));
-        for p in self.pdcs.values() {
-            if let Some(e) = p.ledger.rto_guard() {
-                at(e.sent_at + self.config.rto(e.rto_count));
-            }
-            if let Some(d) = Self::tail_probe_due(&self.config, self.rccc_source, p) {
-                at(d);
-            }
-            if let Some(h) = p.hold_until {
-                at(h);
-            }
-            if let Some(rx) = &p.rx
-                && let AckDue::At(d) = rx.due
-            {
-                at(d);
-            }
-            if p.idle() {
-                at(p.last_activity + self.idle_limit(p));
-            } else if p.holds > 0 && p.quiet() {
-                at(p.last_activity + self.config.idle_timeout * 4);
-            }
-        }
         for r in self.rudi.inflight.values() {
             if !r.due {
                 at(r.sent_at + self.config.rto(r.rtx_count));
@@ -54,6 +38,158 @@ impl Pds {
             at(x);
         }
         t
+    }
+
+    /// When `p`'s own timers next need [`Pds::handle_timeout`]: the
+    /// earliest of its RTO, tail probe, resource hold, delayed ACK and idle
+    /// (or held-and-silent) deadline. `handle_timeout` acts on a PDC
+    /// exactly when this has passed.
+    fn pdc_deadline(&self, p: &Pdc) -> Option<Instant> {
+        #[cfg(test)]
+        self.deadline_evals.set(self.deadline_evals.get() + 1);
+        let mut t: Option<Instant> = None;
+        let mut at = |x: Instant| t = Some(t.map_or(x, |y| y.min(x)));
+        if let Some(e) = p.ledger.rto_guard() {
+            at(e.sent_at + self.config.rto(e.rto_count));
+        }
+        if let Some(d) = Self::tail_probe_due(&self.config, self.rccc_source, p) {
+            at(d);
+        }
+        if let Some(h) = p.hold_until {
+            at(h);
+        }
+        if let Some(rx) = &p.rx
+            && let AckDue::At(d) = rx.due
+        {
+            at(d);
+        }
+        if p.idle() {
+            at(p.last_activity + self.idle_limit(p));
+        } else if p.holds > 0 && p.quiet() {
+            at(p.last_activity + self.config.idle_timeout * 4);
+        }
+        t
+    }
+
+    /// Brings the deadline heap up to date and returns the earliest PDC
+    /// deadline. Every PDC changed since the last call (the PDC table lists
+    /// them) gets its deadline recomputed; a deadline that moved earlier
+    /// is pushed, one that moved later leaves its entry early in the heap.
+    /// Then the top is made exact: stale entries (removed PDCs, superseded
+    /// deadlines) are dropped and an early one is replaced by its PDC's
+    /// deadline.
+    pub(super) fn refresh_timers(&self) -> Option<Instant> {
+        let mut heap = self.timers.borrow_mut();
+        self.pdcs.drain_touched(|id, p| {
+            let d = self.pdc_deadline(p);
+            p.timer.set(d);
+            if let Some(d) = d
+                && p.timer_queued.get().is_none_or(|q| d < q)
+            {
+                heap.push(d, id);
+                p.timer_queued.set(Some(d));
+            }
+        });
+        while let Some((t, id)) = heap.peek() {
+            match self.pdcs.get(&id) {
+                Some(p) if p.timer_queued.get() == Some(t) => {
+                    if p.timer.get() == Some(t) {
+                        break;
+                    }
+                    // Early: the PDC's deadline moved later (or went).
+                    heap.pop();
+                    p.timer_queued.set(p.timer.get());
+                    if let Some(d) = p.timer.get() {
+                        heap.push(d, id);
+                    }
+                }
+                _ => {
+                    heap.pop();
+                }
+            }
+        }
+        if heap.len() > 2 * self.pdcs.len() + 64 {
+            let pdcs = &self.pdcs;
+            heap.compact(|t, id| {
+                pdcs.get(&id)
+                    .is_some_and(|p| p.timer_queued.get() == Some(t))
+            });
+        }
+        heap.peek().map(|(t, _)| t)
+    }
+
+    /// Takes the PDCs whose deadline has passed at `now` off the heap into
+    /// `ids`, in the PDC table's order (the order `handle_timeout` has
+    /// always visited PDCs in, which decides, e.g., the order tail probes
+    /// draw their opaque values). Call after [`Pds::refresh_timers`].
+    fn take_due(&mut self, now: Instant, ids: &mut Vec<PdcId>) {
+        let heap = self.timers.get_mut();
+        while let Some((t, id)) = heap.peek()
+            && t <= now
+        {
+            heap.pop();
+            let Some(p) = self.pdcs.get(&id) else {
+                continue;
+            };
+            if p.timer_queued.get() != Some(t) {
+                continue;
+            }
+            match p.timer.get() {
+                // Due. `handle_timeout` takes the PDC mutably, so the next
+                // refresh queues its new deadline.
+                Some(d) if d == t => {
+                    p.timer_queued.set(None);
+                    ids.push(id);
+                }
+                Some(d) => {
+                    heap.push(d, id);
+                    p.timer_queued.set(Some(d));
+                }
+                None => p.timer_queued.set(None),
+            }
+        }
+        let pdcs = &self.pdcs;
+        ids.sort_unstable_by_key(|id| pdcs.position(id));
+        ids.dedup();
+    }
+
+    /// Entries in the deadline heap, stale ones included.
+    #[cfg(test)]
+    pub(crate) fn timer_heap_len(&self) -> usize {
+        self.timers.borrow().len()
+    }
+
+    /// PDC deadlines computed so far.
+    #[cfg(test)]
+    pub(crate) fn deadline_evals(&self) -> u64 {
+        self.deadline_evals.get()
+    }
+
+    /// [`Pds::poll_timeout`] by looking at every PDC, as a reference.
+    #[cfg(test)]
+    pub(crate) fn poll_timeout_by_scan(&self) -> Option<Instant> {
+        let pdcs = self
+            .pdcs
+            .values()
+            .filter_map(|p| self.pdc_deadline(p))
+            .min();
+        let rest = {
+            let mut t: Option<Instant> = None;
+            for r in self.rudi.inflight.values() {
+                if !r.due {
+                    let x = r.sent_at + self.config.rto(r.rtx_count);
+                    t = Some(t.map_or(x, |y| y.min(x)));
+                }
+            }
+            let c = self
+                .cccs
+                .values()
+                .filter_map(uet_cms::Ccc::poll_timeout)
+                .min();
+            let r = self.rccc_rx.as_ref().and_then(RcccReceiver::poll_timeout);
+            [t, c, r].into_iter().flatten().min()
+        };
+        [pdcs, rest].into_iter().flatten().min()
     }
 
     pub(super) fn idle_limit(&self, p: &Pdc) -> Duration {
@@ -113,9 +249,12 @@ impl Pds {
         }
         // Reused ID list: timers fire about once per ACK delay, so no
         // allocation here either.
+        // Only the PDCs whose deadline has passed: for any other the loop
+        // below does nothing.
         let mut ids = core::mem::take(&mut self.scratch_ids);
         ids.clear();
-        ids.extend(self.pdcs.keys());
+        self.refresh_timers();
+        self.take_due(now, &mut ids);
         for &id in &ids {
             let mut fail = false;
             let mut lost: Option<(u64, EntropyValue)> = None;
