@@ -29,7 +29,7 @@ pub use config::PdsConfig;
 pub use counters::{Counters, DropReason, NackCounts};
 pub use engine::{
     InitiatorKey, OpenError, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, RxSes,
-    Transmit, Upper,
+    SesHooks, Transmit,
 };
 pub use rx_window::{RxOutcome, RxWindow};
 pub use tx_ledger::{TxEntry, TxLedger};

@@ -14,7 +14,7 @@ use uet_wire::time::{Duration, Instant};
 use uet_wire::{Dscp, Ecn, EntropyValue, JobId, MessageId, Psn, RiGeneration, TrafficClass};
 
 use crate::engine::{
-    InitiatorKey, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, Upper,
+    InitiatorKey, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, SesHooks,
 };
 use crate::{DropReason, PdsConfig};
 
@@ -39,7 +39,7 @@ struct Rec {
     reply_error: Option<ReturnCode>,
 }
 
-impl Upper for Rec {
+impl SesHooks for Rec {
     fn write_request(&mut self, _: Instant, pkt: &PktRef, buf: &mut [u8]) -> NextHeader {
         for (i, b) in buf.iter_mut().enumerate() {
             *b = (pkt.token as usize + pkt.frag as usize + i) as u8;

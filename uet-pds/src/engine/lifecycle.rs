@@ -4,7 +4,7 @@
 use super::congestion::CcShare;
 use super::pdc::{Pdc, TxItem};
 use super::transmit::ControlPacket;
-use super::{InitiatorKey, OpenError, Pds, PdsError, PdsEvent, Upper};
+use super::{InitiatorKey, OpenError, Pds, PdsError, PdsEvent, SesHooks};
 use core::cell::Cell;
 use uet_cms::nscc::RcvdBytesTracker;
 use uet_wire::pds::{CpPayload, DpdcidField, NackCode, PdsCpRepr};
@@ -117,7 +117,7 @@ impl Pds {
         now: Instant,
         id: PdcId,
         error: PdsError,
-        upper: &mut impl Upper,
+        upper: &mut impl SesHooks,
     ) {
         let Some(mut p) = self.pdcs.remove(&id) else {
             return;
@@ -259,7 +259,7 @@ impl Pds {
         now: Instant,
         id: PdcId,
         code: NackCode,
-        upper: &mut impl Upper,
+        upper: &mut impl SesHooks,
     ) {
         let Some(p) = self.pdcs.get_mut(&id) else {
             return;

@@ -6,7 +6,7 @@
 //! Shape (quinn-proto's `Connection`, `design.md` §3): inputs are
 //! [`Pds::handle_datagram`], [`Pds::handle_timeout`] and [`Pds::enqueue`];
 //! outputs are [`Pds::poll_transmit`], [`Pds::poll_timeout`] and
-//! [`Pds::poll_event`]. The layer above (SES) is reached through [`Upper`]:
+//! [`Pds::poll_event`]. The layer above (SES) is reached through [`SesHooks`]:
 //! the engine asks it to write a request's SES header and payload at the
 //! moment the packet leaves — first transmission or retransmission — so
 //! payload is read from registered memory, never copied into the engine.
@@ -16,6 +16,18 @@
 //! requests (read response data) in its own PSN space on the same PDC
 //! (§3 "Read responses"). Each PDC therefore has a send half (ledger, queue)
 //! and a receive half (PSN window, ACK state).
+//!
+//! Where things are: this file holds the public types and API, the [`Pds`]
+//! struct and the calls that only queue work; `pdc.rs` the state of one
+//! PDC; `receive.rs` every arriving packet (`handle_datagram`, `on_request`,
+//! `on_ack`, `on_nack`, `on_cp`, RUDI, the PDC lookup); `transmit.rs` what
+//! leaves and in what order (`poll_transmit`, `write_data`, `write_ack`,
+//! control packets); `timers.rs` `poll_timeout` / `handle_timeout` (RTO,
+//! tail probes, delayed ACKs, holds, idle PDCs, the deadline heap);
+//! `congestion.rs` the glue to the CCCs and RCCC (credit requests, grants,
+//! the accounting invariant `CcShare`);
+//! `lifecycle.rs` opening, confirming, closing, failing, removing and
+//! reopening PDCs.
 
 use crate::deadline_heap::DeadlineHeap;
 #[cfg(test)]
@@ -59,7 +71,7 @@ const CONTROL_EV: EntropyValue = EntropyValue::from_masked(0x4242);
 /// refuses a fresh PDC again is not one we can reach.
 const MAX_REOPENS: u32 = 3;
 
-/// What an arriving request carries, as handed to [`Upper::on_request`].
+/// What an arriving request carries, as handed to [`SesHooks::on_request`].
 #[derive(Debug, Clone, Copy)]
 pub struct RxRequest<'a> {
     /// The local PDC (`None` for UUD).
@@ -132,8 +144,31 @@ pub enum PdsError {
     Closed,
 }
 
-/// The layer above the PDS (the SES endpoint).
-pub trait Upper {
+/// What the PDS calls in the layer above it (the SES endpoint), in the
+/// middle of handling a packet, a timer or a transmit poll.
+///
+/// Why calls and not queued events (quinn-proto's `poll_event` style,
+/// which [`PdsEvent`] already follows for PDC lifecycle): each of these is
+/// either a question whose answer the engine needs before it goes on, or
+/// carries data borrowed from a buffer that is gone once the call returns.
+/// * [`SesHooks::write_request`] writes the payload into the transmit
+///   buffer at the moment the packet leaves (first send or resend), so
+///   payload is read from registered memory, never copied into the engine.
+/// * [`SesHooks::on_request`] answers with a [`Reply`] that decides
+///   whether the PSN is recorded, whether a NACK goes back, and what the
+///   ACK carries.
+/// * [`SesHooks::on_response`] borrows the response data from the received
+///   datagram; as an event it would need a copy per packet.
+/// * [`SesHooks::on_acked`] / [`SesHooks::on_acked_all`] /
+///   [`SesHooks::on_failed`] could be events, but there is one per packet:
+///   queueing them adds a queue write and read per packet and moves the
+///   SES bookkeeping away from the code that caused it.
+///
+/// An implementation cannot call back into the [`Pds`] (it holds no
+/// reference to it); what it must ask of the PDS in return (queue read
+/// responses, release holds) it records and does after the call returns
+/// (`uet_ses::Endpoint`'s `apply_deferred`).
+pub trait SesHooks {
     /// Writes the SES header and payload of `pkt` into `buf` (exactly
     /// `pkt.len` bytes) and says which SES header it wrote.
     fn write_request(&mut self, now: Instant, pkt: &PktRef, buf: &mut [u8]) -> NextHeader;
@@ -142,7 +177,7 @@ pub trait Upper {
     /// One of our packets was acknowledged (exactly once per packet).
     fn on_acked(&mut self, now: Instant, pkt: PktRef);
     /// The packets one cumulative ACK acknowledged, in PSN order: the same
-    /// as [`Upper::on_acked`] for each in turn (the default), which an
+    /// as [`SesHooks::on_acked`] for each in turn (the default), which an
     /// implementation may do once per run of packets of one token.
     fn on_acked_all(&mut self, now: Instant, pkts: &[PktRef]) {
         for &pkt in pkts {

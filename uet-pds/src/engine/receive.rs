@@ -3,7 +3,7 @@
 use super::congestion::CcShare;
 use super::pdc::{AckDue, Pdc, ReceiveState, TxItem};
 use super::transmit::ControlPacket;
-use super::{MAX_REOPENS, Pds, PdsError, PdsEvent, Reply, RxMeta, RxRequest, RxSes, Upper};
+use super::{MAX_REOPENS, Pds, PdsError, PdsEvent, Reply, RxMeta, RxRequest, RxSes, SesHooks};
 use core::cell::Cell;
 use uet_cms::nscc::{RcvdBytesTracker, service_time_from_wire};
 use uet_cms::rccc::Arrival;
@@ -34,7 +34,7 @@ impl Pds {
         now: Instant,
         meta: &RxMeta,
         bytes: &[u8],
-        upper: &mut impl Upper,
+        upper: &mut impl SesHooks,
     ) {
         // The common data packet first, its SES header left in place for
         // the layer above to read once (everything else: the general
@@ -98,7 +98,7 @@ impl Pds {
         r: &PdsRudiRepr,
         ses: Option<&SesRepr>,
         payload: &[u8],
-        upper: &mut impl Upper,
+        upper: &mut impl SesHooks,
     ) {
         match r.kind {
             RudiKind::Request => {
@@ -426,7 +426,7 @@ impl Pds {
         r: &PdsRequestRepr,
         ses: Option<RxSes<'_>>,
         payload: &[u8],
-        upper: &mut impl Upper,
+        upper: &mut impl SesHooks,
     ) {
         let Some(id) = self.lookup_for_rx(now, meta, r.spdcid, r.dpdcid, r.psn, r.mode) else {
             return;
@@ -632,7 +632,7 @@ impl Pds {
         a: &PdsAckRepr,
         ses: Option<&SesRepr>,
         data: &[u8],
-        upper: &mut impl Upper,
+        upper: &mut impl SesHooks,
     ) {
         let Some(id) = a.dpdcid else {
             self.counters.drop(DropReason::StrayFeedback);
@@ -995,7 +995,7 @@ impl Pds {
         now: Instant,
         meta: &RxMeta,
         n: &PdsNackRepr,
-        upper: &mut impl Upper,
+        upper: &mut impl SesHooks,
     ) {
         self.counters.rx_nacks += 1;
         self.counters.rx_nack_codes.count(n.code.code());
@@ -1143,7 +1143,7 @@ impl Pds {
         now: Instant,
         meta: &RxMeta,
         c: &PdsCpRepr,
-        upper: &mut impl Upper,
+        upper: &mut impl SesHooks,
     ) {
         let _ = upper;
         match c.payload {

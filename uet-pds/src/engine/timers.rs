@@ -4,7 +4,7 @@
 use super::congestion::CcShare;
 use super::pdc::{AckDue, Pdc};
 use super::transmit::ControlPacket;
-use super::{Pds, PdsError, Upper};
+use super::{Pds, PdsError, SesHooks};
 use uet_cms::RcccReceiver;
 use uet_wire::rand::Rng;
 use uet_wire::time::{Duration, Instant};
@@ -17,7 +17,7 @@ impl Pds {
     /// When [`Pds::handle_timeout`] should next be called.
     ///
     /// The PDCs' part comes from a heap of their deadlines
-    /// ([`Pds::refresh_timers`]): O(log n) per PDC changed since the last
+    /// (`Pds::refresh_timers`): O(log n) per PDC changed since the last
     /// call, nothing per idle PDC. RUDI requests, CCCs and the RCCC
     /// receiver are asked directly.
     #[must_use]
@@ -229,7 +229,7 @@ impl Pds {
 
     /// Handles expired timers: retransmission timeouts (backoff, retry
     /// budget), delayed ACKs, idle PDCs.
-    pub fn handle_timeout(&mut self, now: Instant, upper: &mut impl Upper) {
+    pub fn handle_timeout(&mut self, now: Instant, upper: &mut impl SesHooks) {
         self.cms_timers(now);
         let mut failed = Vec::new();
         for (id, r) in &mut self.rudi.inflight {

@@ -2,7 +2,7 @@
 
 use super::congestion::CcShare;
 use super::pdc::{AckDue, Pdc, TxItem};
-use super::{CONTROL_EV, Pds, PktRef, Transmit, Upper};
+use super::{CONTROL_EV, Pds, PktRef, SesHooks, Transmit};
 use std::net::IpAddr;
 
 use uet_cms::nscc::service_time_to_wire;
@@ -79,7 +79,7 @@ impl Pds {
         &mut self,
         now: Instant,
         buf: &mut [u8],
-        upper: &mut impl Upper,
+        upper: &mut impl SesHooks,
     ) -> Option<Transmit> {
         // The usual answer of a receiver between its ACKs, decided here
         // without entering the general path (whose entry and exit alone,
@@ -113,7 +113,7 @@ impl Pds {
         &mut self,
         now: Instant,
         buf: &mut [u8],
-        upper: &mut impl Upper,
+        upper: &mut impl SesHooks,
     ) -> Option<Transmit> {
         // Without RCCC (the common case) neither has anything to do: the
         // checks are here so that no call is made for them.
@@ -327,7 +327,7 @@ impl Pds {
         &mut self,
         now: Instant,
         buf: &mut [u8],
-        upper: &mut impl Upper,
+        upper: &mut impl SesHooks,
     ) -> Option<Transmit> {
         if let Some((dst, ev, m, pkt_id, resp)) = self.rudi.replies.pop_front() {
             let hl = 8;
@@ -386,7 +386,7 @@ impl Pds {
         dst: IpAddr,
         pkt: PktRef,
         buf: &mut [u8],
-        upper: &mut impl Upper,
+        upper: &mut impl SesHooks,
     ) -> Option<Transmit> {
         let hl = 4;
         let ses = buf.get_mut(hl..hl + pkt.len as usize)?;
@@ -407,7 +407,7 @@ impl Pds {
         now: Instant,
         id: PdcId,
         buf: &mut [u8],
-        upper: &mut impl Upper,
+        upper: &mut impl SesHooks,
     ) -> Option<Transmit> {
         let range = self.config.mp_range;
         let p = self.pdcs.get_mut(&id)?;
@@ -584,7 +584,7 @@ impl Pds {
         cc: Option<ReqCcState>,
         ev: EntropyValue,
         buf: &mut [u8],
-        upper: &mut impl Upper,
+        upper: &mut impl SesHooks,
     ) -> Option<Transmit> {
         p.last_activity = now;
         p.tail.on_progress(now);
