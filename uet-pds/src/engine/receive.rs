@@ -17,13 +17,15 @@ use uet_wire::pds::{
 use uet_wire::ses::{ListKind, ResponseOpcode, ReturnCode, SesRepr, SesResponseRepr};
 use uet_wire::time::{Duration, Instant};
 use uet_wire::{
-    Credit24, DeliveryMode, Ecn, JobId, MessageId, PdcId, Psn, RiGeneration, TrafficClass,
+    Credit24, DeliveryMode, Ecn, EntropyValue, JobId, MessageId, PdcId, Psn, RiGeneration,
+    TrafficClass,
 };
 
+use crate::config::PdsConfig;
 use crate::counters::DropReason;
 use crate::pkt_queue::PktQueue;
 use crate::rx_window::RxOutcome;
-use crate::tail_probe::TailProbe;
+use crate::tail_probe::{Outstanding, TailProbe};
 use crate::tx_ledger::{TxEntry, TxLedger};
 
 impl Pds {
@@ -800,115 +802,12 @@ impl Pds {
         if newest_delivered.is_some() {
             p.tail.on_progress(now);
         }
-        // Loss inference (the sender-side OnInferredLoss of §5.1): a packet
-        // is presumed lost and resent at once, instead of waiting for its
-        // RTO, when
-        // * it is `dupthresh` or more PSNs behind the highest delivered one
-        //   (SACK), or
-        // * with `rack_window`, a packet sent once was delivered that left
-        //   at least that long after it (RACK's time rule, RFC 8985), or
-        // * it left before a tail probe (`tail_probe.rs`) whose answer
-        //   does not acknowledge it. This finds what the others cannot:
-        //   the tail of a window lost in a burst, which nothing sent later
-        //   follows while the window's earlier losses are resent first and
-        //   the lost tail still holds the window or the credit.
-        // Either way it must have been sent before the newest delivered
-        // packet or the probe (by `reorder_window`), so a fresh
-        // retransmission is not marked again.
         let mut inferred = core::mem::take(&mut self.scratch_lost);
         inferred.clear();
-        let mut probe_lost = 0;
         let evidence = newest_delivered.max(tail_answer.map(|t| t.sent_at));
-        if let Some(mut latest) = evidence {
-            let reo = self.config.reorder_window;
-            let dupthresh = self.config.dupthresh;
-            // Highest PSN known delivered (SACKed or cumulatively ACKed).
-            let highest = p
-                .ledger
-                .iter()
-                .rev()
-                .find(|e| e.sacked)
-                .map_or(cack, |e| e.psn);
-            // RACK's reference: the newest packet sent once known delivered.
-            let once = p.ledger.delivered_once();
-            if let Some(at) = once {
-                latest = latest.max(at);
-            }
-            let resent_hi = p.ledger.resent_hi();
-            // The answer reports only the PSNs its cumulative ACK and SACK
-            // bitmap cover: it says nothing of a packet past the bitmap.
-            let reported = match a.ext {
-                PdsAckExt::Cc(cc) => cack.offset(cc.sack_psn_offset).add(63),
-                _ => cack,
-            };
-            let by_probe = |e: &TxEntry<TxItem>| {
-                tail_answer.is_some_and(|t| t.next_tx.wrapping_sub(e.tx_seq) as i32 > 0)
-                    && !e.psn.is_after(reported)
-            };
-            let rack = self.config.rack_window;
-            let by_order = |e: &TxEntry<TxItem>| {
-                highest.diff(e.psn) >= dupthresh as i32
-                    || rack.zip(once).is_some_and(|(w, at)| e.sent_at + w <= at)
-            };
-            let behind = |e: &TxEntry<TxItem>| by_order(e) || by_probe(e);
-            // Entries sent once have growing PSNs and transmission numbers:
-            // past the highest PSN ever resent, the first one not behind
-            // ends the search. In the usual case (the oldest entry is not
-            // behind and nothing was resent) the ledger is not even
-            // borrowed for writing.
-            let done =
-                |e: &TxEntry<TxItem>| !behind(e) && resent_hi.is_none_or(|h| e.psn.is_after(h));
-            if p.ledger.iter().next().is_some_and(|e| !done(e)) {
-                for e in p.ledger.iter_mut() {
-                    if done(e) {
-                        break;
-                    }
-                    if !behind(e) {
-                        continue;
-                    }
-                    // A packet never resent was sent no later than any higher
-                    // PSN; a resent one must predate the newest delivery, or
-                    // its retransmission is still on the way.
-                    let old_enough = if e.rtx_count == 0 {
-                        e.sent_at + reo <= latest
-                    } else {
-                        e.sent_at + reo < latest
-                    };
-                    // Only packets counted in inflight can be declared lost.
-                    if old_enough && let CcShare::Inflight(b) = CcShare::of(cfg, e) {
-                        if !by_order(e) {
-                            probe_lost += 1;
-                        }
-                        e.needs_rtx = true;
-                        inferred.push((b, e.ev));
-                    }
-                }
-            }
-        }
-        // A probe answer that condemns packets of a PDC the target has never
-        // acknowledged any data of (typically the SYN-addressed probe whose
-        // answer establishes it): the target had never heard of this
-        // source's data, so neither had its RCCC receiver, which grants only
-        // to sources in its table (and a CREDIT_REQ cannot enter one: it
-        // names no CCC). As on an RTO, the oldest lost packet passes closed
-        // congestion control; its CC header puts the source in the table,
-        // and the rest follow on the credit it earns. Without it nothing
-        // would move: every packet waits for retransmission, so none has
-        // an RTO running. Not only on the establishing answer: a late answer
-        // to an earlier probe may establish the PDC and condemn nothing,
-        // leaving the condemning to the next probe's, and the forced packet
-        // may be lost again and condemned by the next probe's answer; a
-        // source that forced only on the establishing answer could wait for
-        // credit for good. Each answer forces one packet; the PTO paces the
-        // probes.
-        if probe_lost > 0
-            && acked_pkts == 0
-            && p.ledger.una() == p.start
-            && !p.ledger.iter().any(|e| e.sacked)
-            && let Some(e) = p.ledger.iter_mut().find(|e| e.needs_rtx)
-        {
-            e.rto_forced = true;
-            p.forced_at = Some(now);
+        let probe_lost = Self::infer_losses(cfg, p, a, evidence, tail_answer, &mut inferred);
+        if probe_lost > 0 && acked_pkts == 0 {
+            Self::force_first_after_probe(now, p);
         }
         self.counters.tail_probe_lost += probe_lost;
         if !inferred.is_empty() {
@@ -987,6 +886,137 @@ impl Pds {
         self.scratch_lost = inferred;
         if closed {
             self.remove_pdc(now, id, None);
+        }
+    }
+
+    /// Loss inference (the sender-side OnInferredLoss of §5.1): a packet
+    /// is presumed lost and resent at once, instead of waiting for its
+    /// RTO, when
+    /// * it is `dupthresh` or more PSNs behind the highest delivered one
+    ///   (SACK), or
+    /// * with `rack_window`, a packet sent once was delivered that left
+    ///   at least that long after it (RACK's time rule, RFC 8985), or
+    /// * it left before a tail probe (`tail_probe.rs`) whose answer
+    ///   does not acknowledge it. This finds what the others cannot:
+    ///   the tail of a window lost in a burst, which nothing sent later
+    ///   follows while the window's earlier losses are resent first and
+    ///   the lost tail still holds the window or the credit.
+    ///
+    /// Either way it must have been sent before the newest delivered
+    /// packet or the probe (by `reorder_window`), so a fresh
+    /// retransmission is not marked again.
+    ///
+    /// Marks the packets of `p` presumed lost on the `evidence` of ACK `a`
+    /// (the newest delivery, or the answered tail probe `tail_answer`),
+    /// adds each to `inferred` (inflight bytes, EV) and returns how many of
+    /// them only the probe condemned.
+    #[inline]
+    fn infer_losses(
+        cfg: &PdsConfig,
+        p: &mut Pdc,
+        a: &PdsAckRepr,
+        evidence: Option<Instant>,
+        tail_answer: Option<Outstanding>,
+        inferred: &mut Vec<(u64, EntropyValue)>,
+    ) -> u64 {
+        let cack = a.cack_psn;
+        let mut probe_lost = 0;
+        if let Some(mut latest) = evidence {
+            let reo = cfg.reorder_window;
+            let dupthresh = cfg.dupthresh;
+            // Highest PSN known delivered (SACKed or cumulatively ACKed).
+            let highest = p
+                .ledger
+                .iter()
+                .rev()
+                .find(|e| e.sacked)
+                .map_or(cack, |e| e.psn);
+            // RACK's reference: the newest packet sent once known delivered.
+            let once = p.ledger.delivered_once();
+            if let Some(at) = once {
+                latest = latest.max(at);
+            }
+            let resent_hi = p.ledger.resent_hi();
+            // The answer reports only the PSNs its cumulative ACK and SACK
+            // bitmap cover: it says nothing of a packet past the bitmap.
+            let reported = match a.ext {
+                PdsAckExt::Cc(cc) => cack.offset(cc.sack_psn_offset).add(63),
+                _ => cack,
+            };
+            let by_probe = |e: &TxEntry<TxItem>| {
+                tail_answer.is_some_and(|t| t.next_tx.wrapping_sub(e.tx_seq) as i32 > 0)
+                    && !e.psn.is_after(reported)
+            };
+            let rack = cfg.rack_window;
+            let by_order = |e: &TxEntry<TxItem>| {
+                highest.diff(e.psn) >= dupthresh as i32
+                    || rack.zip(once).is_some_and(|(w, at)| e.sent_at + w <= at)
+            };
+            let behind = |e: &TxEntry<TxItem>| by_order(e) || by_probe(e);
+            // Entries sent once have growing PSNs and transmission numbers:
+            // past the highest PSN ever resent, the first one not behind
+            // ends the search. In the usual case (the oldest entry is not
+            // behind and nothing was resent) the ledger is not even
+            // borrowed for writing.
+            let done =
+                |e: &TxEntry<TxItem>| !behind(e) && resent_hi.is_none_or(|h| e.psn.is_after(h));
+            if p.ledger.iter().next().is_some_and(|e| !done(e)) {
+                for e in p.ledger.iter_mut() {
+                    if done(e) {
+                        break;
+                    }
+                    if !behind(e) {
+                        continue;
+                    }
+                    // A packet never resent was sent no later than any higher
+                    // PSN; a resent one must predate the newest delivery, or
+                    // its retransmission is still on the way.
+                    let old_enough = if e.rtx_count == 0 {
+                        e.sent_at + reo <= latest
+                    } else {
+                        e.sent_at + reo < latest
+                    };
+                    // Only packets counted in inflight can be declared lost.
+                    if old_enough && let CcShare::Inflight(b) = CcShare::of(cfg, e) {
+                        if !by_order(e) {
+                            probe_lost += 1;
+                        }
+                        e.needs_rtx = true;
+                        inferred.push((b, e.ev));
+                    }
+                }
+            }
+        }
+        probe_lost
+    }
+
+    /// A probe answer that condemns packets of a PDC the target has never
+    /// acknowledged any data of (typically the SYN-addressed probe whose
+    /// answer establishes it): the target had never heard of this
+    /// source's data, so neither had its RCCC receiver, which grants only
+    /// to sources in its table (and a CREDIT_REQ cannot enter one: it
+    /// names no CCC). As on an RTO, the oldest lost packet passes closed
+    /// congestion control; its CC header puts the source in the table,
+    /// and the rest follow on the credit it earns. Without it nothing
+    /// would move: every packet waits for retransmission, so none has
+    /// an RTO running. Not only on the establishing answer: a late answer
+    /// to an earlier probe may establish the PDC and condemn nothing,
+    /// leaving the condemning to the next probe's, and the forced packet
+    /// may be lost again and condemned by the next probe's answer; a
+    /// source that forced only on the establishing answer could wait for
+    /// credit for good. Each answer forces one packet; the PTO paces the
+    /// probes.
+    ///
+    /// Called for an answer that condemned packets (`probe_lost`) and
+    /// acknowledged none.
+    #[inline]
+    fn force_first_after_probe(now: Instant, p: &mut Pdc) {
+        if p.ledger.una() == p.start
+            && !p.ledger.iter().any(|e| e.sacked)
+            && let Some(e) = p.ledger.iter_mut().find(|e| e.needs_rtx)
+        {
+            e.rto_forced = true;
+            p.forced_at = Some(now);
         }
     }
 
