@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::rc::Rc;
 
 use uet_pds::{
-    InitiatorKey, Pds, PdsConfig, PdsError, PktRef, Reply, RxMeta, RxRequest, Transmit, Upper,
+    InitiatorKey, Pds, PdsConfig, PdsError, PktRef, Reply, RxMeta, RxRequest, SesHooks, Transmit,
 };
 use uet_tests::fabric::{Fabric, Impairments, LinkParams};
 use uet_tests::frame_ops::UetFrameOps;
@@ -39,7 +39,7 @@ fn fill(token: u64, frag: u32, buf: &mut [u8]) {
     }
 }
 
-impl Upper for Up {
+impl SesHooks for Up {
     fn write_request(&mut self, _: Instant, pkt: &PktRef, buf: &mut [u8]) -> NextHeader {
         fill(pkt.token, pkt.frag, buf);
         NextHeader::None

@@ -336,6 +336,7 @@ impl Ccc {
 
     /// A CREDIT_REQ payload when RCCC's credit timeout says the source needs
     /// credit it has not been given (§5.3).
+    #[must_use]
     pub fn poll_credit_request(&mut self, now: Instant) -> Option<Credit24> {
         let cap = self
             .nscc
@@ -347,6 +348,7 @@ impl Ccc {
     }
 
     /// The CMS timers (RCCC credit timeout, PFT pacing).
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let a = self.rccc.as_ref().and_then(RcccSource::poll_timeout);
         let b = self.pft.as_ref().and_then(Pft::poll_timeout);
@@ -613,6 +615,7 @@ impl Ccc {
     }
 
     /// The next state change, for tracing.
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<CmsEvent> {
         self.events.pop_front()
     }
@@ -621,6 +624,7 @@ impl Ccc {
     /// own first, then NSCC's, RCCC's and PFT's. Each source is in time
     /// order and every event carries its time; each keeps a bounded queue,
     /// so a tracer that drains after every step loses nothing.
+    #[must_use]
     pub fn poll_trace(&mut self) -> Option<CccTrace> {
         if let Some(e) = self.events.pop_front() {
             return Some(CccTrace::Ccc(e));

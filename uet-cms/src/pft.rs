@@ -344,6 +344,7 @@ impl Pft {
     /// When [`Pft::handle_timeout`] should next run: the tick at which AT
     /// will change state if `c` stays as it is. `None` for FT, which only
     /// changes state on events.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let origin = self.origin?;
         let d = self.samples_to_transition()?;
@@ -376,6 +377,7 @@ impl Pft {
     }
 
     /// The next state change, for tracing.
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<PftEvent> {
         self.events.pop_front()
     }

@@ -66,7 +66,7 @@ impl CcMode {
         // RCCC's first (speculative) window: one BDP, as HTSIM/EQDS
         // speculate (up to 1.5 BDP), rather than the seed's conservative
         // 12.5 KB, which leaves a lone sender waiting a round trip for
-        // credit (ICT 1.25x ideal at N = 1 in the sweep).
+        // credit.
         let rccc = || {
             // Grants in whole packets of the size the PDS sends (split
             // grants put many senders in lock step; HTSIM grants packets),

@@ -1,9 +1,8 @@
 //! The CCCs of one endpoint, keyed by (destination, traffic class), with a
 //! stable index per CCC.
 //!
-//! The engine used to keep a `HashMap<(IpAddr, TrafficClass), Ccc>` and
-//! hash the key for every data packet sent and every ACK. Here the map holds
-//! the index of each CCC in a vector instead: a PDC caches its CCC's index
+//! The map holds the index of each CCC in a vector, so that no key is
+//! hashed for every data packet sent and every ACK: a PDC caches its CCC's index
 //! ([`CccTable::index`]) and reaches it with [`CccTable::at_mut`], no
 //! hashing. An index stays valid until its entry is removed
 //! ([`CccTable::remove`]), which the engine does only when no PDC refers to

@@ -30,7 +30,7 @@ pub struct PdsConfig {
     pub ack_gen_min_pkt_add: u32,
     /// First retransmission timeout (`RTO_INIT_TIME`).
     pub rto_init: Duration,
-    /// Upper bound of the backed-off RTO (spec range 0–8 s).
+    /// SesHooks bound of the backed-off RTO (spec range 0–8 s).
     pub rto_max: Duration,
     /// Retransmissions by timeout before the PDC closes in error
     /// (`Max_RTO_Retx_Cnt`; REFPROV 5).

@@ -15,9 +15,11 @@ pub mod cc_mode;
 mod ccc_table;
 pub mod config;
 pub mod counters;
+mod deadline_heap;
 pub mod engine;
 mod pdc_table;
 mod pkt_queue;
+mod pkt_ref;
 pub mod rx_window;
 mod tail_probe;
 pub mod tx_ledger;
@@ -27,7 +29,7 @@ pub use config::PdsConfig;
 pub use counters::{Counters, DropReason, NackCounts};
 pub use engine::{
     InitiatorKey, OpenError, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, RxSes,
-    Transmit, Upper,
+    SesHooks, Transmit,
 };
 pub use rx_window::{RxOutcome, RxWindow};
 pub use tx_ledger::{TxEntry, TxLedger};

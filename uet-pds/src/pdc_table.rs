@@ -2,7 +2,7 @@
 //!
 //! We choose local IDs, so every lookup on the hot path (`dpdcid` of an
 //! arriving packet, the send round robin) is two array indexes — no hashing
-//! (BENCHMARKS.md: SipHash lookups were a third of the per-packet
+//! (a hashed lookup per packet costs a large share of the per-packet
 //! instructions). IDs are drawn at random from the whole 16-bit space
 //! ([`PdcTable::alloc`]): an off-path sender who knows a peer's address
 //! cannot guess which PDC IDs are live, as it could when they were handed
@@ -11,6 +11,15 @@
 //! (128 KiB once the first PDC is inserted) maps an ID to its place in a
 //! dense slab, so iteration visits live PDCs only, however scattered their
 //! IDs are.
+//!
+//! The table also lists the entries handed out mutably since the last
+//! [`PdcTable::drain_touched`]: the engine recomputes the timer deadline of
+//! those PDCs only, instead of every PDC on every `poll_timeout`. An entry
+//! is listed at most once (a flag in its slot), and IDs of entries removed
+//! before a drain are swept once they outnumber the live entries, so the
+//! list stays within twice the live entries plus 64.
+
+use core::cell::{Cell, RefCell};
 
 use uet_wire::PdcId;
 use uet_wire::rand::Rng;
@@ -23,11 +32,17 @@ const NONE: u16 = 0;
 pub(crate) struct PdcTable<T> {
     /// Slab slot + 1 of each ID, or [`NONE`]; empty until the first insert.
     index: Vec<u16>,
-    /// The PDCs with their IDs; `None` marks a free slot.
-    slots: Vec<Option<(PdcId, T)>>,
+    /// The PDCs with their IDs and whether they are listed in `touched`;
+    /// `None` marks a free slot.
+    slots: Vec<Option<(PdcId, Cell<bool>, T)>>,
     /// Free slots of `slots`, reused before the slab grows.
     free: Vec<u16>,
     len: usize,
+    /// IDs of the entries handed out mutably (or inserted) since the last
+    /// drain, in that order; may name entries removed since. Drained
+    /// through `&self` (`Pds::poll_timeout` takes `&self`); everything else
+    /// reaches it through `RefCell::get_mut`, which costs nothing.
+    touched: RefCell<Vec<PdcId>>,
 }
 
 impl<T> PdcTable<T> {
@@ -37,6 +52,7 @@ impl<T> PdcTable<T> {
             slots: Vec::new(),
             free: Vec::new(),
             len: 0,
+            touched: RefCell::new(Vec::new()),
         }
     }
 
@@ -55,13 +71,40 @@ impl<T> PdcTable<T> {
     #[inline]
     pub(crate) fn get(&self, id: &PdcId) -> Option<&T> {
         let s = self.slot(id)?;
-        self.slots[s].as_ref().map(|(_, v)| v)
+        self.slots[s].as_ref().map(|(_, _, v)| v)
     }
 
+    /// The entry of `id`, mutably; the entry is listed as touched.
     #[inline]
     pub(crate) fn get_mut(&mut self, id: &PdcId) -> Option<&mut T> {
         let s = self.slot(id)?;
-        self.slots[s].as_mut().map(|(_, v)| v)
+        let (_, listed, v) = self.slots[s].as_mut()?;
+        if !listed.get() {
+            listed.set(true);
+            self.touched.get_mut().push(*id);
+        }
+        Some(v)
+    }
+
+    /// Hands every entry touched since the last call to `f`, once each, in
+    /// the order they were first touched, and clears the list.
+    pub(crate) fn drain_touched(&self, mut f: impl FnMut(PdcId, &T)) {
+        let mut ids = self.touched.borrow_mut();
+        for id in ids.drain(..) {
+            if let Some(s) = self.slot(&id)
+                && let Some((_, listed, v)) = &self.slots[s]
+                && listed.get()
+            {
+                listed.set(false);
+                f(id, v);
+            }
+        }
+    }
+
+    /// Where `id` sits in the slab: live entries are visited in this order
+    /// by [`PdcTable::keys`] and [`PdcTable::values`].
+    pub(crate) fn position(&self, id: &PdcId) -> Option<usize> {
+        self.slot(id)
     }
 
     pub(crate) fn contains_key(&self, id: &PdcId) -> bool {
@@ -89,24 +132,30 @@ impl<T> PdcTable<T> {
 
     pub(crate) fn insert(&mut self, id: PdcId, v: T) -> Option<T> {
         if let Some(s) = self.slot(&id) {
-            return self.slots[s].replace((id, v)).map(|(_, old)| old);
+            let listed = self.slots[s].as_ref().is_some_and(|(_, l, _)| l.get());
+            if !listed {
+                self.touched.get_mut().push(id);
+            }
+            let old = self.slots[s].replace((id, Cell::new(true), v));
+            return old.map(|(_, _, old)| old);
         }
         if self.index.is_empty() {
             self.index = vec![NONE; 1 << 16];
         }
         let s = match self.free.pop() {
             Some(s) => {
-                self.slots[usize::from(s)] = Some((id, v));
+                self.slots[usize::from(s)] = Some((id, Cell::new(true), v));
                 s
             }
             None => {
                 // At most 2^16 - 1 IDs exist, so slot + 1 fits a u16.
-                self.slots.push(Some((id, v)));
+                self.slots.push(Some((id, Cell::new(true), v)));
                 (self.slots.len() - 1) as u16
             }
         };
         self.index[usize::from(id.get())] = s + 1;
         self.len += 1;
+        self.touched.get_mut().push(id);
         None
     }
 
@@ -115,18 +164,48 @@ impl<T> PdcTable<T> {
         self.index[usize::from(id.get())] = NONE;
         self.free.push(s as u16);
         self.len -= 1;
-        self.slots[s].take().map(|(_, v)| v)
+        let old = self.slots[s].take().map(|(_, _, v)| v);
+        // IDs of entries removed before a drain stay listed: swept, with
+        // any ID listed twice, when they outnumber the live entries
+        // (amortized O(1) per removal).
+        if self.touched.get_mut().len() > 2 * self.len + 64 {
+            let Self {
+                index,
+                slots,
+                touched,
+                ..
+            } = self;
+            let listed = |id: &PdcId| match index[usize::from(id.get())] {
+                NONE => None,
+                s => slots[usize::from(s - 1)].as_ref().map(|(_, l, _)| l),
+            };
+            let ids = touched.get_mut();
+            // Each kept ID's flag is cleared as it is kept, so a second
+            // copy is dropped; then the flags are set again.
+            ids.retain(|id| {
+                listed(id).is_some_and(|l| l.get()) && {
+                    listed(id).inspect(|l| l.set(false));
+                    true
+                }
+            });
+            for id in ids.iter() {
+                listed(id).inspect(|l| l.set(true));
+            }
+        }
+        old
     }
 
     /// Live IDs, in slab order.
     pub(crate) fn keys(&self) -> impl Iterator<Item = PdcId> + '_ {
         self.slots
             .iter()
-            .filter_map(|s| s.as_ref().map(|(id, _)| *id))
+            .filter_map(|s| s.as_ref().map(|(id, _, _)| *id))
     }
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &T> {
-        self.slots.iter().filter_map(|s| s.as_ref().map(|(_, v)| v))
+        self.slots
+            .iter()
+            .filter_map(|s| s.as_ref().map(|(_, _, v)| v))
     }
 }
 

@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 
-use crate::engine::PktRef;
+use crate::pkt_ref::PktRef;
 
 /// `n` packets `token`/`frag`, `frag + 1`, … of `len` bytes each; only the
 /// last of them may have `last` set.

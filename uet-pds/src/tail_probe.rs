@@ -32,10 +32,9 @@
 //! probe goes addressed as its SYN packets are (§2.2): the target opens
 //! the PDC from it as from any SYN, and answers with an ACK that
 //! establishes the PDC and acknowledges nothing. Every packet sent before
-//! the probe is then known lost. Until this, such a source waited for its
-//! RTO, which must cover a full buffer (1 Gb/s 32:1 drop-tail RCCC: eleven
-//! of 32 senders lost their whole speculative window and sat out 622 µs,
-//! 59 RTOs, seed 1).
+//! the probe is then known lost, instead of waiting for an RTO that must
+//! cover a full buffer (an incast into a drop-tail buffer drops whole
+//! speculative windows of some of its senders).
 
 use uet_wire::time::{Duration, Instant};
 
@@ -50,11 +49,11 @@ pub(crate) enum PtoBasis {
     /// (the first ACK of a 128:1 drop-tail incast arrives after 85 µs of
     /// it on a 9 µs fabric), and a PTO of twice that is as long as the RTO;
     /// the probe's answer is exact behind any queue on a FIFO path, so it
-    /// need not wait. That pays when the resends a probe finds wait for
-    /// credit (RCCC): 128:1 drop-tail with link jitter 15 RTOs -> 0, and
-    /// 1023:1 drop-tail 988 -> 821, 1.103 -> 1.095 × ideal. With a window
-    /// it sends them into the overloaded queue sooner: NSCC 1 Gb/s 32:1
-    /// drop-tail RTOs 113 -> 316 (`BENCHMARKS.md`, session 8).
+    /// need not wait. The engine uses it when the resends a probe finds
+    /// wait for credit (RCCC), which paces them whenever they are found;
+    /// a window-based source (NSCC) keeps [`PtoBasis::MinRtt`], because
+    /// an early probe would only send its resends into the overloaded
+    /// queue sooner.
     Floor,
 }
 
@@ -131,13 +130,13 @@ impl TailProbe {
     /// drain several times): the episode reopens. A 40-byte probe is
     /// dropped by a full drop-tail buffer like any packet, and a source
     /// whose first window was dropped whole has nothing else to find out
-    /// with before its RTO (1 Gb/s 32:1 drop-tail: five RTOs, one sender
-    /// whose SYN-addressed probe met a full buffer, seed 1). This also
+    /// with before its RTO (its SYN-addressed probe may meet the same
+    /// full buffer). This also
     /// keeps probing under RTO backoff, at most every half RTO_INIT_TIME
     /// while probes go unanswered: the backed-off timer doubles with every
     /// loss of the resend, to 40 ms after six at 1 Gb/s, while the
-    /// bottleneck that dropped it may drain long before (session 8 had
-    /// flows waiting out 20 and 40 ms on an idle link). It is no RTO: the
+    /// bottleneck that dropped it may drain long before, leaving a flow
+    /// waiting out tens of milliseconds on an idle link. It is no RTO: the
     /// retry budget and the backoff still end a PDC whose probes go
     /// unanswered (a dead path).
     ///
@@ -146,11 +145,9 @@ impl TailProbe {
     /// target has acknowledged nothing of the PDC its RCCC receiver has not
     /// heard of the source and would never grant; there the answer forces
     /// the oldest lost packet out, as an RTO does (the engine's `on_ack`).
-    /// Until that rule covered every such answer, not only the one that
-    /// establishes the PDC, a second probe in one episode could leave a
-    /// source waiting for credit for good (1 Gb/s 32:1 with a jittered
-    /// start, four senders of seed 3), and RCCC did without both rules
-    /// here.
+    /// The rule covers every such answer, not only the one that
+    /// establishes the PDC: a second probe in one episode could otherwise
+    /// leave a source waiting for credit for good.
     ///
     /// With [`PtoBasis::Floor`] the PTO ignores the RTT samples: 2 ·
     /// `min_pto` + `ack_delay`. See [`PtoBasis`].
@@ -189,11 +186,10 @@ impl TailProbe {
     /// The probe answered at `now` by an ACK echoing `opaque`, if it is
     /// ours. The answer ends the probe's episode and counts as progress: the
     /// next probe may go a PTO later, for the resends of what this one found
-    /// lost (RFC 8985 §7.4: the ACK of a loss probe ends its episode). Until
-    /// session 9 the episode lasted until a packet sent after the probe was
-    /// delivered: 1 Gb/s 32:1 drop-tail NSCC, whose one-MTU windows overfill
-    /// the buffer every round, lost 13–22 of those resends again (seed 1),
-    /// and each waited for its RTO; 1023:1 drop-tail RCCC had 818 RTOs.
+    /// lost (RFC 8985 §7.4: the ACK of a loss probe ends its episode). Were
+    /// the episode to last until a packet sent after the probe is
+    /// delivered, resends lost again (an overfilled buffer drops them
+    /// every round) would each wait for their RTO.
     pub(crate) fn answered(&mut self, now: Instant, opaque: u16) -> Option<Outstanding> {
         let o = self.outstanding.filter(|o| o.opaque == opaque)?;
         self.outstanding = None;

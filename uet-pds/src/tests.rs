@@ -14,7 +14,7 @@ use uet_wire::time::{Duration, Instant};
 use uet_wire::{Dscp, Ecn, EntropyValue, JobId, MessageId, Psn, RiGeneration, TrafficClass};
 
 use crate::engine::{
-    InitiatorKey, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, Upper,
+    InitiatorKey, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, SesHooks,
 };
 use crate::{DropReason, PdsConfig};
 
@@ -22,6 +22,7 @@ mod inflight;
 mod loss_detection;
 mod offpath;
 mod restart;
+mod timers;
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
@@ -38,7 +39,7 @@ struct Rec {
     reply_error: Option<ReturnCode>,
 }
 
-impl Upper for Rec {
+impl SesHooks for Rec {
     fn write_request(&mut self, _: Instant, pkt: &PktRef, buf: &mut [u8]) -> NextHeader {
         for (i, b) in buf.iter_mut().enumerate() {
             *b = (pkt.token as usize + pkt.frag as usize + i) as u8;
@@ -116,6 +117,7 @@ fn drain(h: &mut Host, now: Instant) -> Vec<Dgram> {
         let idle = h.pds.nothing_to_send();
         let sent = h.pds.poll_transmit_general(now, &mut buf, &mut h.up);
         assert!(!idle || sent.is_none(), "nothing_to_send, yet {sent:?}");
+        assert_timers_exact(&h.pds);
         let Some(t) = sent else { break };
         out.push(Dgram {
             src: h.addr,
@@ -138,6 +140,13 @@ fn deliver(h: &mut Host, now: Instant, d: &Dgram) {
         nominal_size: d.bytes.len() as u32 + 48,
     };
     h.pds.handle_datagram(now, &meta, &d.bytes, &mut h.up);
+    assert_timers_exact(&h.pds);
+}
+
+/// `poll_timeout` (the deadline heap) says what looking at every PDC says:
+/// checked after every packet sent and received in these tests.
+fn assert_timers_exact(pds: &Pds) {
+    assert_eq!(pds.poll_timeout(), pds.poll_timeout_by_scan());
 }
 
 fn key(mode: ReliableMode) -> InitiatorKey {

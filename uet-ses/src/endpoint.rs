@@ -28,7 +28,7 @@ use std::net::IpAddr;
 
 use uet_pds::{
     InitiatorKey, Pds, PdsConfig, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, RxSes,
-    Transmit, Upper,
+    SesHooks, Transmit,
 };
 use uet_wire::pds::{NackCode, NextHeader, ReliableMode};
 use uet_wire::ses::{ReturnCode, SesRepr, SesResponseRepr};
@@ -167,7 +167,12 @@ enum Slot {
     ReadBack { resp: ReadResponder, pending: u32 },
 }
 
-struct Core<M> {
+/// The SES half of an endpoint: operations in flight (message slots), the
+/// target, local buffers. The PDS calls into it through [`SesHooks`] while
+/// it handles a packet, a timer or a transmit poll; what it needs the PDS
+/// to do in return it queues (`return_q`, `release_q`) for
+/// [`Endpoint::apply_deferred`], since the PDS is busy calling it.
+struct SesState<M> {
     target: SesTarget<M>,
     locals: Vec<Option<M>>,
     slots: Slots<Slot>,
@@ -185,16 +190,16 @@ struct Core<M> {
     counters: SesCounters,
 }
 
-impl<M> core::fmt::Debug for Core<M> {
+impl<M> core::fmt::Debug for SesState<M> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Core")
+        f.debug_struct("SesState")
             .field("slots", &self.slots.len())
             .field("counters", &self.counters)
             .finish_non_exhaustive()
     }
 }
 
-impl<M: RegisteredMemory> Core<M> {
+impl<M: RegisteredMemory> SesState<M> {
     /// `n` packets of `token` acknowledged: exactly what `n` calls of
     /// `on_acked` do, with one slot lookup. The slot lives until `pending`
     /// reaches 0 once it is done (at the latest after the first call);
@@ -329,7 +334,7 @@ fn completion_result(c: &Completion) -> Result<u64, OpError> {
     }
 }
 
-impl<M: RegisteredMemory> Upper for Core<M> {
+impl<M: RegisteredMemory> SesHooks for SesState<M> {
     fn write_request(&mut self, _now: Instant, pkt: &PktRef, buf: &mut [u8]) -> NextHeader {
         match self.slots.get(&pkt.token) {
             Some(Slot::Out { msg, .. }) => {
@@ -477,7 +482,7 @@ fn is_default(r: &SesResponseRepr) -> bool {
 pub struct Endpoint<M = Box<dyn RegisteredMemory + Send>> {
     config: EndpointConfig,
     pds: Pds,
-    core: Core<M>,
+    ses: SesState<M>,
     peers: HashMap<PdcId, IpAddr>,
 }
 
@@ -485,7 +490,7 @@ impl<M> core::fmt::Debug for Endpoint<M> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Endpoint")
             .field("pds", &self.pds)
-            .field("core", &self.core)
+            .field("ses", &self.ses)
             .finish_non_exhaustive()
     }
 }
@@ -507,7 +512,7 @@ impl<M: RegisteredMemory> Endpoint<M> {
         Self {
             config,
             pds,
-            core: Core {
+            ses: SesState {
                 target,
                 locals: Vec::new(),
                 slots: Slots::default(),
@@ -528,24 +533,24 @@ impl<M: RegisteredMemory> Endpoint<M> {
     /// Registers memory that remote peers may access (writes land in it,
     /// reads come from it); the registration names what a peer needs.
     pub fn register(&mut self, spec: RegionSpec, mem: M) -> Result<Registration, MemError> {
-        self.core.target.memory_mut().register(spec, mem)
+        self.ses.target.memory_mut().register(spec, mem)
     }
 
     /// Deregisters a region; its generation moves on, so stale keys fail
     /// with `BAD_GENERATION`.
     pub fn deregister(&mut self, addr: RegionAddr) -> Result<M, MemError> {
-        self.core.target.memory_mut().deregister(addr)
+        self.ses.target.memory_mut().deregister(addr)
     }
 
     /// The registered-memory table.
     pub fn memory(&self) -> &MemoryTable<M> {
-        self.core.target.memory()
+        self.ses.target.memory()
     }
 
     /// Registers a local buffer that operations send from or read into.
     pub fn register_local(&mut self, mem: M) -> LocalRegion {
-        let r = LocalRegion(self.core.locals.len() as u32);
-        self.core.locals.push(Some(mem));
+        let r = LocalRegion(self.ses.locals.len() as u32);
+        self.ses.locals.push(Some(mem));
         r
     }
 
@@ -554,20 +559,17 @@ impl<M: RegisteredMemory> Endpoint<M> {
     /// `LocalOutOfBounds`, a write's remaining packets carry nothing the
     /// target accepts), and nothing reads the withdrawn memory again.
     pub fn deregister_local(&mut self, r: LocalRegion) -> Option<M> {
-        self.core
-            .locals
-            .get_mut(r.0 as usize)
-            .and_then(Option::take)
+        self.ses.locals.get_mut(r.0 as usize).and_then(Option::take)
     }
 
     /// A local buffer.
     pub fn local(&self, r: LocalRegion) -> Option<&M> {
-        self.core.locals.get(r.0 as usize).and_then(Option::as_ref)
+        self.ses.locals.get(r.0 as usize).and_then(Option::as_ref)
     }
 
     /// A local buffer, mutably (e.g. to fill it before a write).
     pub fn local_mut(&mut self, r: LocalRegion) -> Option<&mut M> {
-        self.core
+        self.ses
             .locals
             .get_mut(r.0 as usize)
             .and_then(Option::as_mut)
@@ -575,7 +577,7 @@ impl<M: RegisteredMemory> Endpoint<M> {
 
     /// Posts a receive buffer for sends.
     pub fn post_recv(&mut self, spec: RecvSpec) -> Result<RecvId, PostError> {
-        self.core.target.post_recv(spec)
+        self.ses.target.post_recv(spec)
     }
 
     /// The PDS engine (counters, PDC count).
@@ -591,12 +593,12 @@ impl<M: RegisteredMemory> Endpoint<M> {
 
     /// SES counters.
     pub fn counters(&self) -> SesCounters {
-        self.core.counters
+        self.ses.counters
     }
 
     /// Operations not yet completed.
     pub fn in_flight(&self) -> usize {
-        self.core.in_flight_msgs.len()
+        self.ses.in_flight_msgs.len()
     }
 
     /// Submits an operation to `dst` over RUD in the default traffic class.
@@ -620,7 +622,7 @@ impl<M: RegisteredMemory> Endpoint<M> {
     ) -> Result<OpId, SubmitError> {
         let local = op.local();
         let mem = self
-            .core
+            .ses
             .locals
             .get(local.region.0 as usize)
             .and_then(Option::as_ref)
@@ -640,9 +642,9 @@ impl<M: RegisteredMemory> Endpoint<M> {
         // A message ID not in flight (16 bits, wrapping, 0 avoided).
         let mut mid = None;
         for _ in 0..=u16::MAX {
-            let m = self.core.next_msg;
-            self.core.next_msg = self.core.next_msg.wrapping_add(1).max(1);
-            if !self.core.in_flight_msgs.contains_key(&m) {
+            let m = self.ses.next_msg;
+            self.ses.next_msg = self.ses.next_msg.wrapping_add(1).max(1);
+            if !self.ses.in_flight_msgs.contains_key(&m) {
                 mid = Some(m);
                 break;
             }
@@ -655,20 +657,20 @@ impl<M: RegisteredMemory> Endpoint<M> {
             .pds
             .open(now, InitiatorKey { job, dst, tc, mode })
             .map_err(|_| SubmitError::NoPdc)?;
-        let token = self.core.next_token;
-        self.core.next_token += 1;
-        let id = OpId(self.core.next_op);
-        self.core.next_op += 1;
+        let token = self.ses.next_token;
+        self.ses.next_token += 1;
+        let id = OpId(self.ses.next_op);
+        self.ses.next_op += 1;
         let n = msg.packet_count();
         // Queued as one message (frags 0..n, only the last one shorter): no
         // list of the packets is built.
         let (len, last_len) = msg.packet_lens();
         let sink = msg.read_sink();
         if sink.is_some() {
-            self.core.reads.insert(mid, token);
+            self.ses.reads.insert(mid, token);
         }
-        self.core.in_flight_msgs.insert(mid, token);
-        self.core.slots.insert(
+        self.ses.in_flight_msgs.insert(mid, token);
+        self.ses.slots.insert(
             token,
             Slot::Out {
                 id,
@@ -684,12 +686,12 @@ impl<M: RegisteredMemory> Endpoint<M> {
             self.pds
                 .enqueue_message(now, pdc, token, n as u32, len as u32, last_len as u32);
         if queued.is_err() {
-            self.core.slots.remove(&token);
-            self.core.in_flight_msgs.remove(&mid);
-            self.core.reads.remove(&mid);
+            self.ses.slots.remove(&token);
+            self.ses.in_flight_msgs.remove(&mid);
+            self.ses.reads.remove(&mid);
             return Err(SubmitError::NoPdc);
         }
-        if self.core.reads.contains_key(&mid) {
+        if self.ses.reads.contains_key(&mid) {
             // The read's data comes back as return-direction requests after
             // its request is acknowledged: keep the PDC until it is done.
             self.pds.hold(pdc);
@@ -699,59 +701,70 @@ impl<M: RegisteredMemory> Endpoint<M> {
 
     /// A datagram's UET bytes arrived.
     pub fn handle_datagram(&mut self, now: Instant, meta: &RxMeta, bytes: &[u8]) {
-        self.pds.handle_datagram(now, meta, bytes, &mut self.core);
-        self.after(now);
+        self.pds.handle_datagram(now, meta, bytes, &mut self.ses);
+        self.apply_deferred(now);
     }
 
     /// Timers are due.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.pds.handle_timeout(now, &mut self.core);
-        self.after(now);
+        self.pds.handle_timeout(now, &mut self.ses);
+        self.apply_deferred(now);
     }
 
     /// Writes the next datagram's UET bytes into `buf`.
+    #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        let t = self.pds.poll_transmit(now, buf, &mut self.core);
-        self.after(now);
+        let t = self.pds.poll_transmit(now, buf, &mut self.ses);
+        self.apply_deferred(now);
         t
     }
 
     /// Next timer.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.pds.poll_timeout()
     }
 
     /// The next finished operation.
+    #[must_use]
     pub fn poll_completion(&mut self) -> Option<OpCompletion> {
-        self.core.completions.pop_front()
+        self.ses.completions.pop_front()
     }
 
     /// The next thing that arrived for the application (writes with header
     /// data, completed receives).
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<TargetEvent> {
-        self.core.target.poll_event()
+        self.ses.target.poll_event()
     }
 
-    /// Work the PDS callbacks could not do themselves: queue read
-    /// responses, forget state of closed PDCs. Runs after every call into
-    /// the PDS, and there is nearly never anything to do.
+    /// Does what the [`SesHooks`] calls could not do while the PDS was
+    /// calling them: releases holds of finished reads, queues read
+    /// responses on their PDCs, and handles the PDS's [`PdsEvent`]s (PDC
+    /// opened: remember its peer; PDC closed: end its operations, forget
+    /// its target state). Runs after every call into the PDS, and there is
+    /// nearly never anything to do.
+    ///
+    /// The per-packet calls stay calls rather than events (see
+    /// [`SesHooks`]): they either answer a question the PDS needs at once
+    /// or borrow the packet's buffer. PDC lifecycle already arrives as
+    /// events, drained here in quinn-proto's `poll_event` style.
     #[inline]
-    fn after(&mut self, now: Instant) {
-        if !self.core.release_q.is_empty()
-            || !self.core.return_q.is_empty()
-            || self.pds.has_events()
+    fn apply_deferred(&mut self, now: Instant) {
+        if !self.ses.release_q.is_empty() || !self.ses.return_q.is_empty() || self.pds.has_events()
         {
-            self.after_work(now);
+            self.apply_deferred_work(now);
         }
     }
 
-    fn after_work(&mut self, now: Instant) {
-        while let Some(pdc) = self.core.release_q.pop() {
+    /// [`Endpoint::apply_deferred`] when there is something to do.
+    fn apply_deferred_work(&mut self, now: Instant) {
+        while let Some(pdc) = self.ses.release_q.pop() {
             self.pds.release(now, pdc);
         }
-        while let Some((pdc, resp)) = self.core.return_q.pop() {
-            let token = self.core.next_token;
-            self.core.next_token += 1;
+        while let Some((pdc, resp)) = self.ses.return_q.pop() {
+            let token = self.ses.next_token;
+            self.ses.next_token += 1;
             let n = resp.fragment_count();
             let pkts: Vec<PktRef> = (0..n)
                 .map(|i| PktRef {
@@ -761,7 +774,7 @@ impl<M: RegisteredMemory> Endpoint<M> {
                     last: i + 1 == n,
                 })
                 .collect();
-            self.core.slots.insert(
+            self.ses.slots.insert(
                 token,
                 Slot::ReadBack {
                     resp,
@@ -769,7 +782,7 @@ impl<M: RegisteredMemory> Endpoint<M> {
                 },
             );
             if self.pds.enqueue(now, pdc, pkts).is_err() {
-                self.core.slots.remove(&token);
+                self.ses.slots.remove(&token);
             }
         }
         while let Some(ev) = self.pds.poll_event() {
@@ -779,25 +792,25 @@ impl<M: RegisteredMemory> Endpoint<M> {
                 }
                 PdsEvent::PdcClosed { pdc, error } => {
                     if let Some(peer) = self.peers.remove(&pdc) {
-                        self.core.target.forget_source(Source::new(peer, pdc));
+                        self.ses.target.forget_source(Source::new(peer, pdc));
                     }
                     // Every unfinished operation on the PDC ends now: no
                     // packet of it may be left in the PDS to fail later (a
                     // read whose request was acknowledged waits for data).
                     let err = OpError::Transport(error.unwrap_or(PdsError::Closed));
                     let bound: Vec<u64> = self
-                        .core
+                        .ses
                         .slots
                         .iter()
                         .filter(|(_, s)| matches!(s, Slot::Out { pdc: p, done: false, .. } if *p == pdc))
                         .map(|(t, _)| *t)
                         .collect();
                     for t in bound {
-                        self.core.set_result(t, Err(err));
-                        if let Some(Slot::Out { pending, .. }) = self.core.slots.get_mut(&t) {
+                        self.ses.set_result(t, Err(err));
+                        if let Some(Slot::Out { pending, .. }) = self.ses.slots.get_mut(&t) {
                             *pending = 0;
                         }
-                        self.core.reap(t);
+                        self.ses.reap(t);
                     }
                 }
                 _ => {}
@@ -841,7 +854,7 @@ mod tests {
                     sink: None,
                     done,
                 };
-                ep.core.slots.insert(t as u64, slot);
+                ep.ses.slots.insert(t as u64, slot);
             }
         }
         ep
@@ -849,12 +862,12 @@ mod tests {
 
     fn state(ep: &Endpoint<Vec<u8>>, n: usize) -> (Vec<Option<u32>>, u64) {
         let slots = (0..n as u64)
-            .map(|t| match ep.core.slots.get(&t) {
+            .map(|t| match ep.ses.slots.get(&t) {
                 Some(Slot::Out { pending, .. } | Slot::ReadBack { pending, .. }) => Some(*pending),
                 None => None,
             })
             .collect();
-        (slots, ep.core.counters.stray)
+        (slots, ep.ses.counters.stray)
     }
 
     proptest! {
@@ -873,10 +886,10 @@ mod tests {
             let now = Instant::ZERO;
             let mut one = with_slots(&slots);
             for &p in &pkts {
-                one.core.on_acked(now, p);
+                one.ses.on_acked(now, p);
             }
             let mut all = with_slots(&slots);
-            all.core.on_acked_all(now, &pkts);
+            all.ses.on_acked_all(now, &pkts);
             prop_assert_eq!(state(&one, 5), state(&all, 5));
         }
     }

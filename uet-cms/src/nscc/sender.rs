@@ -498,6 +498,7 @@ impl Nscc {
     // ---- events ----
 
     /// The next window or base-RTT change, oldest first.
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<NsccEvent> {
         self.events.pop_front()
     }

@@ -486,6 +486,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
     /// The next CREDIT CP to send (§2.10 ctl_type 7): the sender and its
     /// cumulative credit. Several grants to one sender before the PDS polls
     /// coalesce into one CP (the value is cumulative).
+    #[must_use]
     pub fn poll_grant(&mut self) -> Option<(S, Credit24)> {
         while let Some(s) = self.cps.pop_front() {
             if let Some(e) = self.senders.get_mut(&s) {
@@ -519,6 +520,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
 
     /// When [`handle_timeout`](Self::handle_timeout) should run: the next
     /// pacer tick, while any sender has demand.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.next_tick
     }
@@ -538,6 +540,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
     }
 
     /// The next event, for tracing.
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<RcccReceiverEvent<S>> {
         self.events.pop_front()
     }

@@ -387,6 +387,7 @@ impl RcccSource {
 
     /// When [`handle_timeout`](Self::handle_timeout) should next run: the
     /// credit timer, while the source is blocked with no request pending.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.request.is_some() {
             return None;
@@ -411,6 +412,7 @@ impl RcccSource {
     /// Takes the pending CREDIT_REQ: returns its payload (the credit target,
     /// with the same `cap` as [`credit_target`](Self::credit_target)) and
     /// restarts the credit timer with backoff. `None` if nothing is pending.
+    #[must_use]
     pub fn poll_credit_request(&mut self, now: Instant, cap: Option<u64>) -> Option<Credit24> {
         self.request.take()?;
         let target = self.credit_target(cap);
@@ -424,6 +426,7 @@ impl RcccSource {
     }
 
     /// The next event, for tracing.
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<RcccSourceEvent> {
         self.events.pop_front()
     }

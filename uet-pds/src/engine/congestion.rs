@@ -1,0 +1,317 @@
+//! The glue between PDCs and congestion control: the CCC accounting
+//! invariant, CCC lookup, RCCC credit requests and grants.
+
+use super::Pds;
+use super::pdc::{Pdc, TxItem};
+use super::transmit::ControlPacket;
+use std::net::IpAddr;
+
+use uet_cms::{Ccc, CccTrace};
+use uet_wire::pds::{CpPayload, DpdcidField, PdsCpRepr};
+use uet_wire::time::Instant;
+use uet_wire::{PdcId, Psn, TrafficClass};
+
+use crate::ccc_table::CccTable;
+use crate::config::PdsConfig;
+use crate::tx_ledger::{TxEntry, TxLedger};
+
+/// A ledger entry's share of its CCC: the accounting invariant between the
+/// retransmission ledgers and [`Ccc`].
+///
+/// A CCC's `inflight` is the sum of `Inflight(b)` over the ledgers of the
+/// PDCs that share it, its `inflight_pkts` the number of those entries, and
+/// its retransmit backlog the sum of `Rtx(b)`. Each data packet is counted
+/// in at most one of them, by one rule (`uet-spec-notes.md` §5.1: OnNACK and
+/// OnInferredLoss mark for retransmission, OnSend adds, OnACK un-marks):
+///
+/// * (re)transmitted: `+b` to inflight (`Ccc::on_send`);
+/// * declared lost — NACK, trim, RTO, SACK inference: moves from inflight to
+///   the retransmit backlog (`on_nack` / `on_inferred_loss`), once: an entry
+///   already marked is not declared lost again until it is resent;
+/// * acknowledged — SACK, cumulative ACK, response: leaves whichever it is
+///   in: inflight if outstanding, the retransmit backlog if it was marked
+///   and not yet resent (`AckEvent::rtx_cancelled_bytes`). A SACKed entry is
+///   never counted again, whatever later ACKs cover it;
+/// * its PDC fails: leaves whichever it is in (`Ccc::abandon`).
+///
+/// CLOSE packets and the ACK_REQ probes that stand in for SACKed packets
+/// are control traffic: never counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CcShare {
+    Inflight(u64),
+    Rtx(u64),
+    None,
+}
+
+impl CcShare {
+    /// A whole ledger's share of its CCC: (inflight bytes, inflight
+    /// packets, retransmit backlog bytes), what a PDC hands back when it
+    /// fails or is reopened.
+    pub(super) fn of_ledger(config: &PdsConfig, ledger: &TxLedger<TxItem>) -> (u64, u32, u64) {
+        let (mut infl, mut pkts, mut rtx) = (0u64, 0u32, 0u64);
+        for e in ledger.iter() {
+            match Self::of(config, e) {
+                Self::Inflight(b) => {
+                    infl += b;
+                    pkts += 1;
+                }
+                Self::Rtx(b) => rtx += b,
+                Self::None => {}
+            }
+        }
+        (infl, pkts, rtx)
+    }
+
+    pub(super) fn of(config: &PdsConfig, e: &TxEntry<TxItem>) -> Self {
+        match e.token {
+            TxItem::Data(pkt) if !e.sacked => {
+                let b = u64::from(config.nominal(pkt.len));
+                if e.needs_rtx {
+                    Self::Rtx(b)
+                } else {
+                    Self::Inflight(b)
+                }
+            }
+            _ => Self::None,
+        }
+    }
+}
+
+impl Pds {
+    /// CCCs: one per destination and traffic class some PDC refers to.
+    pub fn ccc_count(&self) -> usize {
+        self.cccs.len()
+    }
+
+    /// Sources the RCCC receiver addresses CREDIT CPs to (one per source
+    /// FEP and `ccc_id` some PDC carries).
+    pub fn rccc_source_count(&self) -> usize {
+        self.rccc_pdc.len()
+    }
+
+    /// The CCC towards `dst` in `tc`, if one exists.
+    pub fn ccc(&self, dst: IpAddr, tc: TrafficClass) -> Option<&Ccc> {
+        self.cccs.get(&(dst, tc))
+    }
+
+    /// What the retransmission ledgers say the CCC towards `dst` in `tc`
+    /// must hold: (inflight bytes, inflight packets, retransmit backlog
+    /// bytes), summed over the PDCs that share it. See [`CcShare`].
+    #[cfg(test)]
+    pub(crate) fn ccc_audit(&self, dst: IpAddr, tc: TrafficClass) -> (i64, u32, u64) {
+        let (mut bytes, mut pkts, mut rtx) = (0i64, 0u32, 0u64);
+        for p in self.pdcs.values().filter(|p| p.ccc == (dst, tc)) {
+            for e in p.ledger.iter() {
+                match CcShare::of(&self.config, e) {
+                    CcShare::Inflight(b) => {
+                        bytes += b as i64;
+                        pkts += 1;
+                    }
+                    CcShare::Rtx(b) => rtx += b,
+                    CcShare::None => {}
+                }
+            }
+        }
+        (bytes, pkts, rtx)
+    }
+
+    /// Hands every queued congestion-control state change, of every CCC,
+    /// to `f` with the CCC's destination and traffic class
+    /// ([`Ccc::poll_trace`]): for tracing and plots.
+    pub fn drain_cc_traces(&mut self, mut f: impl FnMut(IpAddr, TrafficClass, CccTrace)) {
+        self.cccs.for_each_mut(|&(dst, tc), c| {
+            while let Some(e) = c.poll_trace() {
+                f(dst, tc, e);
+            }
+        });
+    }
+
+    /// Every CCC with its destination and traffic class (for stats).
+    pub fn cccs(&self) -> impl Iterator<Item = (IpAddr, TrafficClass, &Ccc)> + '_ {
+        self.cccs.iter().map(|(&(dst, tc), c)| (dst, tc, c))
+    }
+
+    /// New data queued on `pdc` (CCC `key`): the CCC learns of it
+    /// (OnNewData) and the PDC goes on the send round robin.
+    pub(super) fn on_queued(
+        &mut self,
+        now: Instant,
+        pdc: PdcId,
+        key: (IpAddr, TrafficClass),
+        bytes: u64,
+    ) {
+        let ix = self.ensure_ccc(now, key.0, key.1);
+        if let Some(c) = self.cccs.at_mut(ix) {
+            c.on_new_data(now, bytes);
+        }
+        self.schedule(pdc);
+    }
+
+    /// PDC `id` no longer carries RCCC source `key`: the receiver forgets
+    /// the source with the last PDC that carried it; until then another
+    /// of them addresses its CREDIT CPs.
+    pub(super) fn release_rccc(&mut self, now: Instant, id: PdcId, key: (IpAddr, u8)) {
+        let Some(e) = self.rccc_pdc.get_mut(&key) else {
+            return;
+        };
+        e.1 -= 1;
+        if e.1 == 0 {
+            self.rccc_pdc.remove(&key);
+            if let Some(rr) = &mut self.rccc_rx {
+                rr.remove_sender(now, key);
+            }
+        } else if e.0 == id
+            && let Some(q) = self
+                .pdcs
+                .values()
+                .find(|q| q.id != id && q.rx.as_ref().is_some_and(|rx| rx.rccc == Some(key)))
+        {
+            e.0 = q.id;
+        }
+    }
+
+    /// CMS timers: RCCC credit timeouts (→ CREDIT_REQ), PFT pacing gaps,
+    /// and the receiver's credit pacer.
+    pub(super) fn cms_timers(&mut self, now: Instant) {
+        let due: Vec<(IpAddr, TrafficClass)> = self
+            .cccs
+            .iter()
+            .filter(|(_, c)| c.poll_timeout().is_some_and(|t| t <= now))
+            .map(|(k, _)| *k)
+            .collect();
+        for key in due {
+            if let Some(c) = self.cccs.get_mut(&key) {
+                c.handle_timeout(now);
+            }
+            self.schedule_ccc(key);
+        }
+        self.send_credit_requests(now);
+        if let Some(rr) = &mut self.rccc_rx
+            && rr.poll_timeout().is_some_and(|t| t <= now)
+        {
+            rr.handle_timeout(now);
+        }
+        self.queue_grants();
+    }
+
+    /// Sends a CREDIT_REQ for every CCC whose RCCC source raised one — on
+    /// its credit timeout, or at once when its need grew while blocked. A
+    /// raised request disarms the source's timer, so it must be collected
+    /// here whatever the timers say.
+    pub(super) fn send_credit_requests(&mut self, now: Instant) {
+        // Runs on every transmit poll: nothing to scan without RCCC.
+        if !self.rccc_source {
+            return;
+        }
+        // One pass, no key list: polling one CCC changes no other.
+        let Self {
+            cccs, pdcs, ctl, ..
+        } = self;
+        cccs.for_each_mut(|&key, c| {
+            if !c
+                .rccc()
+                .is_some_and(uet_cms::RcccSource::needs_credit_request)
+            {
+                return;
+            }
+            if let Some(target) = c.poll_credit_request(now) {
+                // Any established PDC of this CCC carries the request; else
+                // one the target has NACKed, addressed as its SYN packets
+                // are (the target knows it by {source, SPDCID}, §2.2).
+                // A source whose whole first window was trimmed holds
+                // nothing but NACKs, which do not establish its PDC; this
+                // is how it still reaches the receiver once the receiver's
+                // idle timeout has dropped its demand. A PDC never heard
+                // from waits for its RTO instead: the target may not know
+                // it, and a request it cannot place only adds packets to a
+                // full buffer.
+                let pdc = pdcs
+                    .values()
+                    .filter(|p| p.ccc == key && (Self::addressable(p) || p.initiator && p.nacked))
+                    .max_by_key(|p| Self::addressable(p))
+                    .map(|p| (p.id, p.peer, p.mode, Self::dst_field(p, p.start)));
+                if let Some((id, dst, mode, dpdcid)) = pdc {
+                    let repr = PdsCpRepr {
+                        mode,
+                        retx: false,
+                        ar: false,
+                        psn: Psn(0),
+                        spdcid: Some(id),
+                        dpdcid,
+                        payload: CpPayload::CreditReq {
+                            target_credit: target.get(),
+                        },
+                    };
+                    ctl.push_back(ControlPacket::Cp { dst, repr });
+                }
+            }
+        });
+    }
+
+    /// Turns the receiver pacer's grants into CREDIT control packets.
+    pub(super) fn queue_grants(&mut self) {
+        let Some(rr) = &mut self.rccc_rx else {
+            return;
+        };
+        while let Some((key, credit)) = rr.poll_grant() {
+            let Some(p) = self
+                .rccc_pdc
+                .get(&key)
+                .and_then(|(id, _)| self.pdcs.get(id))
+            else {
+                continue;
+            };
+            let repr = PdsCpRepr {
+                mode: p.mode,
+                retx: false,
+                ar: false,
+                psn: Psn(0),
+                spdcid: Some(p.id),
+                dpdcid: DpdcidField::Dpdcid(p.peer_id),
+                payload: CpPayload::Credit {
+                    credit: credit.get(),
+                },
+            };
+            self.ctl.push_back(ControlPacket::Cp { dst: key.0, repr });
+        }
+    }
+
+    /// Schedules every PDC of a CCC that has something to send (credit
+    /// arrived, a pacing gap ended).
+    pub(super) fn schedule_ccc(&mut self, key: (IpAddr, TrafficClass)) {
+        let ids: Vec<PdcId> = self
+            .pdcs
+            .keys()
+            .filter(|id| {
+                self.pdcs
+                    .get(id)
+                    .is_some_and(|p| p.ccc == key && p.has_tx_work())
+            })
+            .collect();
+        for id in ids {
+            self.schedule(id);
+        }
+    }
+
+    pub(super) fn ensure_ccc(&mut self, now: Instant, dst: IpAddr, tc: TrafficClass) -> usize {
+        match self.cccs.index(&(dst, tc)) {
+            Some(ix) => ix,
+            None => {
+                let c = Ccc::new(self.config.ccc.clone(), now, &mut self.rng);
+                self.cccs.insert_new((dst, tc), c)
+            }
+        }
+    }
+
+    /// The index of `p`'s CCC in `cccs`, cached on the PDC after the first
+    /// lookup (`None` while the CCC does not exist).
+    #[inline]
+    pub(super) fn ccc_ix(cccs: &CccTable<Ccc>, p: &mut Pdc) -> Option<usize> {
+        if let Some(ix) = p.ccc_ix {
+            return Some(ix);
+        }
+        let ix = cccs.index(&p.ccc)?;
+        p.ccc_ix = Some(ix);
+        Some(ix)
+    }
+}

@@ -1,0 +1,212 @@
+//! The state of one PDC: its send half (ledger, queue) and its receive
+//! half (PSN window, ACK state).
+
+use super::{CONTROL_EV, InitiatorKey, PktRef};
+use core::cell::Cell;
+use std::collections::{BTreeMap, VecDeque};
+
+use std::net::IpAddr;
+
+use uet_cms::nscc::RcvdBytesTracker;
+use uet_wire::pds::ReliableMode;
+use uet_wire::ses::SesResponseRepr;
+use uet_wire::time::Instant;
+use uet_wire::{EntropyValue, PdcId, Psn, TrafficClass};
+
+use crate::pkt_queue::PktQueue;
+use crate::rx_window::RxWindow;
+use crate::tail_probe::TailProbe;
+use crate::tx_ledger::TxLedger;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TxItem {
+    Data(PktRef),
+    /// The CLOSE control packet (consumes a PSN, sent with `ar`, §2.12).
+    Close,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AckDue {
+    No,
+    At(Instant),
+    Now,
+}
+
+/// The receive direction of a PDC: the PSN window of the peer's requests
+/// and the ACK this end owes for them (created by the first packet from
+/// the peer).
+#[derive(Debug)]
+pub(super) struct ReceiveState {
+    pub(super) win: RxWindow,
+    pub(super) start: Psn,
+    /// Bytes accepted since the last ACK, each packet counting at least
+    /// `ACK_Gen_Min_Pkt_Add` (§3).
+    pub(super) ack_bytes: u32,
+    pub(super) due: AckDue,
+    /// The PSN that triggered the pending ACK.
+    pub(super) trigger: Psn,
+    pub(super) ev: EntropyValue,
+    pub(super) ecn: bool,
+    /// `retx` of the ACK ("ACK to a retransmission", §2): whether the
+    /// packet that triggered it was one. It describes that packet only,
+    /// not the others the ACK covers, so the source knows which copy of
+    /// a resent trigger arrived (`calc_rtt`'s rule, and RACK's reference).
+    pub(super) retx: bool,
+    /// Responses to carry, one per ACK, with their PSNs (several packets
+    /// can each hold one, e.g. errors on every packet of a message).
+    pub(super) responses: VecDeque<(Psn, SesResponseRepr)>,
+    /// Probe to answer (`p` = 1, `probe_opaque`).
+    pub(super) probe: Option<u16>,
+    /// Guaranteed-delivery responses not yet cleared, by PSN.
+    pub(super) gtd: BTreeMap<u32, SesResponseRepr>,
+    /// NSCC destination counter (§5.2 destination side).
+    pub(super) rcvd_bytes: u64,
+    pub(super) ooo_count: u16,
+    /// ROD: a NACK for the current gap was sent.
+    pub(super) rod_nacked: bool,
+    /// Highest CLEAR_PSN seen.
+    pub(super) cleared: Psn,
+    /// Arrival time of the packet that triggered the pending ACK (NSCC
+    /// service time, §2.7).
+    pub(super) trigger_at: Instant,
+    /// The RCCC sender this direction belongs to, once a *_CC_REQ named it.
+    pub(super) rccc: Option<(IpAddr, u8)>,
+}
+
+impl ReceiveState {
+    pub(super) fn new(start: Psn, range: u32) -> Self {
+        Self {
+            win: RxWindow::new(start, range),
+            start,
+            ack_bytes: 0,
+            due: AckDue::No,
+            trigger: start,
+            ev: CONTROL_EV,
+            ecn: false,
+            retx: false,
+            responses: VecDeque::new(),
+            probe: None,
+            gtd: BTreeMap::new(),
+            rcvd_bytes: 0,
+            ooo_count: 0,
+            rod_nacked: false,
+            cleared: start.sub(1),
+            trigger_at: Instant::ZERO,
+            rccc: None,
+        }
+    }
+
+    /// The cumulative ACK: everything received, but never past an uncleared
+    /// guaranteed response (§3).
+    pub(super) fn cack(&self) -> Psn {
+        let c = self.win.cack();
+        match self.gtd.keys().find(|k| !Psn(**k).is_after(c)) {
+            Some(first) => Psn(*first).sub(1),
+            None => c,
+        }
+    }
+
+    #[inline]
+    pub(super) fn clear_to(&mut self, clear_psn: Psn) {
+        if clear_psn.is_after(self.cleared) {
+            self.cleared = clear_psn;
+        }
+        // Runs for every request packet; `gtd` is nearly always empty.
+        if !self.gtd.is_empty() {
+            let cleared = self.cleared;
+            self.gtd.retain(|k, _| Psn(*k).is_after(cleared));
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Pdc {
+    pub(super) id: PdcId,
+    pub(super) peer: IpAddr,
+    pub(super) peer_id: Option<PdcId>,
+    pub(super) initiator: bool,
+    pub(super) mode: ReliableMode,
+    pub(super) key: Option<InitiatorKey>,
+    pub(super) ccc: (IpAddr, TrafficClass),
+    /// The index of `ccc` in [`Pds::cccs`] once known (`CccTable::index`;
+    /// a CCC is removed only with the last PDC that refers to it, so it
+    /// stays valid).
+    pub(super) ccc_ix: Option<usize>,
+    // Send half.
+    pub(super) start: Psn,
+    pub(super) established: bool,
+    /// The target has answered with a NACK: it holds a PDC for this one
+    /// even before establishment (a SYN-addressed CP can reach it).
+    pub(super) nacked: bool,
+    pub(super) ledger: TxLedger<TxItem>,
+    /// When an RTO last let a packet of this PDC pass closed congestion
+    /// control.
+    pub(super) forced_at: Option<Instant>,
+    pub(super) queue: PktQueue,
+    pub(super) clear_needed: bool,
+    /// The last CLEAR_PSN sent in a CLEAR CP: another is sent only when
+    /// CLEAR_PSN moves past it.
+    pub(super) clear_sent: Option<Psn>,
+    pub(super) closing: bool,
+    pub(super) rod_ev: EntropyValue,
+    // Receive half (created by the first packet from the peer).
+    pub(super) rx: Option<ReceiveState>,
+    pub(super) last_activity: Instant,
+    pub(super) close_requested: bool,
+    /// On the send round robin.
+    pub(super) scheduled: bool,
+    /// Holds by the layer above, which awaits return-direction data (a
+    /// read's response) on this PDC: a held PDC is not idle.
+    pub(super) holds: u32,
+    /// The outstanding PROBE: its opaque value and when it was sent.
+    pub(super) probe: Option<(u16, Instant)>,
+    /// NSCC source: the last `rcvd_bytes` the target reported (§5.2).
+    pub(super) rcvd: RcvdBytesTracker,
+    /// Tail loss probing: min RTT, the PTO, the probe on its way, the
+    /// episode.
+    pub(super) tail: TailProbe,
+    /// A target's PDC opened by a SYN whose initiator has not yet shown it
+    /// heard our answer (no packet addressed by our PDC ID has arrived):
+    /// anyone can open one with a forged source, so these are bounded and
+    /// reaped apart from the others (`PdsConfig::max_pending_pdcs`).
+    pub(super) pending: bool,
+    /// When the PDC was opened (tells a pending entry from a later PDC that
+    /// reused its ID).
+    pub(super) created: Instant,
+    /// Reopened (`Pds::reopen`) since the peer last acknowledged data.
+    pub(super) reopens: u32,
+    /// No data leaves before this: the peer refused a packet for want of a
+    /// resource (`Pds::on_nack`), and resending at once would only be
+    /// refused again.
+    pub(super) hold_until: Option<Instant>,
+    /// When this PDC's own timers next need `handle_timeout`, as of the
+    /// last time the engine looked (`Pds::refresh_timers`; the PDC table
+    /// lists the PDCs changed since).
+    pub(super) timer: Cell<Option<Instant>>,
+    /// The deadline of this PDC's live entry in `Pds::timers`: never later
+    /// than `timer`; other entries of this PDC there are stale.
+    pub(super) timer_queued: Cell<Option<Instant>>,
+}
+
+impl Pdc {
+    pub(super) fn idle(&self) -> bool {
+        self.ledger.is_empty() && self.queue.is_empty() && self.holds == 0
+    }
+
+    /// Nothing to send and nothing unacknowledged (holds aside).
+    pub(super) fn quiet(&self) -> bool {
+        self.ledger.is_empty() && self.queue.is_empty()
+    }
+
+    /// CLEAR_PSN: one before the first PSN not known delivered (§3: "left
+    /// edge of the initiator's unACKed window − 1"). SACKed or answered
+    /// packets count as delivered.
+    pub(super) fn clear_psn(&self) -> Psn {
+        self.ledger.first_unsacked_psn().sub(1)
+    }
+
+    #[inline]
+    pub(super) fn has_tx_work(&self) -> bool {
+        !self.queue.is_empty() || self.ledger.has_rtx() || self.clear_needed
+    }
+}
