@@ -36,11 +36,12 @@ use uet_wire::time::Instant;
 use uet_wire::{MessageId, PdcId, TrafficClass};
 
 use crate::completion::{Completion, CompletionError, LocalError};
+use crate::error::SubmitError;
 use crate::initiator::{Operation, OutgoingMessage, ReadProgress, ReadSink};
 use crate::memory::{MemError, MemoryTable, RegionSpec, RegisteredMemory, Registration};
 use crate::read::ReadResponder;
+use crate::responder::{PostError, RecvSpec, SesTarget, TargetConfig, TargetEvent, TargetOutcome};
 use crate::slots::Slots;
-use crate::target::{PostError, RecvSpec, SesTarget, TargetConfig, TargetEvent, TargetOutcome};
 use crate::types::{LocalRegion, RecvId, RegionAddr, Source};
 
 /// Configuration of an endpoint.
@@ -103,36 +104,6 @@ pub struct OpCompletion {
     /// or, for a read, bytes received.
     pub modified_length: u64,
 }
-
-/// Why [`Endpoint::submit`] refused an operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SubmitError {
-    /// The local buffer is not registered with [`Endpoint::register_local`].
-    UnknownLocalRegion,
-    /// The local buffer is shorter than offset + length.
-    LocalOutOfBounds,
-    /// No PDC could be opened (table full).
-    NoPdc,
-    /// Every message ID is in use towards this PDC.
-    TooManyInFlight,
-    /// The message could not be built.
-    Message(crate::error::SubmitError),
-}
-
-impl core::fmt::Display for SubmitError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Self::UnknownLocalRegion => f.write_str("local region not registered"),
-            Self::LocalOutOfBounds => f.write_str("local buffer too short"),
-            Self::NoPdc => f.write_str("no PDC available"),
-            Self::TooManyInFlight => f.write_str("too many operations in flight"),
-            Self::Message(e) => write!(f, "{e:?}"),
-        }
-    }
-}
-
-impl std::error::Error for SubmitError {}
 
 /// Counters of the SES part.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -651,8 +622,7 @@ impl<M: RegisteredMemory> Endpoint<M> {
         }
         let mid = mid.ok_or(SubmitError::TooManyInFlight)?;
         let max_ses = self.config.pds.max_ses_len;
-        let msg = OutgoingMessage::new(op, MessageId::from_masked(mid), max_ses)
-            .map_err(SubmitError::Message)?;
+        let msg = OutgoingMessage::new(op, MessageId::from_masked(mid), max_ses)?;
         let pdc = self
             .pds
             .open(now, InitiatorKey { job, dst, tc, mode })

@@ -10,7 +10,7 @@ use uet_wire::{Ecn, JobId, PidOnFep, ResourceIndex};
 use crate::endpoint::{Endpoint, EndpointConfig, OpCompletion, OpError};
 use crate::initiator::{Operation, RemoteAddr};
 use crate::memory::{Access, RegionSpec, Registration};
-use crate::target::{RecvBuffer, RecvKind, RecvSpec, TargetEvent};
+use crate::responder::{RecvBuffer, RecvKind, RecvSpec, TargetEvent};
 use crate::types::{LocalBuf, MatchBits, MemoryKey, RegionAddr};
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));

@@ -34,10 +34,20 @@ impl fmt::Display for EmitError {
 
 impl core::error::Error for EmitError {}
 
-/// Why an operation cannot become a message.
+/// Why [`crate::Endpoint::submit`] (or building a message) refused an
+/// operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SubmitError {
+    /// The local buffer is not registered with
+    /// [`crate::Endpoint::register_local`].
+    UnknownLocalRegion,
+    /// The local buffer is shorter than offset + length.
+    LocalOutOfBounds,
+    /// No PDC could be opened (table full).
+    NoPdc,
+    /// Every message ID is in use towards this PDC.
+    TooManyInFlight,
     /// `max_ses_len` leaves no room for payload after the 44-byte standard
     /// header; at least `min` is needed.
     MaxSesLenTooSmall {
@@ -49,6 +59,10 @@ pub enum SubmitError {
 impl fmt::Display for SubmitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Self::UnknownLocalRegion => f.write_str("local region not registered"),
+            Self::LocalOutOfBounds => f.write_str("local buffer too short"),
+            Self::NoPdc => f.write_str("no PDC available"),
+            Self::TooManyInFlight => f.write_str("too many operations in flight"),
             Self::MaxSesLenTooSmall { min } => {
                 write!(f, "max SES length too small: need at least {min}")
             }

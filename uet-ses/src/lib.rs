@@ -51,17 +51,14 @@ pub mod initiator;
 pub mod memory;
 mod ranges;
 pub mod read;
+pub mod responder;
 mod slots;
-pub mod target;
 #[cfg(test)]
 mod testutil;
 pub mod types;
 
 pub use completion::{Completion, CompletionError, LocalError};
-pub use endpoint::{
-    Endpoint, EndpointConfig, OpCompletion, OpError, OpId, SesCounters,
-    SubmitError as EndpointSubmitError,
-};
+pub use endpoint::{Endpoint, EndpointConfig, OpCompletion, OpError, OpId, SesCounters};
 pub use error::{EmitError, SubmitError};
 pub use initiator::{Operation, OutgoingMessage, ReadIgnored, ReadProgress, ReadSink, RemoteAddr};
 pub use memory::{
@@ -69,7 +66,7 @@ pub use memory::{
     RegisteredMemory, Registration,
 };
 pub use read::ReadResponder;
-pub use target::{
+pub use responder::{
     PostError, RecvBuffer, RecvEvent, RecvKind, RecvSpec, SesTarget, TargetConfig, TargetEvent,
     TargetOutcome, TargetResponse, WriteEvent,
 };

@@ -11,7 +11,7 @@ use uet_wire::{JobId, MessageId, PdcId, PidOnFep, ResourceIndex};
 use crate::initiator::{Operation, OutgoingMessage, RemoteAddr};
 use crate::memory::{Access, RegionSpec, Registration};
 use crate::read::ReadResponder;
-use crate::target::{SesTarget, TargetOutcome, TargetResponse};
+use crate::responder::{SesTarget, TargetOutcome, TargetResponse};
 use crate::types::{LocalBuf, LocalRegion, MemoryKey, RegionAddr, Source};
 
 /// The byte every fresh region is filled with, so untouched bytes show.

@@ -130,7 +130,7 @@ pub enum Output {
         /// Its tag.
         tag: u64,
         /// Why.
-        error: uet_ses::EndpointSubmitError,
+        error: uet_ses::SubmitError,
     },
     /// Something arrived for the target side (a write with header data;
     /// a receive posted without a tag).

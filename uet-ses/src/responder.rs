@@ -1,4 +1,6 @@
-//! The target side of SES: one [`SesTarget`] per endpoint, fed every request
+//! The responder: the target side of SES (the spec's "target"; the module
+//! is not called `target` so that tools do not take its directory for
+//! cargo's build output). One [`SesTarget`] per endpoint, fed every request
 //! packet the PDS accepted (new, not a duplicate) with
 //! [`SesTarget::handle_request`].
 //!
@@ -695,6 +697,7 @@ impl<M: RegisteredMemory> SesTarget<M> {
     }
 
     /// The next application event.
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<TargetEvent> {
         self.events.pop_front()
     }
