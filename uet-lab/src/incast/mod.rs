@@ -1,5 +1,4 @@
-//! `uet lab incast` (issue 7, `cc-eval.md`): N hosts write into one
-//! receiver through the lab's rate-limited switch port; calibrate, run the
+//! `uet lab incast` (`cc-eval.md`): N hosts write into one receiver through the lab's rate-limited switch port; calibrate, run the
 //! synchronized incast per congestion-control mode and seed, derive the
 //! metrics, write `results.json`, `results.csv`, `report.md` and the
 //! figures.
@@ -12,7 +11,7 @@ pub mod run;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use crate::error::{Error, Result};
 
 pub use run::{CC_MODES, IncastLab, IncastOpts};
 
@@ -26,7 +25,7 @@ pub fn run(
     command: &str,
     mut progress: impl FnMut(&model::Run),
 ) -> Result<(model::Report, Vec<PathBuf>)> {
-    std::fs::create_dir_all(out)?;
+    std::fs::create_dir_all(out).map_err(Error::io(format!("creating {}", out.display())))?;
     let ccs = opts.ccs.clone();
     let mut lab = IncastLab::up(opts)?;
     let mut runs = Vec::new();

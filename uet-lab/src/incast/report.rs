@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use crate::error::{Error, Result};
 
 use super::metrics::{
     Stat, Summary, TargetCheck, check_calibration, check_targets, size_label, summarize,
@@ -23,16 +23,18 @@ use super::plot;
 /// [`plot::figures`] writes into the same directory (by their planned
 /// names, so the order of the two calls does not matter).
 pub fn write(dir: &Path, report: &Report) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+    let json =
+        serde_json::to_string_pretty(report).map_err(Error::json("encoding results.json"))?;
     let files = [
-        ("results.json", serde_json::to_string_pretty(report)? + "\n"),
+        ("results.json", json + "\n"),
         ("results.csv", csv(report)),
         ("report.md", markdown(report)),
     ];
     let mut out = Vec::new();
     for (name, text) in files {
         let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, text).map_err(Error::io(format!("writing {}", path.display())))?;
         out.push(path);
     }
     Ok(out)
