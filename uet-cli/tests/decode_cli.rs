@@ -67,7 +67,7 @@ fn sample_pcap_json_is_one_object_per_frame() {
             assert!(v["pds"]["type"].is_string() && v["pds"]["flags"].is_object());
         }
     }
-    // The headline frames, as the issue words them.
+    // The headline frames, field by field in their spec names.
     let first: Value = serde_json::from_str(&lines[0]).unwrap();
     assert_eq!(first["pds"]["type"], "RUD_CC_REQ");
     assert_eq!(first["pds"]["psn"], 336);

@@ -1579,3 +1579,126 @@ impl Sampler {
         Ok(Sample { qdisc, ecn })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_that_cannot_work_is_refused_before_anything_is_built() {
+        let e = Lab::up(LabConfig {
+            hosts: 1,
+            ..LabConfig::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(&e, Error::Invalid { what: "lab config", why } if why.contains("at least 2")),
+            "{e:?}"
+        );
+        let e = Lab::up(LabConfig {
+            ecn: Some((1000, 2000)),
+            ..LabConfig::default()
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("ECN marking needs a bottleneck"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_or_malformed_lab_name_says_which() {
+        let e = down("no such lab").unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::Invalid {
+                    what: "lab name",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let name = format!("uet-t-absent-{}", std::process::id());
+        let e = LabState::load(&name).unwrap_err();
+        let Error::NoLab {
+            name: n, source, ..
+        } = &e
+        else {
+            panic!("{e:?}");
+        };
+        assert_eq!(n, &name);
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        assert!(
+            e.to_string().starts_with(&format!("no lab {name:?}")),
+            "{e}"
+        );
+    }
+
+    /// A log file of its own for one test.
+    fn log_file(tag: &str, stdout: &str, stderr: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("uet-lab-log-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("h0.log");
+        std::fs::write(&log, stdout).unwrap();
+        std::fs::write(log.with_extension("err"), stderr).unwrap();
+        log
+    }
+
+    #[test]
+    fn a_wait_on_a_log_ends_with_the_line_or_says_why_with_the_log_tail() {
+        let log = log_file(
+            "wait",
+            "{\"event\":\"a\"}\n{\"event\":\"b\"}\n",
+            "bind failed\n",
+        );
+        let mut r = LogReader::new(log.clone());
+        let soon = Instant::now() + Duration::from_secs(5);
+        let (i, l) = r.wait(0, |l| l.contains("\"b\""), soon, || true).unwrap();
+        assert_eq!((i, l.as_str()), (1, "{\"event\":\"b\"}"));
+
+        let e = r
+            .wait(0, |l| l.contains("exposed"), soon, || false)
+            .unwrap_err();
+        let Error::Exited { log: tail } = &e else {
+            panic!("{e:?}");
+        };
+        assert!(
+            tail.contains("bind failed") && tail.contains("event"),
+            "{tail}"
+        );
+
+        let e = r
+            .wait(0, |l| l.contains("exposed"), Instant::now(), || true)
+            .unwrap_err();
+        let Error::Timeout { awaiting, state } = &e else {
+            panic!("{e:?}");
+        };
+        assert!(awaiting.contains(&log.display().to_string()), "{awaiting}");
+        assert!(state.contains("bind failed"), "{state}");
+        std::fs::remove_dir_all(log.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn the_chain_names_the_step_then_each_cause() {
+        let e = Error::Daemon {
+            host: 2,
+            what: "did not come up".into(),
+            source: Box::new(Error::Exited {
+                log: "stderr: [\"no such interface\"]".into(),
+            }),
+        };
+        assert_eq!(
+            e.chain(),
+            "uetd in host 2 did not come up: the process exited; stderr: [\"no such interface\"]"
+        );
+        let e = Error::during("installing the TBF bottleneck")(Error::Io {
+            what: "running tc".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+        assert_eq!(
+            e.chain(),
+            "installing the TBF bottleneck: running tc: entity not found"
+        );
+    }
+}

@@ -140,6 +140,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_failing_command_is_a_command_error_with_its_status_and_stderr() {
+        let e = run(Command::new("sh").args(["-c", "echo oops >&2; exit 3"])).unwrap_err();
+        let Error::Command {
+            command,
+            status,
+            stderr,
+        } = &e
+        else {
+            panic!("{e:?}");
+        };
+        assert!(command.contains("exit 3"), "{command}");
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(stderr, "oops");
+        assert!(
+            e.to_string().ends_with("failed (exit status: 3): oops"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_missing_program_is_an_io_error_naming_the_command() {
+        let e = run(&mut Command::new("/nonexistent/uet-lab-prog")).unwrap_err();
+        let Error::Io { what, source } = &e else {
+            panic!("{e:?}");
+        };
+        assert!(what.contains("/nonexistent/uet-lab-prog"), "{what}");
+        assert_eq!(source.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
     fn veth_between_namespaces_carries_ping_and_namespaces_are_removed() {
         let a = NetNs::create("uet-t").unwrap();
         let b = NetNs::create("uet-t").unwrap();

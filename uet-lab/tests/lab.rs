@@ -168,7 +168,7 @@ fn ecn_marks_when_the_queue_builds_and_not_when_idle() {
 }
 
 /// Bytes of the fault tests' writes: `UET_LAB_FAULT_BYTES` (e.g. 64MiB),
-/// else 1 GiB as issue 6 asks.
+/// else 1 GiB.
 fn fault_bytes() -> u64 {
     std::env::var("UET_LAB_FAULT_BYTES")
         .ok()

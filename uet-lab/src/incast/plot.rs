@@ -1,4 +1,4 @@
-//! The figures of an incast report (issue 7), PNG and SVG with plotters:
+//! The figures of an incast report, PNG and SVG with plotters:
 //!
 //! - `incast-<cc>` per congestion-control mode (`+` in the mode's name
 //!   becomes `-`): a 2×2 panel of the focus group's median-ICT run —

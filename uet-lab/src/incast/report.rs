@@ -1,9 +1,9 @@
-//! The files of an incast invocation (issue 7): `results.json` (the whole
+//! The files of an incast invocation: `results.json` (the whole
 //! [`Report`]), `results.csv` (one row per run: its key and every
 //! [`Metrics`] field) and `report.md` (set-up, calibration and its checks,
 //! the `cc-eval.md` metrics per (N, size) group as median (p90, max) over
-//! seeds, the issue-7 target checks with their margins, a none vs RCCC vs
-//! NSCC comparison written from the numbers, and the figures of
+//! seeds, the target checks with their margins, a none vs RCCC vs NSCC
+//! comparison written from the numbers, and the figures of
 //! [`super::plot`]). One invocation of `--senders N --size S` and a sweep
 //! produce the same files; a sweep has more groups.
 
@@ -445,7 +445,7 @@ fn targets_section(
     summaries: &[Summary],
     checks: &[TargetCheck],
 ) {
-    let _ = writeln!(md, "## Targets (issue 7)\n");
+    let _ = writeln!(md, "## Targets\n");
     let _ = writeln!(
         md,
         "Medians over seeds, where N ≤ 16 and S ≥ 256 KiB. RCCC: ICT ≤ 1.05 × ideal, spread ≤ 1.10, \

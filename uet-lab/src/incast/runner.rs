@@ -142,10 +142,9 @@ const HEADER_BYTES: u64 = 14 + 20 + 8 + 16 + 44;
 /// alone on idle CPUs; in an incast, N+1 busy daemons share two CPUs and
 /// every hop of the control loops (credit out, data back; data out, ACK
 /// back) waits for a scheduler, so the loop round trip is several T0.
-/// Measured (N = 4 × 1 MiB, 1 Gb/s; 3 seeds at T0, one seed otherwise): base RTT = T0 (150 µs):
-/// RCCC 2.81×, NSCC 2.84× ideal at ~35 % utilisation — windows and credit
-/// bounds of one idle BDP starve; 500 µs: 1.52× / 1.41×; 1000 µs: 1.48× /
-/// 1.47× with spurious RTOs. 3 × T0 sits in the flat part.
+/// Windows and credit bounds sized to one idle BDP starve the senders;
+/// much larger ones bring spurious RTOs. 3 × T0 lies where ICT/ideal
+/// no longer falls with a larger base RTT and before the RTOs begin.
 const BASE_RTT_PER_T0: u64 = 3;
 
 /// Bytes each sender writes alone in the calibration.
@@ -651,10 +650,9 @@ impl IncastLab {
             .unwrap_or(5 * bdp)
             .max(4 * u64::from(self.opts.mtu + 14));
         // Marking at 0.2/0.8 of the BDP the daemons plan for (R × base
-        // RTT), not of the idle one: at 0.2/0.8 × R·T0 the bursts of
-        // senders whose loops run several T0 long were marked all the time
-        // and NSCC sat at a fifth of its window (N = 2 × 4 MiB: 2.3×
-        // ideal, 43 % utilisation; 1.6× with no marking at all).
+        // RTT), not of the idle one: senders whose loops run several T0
+        // long send bursts that thresholds of 0.2/0.8 × R·T0 would mark
+        // nearly always, holding NSCC far below its window.
         let cc_bdp = r / 8 * self.base_rtt_us() / 1_000_000;
         let ecn = if self.opts.no_ecn {
             None
@@ -692,9 +690,9 @@ impl IncastLab {
     /// RTO_INIT_TIME for the daemons (the spec leaves it to the fabric's
     /// configuration): `--rto-init-us`, else UEC's simulator's rule — 6 ×
     /// the time to drain a full buffer — plus 4 × the idle path's p99 round
-    /// trip (scheduler jitter on a shared host: measured up to 4 ms, which
-    /// the default 5 ms RTO turned into spurious timeouts with no drop),
-    /// and at least the daemon's default 5 ms.
+    /// trip (scheduler jitter on a shared host reaches milliseconds, which
+    /// the default RTO alone would turn into timeouts with no drop), and at
+    /// least the daemon's default 5 ms.
     pub fn rto_init_us(&self) -> u64 {
         self.opts.rto_init_us.unwrap_or_else(|| {
             let drain_us = self.setup.buffer_bytes * 8 * 1_000_000 / self.opts.bottleneck.max(1);
