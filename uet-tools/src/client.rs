@@ -595,3 +595,73 @@ pub fn socket_path(flag: Option<PathBuf>) -> PathBuf {
     flag.or_else(|| std::env::var_os("UET_SOCKET").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region() -> RemoteRegion {
+        "uet://10.0.0.1/1/2/1/0/0x5eed".parse().unwrap()
+    }
+
+    /// A path in a directory of its own that no daemon listens on.
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("uet-tools-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn no_daemon_is_a_connect_error_naming_the_socket() {
+        let sock = scratch("connect").join("uetd.sock");
+        let e = stats(&sock, false).unwrap_err();
+        let Error::Connect { socket, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(socket, &sock);
+        assert!(
+            e.to_string()
+                .starts_with(&format!("connecting to uetd at {}", sock.display())),
+            "{e}"
+        );
+        std::fs::remove_dir_all(sock.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn the_file_to_send_is_read_before_the_daemon_is_asked() {
+        let dir = scratch("write");
+        let sock = dir.join("uetd.sock");
+        let missing = dir.join("missing.bin");
+        let e = write(&sock, &missing, &region(), 0, 4096, 1).unwrap_err();
+        let Error::File { what, path, source } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!((*what, path), ("reading", &missing));
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+
+        let empty = dir.join("empty.bin");
+        std::fs::write(&empty, b"").unwrap();
+        let e = write(&sock, &empty, &region(), 0, 4096, 1).unwrap_err();
+        assert!(
+            matches!(&e, Error::Invalid(m) if m.ends_with("is empty")),
+            "{e:?}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn sizes_that_cannot_work_are_refused_before_connecting() {
+        let sock = Path::new("/nonexistent/uetd.sock");
+        let out = Path::new("/nonexistent/out.bin");
+        let e = read(sock, &region(), 0, 0, out, 4096, 1).unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)), "{e:?}");
+        let cfg = PerfConfig {
+            size: 0,
+            iters: Some(1),
+            duration: Duration::ZERO,
+            depth: 1,
+        };
+        let e = perf(sock, &region(), 1 << 20, &cfg).unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)), "{e:?}");
+    }
+}
