@@ -245,6 +245,7 @@ pub(crate) fn run(cmd: LabCmd) -> Result<()> {
                     toward_receiver_only: a.toward_receiver_only,
                 },
             )
+            .with_context(|| format!("switching the impairments of lab {}", a.name))
         }
         LabCmd::Sample(a) => sample(&a),
         LabCmd::Demo(a) => demo(&a),
@@ -282,7 +283,8 @@ fn sample(a: &SampleArgs) -> Result<()> {
     if a.hz == 0 {
         bail!("--hz must be positive");
     }
-    let s = Sampler::open(&LabState::load(&a.name)?)?;
+    let s = Sampler::open(&LabState::load(&a.name)?)
+        .with_context(|| format!("opening the samplers of lab {}", a.name))?;
     let period = Duration::from_secs_f64(1.0 / f64::from(a.hz));
     let start = Instant::now();
     for i in 0..a.count {
@@ -290,7 +292,10 @@ fn sample(a: &SampleArgs) -> Result<()> {
         while Instant::now() < next {
             std::thread::park_timeout(next - Instant::now());
         }
-        println!("{}", serde_json::to_string(&s.sample()?)?);
+        let sample = s
+            .sample()
+            .with_context(|| format!("sampling lab {}", a.name))?;
+        println!("{}", serde_json::to_string(&sample)?);
     }
     Ok(())
 }

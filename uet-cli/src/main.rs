@@ -219,11 +219,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Decode(args) => run_decode(&args),
-        Command::Serve(a) => client::serve(&client::socket_path(a.sock.socket), a.size.0, a.count),
+        Command::Serve(a) => client::serve(&client::socket_path(a.sock.socket), a.size.0, a.count)
+            .context("serving a region"),
         Command::Write(a) => (|| {
             let chunk = u32::try_from(a.chunk.0).context("--chunk must be < 4 GiB")?;
             let sock = client::socket_path(a.sock.socket);
-            let t = client::write(&sock, &a.file, &a.address, a.offset, chunk, a.depth)?;
+            let t = client::write(&sock, &a.file, &a.address, a.offset, chunk, a.depth)
+                .with_context(|| format!("writing {} to {}", a.file.display(), a.address))?;
             println!("{}", transfer_json("written", &t));
             Ok(())
         })(),
@@ -232,13 +234,15 @@ fn main() -> ExitCode {
             let sock = client::socket_path(a.sock.socket);
             let t = client::read(
                 &sock, &a.address, a.offset, a.len.0, &a.file, chunk, a.depth,
-            )?;
+            )
+            .with_context(|| format!("reading {} into {}", a.address, a.file.display()))?;
             println!("{}", transfer_json("read", &t));
             Ok(())
         })(),
         Command::Perf(a) => run_perf(&a),
         Command::Stats(a) => client::stats(&client::socket_path(a.sock.socket), a.prometheus)
-            .map(|s| println!("{}", s.trim_end())),
+            .map(|s| println!("{}", s.trim_end()))
+            .context("reading the daemon's counters"),
         Command::Capture(a) => run_capture(&a),
         Command::Lab { cmd } => lab::run(cmd),
     };
@@ -287,7 +291,8 @@ fn run_capture(a: &CaptureArgs) -> Result<()> {
             serde_json::json!({"event": "capturing", "file": file, "snaplen": snaplen})
         );
         let _ = std::io::stdout().flush();
-    })?;
+    })
+    .with_context(|| format!("capturing into {file}"))?;
     println!(
         "{}",
         serde_json::json!({
@@ -318,7 +323,8 @@ fn run_perf(a: &PerfArgs) -> Result<()> {
             duration: std::time::Duration::from_secs_f64(a.duration),
             depth: a.depth,
         };
-        let r = client::perf(&sock, &a.address, a.region.0, &cfg)?;
+        let r = client::perf(&sock, &a.address, a.region.0, &cfg)
+            .with_context(|| format!("uet perf with {}-byte writes to {}", size.0, a.address))?;
         if a.json {
             println!("{}", r.to_json());
         } else {

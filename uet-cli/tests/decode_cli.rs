@@ -1,5 +1,6 @@
 //! `uet decode` end to end: the built binary, run as a user would, on the
-//! sample capture, on hex, and on inputs that must be refused.
+//! sample capture, on hex, and on inputs that must be refused; and what the
+//! client commands print when there is no daemon or no file.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -67,7 +68,7 @@ fn sample_pcap_json_is_one_object_per_frame() {
             assert!(v["pds"]["type"].is_string() && v["pds"]["flags"].is_object());
         }
     }
-    // The headline frames, as the issue words them.
+    // The headline frames, field by field in their spec names.
     let first: Value = serde_json::from_str(&lines[0]).unwrap();
     assert_eq!(first["pds"]["type"], "RUD_CC_REQ");
     assert_eq!(first["pds"]["psn"], 336);
@@ -326,4 +327,36 @@ fn a_native_ip_frame_with_a_network_order_trailer_decodes_with_crc() {
         v["error"], "CRC trailer: checksum mismatch at byte 42",
         "{v}"
     );
+}
+
+/// Failures the user sees name what `uet` was doing, then why.
+#[test]
+fn client_command_errors_name_the_command_and_the_socket() {
+    let dir = std::env::temp_dir().join(format!("uet-cli-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("uetd.sock");
+    let sock = sock.to_str().unwrap();
+    let o = uet(&["stats", "--socket", sock]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "uet: reading the daemon's counters: connecting to uetd at {sock}: "
+        )),
+        "{err}"
+    );
+
+    let missing = dir.join("missing.bin");
+    let missing = missing.to_str().unwrap();
+    let address = "uet://10.0.0.1/1/2/1/0/0x5eed";
+    let o = uet(&["write", missing, address, "--socket", sock]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "uet: writing {missing} to {address}: reading {missing}: "
+        )),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

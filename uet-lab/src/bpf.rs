@@ -8,7 +8,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow};
 use aya::maps::{Array, Map, MapData};
 use aya::programs::links::FdLink;
 use aya::programs::tc::TcAttachOptions;
@@ -16,6 +15,8 @@ use aya::programs::{LinkOrder, SchedClassifier, TcAttachType};
 use aya::{Ebpf, EbpfLoader};
 use serde::{Deserialize, Serialize};
 use xdp_prog::{ecn, impair};
+
+use crate::error::{Error, Result};
 
 /// Where bpffs is mounted by convention (systemd mounts it at boot).
 const BPFFS: &str = "/sys/fs/bpf";
@@ -31,12 +32,12 @@ pub(crate) fn pin_dir(lab: &str) -> PathBuf {
 /// with ENOENT.
 pub(crate) fn ensure_bpffs() -> Result<()> {
     let root = Path::new(BPFFS);
-    if uetd::sys::bpffs::is_bpffs(root).with_context(|| format!("statfs {BPFFS}"))? {
+    if uetd::sys::bpffs::is_bpffs(root).map_err(Error::io(format!("statfs {BPFFS}")))? {
         return Ok(());
     }
-    uetd::sys::bpffs::mount_bpffs(root).with_context(|| {
-        format!("{BPFFS} is not a BPF filesystem, and mounting one there failed")
-    })?;
+    uetd::sys::bpffs::mount_bpffs(root).map_err(Error::io(format!(
+        "{BPFFS} is not a BPF filesystem, and mounting one there failed"
+    )))?;
     tracing::info!("mounted a BPF filesystem on {BPFFS}");
     Ok(())
 }
@@ -53,15 +54,17 @@ pub(crate) struct Attach<'a> {
 fn load(bytes: &[u8], what: &str) -> Result<Ebpf> {
     EbpfLoader::new()
         .load(bytes)
-        .with_context(|| format!("loading the {what} object"))
+        .map_err(Error::kernel(format!("loading the {what} object")))
 }
 
 fn classifier<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut SchedClassifier> {
-    let p: &mut SchedClassifier = ebpf
-        .program_mut(name)
-        .ok_or_else(|| anyhow!("no program {name} in its object"))?
-        .try_into()?;
-    Ok(p)
+    let missing = || Error::Kernel {
+        what: format!("no program {name} in its object"),
+        source: None,
+    };
+    let p = ebpf.program_mut(name).ok_or_else(missing)?;
+    <&mut SchedClassifier>::try_from(p)
+        .map_err(Error::kernel(format!("{name} is not a tc classifier")))
 }
 
 fn attach_pinned(
@@ -72,19 +75,26 @@ fn attach_pinned(
 ) -> Result<()> {
     let id = p
         .attach_with_options(ifname, ty, TcAttachOptions::TcxOrder(LinkOrder::default()))
-        .with_context(|| format!("attaching to {ifname} ({ty:?})"))?;
-    let link: FdLink = p.take_link(id)?.try_into()?;
+        .map_err(Error::kernel(format!("attaching to {ifname} ({ty:?})")))?;
+    let link: FdLink = p
+        .take_link(id)
+        .map_err(Error::kernel(format!("taking the link on {ifname}")))?
+        .try_into()
+        .map_err(Error::kernel(format!("the link on {ifname} as an fd link")))?;
     link.pin(pin)
-        .with_context(|| format!("pinning {}", pin.display()))?;
+        .map_err(Error::kernel(format!("pinning {}", pin.display())))?;
     Ok(())
 }
 
 fn pin_maps(ebpf: &Ebpf, names: &[&str], dir: &Path) -> Result<()> {
     for name in names {
         ebpf.map(name)
-            .ok_or_else(|| anyhow!("no map {name}"))?
+            .ok_or_else(|| Error::Kernel {
+                what: format!("no map {name}"),
+                source: None,
+            })?
             .pin(dir.join(name))
-            .with_context(|| format!("pinning map {name}"))?;
+            .map_err(Error::kernel(format!("pinning map {name}")))?;
     }
     Ok(())
 }
@@ -94,11 +104,12 @@ fn pin_maps(ebpf: &Ebpf, names: &[&str], dir: &Path) -> Result<()> {
 /// on), then on `p0` the ECN marker; the detour return on the detour peer's
 /// ingress. Must run on a thread inside the switch namespace.
 pub(crate) fn attach(a: &Attach<'_>) -> Result<()> {
-    std::fs::create_dir_all(a.pins).with_context(|| format!("creating {}", a.pins.display()))?;
+    std::fs::create_dir_all(a.pins).map_err(Error::io(format!("creating {}", a.pins.display())))?;
     let mut imp = load(xdp_prog::impair_object(), "impairment")?;
     {
         let p = classifier(&mut imp, impair::PROGRAM)?;
-        p.load().context("the kernel rejected uet_impair")?;
+        p.load()
+            .map_err(Error::kernel("the kernel rejected uet_impair"))?;
         for port in a.ports {
             attach_pinned(
                 p,
@@ -110,7 +121,8 @@ pub(crate) fn attach(a: &Attach<'_>) -> Result<()> {
     }
     {
         let p = classifier(&mut imp, impair::DETOUR_PROGRAM)?;
-        p.load().context("the kernel rejected uet_detour")?;
+        p.load()
+            .map_err(Error::kernel("the kernel rejected uet_detour"))?;
         attach_pinned(p, a.detour.1, TcAttachType::Ingress, &a.pins.join("detour"))?;
     }
     pin_maps(&imp, &[impair::CONFIG_MAP, impair::COUNTERS_MAP], a.pins)?;
@@ -118,7 +130,8 @@ pub(crate) fn attach(a: &Attach<'_>) -> Result<()> {
     let mut ecn_obj = load(xdp_prog::ecn_object(), "ECN")?;
     {
         let p = classifier(&mut ecn_obj, ecn::PROGRAM)?;
-        p.load().context("the kernel rejected uet_ecn")?;
+        p.load()
+            .map_err(Error::kernel("the kernel rejected uet_ecn"))?;
         attach_pinned(p, &a.ports[0], TcAttachType::Egress, &a.pins.join("ecn"))?;
     }
     pin_maps(
@@ -131,8 +144,28 @@ pub(crate) fn attach(a: &Attach<'_>) -> Result<()> {
 
 fn array(pins: &Path, name: &str) -> Result<Array<MapData, u64>> {
     let path = pins.join(name);
-    let md = MapData::from_pin(&path).with_context(|| format!("opening {}", path.display()))?;
-    Ok(Array::try_from(Map::Array(md))?)
+    let md =
+        MapData::from_pin(&path).map_err(Error::kernel(format!("opening {}", path.display())))?;
+    Array::try_from(Map::Array(md)).map_err(Error::kernel(format!(
+        "{} as an array of u64",
+        path.display()
+    )))
+}
+
+/// `map[i]` of a pinned array (`name` for the error only).
+fn get(map: &Array<MapData, u64>, name: &'static str, i: u32) -> Result<u64> {
+    map.get(&i, 0).map_err(|e| Error::Kernel {
+        what: format!("reading {name}[{i}]"),
+        source: Some(e.into()),
+    })
+}
+
+/// Sets `map[i] = v` in a pinned array (`name` for the error only).
+fn set(map: &mut Array<MapData, u64>, name: &'static str, i: u32, v: u64) -> Result<()> {
+    map.set(i, v, 0).map_err(|e| Error::Kernel {
+        what: format!("writing {name}[{i}]"),
+        source: Some(e.into()),
+    })
 }
 
 /// The ECN marker's settings (`xdp_prog::ecn`).
@@ -194,19 +227,19 @@ impl EcnMaps {
         };
         // Thresholds and limit first, the rate (which turns the queue on)
         // last.
-        self.config.set(ecn::CFG_KMIN, kmin, 0)?;
-        self.config.set(ecn::CFG_KMAX, kmax, 0)?;
-        self.config.set(ecn::CFG_LIMIT, s.limit, 0)?;
-        self.config.set(ecn::CFG_FLAGS, flags, 0)?;
-        self.config.set(ecn::CFG_PS_PER_BYTE, ps, 0)?;
+        set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_KMIN, kmin)?;
+        set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_KMAX, kmax)?;
+        set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_LIMIT, s.limit)?;
+        set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_FLAGS, flags)?;
+        set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_PS_PER_BYTE, ps)?;
         Ok(())
     }
 
     /// Reads the counters; `now_ns` is CLOCK_MONOTONIC (for the backlog).
     pub(crate) fn read(&self, now_ns: u64) -> Result<EcnCounters> {
-        let c = |i| self.counters.get(&i, 0);
-        let ps = self.config.get(&ecn::CFG_PS_PER_BYTE, 0)?;
-        let finish = self.state.get(&0, 0)?;
+        let c = |i| get(&self.counters, ecn::COUNTERS_MAP, i);
+        let ps = get(&self.config, ecn::CONFIG_MAP, ecn::CFG_PS_PER_BYTE)?;
+        let finish = get(&self.state, ecn::STATE_MAP, 0)?;
         let now_ps = now_ns.saturating_mul(1000);
         let vq_backlog = finish.saturating_sub(now_ps).checked_div(ps).unwrap_or(0);
         Ok(EcnCounters {
@@ -259,7 +292,9 @@ pub struct ImpairCounters {
 }
 
 fn probability(p: f64) -> Result<u64> {
-    anyhow::ensure!((0.0..=1.0).contains(&p), "probability {p} is not in [0, 1]");
+    crate::error::require((0.0..=1.0).contains(&p), "impairment", || {
+        format!("probability {p} is not in [0, 1]")
+    })?;
     Ok((p * 4_294_967_296.0).round() as u64)
 }
 
@@ -299,25 +334,22 @@ impl ImpairMaps {
             impair::CFG_REORDER,
             impair::CFG_TRIM,
         ] {
-            self.config.set(i, 0, 0)?;
+            set(&mut self.config, impair::CONFIG_MAP, i, 0)?;
         }
-        self.config.set(impair::CFG_IFINDEX, u64::from(only), 0)?;
-        self.config.set(impair::CFG_DETOUR, u64::from(detour), 0)?;
-        self.config
-            .set(impair::CFG_TRIM_TO, u64::from(imp.trim_to), 0)?;
-        self.config
-            .set(impair::CFG_LOSS, probability(imp.loss)?, 0)?;
-        self.config
-            .set(impair::CFG_DUP, probability(imp.duplicate)?, 0)?;
-        self.config
-            .set(impair::CFG_REORDER, probability(imp.reorder)?, 0)?;
-        self.config
-            .set(impair::CFG_TRIM, probability(imp.trim)?, 0)?;
+        let cfg = &mut self.config;
+        let map = impair::CONFIG_MAP;
+        set(cfg, map, impair::CFG_IFINDEX, u64::from(only))?;
+        set(cfg, map, impair::CFG_DETOUR, u64::from(detour))?;
+        set(cfg, map, impair::CFG_TRIM_TO, u64::from(imp.trim_to))?;
+        set(cfg, map, impair::CFG_LOSS, probability(imp.loss)?)?;
+        set(cfg, map, impair::CFG_DUP, probability(imp.duplicate)?)?;
+        set(cfg, map, impair::CFG_REORDER, probability(imp.reorder)?)?;
+        set(cfg, map, impair::CFG_TRIM, probability(imp.trim)?)?;
         Ok(())
     }
 
     pub(crate) fn read(&self) -> Result<ImpairCounters> {
-        let c = |i| self.counters.get(&i, 0);
+        let c = |i| get(&self.counters, impair::COUNTERS_MAP, i);
         Ok(ImpairCounters {
             seen: c(impair::CNT_SEEN)?,
             dropped: c(impair::CNT_DROPPED)?,

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 use uet_tools::blast::xsk::{BlastConfig, RawReport, blast, sink_on};
 use uetd::xsk::XskConfig;
 
+use crate::error::{Error, Result};
+
 /// The raw ceiling of a veth pair: sinks on `b_if` (in `b`) and blasts
 /// `frame_len`-byte UDP frames from `a_if` (in `a`) for `duration`.
 /// Returns (blaster, sink) reports.
@@ -21,8 +23,7 @@ pub fn veth_ceiling(
     b_ip: IpAddr,
     frame_len: usize,
     duration: Duration,
-) -> anyhow::Result<(RawReport, RawReport)> {
-    use anyhow::anyhow;
+) -> Result<(RawReport, RawReport)> {
     use std::sync::Arc;
     let port = uetd::xdp::SteerConfig::default().udp_port;
     let stop = Arc::new(AtomicBool::new(false));
@@ -38,8 +39,16 @@ pub fn veth_ceiling(
     let Ok(dst_mac) = mac_rx.recv_timeout(Duration::from_secs(10)) else {
         stop.store(true, Ordering::Relaxed);
         return Err(match sink.join() {
-            Ok(Ok(Err(e))) => e.context("the sink did not start"),
-            _ => anyhow!("the sink did not start"),
+            Ok(Ok(Err(e))) => Error::Tool {
+                what: "the raw AF_XDP sink did not start".into(),
+                source: e,
+            },
+            Ok(Err(e)) => Error::io(format!("entering namespace {}", b.name()))(e),
+            Err(_) => Error::Panicked("raw AF_XDP sink".into()),
+            Ok(Ok(Ok(_))) => Error::Timeout {
+                awaiting: "the raw AF_XDP sink to start".into(),
+                state: "it was not ready within 10 s".into(),
+            },
         });
     };
     let cfg = BlastConfig {
@@ -65,7 +74,16 @@ pub fn veth_ceiling(
     stop.store(true, Ordering::Relaxed);
     let tx = blaster
         .join()
-        .map_err(|_| anyhow!("blaster panicked"))???;
-    let rx = sink.join().map_err(|_| anyhow!("sink panicked"))???;
+        .map_err(|_| Error::Panicked("raw AF_XDP blaster".into()))?
+        .map_err(Error::io(format!("entering namespace {}", a.name())))?
+        .map_err(Error::io("the raw AF_XDP blaster"))?;
+    let rx = sink
+        .join()
+        .map_err(|_| Error::Panicked("raw AF_XDP sink".into()))?
+        .map_err(Error::io(format!("entering namespace {}", b.name())))?
+        .map_err(|source| Error::Tool {
+            what: "the raw AF_XDP sink".into(),
+            source,
+        })?;
     Ok((tx, rx))
 }

@@ -1,7 +1,7 @@
 //! `uet lab demo`: a two-host lab (no bottleneck); an RMA write over
 //! AF_XDP through host 1's daemon (its control socket, as an application
 //! writes), checked byte-exact by the target's hash; `uet perf`
-//! ([`apps::perf`]) on the same daemons for bandwidth, message rate and
+//! ([`client::perf`]) on the same daemons for bandwidth, message rate and
 //! latency; and the two ceilings of the same path (host 1 → switch →
 //! host 0) — raw AF_XDP frames and kernel UDP — so both read as a
 //! fraction of what the path can carry.
@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, ensure};
 use serde::Serialize;
 
 use super::{Lab, LabConfig, WriteOpts, WriteResult};
+use crate::error::{Error, Result, require};
 use uet_tools::client::{self, PerfConfig, PerfReport};
 use uetd::config::Backend;
 
@@ -174,12 +174,16 @@ impl DemoReport {
 /// Builds the lab, writes, runs `uet perf`, measures the ceilings, removes
 /// the lab (also on failure).
 pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
-    ensure!(
+    require(
         u64::from(opts.perf_size) <= opts.bytes,
-        "the perf message size ({}) exceeds the region ({} bytes)",
-        opts.perf_size,
-        opts.bytes
-    );
+        "demo options",
+        || {
+            format!(
+                "the perf message size ({}) exceeds the region ({} bytes)",
+                opts.perf_size, opts.bytes
+            )
+        },
+    )?;
     let mut lab = Lab::up(LabConfig {
         hosts: 2,
         mtu: opts.mtu,
@@ -204,12 +208,12 @@ pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
             ..WriteOpts::default()
         },
     )?;
-    ensure!(
-        write.verified(),
-        "the target's hash {} differs from the writer's {}",
-        write.target_xxh3,
-        write.xxh3
-    );
+    if !write.verified() {
+        return Err(Error::Check(format!(
+            "the target's hash {} differs from the writer's {}",
+            write.target_xxh3, write.xxh3
+        )));
+    }
     eprintln!(
         "running uet perf ({} B writes, depth {}) for {:.1} s",
         opts.perf_size,
@@ -228,7 +232,10 @@ pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
             depth: opts.perf_depth,
         },
     )
-    .context("uet perf")?;
+    .map_err(|source| Error::Tool {
+        what: "uet perf".into(),
+        source,
+    })?;
     // The ceilings own the interfaces: the daemons go first.
     lab.stop_daemon(0)?;
     lab.stop_daemon(1)?;
@@ -288,8 +295,15 @@ fn kernel_udp(lab: &Lab, size: usize, time: Duration) -> Result<f64> {
     while !ready.load(Ordering::Acquire) {
         if sink.is_finished() || Instant::now() > deadline {
             stop.store(true, Ordering::Relaxed);
-            let _ = sink.join();
-            return Err(anyhow!("the UDP sink did not start"));
+            return Err(match sink.join() {
+                Ok(Ok(Err(e))) => Error::io("the UDP sink did not start")(e),
+                Ok(Err(e)) => Error::io("entering host 0")(e),
+                Err(_) => Error::Panicked("UDP sink".into()),
+                Ok(Ok(Ok(_))) => Error::Timeout {
+                    awaiting: "the UDP sink to start".into(),
+                    state: "it was not ready within 10 s".into(),
+                },
+            });
         }
         std::thread::park_timeout(Duration::from_millis(1));
     }
@@ -307,13 +321,13 @@ fn kernel_udp(lab: &Lab, size: usize, time: Duration) -> Result<f64> {
     stop.store(true, Ordering::Release);
     let _ = blaster
         .join()
-        .map_err(|_| anyhow!("the UDP blaster panicked"))?
-        .context("entering host 1")?
-        .context("the UDP blaster")?;
+        .map_err(|_| Error::Panicked("UDP blaster".into()))?
+        .map_err(Error::io("entering host 1"))?
+        .map_err(Error::io("the UDP blaster"))?;
     let got = sink
         .join()
-        .map_err(|_| anyhow!("the UDP sink panicked"))?
-        .context("entering host 0")?
-        .context("the UDP sink")?;
+        .map_err(|_| Error::Panicked("UDP sink".into()))?
+        .map_err(Error::io("entering host 0"))?
+        .map_err(Error::io("the UDP sink"))?;
     Ok(got.gbps())
 }

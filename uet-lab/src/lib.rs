@@ -1,3 +1,5 @@
+//! # uet-lab — the veth lab
+//!
 //! The veth lab (`design.md` §6): N host namespaces joined through a switch
 //! namespace, `uetd` in every host, the bottleneck and the eBPF ECN marker
 //! on the switch port toward the receiver, and an eBPF impairment program
@@ -36,10 +38,17 @@
 //! daemon carries `UET_LAB=<name>` in its environment, checked before it is
 //! signalled), logs under `/run/uet/lab/<name>/`, BPF pins under
 //! `/sys/fs/bpf/uet-lab/<name>/`.
+//!
+//! Besides the lab itself: [`incast`] runs, measures and reports incasts
+//! on it; [`demo`] is `uet lab demo`; [`ceiling`] measures a link's raw
+//! ceiling; [`netns`] makes namespaces and veth pairs for the lab and for
+//! the real-kernel tests of the other crates. Errors are [`Error`], by
+//! culprit.
 
 mod bpf;
 pub mod ceiling;
 pub mod demo;
+mod error;
 pub mod incast;
 pub mod netns;
 mod qdisc;
@@ -54,11 +63,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail, ensure};
 use serde::{Deserialize, Serialize};
 
 pub use bpf::{EcnCounters, EcnSettings, ImpairCounters, Impairment};
+pub use error::{BoxError, Error, Result};
 pub use qdisc::QdiscStats;
+
+use crate::error::require;
 
 use crate::netns::{NetNs, run};
 use uetd::config::Backend;
@@ -152,32 +163,32 @@ impl LabConfig {
     }
 
     fn check(&self) -> Result<()> {
-        ensure!(self.hosts >= 2, "a lab needs at least 2 hosts");
-        ensure!(self.hosts <= 250, "at most 250 hosts");
-        ensure!(
-            (576..=9000).contains(&self.mtu),
-            "MTU {} out of range",
-            self.mtu
-        );
+        const WHAT: &str = "lab config";
+        require(self.hosts >= 2, WHAT, || {
+            "a lab needs at least 2 hosts".into()
+        })?;
+        require(self.hosts <= 250, WHAT, || "at most 250 hosts".into())?;
+        require((576..=9000).contains(&self.mtu), WHAT, || {
+            format!("MTU {} out of range", self.mtu)
+        })?;
         if self.backend == Backend::Xdp {
-            ensure!(
-                self.mtu <= 3498,
-                "native XDP on veth needs an MTU ≤ 3498 (got {})",
-                self.mtu
-            );
+            require(self.mtu <= 3498, WHAT, || {
+                format!("native XDP on veth needs an MTU ≤ 3498 (got {})", self.mtu)
+            })?;
         }
-        ensure!(
+        require(
             self.ecn.is_none() || self.bottleneck.is_some(),
-            "ECN marking needs a bottleneck (the virtual queue drains at its rate)"
-        );
+            WHAT,
+            || "ECN marking needs a bottleneck (the virtual queue drains at its rate)".into(),
+        )?;
         if let Some((kmin, kmax)) = self.ecn {
-            ensure!(kmin <= kmax, "ECN Kmin {kmin} > Kmax {kmax}");
+            require(kmin <= kmax, WHAT, || {
+                format!("ECN Kmin {kmin} > Kmax {kmax}")
+            })?;
         }
-        ensure!(
-            self.gamma > 0.0 && self.gamma <= 2.0,
-            "gamma {} out of range",
-            self.gamma
-        );
+        require(self.gamma > 0.0 && self.gamma <= 2.0, WHAT, || {
+            format!("gamma {} out of range", self.gamma)
+        })?;
         if let Some(n) = &self.name {
             check_name(n)?;
         }
@@ -197,14 +208,14 @@ fn backend_name<S: serde::Serializer>(b: &Backend, s: S) -> Result<S::Ok, S::Err
 }
 
 fn check_name(n: &str) -> Result<()> {
-    ensure!(
+    require(
         !n.is_empty()
             && n.len() <= 40
             && n.chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
-        "lab name {n:?}: 1-40 characters of [A-Za-z0-9_-]"
-    );
-    Ok(())
+        "lab name",
+        || format!("{n:?}: 1-40 characters of [A-Za-z0-9_-]"),
+    )
 }
 
 /// One host, as recorded in the state file.
@@ -257,17 +268,23 @@ impl LabState {
     /// Reads the state of lab `name`.
     pub fn load(name: &str) -> Result<Self> {
         let p = Self::path(name);
-        let text = std::fs::read_to_string(&p)
-            .with_context(|| format!("no lab {name:?} ({} unreadable)", p.display()))?;
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))
+        let text = std::fs::read_to_string(&p).map_err(|source| Error::NoLab {
+            name: name.to_owned(),
+            path: p.clone(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(Error::json(format!("parsing {}", p.display())))
     }
 
     fn save(&self) -> Result<()> {
         let p = Self::path(&self.name);
         let tmp = p.with_extension("json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &p).with_context(|| format!("writing {}", p.display()))?;
+        let text = serde_json::to_vec_pretty(self).map_err(Error::json(format!(
+            "encoding the state of lab {}",
+            self.name
+        )))?;
+        std::fs::write(&tmp, text).map_err(Error::io(format!("writing {}", tmp.display())))?;
+        std::fs::rename(&tmp, &p).map_err(Error::io(format!("writing {}", p.display())))?;
         Ok(())
     }
 
@@ -294,7 +311,9 @@ fn step() -> Result<MutexGuard<'static, ()>> {
     let g = STEP
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    ensure!(!ABORT.load(Ordering::SeqCst), "interrupted");
+    if ABORT.load(Ordering::SeqCst) {
+        return Err(Error::Interrupted);
+    }
     Ok(g)
 }
 
@@ -313,7 +332,7 @@ pub fn abort_all() {
         .clone();
     for n in names {
         if let Err(e) = down(&n) {
-            eprintln!("removing lab {n}: {e:#}");
+            eprintln!("removing lab {n}: {}", e.chain());
         }
     }
 }
@@ -348,16 +367,17 @@ impl LogReader {
 
     /// Reads what was appended since the last call.
     pub fn poll(&mut self) -> Result<()> {
+        let reading = |e| Error::io(format!("reading {}", self.path.display()))(e);
         let mut f = match File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(reading(e)),
         };
-        f.seek(SeekFrom::Start(self.pos))?;
+        f.seek(SeekFrom::Start(self.pos)).map_err(reading)?;
         let mut r = BufReader::new(f);
         loop {
             let mut buf = String::new();
-            let n = r.read_line(&mut buf)?;
+            let n = r.read_line(&mut buf).map_err(reading)?;
             if n == 0 {
                 break;
             }
@@ -373,7 +393,9 @@ impl LogReader {
     }
 
     /// The first line at index ≥ `from` for which `want` holds, polling
-    /// until `deadline`; fails early when `alive` says the process exited.
+    /// until `deadline` ([`Error::Timeout`]); fails early when `alive` says
+    /// the process exited ([`Error::Exited`]). Both carry the log's last
+    /// lines.
     pub fn wait(
         &mut self,
         from: usize,
@@ -405,10 +427,13 @@ impl LogReader {
                 {
                     return Ok((i, l.clone()));
                 }
-                bail!("the process exited; {}", self.tail());
+                return Err(Error::Exited { log: self.tail() });
             }
             if Instant::now() >= deadline {
-                bail!("timed out; {}", self.tail());
+                return Err(Error::Timeout {
+                    awaiting: format!("a line in {}", self.path.display()),
+                    state: self.tail(),
+                });
             }
             std::thread::park_timeout(pause);
             pause = (pause * 2).min(Duration::from_millis(20));
@@ -446,18 +471,19 @@ fn sibling_bin(name: &str, env: &str) -> Result<PathBuf> {
     if let Some(p) = std::env::var_os(env) {
         return Ok(PathBuf::from(p));
     }
-    let exe = std::env::current_exe().context("locating the running executable")?;
-    let dir = exe.parent().context("executable has no directory")?;
+    let exe = std::env::current_exe().map_err(Error::io("locating the running executable"))?;
+    let dir = exe.parent().unwrap_or_else(|| Path::new("/"));
     for d in [Some(dir), dir.parent()].into_iter().flatten() {
         let p = d.join(name);
         if p.is_file() {
             return Ok(p);
         }
     }
-    bail!(
-        "no {name} binary next to {} (build it, or set {env})",
-        exe.display()
-    )
+    Err(Error::MissingBinary {
+        name: name.into(),
+        near: exe,
+        env: env.into(),
+    })
 }
 
 /// A running lab; dropping it removes everything (unless [`Lab::keep`]).
@@ -477,7 +503,11 @@ fn ip_json(ns: &NetNs, args: &[&str]) -> Result<serde_json::Value> {
     let mut a = vec!["-j"];
     a.extend_from_slice(args);
     let out = ns.ip(&a)?;
-    Ok(serde_json::from_slice(&out.stdout)?)
+    serde_json::from_slice(&out.stdout).map_err(Error::json(format!(
+        "parsing the output of ip {} in {}",
+        a.join(" "),
+        ns.name()
+    )))
 }
 
 fn ifindex(ns: &NetNs, ifname: &str) -> Result<u32> {
@@ -485,7 +515,10 @@ fn ifindex(ns: &NetNs, ifname: &str) -> Result<u32> {
     v[0]["ifindex"]
         .as_u64()
         .and_then(|i| u32::try_from(i).ok())
-        .with_context(|| format!("no ifindex for {ifname} in {}", ns.name()))
+        .ok_or_else(|| Error::Output {
+            what: format!("ip link show: no ifindex for {ifname} in {}", ns.name()),
+            source: None,
+        })
 }
 
 /// `tc qdisc VERB dev p0 root handle 1: tbf …` in the switch: the
@@ -513,7 +546,7 @@ fn tbf(sw: &NetNs, verb: &str, rate: u64, burst: u64, limit: u64) -> Result<()> 
 /// Writes a sysctl of the calling thread's network namespace.
 fn sysctl_net(path: &str, value: &str) -> Result<()> {
     std::fs::write(Path::new("/proc/sys/net").join(path), value)
-        .with_context(|| format!("writing net.{}", path.replace('/', ".")))
+        .map_err(Error::io(format!("writing net.{}", path.replace('/', "."))))
 }
 
 impl Lab {
@@ -529,14 +562,13 @@ impl Lab {
                 NEXT.fetch_add(1, Ordering::Relaxed)
             )
         });
-        std::fs::create_dir_all(STATE_DIR).with_context(|| format!("creating {STATE_DIR}"))?;
+        std::fs::create_dir_all(STATE_DIR).map_err(Error::io(format!("creating {STATE_DIR}")))?;
         let log_dir = Path::new(STATE_DIR).join(&name);
         let mut lab = {
             let _s = step()?;
-            ensure!(
-                !LabState::path(&name).exists(),
-                "a lab named {name} exists (uet lab down --name {name})"
-            );
+            require(!LabState::path(&name).exists(), "lab name", || {
+                format!("a lab named {name} exists (uet lab down --name {name})")
+            })?;
             let lab = Self {
                 state: LabState {
                     name: name.clone(),
@@ -561,7 +593,8 @@ impl Lab {
                 .push(name);
             lab
         };
-        std::fs::create_dir_all(&log_dir)?;
+        std::fs::create_dir_all(&log_dir)
+            .map_err(Error::io(format!("creating {}", log_dir.display())))?;
         lab.build()?;
         lab.start_daemons()?;
         Ok(lab)
@@ -599,7 +632,8 @@ impl Lab {
             let host = {
                 let _s = step()?;
                 let h = NetNs::create(&format!("{name}-h{i}"))?;
-                let ip = Ipv4Addr::new(10, cfg.subnet, 0, u8::try_from(i + 1)?);
+                // At most 250 hosts (checked): the last octet fits.
+                let ip = Ipv4Addr::new(10, cfg.subnet, 0, (i + 1) as u8);
                 self.state.hosts.push(HostState {
                     netns: h.name().to_owned(),
                     ifname: "eth0".into(),
@@ -637,16 +671,20 @@ impl Lab {
                 "mtu",
                 &mtu,
             ]))
-            .with_context(|| format!("creating the veth of host {i}"))?;
+            .map_err(Error::during(format!("creating the veth of host {i}")))?;
             let ip = self.state.hosts[i].ip;
             host.ip(&["addr", "add", &format!("{ip}/24"), "dev", "eth0"])?;
             host.ip(&["link", "set", "eth0", "up"])?;
             sw.ip(&["link", "set", &port, "master", "br0", "up"])?;
             host.run(|| uetd::xsk::set_tx_checksum_offload("eth0", false))?
-                .context("turning TX checksum offload off on eth0")?;
+                .map_err(Error::io(format!(
+                    "turning TX checksum offload off on eth0 of host {i}"
+                )))?;
             let p = port.clone();
             sw.run(move || uetd::xsk::set_tx_checksum_offload(&p, false))?
-                .with_context(|| format!("turning TX checksum offload off on {port}"))?;
+                .map_err(Error::io(format!(
+                    "turning TX checksum offload off on {port}"
+                )))?;
             self.state.hosts[i].port_ifindex = ifindex(sw, &port)?;
         }
         // The detour pair for reordering: not bridge ports, only BPF uses it.
@@ -660,7 +698,8 @@ impl Lab {
         if let (Some(rate), Some(limit), Some(burst)) =
             (cfg.bottleneck, cfg.buffer_bytes(), cfg.burst_bytes())
         {
-            tbf(sw, "add", rate, burst, limit).context("installing the TBF bottleneck")?;
+            tbf(sw, "add", rate, burst, limit)
+                .map_err(Error::during("installing the TBF bottleneck"))?;
         }
 
         {
@@ -677,7 +716,7 @@ impl Lab {
                     detour: ("dt0", "dt1"),
                 })
             })?
-            .context("attaching the switch's BPF programs")?;
+            .map_err(Error::during("attaching the switch's BPF programs"))?;
         }
         let limit = cfg.buffer_bytes().unwrap_or(0);
         let mut ecn = self.ecn_maps()?;
@@ -723,9 +762,14 @@ impl Lab {
 
     /// Spawns `uetd args…` in host `i` with stdout/stderr to `log`/`.err`.
     fn spawn_uetd(&self, i: usize, args: &[String], log: &Path) -> Result<Child> {
-        let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        let err = File::create(log.with_extension("err"))?;
-        let mut cmd = self.hosts[i].command(self.uetd.to_str().context("uetd path")?);
+        let out = File::create(log).map_err(Error::io(format!("creating {}", log.display())))?;
+        let err_log = log.with_extension("err");
+        let err =
+            File::create(&err_log).map_err(Error::io(format!("creating {}", err_log.display())))?;
+        let uetd = self.uetd.to_str().ok_or_else(|| {
+            Error::invalid("uetd path", format!("{} is not UTF-8", self.uetd.display()))
+        })?;
+        let mut cmd = self.hosts[i].command(uetd);
         cmd.args(args)
             .env("UET_LAB", &self.state.name)
             .env(
@@ -739,7 +783,7 @@ impl Lab {
             // lab down in order, not every daemon at once.
             .process_group(0);
         cmd.spawn()
-            .with_context(|| format!("starting {}", self.uetd.display()))
+            .map_err(Error::io(format!("starting {}", self.uetd.display())))
     }
 
     fn start_daemon(&mut self, i: usize) -> Result<()> {
@@ -771,19 +815,32 @@ impl Lab {
                 deadline,
                 || child_alive(child),
             )
-            .with_context(|| format!("uetd in host {i} did not come up"))?;
+            .map_err(|e| Error::Daemon {
+                host: i,
+                what: "did not come up".into(),
+                source: Box::new(e),
+            })?;
         // The region is up; the control socket follows. Answering, not
         // merely present: a stale file of an earlier daemon may be there.
         let mut pause = Duration::from_micros(200);
         while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            ensure!(
-                child_alive(child) && Instant::now() < deadline,
-                "uetd in host {i} does not answer on {}; {}",
-                socket.display(),
-                d.log.tail()
-            );
-            std::thread::park_timeout(pause);
-            pause = (pause * 2).min(Duration::from_millis(20));
+            let why = if !child_alive(child) {
+                Error::Exited { log: d.log.tail() }
+            } else if Instant::now() >= deadline {
+                Error::Timeout {
+                    awaiting: "its control socket to answer".into(),
+                    state: d.log.tail(),
+                }
+            } else {
+                std::thread::park_timeout(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+                continue;
+            };
+            return Err(Error::Daemon {
+                host: i,
+                what: format!("does not answer on {}", socket.display()),
+                source: Box::new(why),
+            });
         }
         Ok(())
     }
@@ -850,7 +907,7 @@ impl Lab {
     pub fn daemon_lines(&mut self, i: usize) -> Result<&[String]> {
         let d = self.daemons[i]
             .as_mut()
-            .with_context(|| format!("host {i} runs no daemon"))?;
+            .ok_or_else(|| Error::invalid("daemon", format!("host {i} runs no daemon")))?;
         d.log.poll()?;
         Ok(&d.log.lines)
     }
@@ -870,7 +927,7 @@ impl Lab {
     }
 
     fn ecn_maps(&self) -> Result<bpf::EcnMaps> {
-        bpf::EcnMaps::open(self.state.pins.as_ref().context("no BPF pins yet")?)
+        bpf::EcnMaps::open(pins(&self.state)?)
     }
 
     /// Switches the impairment program to `imp` (all zero: off).
@@ -880,7 +937,7 @@ impl Lab {
 
     /// The impairment program's counters.
     pub fn impair_counters(&self) -> Result<ImpairCounters> {
-        bpf::ImpairMaps::open(self.state.pins.as_ref().context("no BPF pins")?)?.read()
+        bpf::ImpairMaps::open(pins(&self.state)?)?.read()
     }
 
     /// A sampler of the bottleneck queue and the ECN marker.
@@ -898,22 +955,28 @@ impl Lab {
             .iter()
             .find(|l| l.contains(r#""event":"exposed""#))
             .cloned()
-            .with_context(|| format!("host {i}'s daemon exposed no region"))?;
-        let v: serde_json::Value = serde_json::from_str(&line)?;
-        let num = |k: &str| {
-            v[k].as_u64()
-                .with_context(|| format!("no {k} in the exposed line {line}"))
+            .ok_or_else(|| Error::Output {
+                what: format!("host {i}'s daemon exposed no region"),
+                source: None,
+            })?;
+        let v: serde_json::Value = serde_json::from_str(&line).map_err(Error::json(format!(
+            "parsing host {i}'s exposed line {line}"
+        )))?;
+        let bad = |k: &str| Error::Output {
+            what: format!("no valid {k} in host {i}'s exposed line {line}"),
+            source: None,
         };
+        let num = |k: &str| v[k].as_u64().ok_or_else(|| bad(k));
         let key = v["key"]
             .as_str()
             .and_then(|k| u64::from_str_radix(k.trim_start_matches("0x"), 16).ok())
-            .with_context(|| format!("no key in the exposed line {line}"))?;
+            .ok_or_else(|| bad("key"))?;
         Ok(uet_api::RemoteRegion {
             fep: ip.into(),
-            job: u32::try_from(num("job")?)?,
-            pid: u16::try_from(num("pid")?)?,
-            ri: u16::try_from(num("ri")?)?,
-            generation: u8::try_from(num("generation")?)?,
+            job: u32::try_from(num("job")?).map_err(|_| bad("job"))?,
+            pid: u16::try_from(num("pid")?).map_err(|_| bad("pid"))?,
+            ri: u16::try_from(num("ri")?).map_err(|_| bad("ri"))?,
+            generation: u8::try_from(num("generation")?).map_err(|_| bad("generation"))?,
             key,
         })
     }
@@ -921,8 +984,10 @@ impl Lab {
     /// A client of host `i`'s serving daemon (its control socket).
     pub fn client(&self, i: usize, name: &str) -> Result<uet_api::Client> {
         let s = self.socket(i);
-        uet_api::Client::connect(&s, name)
-            .with_context(|| format!("connecting to host {i}'s uetd at {}", s.display()))
+        uet_api::Client::connect(&s, name).map_err(Error::client(format!(
+            "connecting to host {i}'s uetd at {}",
+            s.display()
+        )))
     }
 
     /// Bytes of the region host `i`'s serving daemon exposes.
@@ -943,34 +1008,36 @@ impl Lab {
     /// `from`'s daemon is started first if it does not run. Several writes
     /// from different hosts may run at once (an incast).
     pub fn start_write(&mut self, from: usize, to: usize, opts: &WriteOpts) -> Result<WriteRun> {
-        ensure!(from != to, "a host cannot write to itself");
-        ensure!(
-            from < self.daemons.len() && to < self.daemons.len(),
-            "the lab has {} hosts",
-            self.daemons.len()
-        );
-        ensure!(
-            self.daemons[to].is_some(),
-            "host {to} runs no daemon to write to"
-        );
-        ensure!(
+        const WHAT: &str = "lab write";
+        require(from != to, WHAT, || "a host cannot write to itself".into())?;
+        let hosts = self.daemons.len();
+        require(from < hosts && to < hosts, WHAT, || {
+            format!("the lab has {hosts} hosts")
+        })?;
+        require(self.daemons[to].is_some(), WHAT, || {
+            format!("host {to} runs no daemon to write to")
+        })?;
+        require(
             opts.bytes > 0 && opts.chunk > 0 && opts.depth > 0,
-            "bytes, chunk and depth must be positive"
-        );
-        let chunk = u32::try_from(opts.chunk).context("chunk must be < 4 GiB")?;
+            WHAT,
+            || "bytes, chunk and depth must be positive".into(),
+        )?;
+        let chunk =
+            u32::try_from(opts.chunk).map_err(|_| Error::invalid(WHAT, "chunk must be < 4 GiB"))?;
         let region = self.region_len(to);
-        ensure!(
-            opts.bytes <= region,
-            "{} bytes do not fit host {to}'s region of {region}",
-            opts.bytes
-        );
+        require(opts.bytes <= region, WHAT, || {
+            format!(
+                "{} bytes do not fit host {to}'s region of {region}",
+                opts.bytes
+            )
+        })?;
         if self.daemons[from].is_none() {
             self.start_daemon(from)?;
         }
         let dst = self.region(to)?;
         let target_from = self.daemon_lines(to)?.len();
         let mut client = self.client(from, &format!("lab write h{from}->h{to}"))?;
-        let before = stats_json(&mut client).context("the writer's counters")?;
+        let before = stats_json(&mut client, "the writer's counters")?;
         let progress = Arc::new(AtomicU64::new(0));
         let deadline = Instant::now() + opts.timeout;
         let job = ClientWrite {
@@ -985,7 +1052,7 @@ impl Lab {
         let thread = std::thread::Builder::new()
             .name(format!("lab-write-h{from}"))
             .spawn(move || job.run(client))
-            .context("starting the writer thread")?;
+            .map_err(Error::io("starting the writer thread"))?;
         Ok(WriteRun {
             from,
             to,
@@ -1082,8 +1149,12 @@ pub fn sum_pds(stats: &serde_json::Value, k: &str) -> u64 {
         .map_or(0, |ws| ws.iter().filter_map(|w| w["pds"][k].as_u64()).sum())
 }
 
-fn stats_json(c: &mut uet_api::Client) -> Result<serde_json::Value> {
-    Ok(serde_json::from_str(&c.stats()?)?)
+/// A daemon's counters (`uet stats`), `what` naming them for errors.
+fn stats_json(c: &mut uet_api::Client, what: &str) -> Result<serde_json::Value> {
+    let text = c
+        .stats()
+        .map_err(Error::client(format!("reading {what}")))?;
+    serde_json::from_str(&text).map_err(Error::json(format!("parsing {what}")))
 }
 
 /// The writer thread's job: one client's writes of the test pattern.
@@ -1111,7 +1182,7 @@ impl ClientWrite {
         use uet_api::{Event, Status};
         let src = c
             .create_region(self.bytes)
-            .context("creating the source memfd")?;
+            .map_err(Error::io("creating the source memfd"))?;
         // The test pattern, hashed as it is written.
         let mut h = xxhash_rust::xxh3::Xxh3::new();
         let mut buf = vec![0u8; 1 << 20];
@@ -1119,12 +1190,15 @@ impl ClientWrite {
         while off < self.bytes {
             let n = (self.bytes - off).min(buf.len() as u64) as usize;
             uetd::mem::pattern(self.seed, off, &mut buf[..n]);
-            src.write_at(off, &buf[..n])?;
+            src.write_at(off, &buf[..n])
+                .map_err(Error::io("filling the source memfd"))?;
             h.update(&buf[..n]);
             off += n as u64;
         }
         drop(buf);
-        let local = c.register_local(&src).context("registering the source")?;
+        let local = c
+            .register_local(&src)
+            .map_err(Error::client("registering the source"))?;
         let chunk = u64::from(self.chunk);
         let chunks = self.bytes.div_ceil(chunk);
         let len = |i: u64| (self.bytes - i * chunk).min(chunk) as u32;
@@ -1136,51 +1210,62 @@ impl ClientWrite {
             // verification request, once the others completed (delivery
             // complete), so the target hashes a region that is whole.
             while in_flight.len() < self.depth && next + 1 < chunks {
-                let t = c.write(
-                    local.at(next * chunk),
-                    self.dst.at(next * chunk),
-                    len(next),
-                    None,
-                )?;
+                let t = c
+                    .write(
+                        local.at(next * chunk),
+                        self.dst.at(next * chunk),
+                        len(next),
+                        None,
+                    )
+                    .map_err(Error::client("submitting a write"))?;
                 in_flight.insert(t, next);
                 next += 1;
             }
             if next + 1 == chunks && done + 1 == chunks {
                 let hd = VERIFY_TAG | self.bytes;
-                let t = c.write(
-                    local.at(next * chunk),
-                    self.dst.at(next * chunk),
-                    len(next),
-                    Some(hd),
-                )?;
+                let t = c
+                    .write(
+                        local.at(next * chunk),
+                        self.dst.at(next * chunk),
+                        len(next),
+                        Some(hd),
+                    )
+                    .map_err(Error::client("submitting the last write"))?;
                 in_flight.insert(t, next);
                 next += 1;
             }
             let left = self.deadline.saturating_duration_since(Instant::now());
             let ev = match c.wait_event(Some(left)) {
-                Err(uet_api::ClientError::Timeout) => bail!(
-                    "timed out after {:.1} s with {done} of {chunks} writes done",
-                    start.elapsed().as_secs_f64()
-                ),
-                r => r.context("waiting for completions")?,
+                Err(uet_api::ClientError::Timeout) => {
+                    return Err(Error::Timeout {
+                        awaiting: "the writes to complete".into(),
+                        state: format!(
+                            "{done} of {chunks} done after {:.1} s",
+                            start.elapsed().as_secs_f64()
+                        ),
+                    });
+                }
+                r => r.map_err(Error::client("waiting for completions"))?,
             };
             let Event::Completion(cmp) = ev else { continue };
             let Some(i) = in_flight.remove(&cmp.tag) else {
                 continue;
             };
             if cmp.status != Status::Ok {
-                bail!(
-                    "write {i} of {chunks} failed after {:.3} s: {:?}",
-                    start.elapsed().as_secs_f64(),
-                    cmp.status
-                );
+                return Err(Error::Operation {
+                    what: format!(
+                        "write {i} of {chunks} (after {:.3} s)",
+                        start.elapsed().as_secs_f64()
+                    ),
+                    status: format!("{:?}", cmp.status),
+                });
             }
             done += 1;
             self.progress
                 .fetch_add(u64::from(len(i)), Ordering::Relaxed);
         }
         let seconds = start.elapsed().as_secs_f64();
-        let after = stats_json(&mut c).context("the writer's counters")?;
+        let after = stats_json(&mut c, "the writer's counters")?;
         let _ = c.close();
         Ok(Written {
             xxh3: h.digest(),
@@ -1206,12 +1291,15 @@ impl WriteRun {
         let w = self
             .thread
             .join()
-            .map_err(|_| anyhow!("the writer thread panicked"))?
-            .with_context(|| format!("the write from host {} to host {}", self.from, self.to))?;
+            .map_err(|_| Error::Panicked("writer".into()))?
+            .map_err(Error::during(format!(
+                "the write from host {} to host {}",
+                self.from, self.to
+            )))?;
         let src = lab.state.hosts[self.from].ip.to_string();
-        let d = lab.daemons[self.to]
-            .as_mut()
-            .context("the target's daemon is gone")?;
+        let d = lab.daemons[self.to].as_mut().ok_or_else(|| {
+            Error::invalid("lab write", format!("host {}'s daemon is gone", self.to))
+        })?;
         let child = &mut d.child;
         let (_, v) = d
             .log
@@ -1224,15 +1312,22 @@ impl WriteRun {
                 self.deadline.max(Instant::now() + Duration::from_secs(10)),
                 || child_alive(child),
             )
-            .context("the target's verification")?;
-        let verified: serde_json::Value = serde_json::from_str(&v)?;
+            .map_err(|e| Error::Daemon {
+                host: self.to,
+                what: "did not report the verification".into(),
+                source: Box::new(e),
+            })?;
+        let verified: serde_json::Value = serde_json::from_str(&v).map_err(Error::json(
+            format!("parsing host {}'s verification {v}", self.to),
+        ))?;
         let delta = |k: &str| sum_pds(&w.after, k).saturating_sub(sum_pds(&self.before, k));
         let bytes = self.progress.load(Ordering::Relaxed);
         let target_bytes = verified["bytes"].as_u64().unwrap_or_default();
-        ensure!(
-            target_bytes == bytes,
-            "the target verified {target_bytes} bytes, the writer wrote {bytes}"
-        );
+        if target_bytes != bytes {
+            return Err(Error::Check(format!(
+                "the target verified {target_bytes} bytes, the writer wrote {bytes}"
+            )));
+        }
         Ok(WriteResult {
             bytes,
             seconds: w.seconds,
@@ -1335,7 +1430,7 @@ fn teardown(state: &LabState) -> Result<()> {
         if Path::new("/run/netns").join(&ns).exists()
             && let Err(e) = run(Command::new("ip").args(["netns", "del", &ns]))
         {
-            errors.push(format!("{e:#}"));
+            errors.push(e.chain());
         }
     }
     if let Some(p) = &state.pins
@@ -1351,7 +1446,10 @@ fn teardown(state: &LabState) -> Result<()> {
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(anyhow!(errors.join("; ")))
+        Err(Error::Teardown {
+            lab: state.name.clone(),
+            errors,
+        })
     }
 }
 
@@ -1368,10 +1466,10 @@ pub fn list() -> Result<Vec<String>> {
     let dir = match std::fs::read_dir(STATE_DIR) {
         Ok(d) => d,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(names),
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(Error::io(format!("listing {STATE_DIR}"))(e)),
     };
     for e in dir {
-        let p = e?.path();
+        let p = e.map_err(Error::io(format!("listing {STATE_DIR}")))?.path();
         if p.extension().is_some_and(|x| x == "json")
             && let Some(stem) = p.file_stem().and_then(|s| s.to_str())
         {
@@ -1389,18 +1487,36 @@ pub fn down_all() -> Result<Vec<String>> {
     let mut errors = Vec::new();
     for n in &names {
         if let Err(e) = down(n) {
-            errors.push(format!("{n}: {e:#}"));
+            errors.push(e);
         }
     }
-    ensure!(errors.is_empty(), "{}", errors.join("; "));
-    Ok(names)
+    if errors.is_empty() {
+        Ok(names)
+    } else {
+        Err(Error::Teardowns(errors))
+    }
 }
 
 /// Switches the impairment program of the lab `state` describes.
 pub fn impair_state(state: &LabState, imp: &Impairment) -> Result<()> {
-    let pins = state.pins.as_ref().context("the lab has no BPF pins")?;
-    let receiver = state.hosts.first().context("no hosts")?.port_ifindex;
-    bpf::ImpairMaps::open(pins)?.configure(imp, receiver, state.detour_ifindex)
+    let receiver = receiver(state)?.port_ifindex;
+    bpf::ImpairMaps::open(pins(state)?)?.configure(imp, receiver, state.detour_ifindex)
+}
+
+/// The BPF pins of the lab `state` describes.
+fn pins(state: &LabState) -> Result<&Path> {
+    state
+        .pins
+        .as_deref()
+        .ok_or_else(|| Error::invalid("lab state", format!("lab {} has no BPF pins", state.name)))
+}
+
+/// The receiver (host 0) of the lab `state` describes.
+fn receiver(state: &LabState) -> Result<&HostState> {
+    state
+        .hosts
+        .first()
+        .ok_or_else(|| Error::invalid("lab state", format!("lab {} has no hosts", state.name)))
 }
 
 /// One sample of the bottleneck: the TBF's counters and the ECN marker's.
@@ -1429,17 +1545,20 @@ impl std::fmt::Debug for Sampler {
 impl Sampler {
     /// Opens the readers of the lab `state` describes (any process).
     pub fn open(state: &LabState) -> Result<Self> {
-        let sw = state.switch.clone().context("the lab has no switch")?;
-        let ifindex = state.hosts.first().context("no hosts")?.port_ifindex;
+        let sw = state.switch.clone().ok_or_else(|| {
+            Error::invalid("lab state", format!("lab {} has no switch", state.name))
+        })?;
+        let ifindex = receiver(state)?.port_ifindex;
         let file = File::open(Path::new("/run/netns").join(&sw))
-            .with_context(|| format!("opening namespace {sw}"))?;
+            .map_err(Error::io(format!("opening namespace {sw}")))?;
         let qdisc = std::thread::spawn(move || -> Result<qdisc::QdiscReader> {
-            uetd::sys::ns::enter_net_ns(&file).context("entering the switch namespace")?;
+            uetd::sys::ns::enter_net_ns(&file)
+                .map_err(Error::io(format!("entering the switch namespace {sw}")))?;
             qdisc::QdiscReader::open(ifindex)
         })
         .join()
-        .map_err(|_| anyhow!("the namespace thread panicked"))??;
-        let ecn = bpf::EcnMaps::open(state.pins.as_ref().context("no BPF pins")?)?;
+        .map_err(|_| Error::Panicked("switch namespace".into()))??;
+        let ecn = bpf::EcnMaps::open(pins(state)?)?;
         Ok(Self { qdisc, ecn })
     }
 
@@ -1458,5 +1577,128 @@ impl Sampler {
         let qdisc = self.qdisc()?;
         let ecn = self.ecn.read(qdisc.t_ns)?;
         Ok(Sample { qdisc, ecn })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_that_cannot_work_is_refused_before_anything_is_built() {
+        let e = Lab::up(LabConfig {
+            hosts: 1,
+            ..LabConfig::default()
+        })
+        .unwrap_err();
+        assert!(
+            matches!(&e, Error::Invalid { what: "lab config", why } if why.contains("at least 2")),
+            "{e:?}"
+        );
+        let e = Lab::up(LabConfig {
+            ecn: Some((1000, 2000)),
+            ..LabConfig::default()
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("ECN marking needs a bottleneck"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_or_malformed_lab_name_says_which() {
+        let e = down("no such lab").unwrap_err();
+        assert!(
+            matches!(
+                &e,
+                Error::Invalid {
+                    what: "lab name",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        let name = format!("uet-t-absent-{}", std::process::id());
+        let e = LabState::load(&name).unwrap_err();
+        let Error::NoLab {
+            name: n, source, ..
+        } = &e
+        else {
+            panic!("{e:?}");
+        };
+        assert_eq!(n, &name);
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        assert!(
+            e.to_string().starts_with(&format!("no lab {name:?}")),
+            "{e}"
+        );
+    }
+
+    /// A log file of its own for one test.
+    fn log_file(tag: &str, stdout: &str, stderr: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("uet-lab-log-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("h0.log");
+        std::fs::write(&log, stdout).unwrap();
+        std::fs::write(log.with_extension("err"), stderr).unwrap();
+        log
+    }
+
+    #[test]
+    fn a_wait_on_a_log_ends_with_the_line_or_says_why_with_the_log_tail() {
+        let log = log_file(
+            "wait",
+            "{\"event\":\"a\"}\n{\"event\":\"b\"}\n",
+            "bind failed\n",
+        );
+        let mut r = LogReader::new(log.clone());
+        let soon = Instant::now() + Duration::from_secs(5);
+        let (i, l) = r.wait(0, |l| l.contains("\"b\""), soon, || true).unwrap();
+        assert_eq!((i, l.as_str()), (1, "{\"event\":\"b\"}"));
+
+        let e = r
+            .wait(0, |l| l.contains("exposed"), soon, || false)
+            .unwrap_err();
+        let Error::Exited { log: tail } = &e else {
+            panic!("{e:?}");
+        };
+        assert!(
+            tail.contains("bind failed") && tail.contains("event"),
+            "{tail}"
+        );
+
+        let e = r
+            .wait(0, |l| l.contains("exposed"), Instant::now(), || true)
+            .unwrap_err();
+        let Error::Timeout { awaiting, state } = &e else {
+            panic!("{e:?}");
+        };
+        assert!(awaiting.contains(&log.display().to_string()), "{awaiting}");
+        assert!(state.contains("bind failed"), "{state}");
+        std::fs::remove_dir_all(log.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn the_chain_names_the_step_then_each_cause() {
+        let e = Error::Daemon {
+            host: 2,
+            what: "did not come up".into(),
+            source: Box::new(Error::Exited {
+                log: "stderr: [\"no such interface\"]".into(),
+            }),
+        };
+        assert_eq!(
+            e.chain(),
+            "uetd in host 2 did not come up: the process exited; stderr: [\"no such interface\"]"
+        );
+        let e = Error::during("installing the TBF bottleneck")(Error::Io {
+            what: "running tc".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+        assert_eq!(
+            e.chain(),
+            "installing the TBF bottleneck: running tc: entity not found"
+        );
     }
 }

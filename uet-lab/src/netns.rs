@@ -1,6 +1,6 @@
 //! Network namespaces and veth links for the lab and the real-kernel tests
-//! (`design.md` §6): every namespace gets a unique name, and dropping the
-//! handle deletes it — also when a test fails and unwinds.
+//! of every crate (`design.md` §6): every namespace gets a unique name, and
+//! dropping the handle deletes it — also when a test fails and unwinds.
 //!
 //! Commands go through iproute2's `ip` (the same tool an operator uses to
 //! look at what the lab built); code runs inside a namespace on a thread of
@@ -11,7 +11,7 @@ use std::io;
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use anyhow::{Context, Result, bail};
+use crate::error::{Error, Result};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -28,7 +28,7 @@ impl NetNs {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let name = format!("{prefix}-{}-{n}", std::process::id());
         run(Command::new("ip").args(["netns", "add", &name]))
-            .with_context(|| format!("creating network namespace {name}"))?;
+            .map_err(Error::during(format!("creating network namespace {name}")))?;
         let ns = Self { name };
         ns.ip(&["link", "set", "lo", "up"])?;
         Ok(ns)
@@ -54,15 +54,9 @@ impl NetNs {
     /// Runs `f` on a new thread that has entered the namespace, and returns
     /// its result (a panic in `f` is re-raised here).
     pub fn run<R: Send + 'static>(&self, f: impl FnOnce() -> R + Send + 'static) -> Result<R> {
-        let file = self.open()?;
-        let h = std::thread::Builder::new()
-            .name(format!("ns-{}", self.name))
-            .spawn(move || -> io::Result<R> {
-                uetd::sys::ns::enter_net_ns(&file)?;
-                Ok(f())
-            })?;
+        let h = self.spawn(f)?;
         match h.join() {
-            Ok(r) => Ok(r.context("entering the namespace")?),
+            Ok(r) => r.map_err(Error::io(format!("entering namespace {}", self.name))),
             Err(p) => std::panic::resume_unwind(p),
         }
     }
@@ -73,18 +67,22 @@ impl NetNs {
         f: impl FnOnce() -> R + Send + 'static,
     ) -> Result<std::thread::JoinHandle<io::Result<R>>> {
         let file = self.open()?;
-        Ok(std::thread::Builder::new()
+        std::thread::Builder::new()
             .name(format!("ns-{}", self.name))
             .spawn(move || -> io::Result<R> {
                 uetd::sys::ns::enter_net_ns(&file)?;
                 Ok(f())
-            })?)
+            })
+            .map_err(Error::io(format!(
+                "starting a thread for namespace {}",
+                self.name
+            )))
     }
 
     /// The namespace's file, for `setns`.
     pub fn open(&self) -> Result<File> {
         File::open(format!("/run/netns/{}", self.name))
-            .with_context(|| format!("opening namespace {}", self.name))
+            .map_err(Error::io(format!("opening namespace {}", self.name)))
     }
 }
 
@@ -114,7 +112,7 @@ pub fn veth_pair(
         "link", "add", a_if, "netns", &a.name, "mtu", &mtu, "type", "veth", "peer", "name", b_if,
         "netns", &b.name, "mtu", &mtu,
     ]))
-    .with_context(|| format!("creating veth {a_if}<->{b_if}"))?;
+    .map_err(Error::during(format!("creating veth {a_if}<->{b_if}")))?;
     for (ns, ifname, addr) in [(a, a_if, a_addr), (b, b_if, b_addr)] {
         ns.ip(&["addr", "add", addr, "dev", ifname])?;
         ns.ip(&["link", "set", ifname, "up"])?;
@@ -124,13 +122,15 @@ pub fn veth_pair(
 
 /// Runs a command and turns a non-zero exit into an error with its stderr.
 pub fn run(cmd: &mut Command) -> Result<Output> {
-    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    let out = cmd
+        .output()
+        .map_err(|e| Error::io(format!("running {cmd:?}"))(e))?;
     if !out.status.success() {
-        bail!(
-            "{cmd:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        return Err(Error::Command {
+            command: format!("{cmd:?}"),
+            status: out.status,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
     }
     Ok(out)
 }
@@ -138,6 +138,36 @@ pub fn run(cmd: &mut Command) -> Result<Output> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failing_command_is_a_command_error_with_its_status_and_stderr() {
+        let e = run(Command::new("sh").args(["-c", "echo oops >&2; exit 3"])).unwrap_err();
+        let Error::Command {
+            command,
+            status,
+            stderr,
+        } = &e
+        else {
+            panic!("{e:?}");
+        };
+        assert!(command.contains("exit 3"), "{command}");
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(stderr, "oops");
+        assert!(
+            e.to_string().ends_with("failed (exit status: 3): oops"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_missing_program_is_an_io_error_naming_the_command() {
+        let e = run(&mut Command::new("/nonexistent/uet-lab-prog")).unwrap_err();
+        let Error::Io { what, source } = &e else {
+            panic!("{e:?}");
+        };
+        assert!(what.contains("/nonexistent/uet-lab-prog"), "{what}");
+        assert_eq!(source.kind(), io::ErrorKind::NotFound);
+    }
 
     #[test]
     fn veth_between_namespaces_carries_ping_and_namespaces_are_removed() {

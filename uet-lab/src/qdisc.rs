@@ -4,8 +4,9 @@
 //! spawning `tc -s -j` per sample is not). Constants from
 //! <linux/rtnetlink.h>, <linux/gen_stats.h>, <linux/pkt_sched.h>.
 
-use anyhow::{Context, Result, bail};
 use serde::Serialize;
+
+use crate::error::{Error, Result};
 
 use uetd::netlink::{self, Msg, NLM_F_REQUEST, Netlink};
 
@@ -56,9 +57,11 @@ pub(crate) struct QdiscReader {
 impl QdiscReader {
     /// Opens the socket; call on a thread inside the interface's namespace.
     pub(crate) fn open(ifindex: u32) -> Result<Self> {
+        let ifindex = i32::try_from(ifindex)
+            .map_err(|_| Error::invalid("qdisc reader", format!("ifindex {ifindex} too large")))?;
         Ok(Self {
-            nl: Netlink::open()?,
-            ifindex: i32::try_from(ifindex)?,
+            nl: Netlink::open().map_err(Error::kernel("opening an rtnetlink socket"))?,
+            ifindex,
         })
     }
 
@@ -75,9 +78,15 @@ impl QdiscReader {
                 }
                 Ok(())
             })
-            .context("RTM_GETQDISC")?;
+            .map_err(Error::kernel(format!(
+                "RTM_GETQDISC for ifindex {}",
+                self.ifindex
+            )))?;
         let Some(mut s) = out else {
-            bail!("no qdisc answer for ifindex {}", self.ifindex);
+            return Err(Error::Kernel {
+                what: format!("no qdisc answer for ifindex {}", self.ifindex),
+                source: None,
+            });
         };
         s.t_ns = uetd::sys::mem::monotonic_ns();
         Ok(s)

@@ -1,5 +1,5 @@
-//! The application side of the `uet` CLI (issue 6): `serve`, `write`,
-//! `read`, `perf`, `stats` and `capture`, each a client of the local daemon
+//! The client commands of the `uet` CLI: `serve`, `write`, `read`,
+//! `perf`, `stats` and `capture`, each a client of the local daemon
 //! through `uet_api` — the same path an application takes.
 //!
 //! Addresses are `uet://FEP/JOB/PID/RI/GEN/0xKEY` (`uet_api::RemoteRegion`),
@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
 use hdrhistogram::Histogram;
 use serde_json::json;
 use uet_api::{
@@ -20,21 +19,30 @@ use uet_api::{
 
 use uetd::daemon::VERIFY_TAG;
 
+use crate::error::{Error, Result};
+
 /// Default control socket.
 pub const DEFAULT_SOCKET: &str = "/run/uet/uetd.sock";
 
 fn connect(socket: &Path, name: &str) -> Result<Client> {
-    Client::connect(socket, name)
-        .with_context(|| format!("connecting to uetd at {}", socket.display()))
+    Client::connect(socket, name).map_err(|source| Error::Connect {
+        socket: socket.to_owned(),
+        source,
+    })
 }
 
 fn status_ok(ev: &Event) -> Result<u64> {
     match ev {
         Event::Completion(c) => match &c.status {
             Status::Ok => Ok(c.bytes),
-            s => bail!("operation {} failed: {s:?}", c.tag.0),
+            s => Err(Error::Operation {
+                tag: c.tag.0,
+                status: format!("{s:?}"),
+            }),
         },
-        other => bail!("unexpected event {other:?}"),
+        other => Err(Error::Reply {
+            what: format!("unexpected event {other:?}"),
+        }),
     }
 }
 
@@ -44,7 +52,9 @@ fn xxh3(region: &Region, len: u64) -> Result<u64> {
     let mut off = 0;
     while off < len {
         let n = (len - off).min(buf.len() as u64) as usize;
-        region.read_at(off, &mut buf[..n])?;
+        region
+            .read_at(off, &mut buf[..n])
+            .map_err(Error::io("reading the shared region"))?;
         h.update(&buf[..n]);
         off += n as u64;
     }
@@ -58,11 +68,16 @@ fn xxh3(region: &Region, len: u64) -> Result<u64> {
 pub fn serve(socket: &Path, size: u64, count: Option<u64>) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone())?;
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(Error::io("installing the SIGINT/SIGTERM handlers"))?;
     }
     let mut c = connect(socket, "uet serve")?;
-    let region = c.create_region(size)?;
-    let reg = c.register(&region, Access::REMOTE_WRITE | Access::REMOTE_READ, None)?;
+    let region = c
+        .create_region(size)
+        .map_err(Error::io("creating the region to serve"))?;
+    let reg = c
+        .register(&region, Access::REMOTE_WRITE | Access::REMOTE_READ, None)
+        .map_err(Error::daemon("registering the region to serve"))?;
     println!(
         "{}",
         json!({"event": "serving", "address": reg.remote.to_string(), "bytes": size})
@@ -72,7 +87,7 @@ pub fn serve(socket: &Path, size: u64, count: Option<u64>) -> Result<()> {
         let ev = match c.wait_event(Some(Duration::from_millis(200))) {
             Ok(ev) => ev,
             Err(ClientError::Timeout) => continue,
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(Error::daemon("waiting for writes")(e)),
         };
         if let Event::WriteArrived(w) = ev {
             seen += 1;
@@ -116,16 +131,22 @@ pub fn write(
     chunk: u32,
     depth: usize,
 ) -> Result<Transfer> {
-    let data = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let data = std::fs::read(file).map_err(Error::file("reading", file))?;
     let len = data.len() as u64;
     if len == 0 {
-        bail!("{} is empty", file.display());
+        return Err(Error::Invalid(format!("{} is empty", file.display())));
     }
     let mut c = connect(socket, "uet write")?;
-    let region = c.create_region(len)?;
-    region.write_at(0, &data)?;
+    let region = c
+        .create_region(len)
+        .map_err(Error::io("creating the source region"))?;
+    region
+        .write_at(0, &data)
+        .map_err(Error::io("filling the source region"))?;
     drop(data);
-    let local = c.register_local(&region)?;
+    let local = c
+        .register_local(&region)
+        .map_err(Error::daemon("registering the source region"))?;
     let hash = xxh3(&region, len)?;
     let chunk = u64::from(chunk.max(1));
     let chunks = len.div_ceil(chunk);
@@ -140,17 +161,25 @@ pub fn write(
         while in_flight.len() < depth.max(1) && next < chunks - 1 {
             let off = next * chunk;
             let n = (len - off).min(chunk) as u32;
-            in_flight.insert(c.write(local.at(off), to.at(offset + off), n, None)?);
+            let tag = c
+                .write(local.at(off), to.at(offset + off), n, None)
+                .map_err(Error::daemon("submitting a write"))?;
+            in_flight.insert(tag);
             next += 1;
         }
         if next == chunks - 1 && done == chunks - 1 {
             let off = next * chunk;
             let n = (len - off).min(chunk) as u32;
             let hd = VERIFY_TAG | (offset + len);
-            in_flight.insert(c.write(local.at(off), to.at(offset + off), n, Some(hd))?);
+            let tag = c
+                .write(local.at(off), to.at(offset + off), n, Some(hd))
+                .map_err(Error::daemon("submitting the last write"))?;
+            in_flight.insert(tag);
             next += 1;
         }
-        let ev = c.wait_event(Some(Duration::from_secs(60)))?;
+        let ev = c
+            .wait_event(Some(Duration::from_secs(60)))
+            .map_err(Error::daemon("waiting for completions"))?;
         if let Event::Completion(cmp) = &ev
             && in_flight.remove(&cmp.tag)
         {
@@ -179,11 +208,15 @@ pub fn read(
     depth: usize,
 ) -> Result<Transfer> {
     if len == 0 {
-        bail!("nothing to read");
+        return Err(Error::Invalid("nothing to read".into()));
     }
     let mut c = connect(socket, "uet read")?;
-    let region = c.create_region(len)?;
-    let local = c.register_local(&region)?;
+    let region = c
+        .create_region(len)
+        .map_err(Error::io("creating the destination region"))?;
+    let local = c
+        .register_local(&region)
+        .map_err(Error::daemon("registering the destination region"))?;
     let chunk = u64::from(chunk.max(1));
     let chunks = len.div_ceil(chunk);
     let start = Instant::now();
@@ -194,10 +227,15 @@ pub fn read(
         while in_flight.len() < depth.max(1) && next < chunks {
             let off = next * chunk;
             let n = (len - off).min(chunk) as u32;
-            in_flight.insert(c.read(local.at(off), from.at(offset + off), n)?);
+            let tag = c
+                .read(local.at(off), from.at(offset + off), n)
+                .map_err(Error::daemon("submitting a read"))?;
+            in_flight.insert(tag);
             next += 1;
         }
-        let ev = c.wait_event(Some(Duration::from_secs(60)))?;
+        let ev = c
+            .wait_event(Some(Duration::from_secs(60)))
+            .map_err(Error::daemon("waiting for completions"))?;
         if let Event::Completion(cmp) = &ev
             && in_flight.remove(&cmp.tag)
         {
@@ -210,8 +248,10 @@ pub fn read(
     let seconds = start.elapsed().as_secs_f64();
     let hash = xxh3(&region, len)?;
     let mut out = vec![0u8; len as usize];
-    region.read_at(0, &mut out)?;
-    std::fs::write(file, &out).with_context(|| format!("writing {}", file.display()))?;
+    region
+        .read_at(0, &mut out)
+        .map_err(Error::io("reading the destination region"))?;
+    std::fs::write(file, &out).map_err(Error::file("writing", file))?;
     Ok(Transfer {
         bytes: len,
         xxh3: hash,
@@ -277,14 +317,24 @@ pub fn perf(
     cfg: &PerfConfig,
 ) -> Result<PerfReport> {
     if u64::from(cfg.size) > region_len || cfg.size == 0 {
-        bail!("size must be 1..={region_len} (the remote region)");
+        return Err(Error::Invalid(format!(
+            "size must be 1..={region_len} (the remote region)"
+        )));
     }
     let mut c = connect(socket, "uet perf")?;
-    let src = c.create_region(u64::from(cfg.size))?;
-    src.write_at(0, &vec![0xa5; cfg.size as usize])?;
-    let local = c.register_local(&src)?;
+    let src = c
+        .create_region(u64::from(cfg.size))
+        .map_err(Error::io("creating the source region"))?;
+    src.write_at(0, &vec![0xa5; cfg.size as usize])
+        .map_err(Error::io("filling the source region"))?;
+    let local = c
+        .register_local(&src)
+        .map_err(Error::daemon("registering the source region"))?;
     let slots = (region_len / u64::from(cfg.size)).max(1);
-    let mut hist = Histogram::<u64>::new(3)?;
+    // Auto-resizing with 3 significant figures: creating it cannot fail,
+    // and recording a u64 can only fail where usize is narrower than 64
+    // bits.
+    let mut hist = Histogram::<u64>::new(3).expect("3 significant figures are valid");
     let mut started: std::collections::HashMap<Tag, Instant> = std::collections::HashMap::new();
     let start = Instant::now();
     let (mut posted, mut done) = (0u64, 0u64);
@@ -295,19 +345,24 @@ pub fn perf(
     loop {
         while started.len() < cfg.depth.max(1) && more(posted, start) {
             let off = (posted % slots) * u64::from(cfg.size);
-            let tag = c.write(local.at(0), to.at(off), cfg.size, None)?;
+            let tag = c
+                .write(local.at(0), to.at(off), cfg.size, None)
+                .map_err(Error::daemon("submitting a write"))?;
             started.insert(tag, Instant::now());
             posted += 1;
         }
         if started.is_empty() {
             break;
         }
-        let ev = c.wait_event(Some(Duration::from_secs(60)))?;
+        let ev = c
+            .wait_event(Some(Duration::from_secs(60)))
+            .map_err(Error::daemon("waiting for completions"))?;
         if let Event::Completion(cmp) = &ev
             && let Some(t0) = started.remove(&cmp.tag)
         {
             status_ok(&ev)?;
-            hist.record(t0.elapsed().as_nanos() as u64)?;
+            hist.record(t0.elapsed().as_nanos() as u64)
+                .expect("an auto-resizing histogram records any u64");
             done += 1;
         }
     }
@@ -326,11 +381,13 @@ pub fn perf(
 /// `uet stats`: the daemon's counters as JSON, or Prometheus text.
 pub fn stats(socket: &Path, prometheus: bool) -> Result<String> {
     let mut c = connect(socket, "uet stats")?;
-    let json = c.stats()?;
+    let json = c.stats().map_err(Error::daemon("reading the counters"))?;
     if !prometheus {
         return Ok(json);
     }
-    let v: serde_json::Value = serde_json::from_str(&json)?;
+    let v: serde_json::Value = serde_json::from_str(&json).map_err(|e| Error::Reply {
+        what: format!("the counters are not JSON: {e}"),
+    })?;
     let mut out = String::new();
     if let Some(ws) = v["workers"].as_array() {
         for w in ws {
@@ -421,12 +478,13 @@ pub fn capture(
 
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone())?;
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(Error::io("installing the SIGINT/SIGTERM handlers"))?;
     }
     if cfg.snaplen == 0 {
-        bail!("--snaplen must be at least 1");
+        return Err(Error::Invalid("--snaplen must be at least 1".into()));
     }
-    let file = std::fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
+    let file = std::fs::File::create(out).map_err(Error::file("creating", out))?;
     let mut c = connect(socket, "uet capture")?;
     let spec = CaptureSpec {
         max_frames: cfg.count,
@@ -436,7 +494,9 @@ pub fn capture(
         snaplen: cfg.snaplen.min(MAX_SNAPLEN),
         direction: cfg.direction,
     };
-    let snaplen = c.capture_start(spec).context("starting the capture")?;
+    let snaplen = c
+        .capture_start(spec)
+        .map_err(Error::daemon("starting the capture"))?;
     let header = PcapHeader {
         datalink: DataLink::ETHERNET,
         ts_resolution: TsResolution::NanoSecond,
@@ -444,33 +504,36 @@ pub fn capture(
         ..PcapHeader::default()
     };
     let mut w = PcapWriter::with_header(std::io::BufWriter::new(file), header)
-        .with_context(|| format!("writing {}", out.display()))?;
+        .map_err(|e| Error::file("writing", out)(pcap_io(e)))?;
     started(snaplen);
     let (mut frames, mut bytes) = (0u64, 0u64);
     let mut stopping: Option<Instant> = None;
     let end = loop {
         if stopping.is_none() && stop.load(Ordering::Relaxed) {
-            c.capture_stop()?;
+            c.capture_stop()
+                .map_err(Error::daemon("stopping the capture"))?;
             stopping = Some(Instant::now());
         }
         if stopping.is_some_and(|t| t.elapsed() > CAPTURE_END_WAIT) {
-            bail!("the daemon did not end the capture within {CAPTURE_END_WAIT:?}");
+            return Err(Error::Timeout {
+                awaiting: format!("the daemon to end the capture ({CAPTURE_END_WAIT:?})"),
+            });
         }
         match c.capture_next(Some(Duration::from_millis(200))) {
             Ok(CaptureEvent::Frame(f)) => {
                 let ts = Duration::from_nanos(f.timestamp_ns);
                 w.write_packet(&PcapPacket::new(ts, f.orig_len, &f.data))
-                    .with_context(|| format!("writing {}", out.display()))?;
+                    .map_err(|e| Error::file("writing", out)(pcap_io(e)))?;
                 frames += 1;
                 bytes += f.data.len() as u64;
             }
             Ok(CaptureEvent::End(e)) => break e,
             Err(ClientError::Timeout) => {}
-            Err(e) => return Err(e).context("capturing"),
+            Err(e) => return Err(Error::daemon("capturing")(e)),
         }
     };
     let mut file = w.into_writer();
-    std::io::Write::flush(&mut file).with_context(|| format!("writing {}", out.display()))?;
+    std::io::Write::flush(&mut file).map_err(Error::file("writing", out))?;
     let _ = c.close();
     Ok(CaptureReport {
         frames,
@@ -479,6 +542,14 @@ pub fn capture(
         snaplen,
         reason: end.reason.to_string(),
     })
+}
+
+/// A pcap writer's error as the I/O error it is (or wraps).
+fn pcap_io(e: pcap_file::PcapError) -> std::io::Error {
+    match e {
+        pcap_file::PcapError::IoError(e) => e,
+        other => std::io::Error::other(other),
+    }
 }
 
 /// A progress line on stderr when it is a terminal.
@@ -523,4 +594,74 @@ impl Progress {
 pub fn socket_path(flag: Option<PathBuf>) -> PathBuf {
     flag.or_else(|| std::env::var_os("UET_SOCKET").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region() -> RemoteRegion {
+        "uet://10.0.0.1/1/2/1/0/0x5eed".parse().unwrap()
+    }
+
+    /// A path in a directory of its own that no daemon listens on.
+    fn scratch(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("uet-tools-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn no_daemon_is_a_connect_error_naming_the_socket() {
+        let sock = scratch("connect").join("uetd.sock");
+        let e = stats(&sock, false).unwrap_err();
+        let Error::Connect { socket, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(socket, &sock);
+        assert!(
+            e.to_string()
+                .starts_with(&format!("connecting to uetd at {}", sock.display())),
+            "{e}"
+        );
+        std::fs::remove_dir_all(sock.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn the_file_to_send_is_read_before_the_daemon_is_asked() {
+        let dir = scratch("write");
+        let sock = dir.join("uetd.sock");
+        let missing = dir.join("missing.bin");
+        let e = write(&sock, &missing, &region(), 0, 4096, 1).unwrap_err();
+        let Error::File { what, path, source } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!((*what, path), ("reading", &missing));
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+
+        let empty = dir.join("empty.bin");
+        std::fs::write(&empty, b"").unwrap();
+        let e = write(&sock, &empty, &region(), 0, 4096, 1).unwrap_err();
+        assert!(
+            matches!(&e, Error::Invalid(m) if m.ends_with("is empty")),
+            "{e:?}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn sizes_that_cannot_work_are_refused_before_connecting() {
+        let sock = Path::new("/nonexistent/uetd.sock");
+        let out = Path::new("/nonexistent/out.bin");
+        let e = read(sock, &region(), 0, 0, out, 4096, 1).unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)), "{e:?}");
+        let cfg = PerfConfig {
+            size: 0,
+            iters: Some(1),
+            duration: Duration::ZERO,
+            depth: 1,
+        };
+        let e = perf(sock, &region(), 1 << 20, &cfg).unwrap_err();
+        assert!(matches!(e, Error::Invalid(_)), "{e:?}");
+    }
 }

@@ -1,6 +1,6 @@
 //! `uet decode`: frames to one line of text or one JSON object each.
 //!
-//! The JSON shape (issue "uet decode"): `{"ip": {"src","dst","dscp","ecn"},
+//! The JSON shape: `{"ip": {"src","dst","dscp","ecn"},
 //! "udp": {"src_port","dst_port"}, "pds": {"type", "next_hdr", "flags":
 //! {…}, <fields>}, "ses": {"opcode", <fields>}, "payload_len": n}`, every
 //! field by its spec name (`uet-spec-notes.md` §1, §2, §4) in snake_case. A

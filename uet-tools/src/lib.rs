@@ -9,8 +9,14 @@
 //!   of every PDS and SES header type.
 //! - [`blast`]: raw AF_XDP and kernel-UDP blasters and sinks that measure a
 //!   link's ceiling, to report uet's throughput beside it.
+//!
+//! Errors are [`Error`], by culprit: the daemon, a file, the datapath
+//! pieces, or the caller's input.
 
 pub mod blast;
 pub mod client;
 pub mod decode;
+mod error;
 pub mod sample_pcap;
+
+pub use error::{Error, Result};

@@ -1,8 +1,7 @@
 //! The `cc-eval.md` metrics of an incast, derived from what
 //! [`super::model`] recorded: per run ([`compute`], [`fill_f_c`]), per
-//! (cc, senders, size) group over seeds ([`summarize`]), and the issue-7
-//! targets ([`check_targets`], [`check_calibration`]). Pure: no I/O, no
-//! clock.
+//! (cc, senders, size) group over seeds ([`summarize`]), and its targets
+//! ([`check_targets`], [`check_calibration`]). Pure: no I/O, no clock.
 //!
 //! Degenerate input (no flows, no queue samples, zero times or rates) never
 //! panics: a ratio whose denominator is zero is 0, a metric that needs data
@@ -583,13 +582,13 @@ impl TargetCheck {
     }
 }
 
-/// Largest N the issue-7 targets apply to.
+/// Largest N the targets apply to.
 pub const TARGET_MAX_SENDERS: usize = 16;
-/// Smallest flow size the issue-7 targets apply to, bytes.
+/// Smallest flow size the targets apply to, bytes.
 pub const TARGET_MIN_SIZE: u64 = 256 * 1024;
 
-/// The issue-7 targets for one group's medians (empty where the issue sets
-/// none: N > 16, S < 256 KiB, and the modes other than `rccc` and `nscc`,
+/// The `cc-eval.md` targets for one group's medians, as the lab holds them
+/// (empty where it sets none: N > 16, S < 256 KiB, and the modes other than `rccc` and `nscc`,
 /// which are measured only):
 /// - rccc: ICT ≤ 1.05·ICT*, spread ≤ 1.10, Jain ≥ 0.99, RTOs 0, no drops
 ///   after the first RTT, victim CIF p99 ≤ 2 (when there is a victim);
@@ -598,7 +597,7 @@ pub const TARGET_MIN_SIZE: u64 = 256 * 1024;
 ///   (`uet-spec-notes.md` §5.2 table): 0.75·base_rtt with trimming, 1.0·
 ///   base_rtt without; the lab does not trim, so it is 1.0·T0.
 ///
-/// The set-up is not consulted: the bounds are the issue's, whatever R and
+/// The set-up is not consulted: the bounds are fixed, whatever R and
 /// buffer the invocation used; the report prints both beside the checks.
 pub fn check_targets(s: &Summary, setup: &Setup, cal: &Calibration) -> Vec<TargetCheck> {
     if s.senders > TARGET_MAX_SENDERS || s.size < TARGET_MIN_SIZE {

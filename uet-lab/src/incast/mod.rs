@@ -1,20 +1,24 @@
-//! `uet lab incast` (issue 7, `cc-eval.md`): N hosts write into one
-//! receiver through the lab's rate-limited switch port; calibrate, run the
+//! `uet lab incast` (`cc-eval.md`): N hosts write into one receiver
+//! through the lab's rate-limited switch port; calibrate, run the
 //! synchronized incast per congestion-control mode and seed, derive the
 //! metrics, write `results.json`, `results.csv`, `report.md` and the
 //! figures.
+//!
+//! [`runner`] builds and calibrates the lab and runs the incasts,
+//! [`model`] is what they record, [`metrics`] what is derived from it,
+//! [`report`] and [`plot`] the files written.
 
 pub mod metrics;
 pub mod model;
 pub mod plot;
 pub mod report;
-pub mod run;
+pub mod runner;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Result;
+use crate::error::{Error, Result};
 
-pub use run::{CC_MODES, IncastLab, IncastOpts};
+pub use runner::{CC_MODES, IncastLab, IncastOpts};
 
 /// Builds the lab, calibrates, runs every (cc, N, size, seed) of `opts`,
 /// derives the metrics and writes the results, the report and the figures
@@ -26,7 +30,7 @@ pub fn run(
     command: &str,
     mut progress: impl FnMut(&model::Run),
 ) -> Result<(model::Report, Vec<PathBuf>)> {
-    std::fs::create_dir_all(out)?;
+    std::fs::create_dir_all(out).map_err(Error::io(format!("creating {}", out.display())))?;
     let ccs = opts.ccs.clone();
     let mut lab = IncastLab::up(opts)?;
     let mut runs = Vec::new();

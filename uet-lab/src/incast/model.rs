@@ -1,5 +1,5 @@
-//! What an incast experiment records (`uet lab incast`, issue 7): the
-//! common set-up, the calibration, and per run the raw measurements — per-flow
+//! What an incast experiment records (`uet lab incast`): the common
+//! set-up, the calibration, and per run the raw measurements — per-flow
 //! byte timelines, the bottleneck queue sampled at ≥ 1 kHz, one sender's
 //! congestion state over time, counters — from which [`super::metrics`]
 //! derives the `cc-eval.md` metrics. Every time is nanoseconds of

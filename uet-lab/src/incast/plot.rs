@@ -1,4 +1,4 @@
-//! The figures of an incast report (issue 7), PNG and SVG with plotters:
+//! The figures of an incast report, PNG and SVG with plotters:
 //!
 //! - `incast-<cc>` per congestion-control mode (`+` in the mode's name
 //!   becomes `-`): a 2×2 panel of the focus group's median-ICT run —
@@ -17,7 +17,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use anyhow::{Result, anyhow};
 use plotters::coord::Shift;
 use plotters::coord::types::RangedCoordf64;
 use plotters::drawing::DrawingAreaErrorKind;
@@ -26,6 +25,7 @@ use plotters::style::register_font;
 
 use super::metrics::{bytes_to_ns, cc_rank, delivered_at, size_label, summarize};
 use super::model::{Report, Run};
+use crate::error::{Error, Result};
 
 /// The font the figures use unless `$UET_FONT` names another.
 pub const DEFAULT_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
@@ -58,7 +58,10 @@ fn load_font() -> Result<()> {
         Ok(())
     })
     .clone()
-    .map_err(|e| anyhow!(e))
+    .map_err(|message| Error::Plot {
+        what: "loading the plot font".into(),
+        message,
+    })
 }
 
 fn read_font(path: &Path) -> Result<Vec<u8>, String> {
@@ -147,7 +150,7 @@ pub fn figures(dir: &Path, report: &Report) -> Result<Vec<PathBuf>> {
         return Ok(Vec::new());
     };
     load_font()?;
-    std::fs::create_dir_all(dir)?;
+    std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
     let modes: Vec<ModeData> = focus_modes(report, group)
         .iter()
         .filter_map(|cc| ModeData::new(report, cc, group))
@@ -183,13 +186,19 @@ fn render(dir: &Path, stem: &str, fig: &impl Figure) -> Result<[PathBuf; 2]> {
         let root = BitMapBackend::new(&png, fig.size()).into_drawing_area();
         fig.draw(&root)
             .and_then(|()| root.present())
-            .map_err(|e| anyhow!("drawing {}: {e}", png.display()))?;
+            .map_err(|e| Error::Plot {
+                what: format!("drawing {}", png.display()),
+                message: e.to_string(),
+            })?;
     }
     {
         let root = SVGBackend::new(&svg, fig.size()).into_drawing_area();
         fig.draw(&root)
             .and_then(|()| root.present())
-            .map_err(|e| anyhow!("drawing {}: {e}", svg.display()))?;
+            .map_err(|e| Error::Plot {
+                what: format!("drawing {}", svg.display()),
+                message: e.to_string(),
+            })?;
     }
     Ok([png, svg])
 }

@@ -1,16 +1,16 @@
-//! The files of an incast invocation (issue 7): `results.json` (the whole
+//! The files of an incast invocation: `results.json` (the whole
 //! [`Report`]), `results.csv` (one row per run: its key and every
 //! [`Metrics`] field) and `report.md` (set-up, calibration and its checks,
 //! the `cc-eval.md` metrics per (N, size) group as median (p90, max) over
-//! seeds, the issue-7 target checks with their margins, a none vs RCCC vs
-//! NSCC comparison written from the numbers, and the figures of
+//! seeds, the target checks with their margins, a none vs RCCC vs NSCC
+//! comparison written from the numbers, and the figures of
 //! [`super::plot`]). One invocation of `--senders N --size S` and a sweep
 //! produce the same files; a sweep has more groups.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use crate::error::{Error, Result};
 
 use super::metrics::{
     Stat, Summary, TargetCheck, check_calibration, check_targets, size_label, summarize,
@@ -23,16 +23,18 @@ use super::plot;
 /// [`plot::figures`] writes into the same directory (by their planned
 /// names, so the order of the two calls does not matter).
 pub fn write(dir: &Path, report: &Report) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+    let json =
+        serde_json::to_string_pretty(report).map_err(Error::json("encoding results.json"))?;
     let files = [
-        ("results.json", serde_json::to_string_pretty(report)? + "\n"),
+        ("results.json", json + "\n"),
         ("results.csv", csv(report)),
         ("report.md", markdown(report)),
     ];
     let mut out = Vec::new();
     for (name, text) in files {
         let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, text).map_err(Error::io(format!("writing {}", path.display())))?;
         out.push(path);
     }
     Ok(out)
@@ -443,7 +445,7 @@ fn targets_section(
     summaries: &[Summary],
     checks: &[TargetCheck],
 ) {
-    let _ = writeln!(md, "## Targets (issue 7)\n");
+    let _ = writeln!(md, "## Targets\n");
     let _ = writeln!(
         md,
         "Medians over seeds, where N ≤ 16 and S ≥ 256 KiB. RCCC: ICT ≤ 1.05 × ideal, spread ≤ 1.10, \

@@ -21,6 +21,8 @@ use uet_wire::{Dscp, Ecn};
 
 use uetd::xsk::{XskConfig, XskKernelStats, XskSet};
 
+use crate::error::{Error, Result};
+
 /// What the blaster sends.
 #[derive(Debug, Clone)]
 pub struct BlastConfig {
@@ -193,20 +195,29 @@ pub fn sink_on(
     udp_port: u16,
     stop: &AtomicBool,
     ready: impl FnOnce(EthernetAddress),
-) -> anyhow::Result<RawReport> {
+) -> Result<RawReport> {
     use uetd::xdp::{SteerConfig, XdpMode, XdpSteer};
+    let ifname = xsk.ifname.as_str();
     let mut steer = XdpSteer::attach(
-        xsk.ifname.as_str(),
+        ifname,
         XdpMode::Auto,
         SteerConfig {
             udp_port,
             ..SteerConfig::default()
         },
-    )?;
-    let mut set = XskSet::open(xsk)?;
+    )
+    .map_err(|e| Error::Xdp {
+        what: format!("attaching the steering program to {ifname}"),
+        source: e.into(),
+    })?;
+    let mut set =
+        XskSet::open(xsk).map_err(Error::io(format!("opening AF_XDP sockets on {ifname}")))?;
     for (q, fd) in set.fds() {
-        steer.register_socket(q, fd)?;
+        steer.register_socket(q, fd).map_err(|e| Error::Xdp {
+            what: format!("registering the AF_XDP socket of queue {q}"),
+            source: e.into(),
+        })?;
     }
     ready(set.interface().1);
-    Ok(sink(&mut set, stop, None)?)
+    sink(&mut set, stop, None).map_err(Error::io("sinking frames"))
 }

@@ -164,9 +164,9 @@ fn std_req(h: SesStandardRepr, ext: Option<SesExtRepr>) -> StandardRequest {
 // L2-L4 and the top level
 
 #[test]
-fn issue_shape_for_a_request() {
-    // The object the issue names: ip, udp, pds (type, next_hdr, flags,
-    // fields), ses (opcode, fields), payload_len.
+fn json_shape_of_a_request() {
+    // The documented shape (`decode`'s module doc): ip, udp, pds (type,
+    // next_hdr, flags, fields), ses (opcode, fields), payload_len.
     let mut pds = rud_req(336);
     pds.next_hdr = NextHeader::RequestStd;
     let ses = std_req(

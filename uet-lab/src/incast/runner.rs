@@ -16,13 +16,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail, ensure};
 use hdrhistogram::Histogram;
 use uet_api::{Client, Event, LocalHandle, Region, RemoteRegion, Status};
 
 use super::model::{
     Calibration, CcSample, Flow, LatencyStats, QueueSample, ReceiverCounters, Run, Setup, VictimRun,
 };
+use crate::error::{Error, Result, require};
 use crate::{EcnSettings, Lab, LabConfig, Sample, Sampler};
 use uetd::config::Backend;
 use uetd::sys::mem::monotonic_ns;
@@ -95,26 +95,32 @@ impl Default for IncastOpts {
 
 impl IncastOpts {
     fn check(&self) -> Result<()> {
-        ensure!(!self.senders.is_empty(), "no sender counts");
-        ensure!(
+        const WHAT: &str = "incast options";
+        let why = |s: &str| -> String { s.into() };
+        require(!self.senders.is_empty(), WHAT, || why("no sender counts"))?;
+        require(
             self.senders.iter().all(|&n| (1..=64).contains(&n)),
-            "senders must be 1..=64"
-        );
-        ensure!(!self.sizes.is_empty(), "no sizes");
-        ensure!(
+            WHAT,
+            || why("senders must be 1..=64"),
+        )?;
+        require(!self.sizes.is_empty(), WHAT, || why("no sizes"))?;
+        require(
             self.sizes.iter().all(|&s| (1..=1 << 30).contains(&s)),
-            "sizes must be 1 B..=1 GiB"
-        );
-        ensure!(!self.ccs.is_empty(), "no congestion-control modes");
+            WHAT,
+            || why("sizes must be 1 B..=1 GiB"),
+        )?;
+        require(!self.ccs.is_empty(), WHAT, || {
+            why("no congestion-control modes")
+        })?;
         for cc in &self.ccs {
-            ensure!(
-                CC_MODES.contains(&cc.as_str()),
-                "unknown cc {cc:?} (one of {})",
-                CC_MODES.join(", ")
-            );
+            require(CC_MODES.contains(&cc.as_str()), WHAT, || {
+                format!("unknown cc {cc:?} (one of {})", CC_MODES.join(", "))
+            })?;
         }
-        ensure!(self.seeds >= 1, "at least one seed");
-        ensure!(self.bottleneck >= 1_000_000, "bottleneck below 1 Mb/s");
+        require(self.seeds >= 1, WHAT, || why("at least one seed"))?;
+        require(self.bottleneck >= 1_000_000, WHAT, || {
+            why("bottleneck below 1 Mb/s")
+        })?;
         Ok(())
     }
 
@@ -136,10 +142,9 @@ const HEADER_BYTES: u64 = 14 + 20 + 8 + 16 + 44;
 /// alone on idle CPUs; in an incast, N+1 busy daemons share two CPUs and
 /// every hop of the control loops (credit out, data back; data out, ACK
 /// back) waits for a scheduler, so the loop round trip is several T0.
-/// Measured (N = 4 × 1 MiB, 1 Gb/s; 3 seeds at T0, one seed otherwise): base RTT = T0 (150 µs):
-/// RCCC 2.81×, NSCC 2.84× ideal at ~35 % utilisation — windows and credit
-/// bounds of one idle BDP starve; 500 µs: 1.52× / 1.41×; 1000 µs: 1.48× /
-/// 1.47× with spurious RTOs. 3 × T0 sits in the flat part.
+/// Windows and credit bounds sized to one idle BDP starve the senders;
+/// much larger ones bring spurious RTOs. 3 × T0 lies where ICT/ideal
+/// no longer falls with a larger base RTT and before the RTOs begin.
 const BASE_RTT_PER_T0: u64 = 3;
 
 /// Bytes each sender writes alone in the calibration.
@@ -176,11 +181,21 @@ impl std::fmt::Debug for Writer {
 impl Writer {
     fn new(lab: &Lab, host: usize, bytes: u64) -> Result<Self> {
         let mut client = lab.client(host, &format!("incast-h{host}"))?;
-        let region = client.create_region(bytes.max(4096))?;
-        let mut buf = vec![0u8; usize::try_from(region.len())?];
+        let region = client
+            .create_region(bytes.max(4096))
+            .map_err(Error::io(format!(
+                "host {host}: creating the source region"
+            )))?;
+        let mut buf = vec![0u8; region.len() as usize];
         uetd::mem::pattern(host as u64, 0, &mut buf);
-        region.write_at(0, &buf)?;
-        let local = client.register_local(&region)?;
+        region
+            .write_at(0, &buf)
+            .map_err(Error::io(format!("host {host}: filling the source region")))?;
+        let local = client
+            .register_local(&region)
+            .map_err(Error::client(format!(
+                "host {host}: registering the source region"
+            )))?;
         Ok(Self {
             host,
             client,
@@ -199,28 +214,34 @@ impl Writer {
         chunk: u64,
         timeout: Duration,
     ) -> Result<Outcome> {
-        ensure!(bytes <= self.region.len(), "flow larger than the region");
+        require(bytes <= self.region.len(), "incast flow", || {
+            format!(
+                "{bytes} bytes are more than the region of {}",
+                self.region.len()
+            )
+        })?;
         let start = monotonic_ns();
         let mut lens = std::collections::HashMap::new();
         let mut off = 0;
         while off < bytes {
             let len = chunk.min(bytes - off);
-            let tag = self.client.write(
-                self.local.at(off),
-                dst.at(dst_off + off),
-                u32::try_from(len)?,
-                None,
-            )?;
+            // `chunk` is at most 64 KiB unless the caller chose it, and a
+            // write operation carries at most 4 GiB.
+            let op_len = u32::try_from(len)
+                .map_err(|_| Error::invalid("incast flow", "chunk must be < 4 GiB"))?;
+            let tag = self
+                .client
+                .write(self.local.at(off), dst.at(dst_off + off), op_len, None)
+                .map_err(|e| Error::client(format!("host {}: submitting a write", self.host))(e))?;
             lens.insert(tag, len);
             off += len;
         }
         let mut progress = Vec::with_capacity(lens.len());
         let (mut done, mut error) = (0u64, None);
         while !lens.is_empty() {
-            let ev = self
-                .client
-                .wait_event(Some(timeout))
-                .with_context(|| format!("host {}: waiting for completions", self.host))?;
+            let ev = self.client.wait_event(Some(timeout)).map_err(|e| {
+                Error::client(format!("host {}: waiting for completions", self.host))(e)
+            })?;
             if let Event::Completion(c) = ev
                 && let Some(len) = lens.remove(&c.tag)
             {
@@ -252,23 +273,32 @@ impl Writer {
         count: Option<u64>,
         stop: &AtomicBool,
     ) -> Result<LatencyStats> {
-        let mut h = Histogram::<u64>::new(3)?;
+        // Auto-resizing with 3 significant figures: creating it cannot
+        // fail, and recording a u64 only where usize is narrower than 64
+        // bits.
+        let mut h = Histogram::<u64>::new(3).expect("3 significant figures are valid");
         let start = monotonic_ns();
         let mut n = 0u64;
         while count.map_or_else(|| !stop.load(Ordering::Relaxed), |c| n < c) {
             let t = monotonic_ns();
             let tag = self
                 .client
-                .write(self.local.at(0), dst.at(dst_off), 64, None)?;
+                .write(self.local.at(0), dst.at(dst_off), 64, None)
+                .map_err(|e| Error::client(format!("host {}: submitting a ping", self.host))(e))?;
             let ev = self
                 .client
-                .wait_completion(tag, Some(Duration::from_secs(10)))?;
+                .wait_completion(tag, Some(Duration::from_secs(10)))
+                .map_err(|e| Error::client(format!("host {}: waiting for a ping", self.host))(e))?;
             if let Event::Completion(c) = &ev
                 && c.status != Status::Ok
             {
-                bail!("victim write failed: {:?}", c.status);
+                return Err(Error::Operation {
+                    what: format!("host {}: a ping write", self.host),
+                    status: format!("{:?}", c.status),
+                });
             }
-            h.record(monotonic_ns() - t)?;
+            h.record(monotonic_ns() - t)
+                .expect("an auto-resizing histogram records any u64");
             n += 1;
         }
         let secs = (monotonic_ns() - start) as f64 / 1e9;
@@ -305,7 +335,11 @@ struct Counters {
 }
 
 fn counters(c: &mut Client) -> Result<Counters> {
-    let v: serde_json::Value = serde_json::from_str(&c.stats()?)?;
+    let text = c
+        .stats()
+        .map_err(Error::client("reading a daemon's counters"))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(Error::json("parsing a daemon's counters"))?;
     let mut k = Counters::default();
     for w in v["workers"].as_array().into_iter().flatten() {
         let p = &w["pds"];
@@ -394,7 +428,10 @@ fn queue_loop(sampler: &Sampler, stop: &AtomicBool) -> Result<Vec<Sample>> {
 fn trace_loop(c: &mut Client, dst: &str, stop: &AtomicBool) -> Result<Vec<CcSample>> {
     let mut out = Vec::with_capacity(2048);
     paced(1_000_000, stop, || {
-        if let Some(s) = ccc_of(&c.stats()?, dst, monotonic_ns() as i64) {
+        let stats = c
+            .stats()
+            .map_err(Error::client("reading the traced sender's counters"))?;
+        if let Some(s) = ccc_of(&stats, dst, monotonic_ns() as i64) {
             out.push(s);
         }
         Ok(())
@@ -435,7 +472,8 @@ fn queue_samples(raw: &[Sample], t0: u64) -> Vec<QueueSample> {
 /// Replaces the bottleneck's TBF (rate, buffer) in the switch.
 fn set_tbf(lab: &Lab, rate: u64, limit: u64) -> Result<()> {
     let burst = (2 * u64::from(lab.state.config.mtu + 14)).max(rate / 8 / 50_000);
-    crate::tbf(lab.switch(), "replace", rate, burst, limit).context("changing the TBF bottleneck")
+    crate::tbf(lab.switch(), "replace", rate, burst, limit)
+        .map_err(Error::during("changing the TBF bottleneck"))
 }
 
 impl Lab {
@@ -533,7 +571,7 @@ impl IncastLab {
             bottleneck_bps: r,
             buffer_bytes: 0,
             ecn: None,
-            jitter_ns: u64::try_from(opts.jitter.as_nanos())?,
+            jitter_ns: u64::try_from(opts.jitter.as_nanos()).unwrap_or(u64::MAX),
             victim: opts.victim,
             seeds: opts.seeds,
             mtu: opts.mtu,
@@ -595,7 +633,10 @@ impl IncastLab {
             let mut w = Writer::new(&self.lab, host, solo_bytes)?;
             let o = w.flow(&dst, 0, solo_bytes, 1 << 20, self.opts.timeout)?;
             if let Some(e) = o.error {
-                bail!("calibration: host {host} alone failed: {e}");
+                return Err(Error::Operation {
+                    what: format!("calibration: a write of host {host} alone"),
+                    status: e,
+                });
             }
             let secs = (Writer::end(&o) - o.start).max(1) as f64 / 1e9;
             solo.push(solo_bytes as f64 * 8.0 / secs);
@@ -609,10 +650,9 @@ impl IncastLab {
             .unwrap_or(5 * bdp)
             .max(4 * u64::from(self.opts.mtu + 14));
         // Marking at 0.2/0.8 of the BDP the daemons plan for (R × base
-        // RTT), not of the idle one: at 0.2/0.8 × R·T0 the bursts of
-        // senders whose loops run several T0 long were marked all the time
-        // and NSCC sat at a fifth of its window (N = 2 × 4 MiB: 2.3×
-        // ideal, 43 % utilisation; 1.6× with no marking at all).
+        // RTT), not of the idle one: senders whose loops run several T0
+        // long send bursts that thresholds of 0.2/0.8 × R·T0 would mark
+        // nearly always, holding NSCC far below its window.
         let cc_bdp = r / 8 * self.base_rtt_us() / 1_000_000;
         let ecn = if self.opts.no_ecn {
             None
@@ -650,9 +690,9 @@ impl IncastLab {
     /// RTO_INIT_TIME for the daemons (the spec leaves it to the fabric's
     /// configuration): `--rto-init-us`, else UEC's simulator's rule — 6 ×
     /// the time to drain a full buffer — plus 4 × the idle path's p99 round
-    /// trip (scheduler jitter on a shared host: measured up to 4 ms, which
-    /// the default 5 ms RTO turned into spurious timeouts with no drop),
-    /// and at least the daemon's default 5 ms.
+    /// trip (scheduler jitter on a shared host reaches milliseconds, which
+    /// the default RTO alone would turn into timeouts with no drop), and at
+    /// least the daemon's default 5 ms.
     pub fn rto_init_us(&self) -> u64 {
         self.opts.rto_init_us.unwrap_or_else(|| {
             let drain_us = self.setup.buffer_bytes * 8 * 1_000_000 / self.opts.bottleneck.max(1);
