@@ -246,7 +246,7 @@ fn run(name: &str, cc: &str, plan: impl FnOnce(&Arena, &mut Dice) -> Attack) {
                 let _ = attacker.join();
                 panic!(
                     "{}",
-                    report(&ar, format!("transfer {transfers} failed: {e:#}"))
+                    report(&ar, format!("transfer {transfers} failed: {}", e.chain()))
                 );
             }
         };
@@ -274,7 +274,10 @@ fn run(name: &str, cc: &str, plan: impl FnOnce(&Arena, &mut Dice) -> Attack) {
                     "{}",
                     report(&ar, format!("last transfer not byte-exact: {w:?}"))
                 ),
-                Err(e) => panic!("{}", report(&ar, format!("last transfer failed: {e:#}"))),
+                Err(e) => panic!(
+                    "{}",
+                    report(&ar, format!("last transfer failed: {}", e.chain()))
+                ),
             }
         }
         assert!(
