@@ -1,5 +1,5 @@
 //! Builds every program in [`PROGRAMS`] — `src/NAME.bpf.c` into
-//! `$OUT_DIR/NAME.bpf.o` — with clang (`design.md` §5), or copies the
+//! `$OUT_DIR/NAME.bpf.o` — with clang (`docs/architecture.md` §5), or copies the
 //! committed `obj/NAME.bpf.o` copies there when clang is absent (or fails),
 //! with a cargo warning. The choice is made for the whole set: either every
 //! object comes from this clang or every one is the committed copy.

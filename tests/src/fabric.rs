@@ -1,6 +1,6 @@
 //! A deterministic, virtual-time fabric: hosts, switches, links with rate
 //! and latency, drop-tail egress queues, ECN marking, trimming and
-//! impairments (`design.md` §2 "tests/", the smoltcp `tests/netsim.rs` and
+//! impairments (`docs/architecture.md` §2 "tests/", the smoltcp `tests/netsim.rs` and
 //! turmoil models).
 //!
 //! Time only moves when the fabric steps to the earliest of the next event

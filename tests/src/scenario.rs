@@ -602,7 +602,7 @@ pub fn addr(i: usize) -> IpAddr {
     crate::topology::host_addr(i)
 }
 
-/// The `cc-eval.md` metrics of a synchronized incast (every sender writes
+/// The `docs/congestion-evaluation.md` metrics of a synchronized incast (every sender writes
 /// `size` bytes at time 0 into one receiver through one switch).
 #[derive(Debug, Clone, PartialEq)]
 pub struct IncastReport {
@@ -675,7 +675,7 @@ impl IncastReport {
 /// 14 + IPv4 20 + UDP 8 + PDS request 12 + SES standard header 44.
 pub const WRITE_OVERHEAD: u64 = 14 + 20 + 8 + 12 + 44;
 
-/// Congestion-control modes of `cc-eval.md` (the daemon's and the
+/// Congestion-control modes of `docs/congestion-evaluation.md` (the daemon's and the
 /// simulator's are the same type).
 pub use uet_pds::CcMode;
 
@@ -716,7 +716,7 @@ pub fn base_rtt(link: &LinkParams, pds: &PdsConfig) -> Duration {
 /// DSCP_TRIMMABLE_RTX, which trimming switches cut only above 1.5 × their
 /// threshold (§6).
 ///
-/// Six drains is UEC's simulator's rule (`uet-spec-notes.md` §8: 15 µs
+/// Six drains is UEC's simulator's rule (`docs/protocol-notes.md` §8: 15 µs
 /// plus six queue drains), which `uet lab incast` follows as well. A full
 /// queue must not look like loss, and neither may the time it takes to
 /// learn of a loss behind one: a lost packet's evidence (a later packet's
@@ -725,7 +725,8 @@ pub fn base_rtt(link: &LinkParams, pds: &PdsConfig) -> Duration {
 /// drain later. Twice the round trip plus one drain (622 µs at 1 Gb/s with
 /// a 32 KiB buffer, which alone takes 262 µs to drain) fired 96–113 RTOs
 /// at 1 Gb/s 32:1 drop-tail NSCC on packets whose probe was on its way;
-/// 1,622 µs fires none (`BENCHMARKS.md`, session 9).
+/// 1,622 µs fires none (`BENCHMARKS.md`, "Design choices and the
+/// measurements behind them").
 #[must_use]
 pub fn incast_pds_config(link: &LinkParams, max_ses_len: usize) -> PdsConfig {
     let pds = PdsConfig {
@@ -743,7 +744,7 @@ pub fn incast_pds_config(link: &LinkParams, max_ses_len: usize) -> PdsConfig {
 }
 
 /// Runs a synchronized incast with congestion control `cc` and computes its
-/// `cc-eval.md` metrics.
+/// `docs/congestion-evaluation.md` metrics.
 pub fn run_incast_cc(
     senders: usize,
     size: u64,
@@ -764,7 +765,7 @@ pub struct IncastOptions {
     /// arrivals instead of always queueing them in node order.
     pub random_ties: bool,
     /// Each sender starts at its own seeded uniform time in [0, T0]
-    /// (`cc-eval.md`'s jittered start) instead of all at time zero. The
+    /// (`docs/congestion-evaluation.md`'s jittered start) instead of all at time zero. The
     /// ICT still counts from time zero, the common start; the ideal and
     /// each flow's completion time count from the starts.
     pub jitter_t0: bool,
@@ -790,7 +791,7 @@ pub fn run_incast_cc_with(
     run_incast_with(senders, size, &link, &pds, seed, opts)
 }
 
-/// Runs a synchronized incast and computes its `cc-eval.md` metrics.
+/// Runs a synchronized incast and computes its `docs/congestion-evaluation.md` metrics.
 pub fn run_incast(
     senders: usize,
     size: u64,

@@ -1,4 +1,4 @@
-//! Congestion control on a simulated 8:1 incast (CMS issue, cc-eval.md):
+//! Congestion control on a simulated 8:1 incast (CMS issue, docs/congestion-evaluation.md):
 //! RCCC and NSCC must beat the fixed window by the margins the targets
 //! name. 100 Gb/s links, 2 µs per hop, 1 MiB switch buffer, 256 KiB each.
 
@@ -137,7 +137,8 @@ fn rccc_1023_to_1_of_100_kib_drop_tail() {
 /// Two flows between two leaves over two spines (ECN marking on): with
 /// oblivious spraying both run near line rate; pinned to one colliding EV
 /// they share one spine and get about half each. REPS recovers too (MIXED
-/// still herds in this two-path case — measured in BENCHMARKS.md, open).
+/// still herds in this two-path case: BENCHMARKS.md, "Leaf–spine hash
+/// collision").
 #[test]
 fn spraying_recovers_full_rate_where_a_fixed_ev_collides() {
     use uet_cms::{EvConfig, EvMode};
@@ -221,7 +222,7 @@ fn overflowing(n: usize, cc: CcMode, link: &LinkParams, pds: &PdsConfig) -> Inca
     r
 }
 
-/// RCCC's incast targets (issue 4, `cc-eval.md`).
+/// RCCC's incast targets (`docs/congestion-evaluation.md`).
 fn assert_rccc_targets(r: &IncastReport) {
     assert_eq!(r.rtos, 0);
     assert!(r.ict_over_ideal <= 1.05, "ICT {:.3}", r.ict_over_ideal);
@@ -229,7 +230,7 @@ fn assert_rccc_targets(r: &IncastReport) {
     assert!(r.jain >= 0.99, "Jain {:.3}", r.jain);
 }
 
-/// NSCC's incast targets (issue 4, `cc-eval.md`).
+/// NSCC's incast targets (`docs/congestion-evaluation.md`).
 fn assert_nscc_targets(r: &IncastReport) {
     assert_eq!(r.rtos, 0);
     assert!(r.ict_over_ideal <= 1.10, "ICT {:.3}", r.ict_over_ideal);
@@ -363,7 +364,7 @@ fn a_window_lost_before_establishment_costs_one_rto() {
 /// and probes keep being dropped. A probe's answer ends its episode, a
 /// probe unanswered for half an RTO_INIT goes again, and RTO_INIT covers
 /// six buffer drains as in UEC's simulator: every loss is found by a probe
-/// (113 RTOs before, 1.351 × ideal before session 8).
+/// (without the probe rules: 113 RTOs, 1.351 × ideal).
 #[test]
 #[cfg_attr(debug_assertions, ignore = "release only (seconds of simulation)")]
 fn one_gigabit_32_to_1_drop_tail() {
@@ -380,7 +381,7 @@ fn one_gigabit_32_to_1_drop_tail() {
 /// only the establishing answer did, a second probe (the answer to the
 /// first ends the episode) condemned the forced packet, and four senders of
 /// seed 3 waited for credit for good. Every late starter is found by a
-/// probe: no RTOs (2 per seed before session 9).
+/// probe: no RTOs (2 per seed when only the establishing answer forced).
 #[test]
 #[cfg_attr(debug_assertions, ignore = "release only (seconds of simulation)")]
 fn one_gigabit_32_to_1_rccc_with_a_jittered_start_completes() {

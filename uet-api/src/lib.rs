@@ -1,4 +1,4 @@
-//! The application ⇄ `uetd` contract (`design.md` §2): the versioned
+//! The application ⇄ `uetd` contract (`docs/architecture.md` §2): the versioned
 //! binary protocol spoken on the daemon's local Unix socket, its codec,
 //! the blocking [`Client`] and the tokio [`AsyncClient`] (feature `tokio`,
 //! on by default), and the helpers the daemon serves the socket with

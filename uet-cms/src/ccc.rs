@@ -1,4 +1,4 @@
-//! The congestion control context and its common hooks (`uet-spec-notes.md`
+//! The congestion control context and its common hooks (`docs/protocol-notes.md`
 //! §5.1, SPEC-TR §3.6.12).
 
 use std::collections::VecDeque;
@@ -43,7 +43,7 @@ impl Default for CccConfig {
 /// the enabled ones, §5.1).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Algorithm {
-    /// A fixed window of `window` bytes in flight ("none" in `cc-eval.md`).
+    /// A fixed window of `window` bytes in flight ("none" in `docs/congestion-evaluation.md`).
     Fixed {
         /// Bytes allowed in flight.
         window: u64,

@@ -1,4 +1,4 @@
-//! Entropy-value selection (`uet-spec-notes.md` §6, spec §3.6.16).
+//! Entropy-value selection (`docs/protocol-notes.md` §6, spec §3.6.16).
 //!
 //! An [`EvSelector`] picks the entropy value (EV) of each packet and learns
 //! from the feedback the CCC passes to `process_ev` (§5.1: ACK without ECN →

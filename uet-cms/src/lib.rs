@@ -1,7 +1,7 @@
 //! # uet-cms — congestion management, pure
 //!
 //! The Congestion Management Sublayer as the PDS sees it
-//! (`uet-spec-notes.md` §5.1): a congestion control context ([`Ccc`]) shared
+//! (`docs/protocol-notes.md` §5.1): a congestion control context ([`Ccc`]) shared
 //! by the PDCs to one destination FEP in one traffic class, with the common
 //! hooks of the spec pseudo-code — `on_new_data`, `can_send`,
 //! `send_params` (GetSendParams), `on_send`, `on_ack`, `on_nack`,
@@ -9,7 +9,7 @@
 //! IDLE → ACTIVE → READY → PENDING.
 //!
 //! Which algorithm decides is an [`Algorithm`]. This crate currently carries
-//! the fixed window ("none" in `cc-eval.md`); NSCC and RCCC implement the same
+//! the fixed window ("none" in `docs/congestion-evaluation.md`); NSCC and RCCC implement the same
 //! hooks. Entropy values come from an [`EvSelector`].
 //!
 //! No I/O, no clocks, no threads: time comes in as `now`, randomness from a

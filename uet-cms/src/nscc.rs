@@ -1,4 +1,4 @@
-//! NSCC — network-signal-based congestion control (`uet-spec-notes.md`
+//! NSCC — network-signal-based congestion control (`docs/protocol-notes.md`
 //! §5.2, SPEC-TR §3.6.13; cross-checked with HTSIM and ASTERIA).
 //!
 //! * [`NsccConfig`] — Table 3-76 parameters, derived from the link speeds,

@@ -1,7 +1,6 @@
 //! Proactive flow throttling (PFT) at the source.
 //!
-//! After "Proactive Flow Throttling" (IFIP Networking 2021; the text is in
-//! `shared/seeds/pft-proactive-flow-throttling-paper.txt`, cited below as
+//! After "Proactive Flow Throttling" (IFIP Networking 2021, cited below as
 //! [PFT §…]). The idea: the credit a sender has in use, `c`, reflects how
 //! full the buffers ahead of it are, and rises when the network congests
 //! [PFT §III.A]. PFT throttles on that local signal alone, with no feedback

@@ -1,10 +1,11 @@
 //! # RCCC — receiver credit-based congestion control
 //!
-//! Read before editing: `uet-spec-notes.md` §5.1 (the RCCC hooks), §5.3 (what
+//! Read before editing: `docs/protocol-notes.md` §5.1 (the RCCC hooks), §5.3 (what
 //! is confirmed, and the EQDS/HTSIM pull model), §5.2 "NSCC + RCCC together",
 //! §7 (last-hop trims belong to RCCC), §2.5/§2.7/§2.10 (the 24-bit
 //! `credit_target` and `credit` fields, CREDIT / CREDIT_REQ CPs), §10 (gaps),
-//! and `seeds/rccc-blog.txt` for the worked numbers. The normative text
+//! and the RCCC post of the NWK series (`docs/protocol-notes.md` §0) for
+//! the worked numbers. The normative text
 //! (spec §3.6.14) is **not** public; every rule below says where it comes
 //! from: **\[seed\]** the RCCC blog, **\[HTSIM\]** UEC's simulator
 //! (`uec.cpp`: `UecSrc::computePullTarget`, `handlePull`, `stopSpeculating`,
@@ -56,7 +57,7 @@
 //!   together: the cumulative counters only make sense as a pair.
 //! * Not paced: the initial windows of new senders (speculation). In an
 //!   incast of N new senders up to N × (initial window + one packet) arrive
-//!   unpaced in the first RTT; that is where `cc-eval.md` allows drops.
+//!   unpaced in the first RTT; that is where `docs/congestion-evaluation.md` allows drops.
 //!   With trimming (§7) the excess arrives as last-hop-trimmed headers,
 //!   which the receiver turns into demand at once and the source into a
 //!   retransmit backlog that waits for paced credit (no RTO). The bytes of
@@ -157,7 +158,7 @@ pub const MAX_CREDIT_LIMIT: u64 = 1 << 21;
 
 /// RCCC parameters, shared by the source and the receiver side (both must
 /// agree on `initial_window`). Defaults are the 100 Gb/s, 12 µs reference
-/// network (`uet-spec-notes.md` §5.2; HTSIM; seed).
+/// network (`docs/protocol-notes.md` §5.2; HTSIM; seed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RcccConfig {
     /// Receiver link rate in bits per second. Default 100 Gb/s \[seed\].

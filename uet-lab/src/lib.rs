@@ -1,6 +1,6 @@
 //! # uet-lab — the veth lab
 //!
-//! The veth lab (`design.md` §6): N host namespaces joined through a switch
+//! The veth lab (`docs/architecture.md` §6): N host namespaces joined through a switch
 //! namespace, `uetd` in every host, the bottleneck and the eBPF ECN marker
 //! on the switch port toward the receiver, and an eBPF impairment program
 //! on every switch port — built by [`Lab::up`], removed by [`Lab`]'s drop,

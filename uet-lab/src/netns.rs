@@ -1,5 +1,5 @@
 //! Network namespaces and veth links for the lab and the real-kernel tests
-//! of every crate (`design.md` §6): every namespace gets a unique name, and
+//! of every crate (`docs/architecture.md` §6): every namespace gets a unique name, and
 //! dropping the handle deletes it — also when a test fails and unwinds.
 //!
 //! Commands go through iproute2's `ip` (the same tool an operator uses to

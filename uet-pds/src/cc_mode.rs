@@ -1,14 +1,14 @@
 //! Congestion-control modes by name, and how each configures a PDS engine
 //! for a path: the one place the simulator (`uet-sim`) and the daemon
 //! (`uetd --cc`) turn "nscc" or "rccc" into a `CccConfig`
-//! (`design.md` §8 rule 8).
+//! (`docs/architecture.md` §8 rule 8).
 
 use uet_cms::{Algorithm, NsccConfig, PftConfig, RcccConfig};
 use uet_wire::time::Duration;
 
 use crate::PdsConfig;
 
-/// A congestion-control mode (`cc-eval.md`: none / NSCC / RCCC /
+/// A congestion-control mode (`docs/congestion-evaluation.md`: none / NSCC / RCCC /
 /// NSCC+RCCC / PFT).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CcMode {
@@ -88,7 +88,7 @@ impl CcMode {
         if matches!(self, Self::Rccc | Self::NsccRccc) {
             pds.rccc_receiver = Some(rccc());
         }
-        // ACK coalescing at most BDP/4 (cc-eval.md calibration note).
+        // ACK coalescing at most BDP/4 (docs/congestion-evaluation.md calibration note).
         pds.with_bdp(bdp);
         // Tail loss probes no sooner than one idle round trip.
         pds.tail_probe = Some(base_rtt);

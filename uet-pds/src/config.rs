@@ -1,5 +1,5 @@
 //! PDS configuration with the defaults of the public sources
-//! (`uet-spec-notes.md` §3, §8: REFPROV `uet_pds.h`, "UEC 1.0.1 Table 3-28").
+//! (`docs/protocol-notes.md` §3, §8: REFPROV `uet_pds.h`, "UEC 1.0.1 Table 3-28").
 
 use uet_wire::Dscp;
 use uet_wire::time::Duration;
@@ -23,7 +23,7 @@ pub struct PdsConfig {
     /// PSN tracking window (MP_RANGE) in packets; REFPROV default 128.
     pub mp_range: u32,
     /// ACK coalescing trigger in bytes (`ACK_Gen_Trigger`). Default
-    /// min(16 KiB, BDP/4): `cc-eval.md` shows a 16 KiB trigger caps a flow
+    /// min(16 KiB, BDP/4): `docs/congestion-evaluation.md` shows a 16 KiB trigger caps a flow
     /// well below line rate when the BDP is ~20 KB.
     pub ack_gen_trigger: u32,
     /// Minimum a packet adds to the ACK trigger (`ACK_Gen_Min_Pkt_Add`, 1024).
@@ -132,7 +132,7 @@ impl PdsConfig {
     }
 
     /// The RTO after `retries` backoffs: `RTO_INIT_TIME * 2^retries`, capped
-    /// at `rto_max` (`uet-spec-notes.md` §3 "Loss recovery").
+    /// at `rto_max` (`docs/protocol-notes.md` §3 "Loss recovery").
     #[must_use]
     pub fn rto(&self, retries: u32) -> Duration {
         self.rto_init

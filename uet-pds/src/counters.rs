@@ -1,5 +1,5 @@
 //! Receive-path failures are counted per reason, never propagated as panics
-//! (`design.md` §3, §8 rule 7).
+//! (`docs/architecture.md` §3, §8 rule 7).
 
 use core::fmt;
 

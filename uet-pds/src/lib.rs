@@ -2,7 +2,7 @@
 //!
 //! PDC lifecycle, RUD/ROD/RUDI/UUD delivery, PSN windows, cumulative and
 //! selective ACKs, NACKs, retransmission with RTO backoff
-//! (`uet-spec-notes.md` §2–§3). No I/O, no clocks, no threads: time comes in
+//! (`docs/protocol-notes.md` §2–§3). No I/O, no clocks, no threads: time comes in
 //! as `now`, randomness from a seeded `Rng`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

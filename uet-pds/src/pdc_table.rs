@@ -6,7 +6,7 @@
 //! instructions). IDs are drawn at random from the whole 16-bit space
 //! ([`PdcTable::alloc`]): an off-path sender who knows a peer's address
 //! cannot guess which PDC IDs are live, as it could when they were handed
-//! out in order (`uet-spec-notes.md` §2.12 asks only that `{ip.src, PDCID}`
+//! out in order (`docs/protocol-notes.md` §2.12 asks only that `{ip.src, PDCID}`
 //! be unique and PDCID 0 be reserved). A sparse index of 2^16 slot numbers
 //! (128 KiB once the first PDC is inserted) maps an ID to its place in a
 //! dense slab, so iteration visits live PDCs only, however scattered their

@@ -1,4 +1,4 @@
-//! The receive-side PSN window of a PDC (`uet-spec-notes.md` §2.7 MPR, §3).
+//! The receive-side PSN window of a PDC (`docs/protocol-notes.md` §2.7 MPR, §3).
 //!
 //! Tracks which PSNs in `[base, base + range)` arrived, where `base` is the
 //! first PSN not yet received: every PSN before `base` has arrived, so the

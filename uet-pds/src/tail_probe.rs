@@ -11,7 +11,7 @@
 //!
 //! A PDC that has packets in flight and has neither sent nor heard anything
 //! for a probe timeout (PTO) sends a Probe CP (§2.10; HTSIM's SLEEK probes
-//! do the same, `uet-spec-notes.md` §4). The target answers it with an ACK
+//! do the same, `docs/protocol-notes.md` §4). The target answers it with an ACK
 //! carrying its current cumulative and selective acknowledgement. The probe
 //! left after every packet in flight and went the same way (data traffic
 //! class: a control class that overtakes data would prove nothing), so a

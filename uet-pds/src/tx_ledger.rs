@@ -1,4 +1,4 @@
-//! The send-side retransmission ledger of a PDC (`uet-spec-notes.md` §3).
+//! The send-side retransmission ledger of a PDC (`docs/protocol-notes.md` §3).
 //!
 //! One entry per PSN from the oldest unacknowledged (`una`) to the next to be
 //! assigned (`next`). An entry stays until the cumulative ACK covers it — in

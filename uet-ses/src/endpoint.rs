@@ -1,5 +1,5 @@
 //! The `Endpoint`: PDS + SES (+ CMS through the PDS) as one sans-IO object,
-//! the thing the daemon's workers and the simulator drive (`design.md` §2,
+//! the thing the daemon's workers and the simulator drive (`docs/architecture.md` §2,
 //! §3).
 //!
 //! Inputs: [`Endpoint::submit`], [`Endpoint::handle_datagram`],

@@ -1,7 +1,7 @@
 //! # uet-ses — Semantic Sublayer semantics, sans-IO
 //!
 //! Everything the SES does that does not involve packet delivery
-//! (`uet-spec-notes.md` §4 formats and codes; design.md §2, §3):
+//! (`docs/protocol-notes.md` §4 formats and codes; docs/architecture.md §2, §3):
 //!
 //! * [`memory`]: registered memory ([`RegisteredMemory`]), access rights,
 //!   the [`MemoryTable`] keyed by `(job, pid_on_fep, resource_index)` with

@@ -1,5 +1,5 @@
 //! Registered memory and the checks every remote access passes
-//! (`uet-spec-notes.md` §4.1 addressing fields, §4.7 return codes).
+//! (`docs/protocol-notes.md` §4.1 addressing fields, §4.7 return codes).
 //!
 //! A [`MemoryTable`] maps a [`RegionAddr`] `(job, pid_on_fep,
 //! resource_index)` to a registered region: its memory key, resource-index
@@ -59,7 +59,7 @@
 //! again if every table started at the same generation. The caller that owns
 //! the randomness (the daemon) therefore draws each table's first generation
 //! at start; a stale address then fails `BAD_GENERATION` unless the two draws
-//! meet (1 in 256: the generation field is 8 bits, `uet-spec-notes.md` §4.1).
+//! meet (1 in 256: the generation field is 8 bits, `docs/protocol-notes.md` §4.1).
 
 use core::fmt;
 use core::ops::Range;

@@ -1,6 +1,6 @@
 //! Small typed values shared by the target and the initiator side: peer
 //! identity, region addresses, keys, match bits and local buffer handles
-//! (design.md §8 rule 2: no naked integers across the API).
+//! (docs/architecture.md §8 rule 2: no naked integers across the API).
 
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -63,7 +63,7 @@ impl fmt::Display for FepAddr {
 /// Where a request came from: the peer FEP and the PDC it arrived on.
 ///
 /// The target keys partly received messages by `(Source, message_id)`. All
-/// packets of one message travel on one PDC (`uet-spec-notes.md` §2.12, "one
+/// packets of one message travel on one PDC (`docs/protocol-notes.md` §2.12, "one
 /// message = one PDC"), so the caller may pass either end's PDC ID, as long
 /// as it passes the same one for every packet of a PDC — the target's own
 /// (local) PDC ID is the natural choice.

@@ -3,7 +3,7 @@
 //! The JSON shape: `{"ip": {"src","dst","dscp","ecn"},
 //! "udp": {"src_port","dst_port"}, "pds": {"type", "next_hdr", "flags":
 //! {…}, <fields>}, "ses": {"opcode", <fields>}, "payload_len": n}`, every
-//! field by its spec name (`uet-spec-notes.md` §1, §2, §4) in snake_case. A
+//! field by its spec name (`docs/protocol-notes.md` §1, §2, §4) in snake_case. A
 //! frame that does not parse becomes `{"error": "<layer>: <what> at byte
 //! <n>"}` (the `Display` of [`uet_wire::Error`]).
 //!

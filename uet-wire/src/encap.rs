@@ -1,4 +1,4 @@
-//! UET encapsulation (`uet-spec-notes.md` §1): the UDP port, the native-IP
+//! UET encapsulation (`docs/protocol-notes.md` §1): the UDP port, the native-IP
 //! entropy header, the CRC32C trailer, and the frame builder and L2-L4 parser
 //! built from them.
 //!
@@ -34,7 +34,7 @@
 //!   `crc32c_finish()` returns `htonl(~crc)` and the send path copies that
 //!   value into the packet as it is, so the trailer is the final CRC-32C in
 //!   **network order** (most significant byte first) on every host
-//!   (`uet-spec-notes.md` §1). It is written and checked that way here.
+//!   (`docs/protocol-notes.md` §1). It is written and checked that way here.
 //! * **CRC parameters** \[I]: REFPROV's `crc32c.h` was not readable; the
 //!   standard CRC-32C (Castagnoli, reflected, init and final XOR 0xFFFFFFFF,
 //!   check value 0xE3069283) is assumed.
@@ -59,7 +59,7 @@ use crate::inet::{
 };
 use crate::types::{Dscp, EntropyValue};
 
-/// UDP destination port of UET (`uet-spec-notes.md` §1: WS, XDP2; REFPROV's
+/// UDP destination port of UET (`docs/protocol-notes.md` §1: WS, XDP2; REFPROV's
 /// configurable default is 49150).
 pub const UET_UDP_PORT: u16 = 4793;
 /// IP protocol number of UET directly over IP: REFPROV's `UET_IPPROTO`, an
@@ -83,7 +83,7 @@ pub fn crc32c(bytes: &[u8]) -> u32 {
 }
 
 /// The nominal packet size all congestion-control byte counts use
-/// (`uet-spec-notes.md` §1, SPEC-TR §3.6.12): `transport_pktsize + 40`,
+/// (`docs/protocol-notes.md` §1, SPEC-TR §3.6.12): `transport_pktsize + 40`,
 /// where `transport_pktsize` is the UDP length when UDP is used, otherwise
 /// the size from the entropy header to the end of the trailer. It must not
 /// change in flight, which is why it ignores the L2/L3 headers actually used.
@@ -318,7 +318,7 @@ pub fn crc32c_trailer(ip_packet: &[u8]) -> Option<u32> {
 /// concatenation of `l4`: the
 /// same value as [`crc32c_trailer`] for an IPv4 header without options or an
 /// IPv6 header without extension headers, whose covered range is exactly
-/// the two addresses followed by the payload (`uet-spec-notes.md` §1). For
+/// the two addresses followed by the payload (`docs/protocol-notes.md` §1). For
 /// socket backends, which see the addresses and the payload but not the IP
 /// header. `None` when the addresses differ in family.
 #[must_use]
@@ -339,7 +339,7 @@ pub fn crc32c_of_payload(src: IpAddr, dst: IpAddr, l4: &[&[u8]]) -> Option<u32> 
 }
 
 /// Computes the trailer of `ip_packet` (header through trailer slot) and
-/// writes it in network order (big-endian, `uet-spec-notes.md` §1) into the
+/// writes it in network order (big-endian, `docs/protocol-notes.md` §1) into the
 /// last 4 bytes. Returns the value.
 pub fn append_crc_trailer(ip_packet: &mut [u8]) -> Result<u32> {
     let r = crc_coverage(ip_packet)?;
@@ -350,7 +350,7 @@ pub fn append_crc_trailer(ip_packet: &mut [u8]) -> Result<u32> {
 }
 
 /// Checks the trailer of `ip_packet` (header through trailer), read in
-/// network order (`uet-spec-notes.md` §1). Returns the trailer value, or `Error { layer: Trailer, kind: BadChecksum, offset }`
+/// network order (`docs/protocol-notes.md` §1). Returns the trailer value, or `Error { layer: Trailer, kind: BadChecksum, offset }`
 /// with the offset of the trailer within `ip_packet` when it does not match.
 ///
 /// # Fuzzing
@@ -431,7 +431,7 @@ impl fmt::Display for Transport {
 
 /// The transport packet size of a packet carrying `uet_len` UET bytes:
 /// the UDP length, or the entropy header through the trailer
-/// (`uet-spec-notes.md` §1). Feed it to [`nominal_pktsize`].
+/// (`docs/protocol-notes.md` §1). Feed it to [`nominal_pktsize`].
 #[must_use]
 pub const fn transport_pktsize(
     transport: &Transport,
@@ -732,7 +732,7 @@ pub(crate) mod tests {
     // and is 0x50c940c9 (also worked with a bit-at-a-time CRC-32C, whose
     // check value over "123456789" is 0xe3069283). On the wire it goes in
     // network order, most significant byte first: 50 c9 40 c9 (REFPROV's
-    // htonl(~crc), `uet-spec-notes.md` §1).
+    // htonl(~crc), `docs/protocol-notes.md` §1).
     const V4_UDP_CRC: [u8; 50] = [
         0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08,
         0x00, // eth

@@ -18,7 +18,7 @@ use crate::ses::request::STANDARD_HEADER_LEN;
 use crate::ses::{SesRepr, StandardView};
 
 /// Length of the TSS integrity tag that ends an encrypted packet (REFPROV
-/// AES-GCM ICV, `uet-spec-notes.md` §2.13).
+/// AES-GCM ICV, `docs/protocol-notes.md` §2.13).
 pub const TSS_ICV_LEN: usize = 16;
 
 /// The UET part of a packet: PDS header, SES header and payload.

@@ -1,5 +1,5 @@
 //! Randomness as it enters the protocol crates: a seeded generator behind a
-//! trait, never the OS (`design.md` §2).
+//! trait, never the OS (`docs/architecture.md` §2).
 
 /// A source of random numbers for protocol code.
 pub trait Rng {

@@ -1,6 +1,6 @@
 //! Time as it enters the protocol crates: a monotonic nanosecond count from an
 //! arbitrary origin. Protocol code never reads a clock; the daemon and the
-//! simulator pass `now` in (`design.md` §2).
+//! simulator pass `now` in (`docs/architecture.md` §2).
 
 use core::fmt;
 use core::ops::{Add, AddAssign, Sub};

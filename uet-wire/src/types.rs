@@ -1,5 +1,5 @@
 //! Typed protocol values. No naked integers cross a crate boundary
-//! (`design.md` §8 rule 2): every value whose range is narrower than its
+//! (`docs/architecture.md` §8 rule 2): every value whose range is narrower than its
 //! carrier is checked at construction, so an out-of-range value cannot exist.
 
 use core::cmp::Ordering;
@@ -29,7 +29,7 @@ impl fmt::Display for OutOfRange {
 
 impl core::error::Error for OutOfRange {}
 
-/// A 32-bit packet sequence number (`uet-spec-notes.md` §2.12).
+/// A 32-bit packet sequence number (`docs/protocol-notes.md` §2.12).
 ///
 /// PSNs are serial numbers: they wrap, and ordering is the sign of the 32-bit
 /// difference (REFPROV `UET_PDS_PSN_AFTER`). Because that order is not
@@ -197,7 +197,7 @@ macro_rules! bounded {
 }
 
 bounded!(
-    /// A 24-bit job identifier (SES common header, `uet-spec-notes.md` §4.1).
+    /// A 24-bit job identifier (SES common header, `docs/protocol-notes.md` §4.1).
     JobId, u32, 24
 );
 bounded!(
@@ -316,7 +316,7 @@ impl fmt::Display for Ecn {
     }
 }
 
-/// PDS delivery mode (`uet-spec-notes.md` §2.2, §2.11).
+/// PDS delivery mode (`docs/protocol-notes.md` §2.2, §2.11).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DeliveryMode {
     /// Reliable, unordered delivery.

@@ -1,12 +1,12 @@
 //! # xdp-prog — the XDP steering program and its loader-facing constants
 //!
 //! `src/uet_steer.bpf.c` is an XDP program (C, built by clang `-target bpf`
-//! with BTF; `design.md` §5) that redirects UET frames — UDP to the UET port,
+//! with BTF; `docs/architecture.md` §5) that redirects UET frames — UDP to the UET port,
 //! and optionally native-IP UET by protocol number — to the AF_XDP socket of
 //! the receiving queue, and passes everything else to the kernel. Its header
 //! comment states the parsing bounds and exactly what each counter counts.
 //!
-//! The lab's switch (`design.md` §6) has two tc programs: `src/uet_ecn.bpf.c`
+//! The lab's switch (`docs/architecture.md` §6) has two tc programs: `src/uet_ecn.bpf.c`
 //! ([`ecn_object`], [`ecn`]), the virtual-queue ECN marker on the bottleneck
 //! port, and `src/uet_impair.bpf.c` ([`impair_object`], [`impair`]): loss,
 //! duplication, reordering and trimming, off until switched on.

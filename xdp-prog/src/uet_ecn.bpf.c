@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //
-// uet_ecn: the lab switch's ECN marker (design.md §6). A tc (clsact egress,
+// uet_ecn: the lab switch's ECN marker (docs/architecture.md §6). A tc (clsact egress,
 // TCX) program on the switch port toward the receiver, the port whose TBF
 // qdisc is the bottleneck. The kernel has no RED/fq_codel/netem, so the queue
 // is modelled here: a virtual queue drained at R·γ (the bottleneck rate times

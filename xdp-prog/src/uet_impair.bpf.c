@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //
-// uet_impair: fault injection on the lab switch (design.md §6), a tc program
+// uet_impair: fault injection on the lab switch (docs/architecture.md §6), a tc program
 // on the clsact egress (TCX) of every switch port, ahead of uet_ecn. It acts
 // only on UET frames (Ethernet + IPv4, no VLAN, UDP to the configured port);
 // ARP, ping and everything else pass untouched. All settings are 0 (off)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 //
 // uet_steer: the XDP program that steers Ultra Ethernet Transport frames into
-// AF_XDP sockets and leaves every other frame to the kernel (design.md §5).
+// AF_XDP sockets and leaves every other frame to the kernel (docs/architecture.md §5).
 //
 // A frame is UET when
 //   - it is UDP (over IPv4 or IPv6) to the configured UET port (config map,

@@ -1,5 +1,5 @@
 //! Fails when a committed `obj/NAME.bpf.o` no longer matches
-//! `src/NAME.bpf.c` (the bpf2go convention, `design.md` §5), for every
+//! `src/NAME.bpf.c` (the bpf2go convention, `docs/architecture.md` §5), for every
 //! object of `xdp_prog::objects()`:
 //!
 //! - always: the SHA-256 of the C source must be the one recorded in

@@ -32,7 +32,7 @@ enum Scenario {
     Writes(Common),
     /// N senders each write SIZE bytes to one receiver at the same instant
     /// (synchronized incast) through one switch whose port to the receiver
-    /// is the bottleneck; prints the `cc-eval.md` metrics.
+    /// is the bottleneck; prints the `docs/congestion-evaluation.md` metrics.
     Incast(IncastArgs),
     /// Writes while every link is black for a while.
     Blackout {
@@ -81,7 +81,7 @@ struct IncastArgs {
     #[arg(long)]
     random_ties: bool,
     /// Each sender starts at a seeded uniform time in [0, T0] instead of
-    /// all at once (`cc-eval.md`'s jittered start); the ICT still counts
+    /// all at once (`docs/congestion-evaluation.md`'s jittered start); the ICT still counts
     /// from time zero.
     #[arg(long)]
     jitter_t0: bool,

@@ -39,7 +39,7 @@ pub const MAX_STATS_LEN: usize = 64 << 20;
 /// a uet client before anything else is read.
 pub const HELLO_MAGIC: [u8; 4] = *b"UETa";
 
-/// Widths of the spec's addressing fields (`uet-spec-notes.md` §4.1); the
+/// Widths of the spec's addressing fields (`docs/protocol-notes.md` §4.1); the
 /// decoder refuses wider values.
 const JOB_BITS: u32 = 24;
 const PID_BITS: u32 = 12;
@@ -320,7 +320,7 @@ impl fmt::Display for ErrorCode {
 pub enum Status {
     /// It succeeded.
     Ok,
-    /// The target answered with this SES return code (`uet-spec-notes.md`
+    /// The target answered with this SES return code (`docs/protocol-notes.md`
     /// §4.7, e.g. `BAD_GENERATION`).
     Remote {
         /// The SES return code.

@@ -1,5 +1,5 @@
 //! NSCC configuration: the parameters of spec Table 3-76 (1.0) / 3-82
-//! (1.0.3) with their defaults and derivations (`uet-spec-notes.md` §5.2,
+//! (1.0.3) with their defaults and derivations (`docs/protocol-notes.md` §5.2,
 //! "Configuration"; SPEC-TR §3.6.13.3; HTSIM `initNsccParams`; ASTERIA).
 
 use uet_wire::time::Duration;

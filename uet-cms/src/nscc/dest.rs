@@ -1,6 +1,6 @@
 //! The NSCC destination (SPEC-TR §3.6.13.8-§3.6.13.9), destination flow
 //! control (§3.6.13.2) and the NSCC `ack_cc_state` units
-//! (`uet-spec-notes.md` §2.7, §5.2).
+//! (`docs/protocol-notes.md` §2.7, §5.2).
 //!
 //! Units: `rcvd_bytes` travels in 256-B units, rounded up and wrapping at
 //! 2^24 ([`Units256`]). `service_time` is 16 bits whose unit is not confirmed

@@ -1,4 +1,4 @@
-//! The NSCC sender: one per CCC (`uet-spec-notes.md` §5.2; SPEC-TR
+//! The NSCC sender: one per CCC (`docs/protocol-notes.md` §5.2; SPEC-TR
 //! §3.6.13.4-§3.6.13.7). Every function follows the spec pseudo-code line by
 //! line; the spec's names are in the comments (`ccc.cwnd`, `quick_adapt`, …).
 //!

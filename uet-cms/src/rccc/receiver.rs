@@ -1,6 +1,6 @@
 //! The receiver half of RCCC: the active sender table and the credit pacer
-//! of one receiving FEP or port (`uet-spec-notes.md` §5.1 `RCCC.OnRX`, §5.3;
-//! `seeds/rccc-blog.txt` "Target RCCC Operation").
+//! of one receiving FEP or port (`docs/protocol-notes.md` §5.1 `RCCC.OnRX`, §5.3;
+//! the RCCC post of the NWK series, `docs/protocol-notes.md` §0, "Target RCCC Operation").
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 

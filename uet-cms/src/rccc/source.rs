@@ -1,4 +1,4 @@
-//! The source half of RCCC: one per source CCC (`uet-spec-notes.md` §5.1
+//! The source half of RCCC: one per source CCC (`docs/protocol-notes.md` §5.1
 //! hooks `RCCC.OnACK/OnNACK/OnInferredLoss/OnSend/OnNewData/OnCreditUpdate/
 //! CanSend/computeCreditTarget`; §5.3 HTSIM source model).
 
@@ -234,8 +234,8 @@ impl RcccSource {
     /// ([`RcccConfig::max_outstanding`]), and they add up: on the veth lab
     /// (4 senders × 1 MiB in 64 KiB messages, whose last packets leave
     /// fractions of a grant behind) up to four packets more than the
-    /// receiver granted reached a buffer of nine (BENCHMARKS.md, lab,
-    /// "Session 7"). Grants are whole packets
+    /// receiver granted reached a buffer of nine (BENCHMARKS.md, "Design
+    /// choices and the measurements behind them"). Grants are whole packets
     /// ([`RcccConfig::quantum`]), so full-size packets see no difference.
     /// Only a retransmission forced by an RTO leaves without credit.
     #[inline]

@@ -1,4 +1,4 @@
-//! The `cc-eval.md` metrics of an incast, derived from what
+//! The `docs/congestion-evaluation.md` metrics of an incast, derived from what
 //! [`super::model`] recorded: per run ([`compute`], [`fill_f_c`]), per
 //! (cc, senders, size) group over seeds ([`summarize`]), and its targets
 //! ([`check_targets`], [`check_calibration`]). Pure: no I/O, no clock.
@@ -20,7 +20,7 @@ pub const MIN_WINDOW_T0: u64 = 8;
 /// flow at the fair share R/N.
 pub const CHUNKS_PER_WINDOW: u64 = 4;
 
-/// The transient the steady-state metrics skip, in T0 (`cc-eval.md`:
+/// The transient the steady-state metrics skip, in T0 (`docs/congestion-evaluation.md`:
 /// "after 10·T0").
 pub const STEADY_AFTER_T0: u64 = 10;
 
@@ -118,7 +118,7 @@ fn at_or_before(queue: &[QueueSample], t_ns: i64) -> Option<&QueueSample> {
         .or_else(|| queue.first())
 }
 
-/// Every [`Metrics`] field of one run per `cc-eval.md` (see each field's
+/// Every [`Metrics`] field of one run per `docs/congestion-evaluation.md` (see each field's
 /// doc); `f_c` stays `None` ([`fill_f_c`] compares runs).
 ///
 /// - ICT: the latest flow end (the common start is 0). ICT* = ΣW_i/R + T0
@@ -276,7 +276,7 @@ fn median_sorted(sorted: &[f64]) -> Option<f64> {
     }
 }
 
-/// The PFT control factor F_C = (B_C·D_0)/(B_0·D_C) (`cc-eval.md` 10) of
+/// The PFT control factor F_C = (B_C·D_0)/(B_0·D_C) (`docs/congestion-evaluation.md` 10) of
 /// every run with a victim against the `none` run with the same (senders,
 /// size, seed): B = the victim's ops/s, D = its p50 latency while the
 /// incast ran. The `none` run itself gets 1. Runs without a victim, without
@@ -587,14 +587,14 @@ pub const TARGET_MAX_SENDERS: usize = 16;
 /// Smallest flow size the targets apply to, bytes.
 pub const TARGET_MIN_SIZE: u64 = 256 * 1024;
 
-/// The `cc-eval.md` targets for one group's medians, as the lab holds them
+/// The `docs/congestion-evaluation.md` targets for one group's medians, as the lab holds them
 /// (empty where it sets none: N > 16, S < 256 KiB, and the modes other than `rccc` and `nscc`,
 /// which are measured only):
 /// - rccc: ICT ≤ 1.05·ICT*, spread ≤ 1.10, Jain ≥ 0.99, RTOs 0, no drops
 ///   after the first RTT, victim CIF p99 ≤ 2 (when there is a victim);
 /// - nscc: ICT ≤ 1.10·ICT*, Jain ≥ 0.90, RTOs 0, steady queueing delay in
 ///   0.5–2 × the NSCC target delay. The target delay is `target_qdelay`
-///   (`uet-spec-notes.md` §5.2 table): 0.75·base_rtt with trimming, 1.0·
+///   (`docs/protocol-notes.md` §5.2 table): 0.75·base_rtt with trimming, 1.0·
 ///   base_rtt without; the lab does not trim, so it is 1.0·T0.
 ///
 /// The set-up is not consulted: the bounds are fixed, whatever R and
@@ -692,7 +692,7 @@ pub fn nscc_target_delay_ns(setup: &Setup, cal: &Calibration) -> u64 {
     }
 }
 
-/// The calibration checks (`cc-eval.md`, "Calibrate first"): every
+/// The calibration checks (`docs/congestion-evaluation.md`, "Calibrate first"): every
 /// sender's solo rate ≥ 1.5·R, and one flow through the bottleneck ≥ 95 %
 /// of R.
 pub fn check_calibration(setup: &Setup, cal: &Calibration) -> Vec<TargetCheck> {

@@ -1,4 +1,4 @@
-//! `uet lab incast` (`cc-eval.md`): N hosts write into one receiver
+//! `uet lab incast` (`docs/congestion-evaluation.md`): N hosts write into one receiver
 //! through the lab's rate-limited switch port; calibrate, run the
 //! synchronized incast per congestion-control mode and seed, derive the
 //! metrics, write `results.json`, `results.csv`, `report.md` and the

@@ -2,7 +2,7 @@
 //! set-up, the calibration, and per run the raw measurements — per-flow
 //! byte timelines, the bottleneck queue sampled at ≥ 1 kHz, one sender's
 //! congestion state over time, counters — from which [`super::metrics`]
-//! derives the `cc-eval.md` metrics. Every time is nanoseconds of
+//! derives the `docs/congestion-evaluation.md` metrics. Every time is nanoseconds of
 //! CLOCK_MONOTONIC (shared by all namespaces) relative to the run's common
 //! start; serialized as-is into `results.json`.
 
@@ -65,7 +65,7 @@ pub struct LatencyStats {
     pub ops_per_s: f64,
 }
 
-/// Measured once per invocation, before the runs (`cc-eval.md`,
+/// Measured once per invocation, before the runs (`docs/congestion-evaluation.md`,
 /// "Calibrate first").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
@@ -201,7 +201,7 @@ pub struct Run {
     pub metrics: Metrics,
 }
 
-/// The `cc-eval.md` metrics of one run.
+/// The `docs/congestion-evaluation.md` metrics of one run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Metrics {
     /// Incast completion time: last flow's end − common start, ns.

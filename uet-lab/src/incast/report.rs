@@ -1,7 +1,7 @@
 //! The files of an incast invocation: `results.json` (the whole
 //! [`Report`]), `results.csv` (one row per run: its key and every
 //! [`Metrics`] field) and `report.md` (set-up, calibration and its checks,
-//! the `cc-eval.md` metrics per (N, size) group as median (p90, max) over
+//! the `docs/congestion-evaluation.md` metrics per (N, size) group as median (p90, max) over
 //! seeds, the target checks with their margins, a none vs RCCC vs NSCC
 //! comparison written from the numbers, and the figures of
 //! [`super::plot`]). One invocation of `--senders N --size S` and a sweep

@@ -21,7 +21,7 @@ use crate::tx_ledger::{TxEntry, TxLedger};
 /// A CCC's `inflight` is the sum of `Inflight(b)` over the ledgers of the
 /// PDCs that share it, its `inflight_pkts` the number of those entries, and
 /// its retransmit backlog the sum of `Rtx(b)`. Each data packet is counted
-/// in at most one of them, by one rule (`uet-spec-notes.md` §5.1: OnNACK and
+/// in at most one of them, by one rule (`docs/protocol-notes.md` §5.1: OnNACK and
 /// OnInferredLoss mark for retransmission, OnSend adds, OnACK un-marks):
 ///
 /// * (re)transmitted: `+b` to inflight (`Ccc::on_send`);

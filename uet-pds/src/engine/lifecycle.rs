@@ -1,4 +1,4 @@
-//! PDC lifecycle (`uet-spec-notes.md` §2.12): open, confirm, close,
+//! PDC lifecycle (`docs/protocol-notes.md` §2.12): open, confirm, close,
 //! fail, remove, reopen.
 
 use super::congestion::CcShare;

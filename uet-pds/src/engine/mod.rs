@@ -1,9 +1,9 @@
 //! The PDS engine: every PDC of one endpoint, sans-IO.
 //!
-//! Read `uet-spec-notes.md` §2 (formats), §2.12 (PDC lifecycle) and §3
+//! Read `docs/protocol-notes.md` §2 (formats), §2.12 (PDC lifecycle) and §3
 //! (reliability) before editing; comments cite them.
 //!
-//! Shape (quinn-proto's `Connection`, `design.md` §3): inputs are
+//! Shape (quinn-proto's `Connection`, `docs/architecture.md` §3): inputs are
 //! [`Pds::handle_datagram`], [`Pds::handle_timeout`] and [`Pds::enqueue`];
 //! outputs are [`Pds::poll_transmit`], [`Pds::poll_timeout`] and
 //! [`Pds::poll_event`]. The layer above (SES) is reached through [`SesHooks`]:

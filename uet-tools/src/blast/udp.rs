@@ -2,7 +2,7 @@
 //! one size over the same batched syscalls the UDP backend uses
 //! (`sendmmsg`/`recvmmsg`), so the UDP backend's throughput can be shown
 //! beside what the kernel's UDP path alone reaches on the same link in the
-//! same run (`design.md` §7).
+//! same run (`docs/architecture.md` §7).
 
 use std::io;
 use std::net::SocketAddr;

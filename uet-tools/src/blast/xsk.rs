@@ -1,6 +1,6 @@
 //! A raw AF_XDP blaster and sink: the packets/s and Gb/s the AF_XDP
 //! machinery alone reaches on a link, to report uetd's throughput beside
-//! (`design.md` §7: "throughput figures are always reported beside a
+//! (`docs/architecture.md` §7: "throughput figures are always reported beside a
 //! ceiling measured in the same run").
 //!
 //! The blaster writes one UDP frame of the requested size into every

@@ -1,4 +1,4 @@
-//! The `pds` object: every PDS header type (`uet-spec-notes.md` §2).
+//! The `pds` object: every PDS header type (`docs/protocol-notes.md` §2).
 //!
 //! Common keys: `type` (spec name, `RUD_CC_REQ`, …), `header_len`,
 //! `next_hdr` (spec name, `UET_HDR_REQUEST_STD`, …; a CP has `ctl_type`

@@ -1,5 +1,5 @@
 //! The `ses` object: every SES request, extension and response header
-//! (`uet-spec-notes.md` §4).
+//! (`docs/protocol-notes.md` §4).
 //!
 //! Requests: `opcode` (spec name, `UET_WRITE`, …), `version`, `flags`
 //! (`dc ie rel hd eom som`; the small header has no `hd`), `ri_generation`,

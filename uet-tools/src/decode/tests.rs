@@ -1,7 +1,7 @@
 //! The frame → JSON mapping, header by header. Frames are built with
 //! `uet-wire`'s `emit_frame` and Repr `emit`s (through the sample
 //! helpers), decoded with [`frame_json`], and the objects compared with the
-//! field names and values of `uet-spec-notes.md`.
+//! field names and values of `docs/protocol-notes.md`.
 
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -1,5 +1,5 @@
 //! Ethernet, IPv4, IPv6 and UDP framing (AF_XDP hands us raw frames, so the
-//! daemon builds and checks L2-L4 itself; `design.md` §4-§5).
+//! daemon builds and checks L2-L4 itself; `docs/architecture.md` §4-§5).
 //!
 //! Each protocol has its own module with a `Packet` view and a `Repr`, in
 //! the style of `pds::prologue` (smoltcp's wire layer): `new_checked` does

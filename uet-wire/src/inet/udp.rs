@@ -1,5 +1,5 @@
 //! UDP (RFC 768). For UET the source port carries the entropy value and the
-//! destination port is 4793 by default (`uet-spec-notes.md` §1).
+//! destination port is 4793 by default (`docs/protocol-notes.md` §1).
 //!
 //! ```text
 //!  0                   1                   2                   3

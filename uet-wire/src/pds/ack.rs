@@ -1,5 +1,5 @@
 //! ACK (12 B; 16 B with REFPROV's EPSN variant), ACK_CC (32 B) and ACK_CCX
-//! (40 B) (`uet-spec-notes.md` §2.6, §2.7).
+//! (40 B) (`docs/protocol-notes.md` §2.6, §2.7).
 //!
 //! ```text
 //! 0      prologue          type 7/8/9 | next_hdr (SES response in the ACK) | flags

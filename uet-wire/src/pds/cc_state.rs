@@ -1,5 +1,5 @@
 //! Congestion-control state carried by ACK_CC (`ack_cc_state`, 8 B) and
-//! ACK_CCX (`ack_ccx_state`, 16 B) (`uet-spec-notes.md` §2.7).
+//! ACK_CCX (`ack_ccx_state`, 16 B) (`docs/protocol-notes.md` §2.7).
 //!
 //! NSCC (`cc_type` 0), byte offsets within `ack_cc_state`:
 //!

@@ -1,4 +1,4 @@
-//! Control packet (CP, type 11, 16 B) (`uet-spec-notes.md` §2.10).
+//! Control packet (CP, type 11, 16 B) (`docs/protocol-notes.md` §2.10).
 //!
 //! ```text
 //! 0      prologue        type 11 | ctl_type (in the next_hdr slot) | flags

@@ -1,4 +1,4 @@
-//! PDS headers (`uet-spec-notes.md` §2).
+//! PDS headers (`docs/protocol-notes.md` §2).
 //!
 //! Every PDS header starts with the 16-bit [`prologue`] (`type`:5 |
 //! `next_hdr`:4 | `flags`:7). One module per header family, each with a

@@ -1,4 +1,4 @@
-//! NACK (16 B) and NACK_CCX (32 B) (`uet-spec-notes.md` §2.8).
+//! NACK (16 B) and NACK_CCX (32 B) (`docs/protocol-notes.md` §2.8).
 //!
 //! ```text
 //! 0      prologue      type 10 / 12 | next_hdr (normally NONE) | flags (m 0x20, retx 0x10, nt 0x08)

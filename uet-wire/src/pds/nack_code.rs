@@ -1,4 +1,4 @@
-//! NACK codes (`uet-spec-notes.md` §2.9).
+//! NACK codes (`docs/protocol-notes.md` §2.9).
 //!
 //! Values per REFPROV, WS, XDP2 and KRFC, which agree (UETSIM's 0x11-0x13
 //! differ and are wrong, §9 item 5). Everything the spec reserves parses as

@@ -1,4 +1,4 @@
-//! The 16-bit PDS prologue shared by every PDS header (`uet-spec-notes.md`
+//! The 16-bit PDS prologue shared by every PDS header (`docs/protocol-notes.md`
 //! §2.1): `type`:5 | `next_hdr` (or `ctl_type`):4 | `flags`:7, big endian.
 //!
 //! This module is the template for every header module of the crate:

@@ -1,5 +1,5 @@
 //! RUD/ROD requests: RUD_REQ / ROD_REQ (12 B) and RUD_CC_REQ / ROD_CC_REQ
-//! (16 B) (`uet-spec-notes.md` §2.5).
+//! (16 B) (`docs/protocol-notes.md` §2.5).
 //!
 //! ```text
 //! 0      prologue            type 2/3 (13/14 with CC) | next_hdr | flags (retx 0x10, ar 0x08, syn 0x04)

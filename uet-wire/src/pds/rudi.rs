@@ -1,4 +1,4 @@
-//! RUDI_REQ / RUDI_RESP (8 B) (`uet-spec-notes.md` §2.11).
+//! RUDI_REQ / RUDI_RESP (8 B) (`docs/protocol-notes.md` §2.11).
 //!
 //! ```text
 //! 0      prologue   type 4 (request) / 5 (response) | next_hdr | flags (m 0x20 responses only, retx 0x10)

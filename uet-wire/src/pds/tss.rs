@@ -1,5 +1,5 @@
 //! The TSS security header (prologue type 1), REFPROV layout
-//! (`uet-spec-notes.md` §2.13; WS's older 20-byte layout is not followed,
+//! (`docs/protocol-notes.md` §2.13; WS's older 20-byte layout is not followed,
 //! §9 item 9).
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! UUD_REQ (4 B) (`uet-spec-notes.md` §2.11).
+//! UUD_REQ (4 B) (`docs/protocol-notes.md` §2.11).
 //!
 //! ```text
 //! 0      prologue   type 6 | next_hdr | flags (all reserved)

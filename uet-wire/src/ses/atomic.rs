@@ -1,5 +1,5 @@
 //! Atomic opcodes and datatypes of the atomic extension header
-//! (`uet-spec-notes.md` §4.8).
+//! (`docs/protocol-notes.md` §4.8).
 
 use core::fmt;
 

@@ -1,4 +1,4 @@
-//! SES extension headers (`uet-spec-notes.md` §4.4), which follow a
+//! SES extension headers (`docs/protocol-notes.md` §4.4), which follow a
 //! standard request header for some opcodes:
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! SES headers (`uet-spec-notes.md` §4): every request, extension and
+//! SES headers (`docs/protocol-notes.md` §4): every request, extension and
 //! response header of the Semantic Sublayer.
 //!
 //! The PDS `next_hdr` field (§2.3) says which SES header follows the PDS

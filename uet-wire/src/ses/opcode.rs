@@ -1,4 +1,4 @@
-//! SES opcodes (`uet-spec-notes.md` §4.5, §4.6): the 6-bit request opcode,
+//! SES opcodes (`docs/protocol-notes.md` §4.5, §4.6): the 6-bit request opcode,
 //! the 6-bit response opcode and the 2-bit `list` of responses.
 //!
 //! Every 6-bit value decodes: codes the spec leaves reserved or to vendors

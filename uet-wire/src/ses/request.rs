@@ -1,4 +1,4 @@
-//! SES request headers (`uet-spec-notes.md` §4.1-§4.3): the standard
+//! SES request headers (`docs/protocol-notes.md` §4.1-§4.3): the standard
 //! request `UET_HDR_REQUEST_STD` (44 B), the medium request
 //! `UET_HDR_REQUEST_MEDIUM` (32 B) and the small request
 //! `UET_HDR_REQUEST_SMALL` (20 B).

@@ -1,4 +1,4 @@
-//! SES response headers (`uet-spec-notes.md` §4.6):
+//! SES response headers (`docs/protocol-notes.md` §4.6):
 //!
 //! ```text
 //! UET_HDR_RESPONSE (12 B)

@@ -1,4 +1,4 @@
-//! SES return codes (6 bits, `uet-spec-notes.md` §4.7), carried in every
+//! SES return codes (6 bits, `docs/protocol-notes.md` §4.7), carried in every
 //! response header.
 
 use core::fmt;
