@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use uet_wire::inet::EthernetAddress;
 
 use crate::sys::eventfd::poll_in;
-use crate::sys::{packet as sys, xsk::if_info};
+use crate::sys::{packet as sys, xdp_socket::if_info};
 
 /// An AF_PACKET socket bound to one interface (in the namespace of the
 /// thread that opened it).

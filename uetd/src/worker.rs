@@ -548,7 +548,8 @@ mod tests {
             _timeout: Option<Duration>,
             wake: std::os::fd::BorrowedFd<'_>,
         ) -> std::io::Result<()> {
-            poll_in(&[wake], Some(Duration::from_millis(1))).map(drop)
+            poll_in(&[wake], Some(Duration::from_millis(1))).map(drop)?;
+            Ok(())
         }
 
         fn max_uet_len(&self) -> usize {

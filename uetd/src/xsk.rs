@@ -4,7 +4,7 @@
 //! blaster/sink for measuring the ceiling ([`raw`]).
 //!
 //! The unsafe half (mmap, the rings' atomics, the syscalls) is in
-//! `crate::sys::xsk`; this module decides where frames go:
+//! `crate::sys::xdp_socket`; this module decides where frames go:
 //!
 //! ```text
 //!            ┌──────── free list ◄──────────── completion ring ◄── TX ring ◄─┐
@@ -35,7 +35,7 @@ use crate::capture::{Direction, Tap};
 use crate::io::{IoStats, NextHop, PacketIo};
 use crate::neigh::Hints;
 use crate::sys::eventfd::{EventFd, poll_in};
-use crate::sys::xsk::{
+use crate::sys::xdp_socket::{
     self as sys, BindFlags, Frame, RingSizes, UmemArea, XDP_PACKET_HEADROOM, XskSocket,
 };
 
@@ -485,7 +485,7 @@ impl XskSet {
 /// AF_XDP as it is — with a checksum that does not verify. A real NIC
 /// writes the checksum on the wire, so this is for veth labs only.
 pub fn set_tx_checksum_offload(ifname: &str, on: bool) -> io::Result<()> {
-    sys::set_tx_checksum(ifname, on)
+    Ok(sys::set_tx_checksum(ifname, on)?)
 }
 
 /// The descriptor of a frame lent to another worker: the origin worker
@@ -1068,7 +1068,9 @@ impl PacketIo for XdpIo {
             n += 1;
             fds[n] = s.as_fd();
         }
-        let r = poll_in(&fds[..=n], timeout).map(drop);
+        let r = poll_in(&fds[..=n], timeout)
+            .map(drop)
+            .map_err(io::Error::from);
         slot.sleeping.store(false, Ordering::SeqCst);
         slot.bell.drain();
         r

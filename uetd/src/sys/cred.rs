@@ -2,7 +2,5 @@
 
 /// The effective user ID of this process.
 pub(crate) fn effective_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions, touches no memory and cannot
-    // fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }

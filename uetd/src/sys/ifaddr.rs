@@ -1,8 +1,11 @@
-//! Interface facts from getifaddrs(3): index, MAC, MTU and addresses.
+//! Interface facts from getifaddrs(3): index, MAC and addresses. (rustix
+//! has no getifaddrs, hence libc.)
 
 use std::ffi::CStr;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::{Error, Result};
 
 /// What the datapath needs to know about an interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,7 +16,7 @@ pub(crate) struct IfInfo {
 }
 
 /// Looks `name` up in the calling thread's network namespace.
-pub(crate) fn interface(name: &str) -> io::Result<IfInfo> {
+pub(crate) fn interface(name: &str) -> Result<IfInfo> {
     let mut info = IfInfo {
         index: 0,
         mac: [0; 6],
@@ -22,7 +25,7 @@ pub(crate) fn interface(name: &str) -> io::Result<IfInfo> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs allocates a list and stores its head in `head`.
     if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return Err(io::Error::last_os_error());
+        return Err(Error::last("getifaddrs"));
     }
     let mut p = head;
     while !p.is_null() {
@@ -64,13 +67,16 @@ pub(crate) fn interface(name: &str) -> io::Result<IfInfo> {
     unsafe { libc::freeifaddrs(head) };
     if info.index == 0 {
         let c = std::ffi::CString::new(name)
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name with NUL"))?;
+            .map_err(|_| Error::invalid("if_nametoindex", "interface name with NUL"))?;
         // SAFETY: `c` is a valid NUL-terminated string.
         info.index = unsafe { libc::if_nametoindex(c.as_ptr()) };
         if info.index == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("no interface named {name}"),
+            return Err(Error::new(
+                "if_nametoindex",
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("no interface named {name}"),
+                ),
             ));
         }
     }

@@ -7,6 +7,8 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr::NonNull;
 
+use super::{Error, Result};
+
 /// A `MAP_SHARED` mapping, unmapped on drop.
 ///
 /// Several workers may write to one mapping at once (RMA semantics: the
@@ -28,21 +30,18 @@ unsafe impl Sync for Mapping {}
 
 impl Mapping {
     /// `len` bytes of zeroed anonymous shared memory.
-    pub fn anonymous(len: usize) -> io::Result<Self> {
+    pub fn anonymous(len: usize) -> Result<Self> {
         Self::map(len, None)
     }
 
     /// `len` bytes of `fd` (a memfd or a file) from offset 0.
-    pub fn of_fd(fd: BorrowedFd<'_>, len: usize) -> io::Result<Self> {
+    pub fn of_fd(fd: BorrowedFd<'_>, len: usize) -> Result<Self> {
         Self::map(len, Some(fd))
     }
 
-    fn map(len: usize, fd: Option<BorrowedFd<'_>>) -> io::Result<Self> {
+    fn map(len: usize, fd: Option<BorrowedFd<'_>>) -> Result<Self> {
         if len == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "cannot map zero bytes",
-            ));
+            return Err(Error::invalid("mmap", "cannot map zero bytes"));
         }
         let (flags, raw) = match fd {
             Some(fd) => (libc::MAP_SHARED, fd.as_raw_fd()),
@@ -64,9 +63,10 @@ impl Mapping {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
+            return Err(Error::last("mmap"));
         }
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(io::Error::last_os_error)?;
+        let ptr = NonNull::new(p.cast::<u8>())
+            .ok_or_else(|| Error::new("mmap", io::Error::other("mapped at address 0")))?;
         Ok(Self { ptr, len })
     }
 
@@ -126,14 +126,8 @@ impl Drop for Mapping {
 
 /// CLOCK_MONOTONIC in nanoseconds: the one clock of every daemon on the
 /// machine (shared across network namespaces), so lab timelines line up.
+/// (CLOCK_MONOTONIC cannot fail; rustix reads it through the vDSO.)
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into the valid `ts`.
-    unsafe {
-        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
-    }
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -3,24 +3,21 @@
 
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+
+use rustix::event::{PollFd, PollFlags, poll};
+use rustix::io::Errno;
+
+use super::{Error, Named as _, Result, cvt};
 
 /// `ETH_P_ALL` in network order, as `socket(2)` and `sockaddr_ll` take it.
 const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
 
-fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc)
-    }
-}
-
 /// Opens a non-blocking AF_PACKET socket for every protocol, bound to
 /// interface `ifindex`.
-pub(crate) fn open(ifindex: u32) -> io::Result<OwnedFd> {
+pub(crate) fn open(ifindex: u32) -> Result<OwnedFd> {
     // SAFETY: plain socket(2); checked and owned below.
-    let raw = cvt(unsafe {
+    let raw = cvt("socket(AF_PACKET)", unsafe {
         libc::socket(
             libc::AF_PACKET,
             libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
@@ -35,7 +32,7 @@ pub(crate) fn open(ifindex: u32) -> io::Result<OwnedFd> {
     sll.sll_protocol = ETH_P_ALL_BE;
     sll.sll_ifindex = ifindex as libc::c_int;
     // SAFETY: passes a valid sockaddr_ll and its size.
-    cvt(unsafe {
+    cvt("bind(AF_PACKET)", unsafe {
         libc::bind(
             fd.as_raw_fd(),
             (&raw const sll).cast(),
@@ -46,11 +43,11 @@ pub(crate) fn open(ifindex: u32) -> io::Result<OwnedFd> {
 }
 
 /// Sends one frame on the bound interface.
-pub(crate) fn send(fd: &OwnedFd, frame: &[u8]) -> io::Result<usize> {
+pub(crate) fn send(fd: &OwnedFd, frame: &[u8]) -> Result<usize> {
     // SAFETY: the pointer and length describe `frame`, alive for the call.
     let n = unsafe { libc::send(fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
     if n < 0 {
-        Err(io::Error::last_os_error())
+        Err(Error::last("send"))
     } else {
         Ok(n as usize)
     }
@@ -59,7 +56,7 @@ pub(crate) fn send(fd: &OwnedFd, frame: &[u8]) -> io::Result<usize> {
 /// Receives one frame without blocking: its length and whether the
 /// interface sent it (`PACKET_OUTGOING`) rather than received it; `None`
 /// when nothing is queued.
-pub(crate) fn recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<(usize, bool)>> {
+pub(crate) fn recv(fd: &OwnedFd, buf: &mut [u8]) -> Result<Option<(usize, bool)>> {
     // SAFETY: all-zero is a valid sockaddr_ll.
     let mut sll: libc::sockaddr_ll = unsafe { zeroed() };
     let mut len = size_of::<libc::sockaddr_ll>() as libc::socklen_t;
@@ -76,7 +73,7 @@ pub(crate) fn recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<(usize, bo
         )
     };
     if n < 0 {
-        let e = io::Error::last_os_error();
+        let e = Error::last("recvfrom");
         return match e.kind() {
             io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
             _ => Err(e),
@@ -86,19 +83,9 @@ pub(crate) fn recv(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<Option<(usize, bo
 }
 
 /// Waits until `fd` can take another frame (its send buffer drained).
-pub(crate) fn wait_writable(fd: &OwnedFd) -> io::Result<()> {
-    let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLOUT,
-        revents: 0,
-    };
-    // SAFETY: `p` is one valid pollfd for the duration of the call.
-    let rc = unsafe { libc::poll(&raw mut p, 1, -1) };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
+pub(crate) fn wait_writable(fd: &OwnedFd) -> Result<()> {
+    match poll(&mut [PollFd::new(&fd.as_fd(), PollFlags::OUT)], None) {
+        Ok(_) | Err(Errno::INTR) => Ok(()),
+        r => r.map(drop).named("poll"),
     }
-    Ok(())
 }

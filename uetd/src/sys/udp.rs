@@ -8,6 +8,8 @@ use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, BorrowedFd};
 
+use super::{Error, Result};
+
 const CMSG_SPACE: usize = 64;
 
 /// Preallocated buffers and headers for one batch of datagrams.
@@ -126,7 +128,7 @@ impl MsgBatch {
     }
 
     /// Receives up to `max` datagrams without blocking; 0 when none.
-    pub fn recv(&mut self, fd: BorrowedFd<'_>, max: usize) -> io::Result<usize> {
+    pub fn recv(&mut self, fd: BorrowedFd<'_>, max: usize) -> Result<usize> {
         let k = max.min(self.capacity());
         if k == 0 {
             return Ok(0);
@@ -144,7 +146,7 @@ impl MsgBatch {
             )
         };
         if n < 0 {
-            let e = io::Error::last_os_error();
+            let e = Error::last("recvmmsg");
             return match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
                 _ => Err(e),
@@ -185,7 +187,7 @@ impl MsgBatch {
         &mut self,
         fd: BorrowedFd<'_>,
         range: std::ops::Range<usize>,
-    ) -> io::Result<usize> {
+    ) -> Result<usize> {
         if range.is_empty() {
             return Ok(0);
         }
@@ -196,7 +198,7 @@ impl MsgBatch {
         let n =
             unsafe { libc::sendmmsg(fd.as_raw_fd(), self.hdr[start..].as_mut_ptr(), k as u32, 0) };
         if n < 0 {
-            let e = io::Error::last_os_error();
+            let e = Error::last("sendmmsg");
             return match e.kind() {
                 io::ErrorKind::Interrupted | io::ErrorKind::ConnectionRefused => Ok(0),
                 _ => Err(e),
@@ -208,7 +210,7 @@ impl MsgBatch {
     /// Sends datagrams `range` (set with `set_outgoing`) on `fd` without
     /// blocking; returns how many the kernel took (fewer when its buffer is
     /// full).
-    pub fn send(&mut self, fd: BorrowedFd<'_>, range: std::ops::Range<usize>) -> io::Result<usize> {
+    pub fn send(&mut self, fd: BorrowedFd<'_>, range: std::ops::Range<usize>) -> Result<usize> {
         if range.is_empty() {
             return Ok(0);
         }
@@ -225,7 +227,7 @@ impl MsgBatch {
             )
         };
         if n < 0 {
-            let e = io::Error::last_os_error();
+            let e = Error::last("sendmmsg");
             return match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
                 _ => Err(e),
@@ -320,12 +322,7 @@ const SO_NO_CHECK: libc::c_int = 11;
 const UDP_NO_CHECK6_TX: libc::c_int = 101;
 const UDP_NO_CHECK6_RX: libc::c_int = 102;
 
-fn set_int(
-    fd: BorrowedFd<'_>,
-    level: libc::c_int,
-    opt: libc::c_int,
-    v: libc::c_int,
-) -> io::Result<()> {
+fn set_int(fd: BorrowedFd<'_>, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> Result<()> {
     // SAFETY: passes a pointer to a valid c_int and its size.
     let rc = unsafe {
         libc::setsockopt(
@@ -336,18 +333,14 @@ fn set_int(
             size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    super::cvt("setsockopt", rc).map(drop)
 }
 
 /// Makes a UDP socket send its datagrams with UDP checksum 0 (IPv4:
 /// `SO_NO_CHECK`; IPv6: `UDP_NO_CHECK6_TX`) and, over IPv6, accept a zero
 /// checksum (IPv4 always does). For traffic a CRC32C trailer covers whose
 /// coverage includes the UDP checksum field (`uet-spec-notes.md` §1).
-pub fn zero_udp_checksum(fd: BorrowedFd<'_>, v6: bool) -> io::Result<()> {
+pub fn zero_udp_checksum(fd: BorrowedFd<'_>, v6: bool) -> Result<()> {
     if v6 {
         set_int(fd, libc::IPPROTO_UDP, UDP_NO_CHECK6_TX, 1)?;
         set_int(fd, libc::IPPROTO_UDP, UDP_NO_CHECK6_RX, 1)

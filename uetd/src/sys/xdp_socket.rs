@@ -29,19 +29,13 @@ use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
 use libc::{c_int, c_void, socklen_t};
 
+use super::{Error, Result, cvt};
+
 /// Headroom the kernel leaves in front of received data in every chunk
 /// (`XDP_PACKET_HEADROOM`, include/uapi/linux/bpf.h; not exported by libc).
 pub(crate) const XDP_PACKET_HEADROOM: u32 = 256;
 
 static NEXT_UMEM_ID: AtomicU16 = AtomicU16::new(1);
-
-fn cvt(rc: c_int) -> io::Result<c_int> {
-    if rc < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(rc)
-    }
-}
 
 /// A memory mapping owned by this value (unmapped on drop).
 #[derive(Debug)]
@@ -58,7 +52,7 @@ unsafe impl Send for Mmap {}
 unsafe impl Sync for Mmap {}
 
 impl Mmap {
-    fn anonymous(len: usize) -> io::Result<Self> {
+    fn anonymous(len: usize) -> Result<Self> {
         // SAFETY: a fresh private anonymous mapping; no existing memory is
         // affected, and the result is checked against MAP_FAILED.
         let p = unsafe {
@@ -74,7 +68,7 @@ impl Mmap {
         Self::checked(p, len)
     }
 
-    fn ring(fd: BorrowedFd<'_>, len: usize, pgoff: u64) -> io::Result<Self> {
+    fn ring(fd: BorrowedFd<'_>, len: usize, pgoff: u64) -> Result<Self> {
         // SAFETY: maps a ring of an AF_XDP socket we hold open at the page
         // offset the ABI defines for that ring; the result is checked.
         let p = unsafe {
@@ -90,13 +84,13 @@ impl Mmap {
         Self::checked(p, len)
     }
 
-    fn checked(p: *mut c_void, len: usize) -> io::Result<Self> {
+    fn checked(p: *mut c_void, len: usize) -> Result<Self> {
         if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
+            return Err(Error::last("mmap"));
         }
         NonNull::new(p.cast::<u8>())
             .map(|ptr| Self { ptr, len })
-            .ok_or_else(|| io::Error::other("mmap returned null"))
+            .ok_or_else(|| Error::new("mmap", io::Error::other("mapped at address 0")))
     }
 }
 
@@ -142,9 +136,12 @@ pub(crate) struct UmemArea {
 impl UmemArea {
     /// Maps `count` chunks of `frame_size` (a power of two ≥ 2048) bytes
     /// and returns the area with one token per chunk.
-    pub(crate) fn new(frame_size: u32, count: u32) -> io::Result<(Self, Vec<Frame>)> {
+    pub(crate) fn new(frame_size: u32, count: u32) -> Result<(Self, Vec<Frame>)> {
         if !frame_size.is_power_of_two() || frame_size < 2048 || count == 0 {
-            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+            return Err(Error::invalid(
+                "mmap",
+                "UMEM chunks must be a power of two of at least 2048 bytes, at least one",
+            ));
         }
         let len = frame_size as usize * count as usize;
         let map = Mmap::anonymous(len)?;
@@ -253,7 +250,7 @@ impl RingMap {
         size: u32,
         desc_size: usize,
         pgoff: u64,
-    ) -> io::Result<Self> {
+    ) -> Result<Self> {
         let len = off.desc as usize + size as usize * desc_size;
         let map = Mmap::ring(fd, len, pgoff)?;
         let at = |o: u64| {
@@ -332,7 +329,7 @@ impl ProdRing {
 
     /// Writes a frame into the next slot (not yet visible to the kernel:
     /// see [`Self::submit`]). Gives the frame back when the ring is full.
-    pub(crate) fn push(&mut self, f: Frame) -> Result<(), Frame> {
+    pub(crate) fn push(&mut self, f: Frame) -> std::result::Result<(), Frame> {
         if f.umem != self.umem || self.free(1) == 0 {
             return Err(f);
         }
@@ -494,10 +491,10 @@ pub(crate) struct XskSocket {
     fd: OwnedFd,
 }
 
-fn setsockopt<T>(fd: BorrowedFd<'_>, opt: c_int, val: &T) -> io::Result<()> {
+fn setsockopt<T>(fd: BorrowedFd<'_>, opt: c_int, val: &T) -> Result<()> {
     // SAFETY: passes a pointer to a live T and its exact size; the kernel
     // only reads it.
-    cvt(unsafe {
+    cvt("setsockopt(SOL_XDP)", unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
             libc::SOL_XDP,
@@ -509,14 +506,14 @@ fn setsockopt<T>(fd: BorrowedFd<'_>, opt: c_int, val: &T) -> io::Result<()> {
     .map(drop)
 }
 
-fn getsockopt<T>(fd: BorrowedFd<'_>, opt: c_int) -> io::Result<(T, usize)> {
+fn getsockopt<T>(fd: BorrowedFd<'_>, opt: c_int) -> Result<(T, usize)> {
     // SAFETY: T is a plain C struct of integers, for which all-zero is a
     // valid value.
     let mut v: T = unsafe { zeroed() };
     let mut len = size_of::<T>() as socklen_t;
     // SAFETY: the kernel writes at most `len` bytes into `v` and updates
     // len; both pointers are to live locals.
-    cvt(unsafe {
+    cvt("getsockopt(SOL_XDP)", unsafe {
         libc::getsockopt(
             fd.as_raw_fd(),
             libc::SOL_XDP,
@@ -542,10 +539,11 @@ impl XskSocket {
         flags: BindFlags,
         shared: Option<BorrowedFd<'_>>,
         umem_headroom: u32,
-    ) -> io::Result<Self> {
+    ) -> Result<Self> {
         // SAFETY: plain socket(2) call; the result is checked and owned.
-        let raw =
-            cvt(unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
+        let raw = cvt("socket(AF_XDP)", unsafe {
+            libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0)
+        })?;
         // SAFETY: raw is a fresh fd nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let b = fd.as_fd();
@@ -567,9 +565,12 @@ impl XskSocket {
         let (off, len) = getsockopt::<libc::xdp_mmap_offsets>(b, libc::XDP_MMAP_OFFSETS)?;
         if len != size_of::<libc::xdp_mmap_offsets>() {
             // Pre-5.4 layout without ring flags: need_wakeup unsupported.
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "kernel AF_XDP ABI without ring flags",
+            return Err(Error::new(
+                "getsockopt(XDP_MMAP_OFFSETS)",
+                io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "kernel AF_XDP ABI without ring flags",
+                ),
             ));
         }
         let dsz = size_of::<libc::xdp_desc>();
@@ -608,7 +609,7 @@ impl XskSocket {
             }
         }
         // SAFETY: passes a live sockaddr_xdp and its exact size.
-        cvt(unsafe {
+        cvt("bind(AF_XDP)", unsafe {
             libc::bind(
                 b.as_raw_fd(),
                 std::ptr::from_ref(&sa).cast(),
@@ -625,20 +626,20 @@ impl XskSocket {
     }
 
     /// Whether the kernel bound it in zero-copy mode (`XDP_OPTIONS`).
-    pub(crate) fn zero_copy(&self) -> io::Result<bool> {
+    pub(crate) fn zero_copy(&self) -> Result<bool> {
         let (o, _) = getsockopt::<libc::xdp_options>(self.fd.as_fd(), libc::XDP_OPTIONS)?;
         Ok(o.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
     }
 
     /// The kernel's counters (`XDP_STATISTICS`).
-    pub(crate) fn statistics(&self) -> io::Result<libc::xdp_statistics> {
+    pub(crate) fn statistics(&self) -> Result<libc::xdp_statistics> {
         getsockopt::<libc::xdp_statistics>(self.fd.as_fd(), libc::XDP_STATISTICS).map(|(s, _)| s)
     }
 
     /// Kicks transmission (`sendto(MSG_DONTWAIT)`). `Ok(true)`: the kernel
     /// stopped early (its batch limit, a busy queue or a full completion
     /// ring) and more may be sent by kicking again.
-    pub(crate) fn kick_tx(&self) -> io::Result<bool> {
+    pub(crate) fn kick_tx(&self) -> Result<bool> {
         // SAFETY: a zero-length send with null buffer and address, which
         // AF_XDP defines as "process the TX ring".
         let rc = unsafe {
@@ -654,7 +655,7 @@ impl XskSocket {
         if rc >= 0 {
             return Ok(false);
         }
-        let e = io::Error::last_os_error();
+        let e = Error::last("sendto(AF_XDP)");
         match e.raw_os_error() {
             Some(libc::EAGAIN) => Ok(true),
             // Dropped by the device or device busy/down: the descriptors
@@ -696,12 +697,12 @@ pub(crate) struct IfInfo {
     pub(crate) mtu: u32,
 }
 
-fn ifreq_for(name: &str) -> io::Result<libc::ifreq> {
+fn ifreq_for(call: &'static str, name: &str) -> Result<libc::ifreq> {
     // SAFETY: all-zero is a valid ifreq.
     let mut req: libc::ifreq = unsafe { zeroed() };
     let bytes = name.as_bytes();
     if bytes.is_empty() || bytes.len() >= req.ifr_name.len() || bytes.contains(&0) {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        return Err(Error::invalid(call, "not an interface name"));
     }
     for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
         *d = *s as libc::c_char;
@@ -709,10 +710,11 @@ fn ifreq_for(name: &str) -> io::Result<libc::ifreq> {
     Ok(req)
 }
 
-fn inet_socket() -> io::Result<OwnedFd> {
+fn inet_socket() -> Result<OwnedFd> {
     // SAFETY: plain socket(2); checked and owned.
-    let raw =
-        cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    let raw = cvt("socket(AF_INET)", unsafe {
+        libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0)
+    })?;
     // SAFETY: a fresh fd nobody else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
@@ -730,8 +732,8 @@ struct EthtoolValue {
 /// Turns the transmit checksum offload of an interface on or off (the
 /// legacy `ETHTOOL_STXCSUM` request, which the kernel maps onto the
 /// checksum feature bits).
-pub(crate) fn set_tx_checksum(name: &str, on: bool) -> io::Result<()> {
-    let mut req = ifreq_for(name)?;
+pub(crate) fn set_tx_checksum(name: &str, on: bool) -> Result<()> {
+    let mut req = ifreq_for("ioctl(SIOCETHTOOL)", name)?;
     let mut v = EthtoolValue {
         cmd: ETHTOOL_STXCSUM,
         data: u32::from(on),
@@ -740,7 +742,7 @@ pub(crate) fn set_tx_checksum(name: &str, on: bool) -> io::Result<()> {
     let s = inet_socket()?;
     // SAFETY: SIOCETHTOOL reads the name and the ethtool_value the union
     // points at; both live until the call returns.
-    cvt(unsafe {
+    cvt("ioctl(SIOCETHTOOL)", unsafe {
         libc::ioctl(
             s.as_raw_fd(),
             libc::SIOCETHTOOL,
@@ -751,37 +753,28 @@ pub(crate) fn set_tx_checksum(name: &str, on: bool) -> io::Result<()> {
 }
 
 /// Looks an interface up by name (SIOCGIFINDEX, SIOCGIFHWADDR, SIOCGIFMTU).
-pub(crate) fn if_info(name: &str) -> io::Result<IfInfo> {
-    // SAFETY: all-zero is a valid ifreq.
-    let mut req: libc::ifreq = unsafe { zeroed() };
-    let bytes = name.as_bytes();
-    if bytes.is_empty() || bytes.len() >= req.ifr_name.len() || bytes.contains(&0) {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
-    }
-    for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    // SAFETY: plain socket(2); checked and owned.
-    let raw =
-        cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: a fresh fd nobody else owns.
-    let s = unsafe { OwnedFd::from_raw_fd(raw) };
-    let ioctl = |req: &mut libc::ifreq, op: libc::Ioctl| -> io::Result<()> {
+pub(crate) fn if_info(name: &str) -> Result<IfInfo> {
+    let mut req = ifreq_for("ioctl(SIOCGIFINDEX)", name)?;
+    let s = inet_socket()?;
+    let ioctl = |req: &mut libc::ifreq, call: &'static str, op: libc::Ioctl| -> Result<()> {
         // SAFETY: these SIOCGIF* requests read the name and write the union
         // of a live ifreq.
-        cvt(unsafe { libc::ioctl(s.as_raw_fd(), op, std::ptr::from_mut(req)) }).map(drop)
+        cvt(call, unsafe {
+            libc::ioctl(s.as_raw_fd(), op, std::ptr::from_mut(req))
+        })
+        .map(drop)
     };
-    ioctl(&mut req, libc::SIOCGIFINDEX)?;
+    ioctl(&mut req, "ioctl(SIOCGIFINDEX)", libc::SIOCGIFINDEX)?;
     // SAFETY: SIOCGIFINDEX filled the ifindex member of the union.
     let index = unsafe { req.ifr_ifru.ifru_ifindex } as u32;
-    ioctl(&mut req, libc::SIOCGIFHWADDR)?;
+    ioctl(&mut req, "ioctl(SIOCGIFHWADDR)", libc::SIOCGIFHWADDR)?;
     // SAFETY: SIOCGIFHWADDR filled the hwaddr member.
     let hw = unsafe { req.ifr_ifru.ifru_hwaddr };
     let mut mac = [0u8; 6];
     for (d, s) in mac.iter_mut().zip(hw.sa_data.iter()) {
         *d = *s as u8;
     }
-    ioctl(&mut req, libc::SIOCGIFMTU)?;
+    ioctl(&mut req, "ioctl(SIOCGIFMTU)", libc::SIOCGIFMTU)?;
     // SAFETY: SIOCGIFMTU filled the mtu member.
     let mtu = unsafe { req.ifr_ifru.ifru_mtu } as u32;
     Ok(IfInfo { index, mac, mtu })
