@@ -1,4 +1,4 @@
-//! Datapath throughput over a veth pair in two namespaces (issue 5):
+//! Datapath throughput over a veth pair in two namespaces:
 //! a single-flow RMA write through uetd, beside the ceilings measured on
 //! the same link in the same run — kernel UDP with the same datagram size,
 //! and raw AF_XDP with the same frame size.

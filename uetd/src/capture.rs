@@ -1,4 +1,4 @@
-//! Frame capture behind `uet capture` (issue 6): the workers mirror the
+//! Frame capture behind `uet capture`: the workers mirror the
 //! frames their datapath receives and sends into one bounded queue toward
 //! the control thread, which streams them to the capturing client.
 //!

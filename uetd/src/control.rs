@@ -1,4 +1,4 @@
-//! The daemon's control socket (issue 6): applications speak the
+//! The daemon's control socket: applications speak the
 //! `uet-api` protocol on a local Unix socket; this module maps it onto the
 //! datapath.
 //!

@@ -1,4 +1,4 @@
-//! The daemon's counters per layer (issue 5): backend rx/tx packets and
+//! The daemon's counters per layer: backend rx/tx packets and
 //! bytes and drops, PDS drops by reason, retransmits, RTOs, NACKs by code,
 //! ECN-CE received, SES operations, and per destination the congestion
 //! context's window, bytes in flight and RCCC credit. Rendered as JSON

@@ -1,4 +1,4 @@
-//! Applications through the control socket (issue 6's checks): RMA write
+//! Applications through the control socket: RMA write
 //! and read between two daemons driven by `uet_api::Client`, placed
 //! straight into the clients' memfds; bad clients get their errors while
 //! the daemon keeps serving the others; a client that disappears frees its

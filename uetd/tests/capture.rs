@@ -1,4 +1,4 @@
-//! `uet capture` against a daemon on a veth pair (issue 6): while `uet
+//! `uet capture` against a daemon on a veth pair: while `uet
 //! write` moves a file, the capture writes a pcap that parses, that `uet
 //! decode` reads as UET write requests and ACKs, and that holds frames of
 //! both directions; a second capture meanwhile is refused as busy. Once on

@@ -1,4 +1,4 @@
-//! The `uet` CLI against a two-host veth lab (issue 6): `serve` prints an
+//! The `uet` CLI against a two-host veth lab: `serve` prints an
 //! address on host 0, `write` sends a file into it from host 1 and the
 //! server verifies the hash, `read` brings it back, `perf` reports, `stats`
 //! speaks Prometheus — every command a client of the lab's daemons.

@@ -1,8 +1,7 @@
 //! `uetd`'s flags reach its configuration: each bad value is refused with
-//! the configuration's own error, before anything starts. (`--rto-init-us`,
-//! `--mp-range` and `--window` were parsed and then ignored, so the veth
-//! lab's calibrated RTO_INIT_TIME never took effect.) No address is given,
-//! so a flag that is ignored fails later, with "give an interface or an
+//! the configuration's own error, before anything starts (a flag parsed
+//! and then ignored would leave, say, a calibrated RTO_INIT_TIME without
+//! effect). No address is given, so a flag that is ignored fails later, with "give an interface or an
 //! address", and the daemon never starts.
 
 use std::process::Command;
