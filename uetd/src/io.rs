@@ -15,12 +15,13 @@
 use std::io;
 use std::net::IpAddr;
 use std::os::fd::BorrowedFd;
+use std::sync::Arc;
 use std::time::Duration;
 
 use uet_pds::{RxMeta, Transmit};
 use uet_wire::inet::EthernetAddress;
 
-use crate::capture::Tap;
+use crate::capture::Capture;
 
 /// Counters of a backend (monotonic; read by the stats path).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -60,18 +61,7 @@ pub trait PacketIo {
     /// Receives up to `max` datagrams, calling `sink` with each one's
     /// metadata and UET bytes (PDS prologue onwards). Returns how many were
     /// delivered. Never blocks.
-    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize> {
-        self.recv_tapped(max, sink, None)
-    }
-
-    /// [`PacketIo::recv`], also handing every received frame, whole as on
-    /// the wire, to `tap` while a capture runs ([`crate::capture`]).
-    fn recv_tapped(
-        &mut self,
-        max: usize,
-        sink: &mut dyn FnMut(&RxMeta, &[u8]),
-        tap: Option<&mut Tap<'_>>,
-    ) -> io::Result<usize>;
+    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize>;
 
     /// Sends up to `max` datagrams: for each, `source` writes UET bytes into
     /// the lent buffer and returns where they go, or `None` when it has
@@ -81,18 +71,16 @@ pub trait PacketIo {
         &mut self,
         max: usize,
         source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
-    ) -> io::Result<usize> {
-        self.send_tapped(max, source, None)
-    }
-
-    /// [`PacketIo::send`], also handing every frame sent to `tap` while a
-    /// capture runs.
-    fn send_tapped(
-        &mut self,
-        max: usize,
-        source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
-        tap: Option<&mut Tap<'_>>,
     ) -> io::Result<usize>;
+
+    /// Gives the backend the daemon's capture switch, once, before the
+    /// worker runs. While a capture runs ([`crate::capture`]) the backend
+    /// hands every frame it receives or sends, whole as on the wire, to
+    /// it; only the backend has the frame as on the wire (the UMEM
+    /// frame; the headers the UDP socket keeps). It looks at the switch
+    /// once per `recv`/`send` call, so nothing is spent per frame while no
+    /// capture runs.
+    fn attach_capture(&mut self, capture: Arc<Capture>);
 
     /// Sleeps until a datagram may be ready, `wake` becomes readable (an
     /// eventfd other threads signal), or `timeout` passes (`None`: no

@@ -34,6 +34,7 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -45,7 +46,7 @@ use uet_wire::encap::{
 use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
 use uet_wire::{Dscp, Ecn, EntropyValue};
 
-use crate::capture::{Direction, Tap};
+use crate::capture::{Capture, Direction};
 use crate::io::{IoStats, PacketIo};
 use crate::sys::eventfd::poll_in;
 use crate::sys::udp::MsgBatch;
@@ -131,6 +132,8 @@ pub struct UdpIo {
     max_uet: usize,
     stats: IoStats,
     warned_crc: bool,
+    /// Mirrors frames while `uet capture` runs (attached by the worker).
+    capture: Option<Arc<Capture>>,
 }
 
 fn socket_options(s: &Socket, local: IpAddr, buffer: usize) -> io::Result<()> {
@@ -231,6 +234,7 @@ impl UdpIo {
             max_uet,
             stats: IoStats::default(),
             warned_crc: false,
+            capture: None,
             cfg,
         })
     }
@@ -292,12 +296,12 @@ const fn wire_len(ip: IpAddr, transport: &Transport, encap: &EncapConfig, uet_le
 }
 
 impl PacketIo for UdpIo {
-    fn recv_tapped(
-        &mut self,
-        max: usize,
-        sink: &mut dyn FnMut(&RxMeta, &[u8]),
-        mut tap: Option<&mut Tap<'_>>,
-    ) -> io::Result<usize> {
+    fn attach_capture(&mut self, capture: Arc<Capture>) {
+        self.capture = Some(capture);
+    }
+
+    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize> {
+        let mut tap = self.capture.as_deref().and_then(Capture::tap);
         let n = self.rx.recv(self.rx_sock.as_fd(), max)?;
         let local = self.cfg.local;
         let encap = self.cfg.encap;
@@ -371,7 +375,7 @@ impl PacketIo for UdpIo {
             } else {
                 body
             };
-            if let Some(t) = tap.as_deref_mut() {
+            if let Some(t) = tap.as_mut() {
                 let transport = if self.cfg.native_ip {
                     Transport::Entropy(ev)
                 } else {
@@ -401,12 +405,12 @@ impl PacketIo for UdpIo {
         Ok(delivered)
     }
 
-    fn send_tapped(
+    fn send(
         &mut self,
         max: usize,
         source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
-        mut tap: Option<&mut Tap<'_>>,
     ) -> io::Result<usize> {
+        let mut tap = self.capture.as_deref().and_then(Capture::tap);
         let k = max.min(self.tx.capacity());
         let max_uet = self.max_uet;
         let native = self.cfg.native_ip;
@@ -479,7 +483,7 @@ impl PacketIo for UdpIo {
             for slot in a..a + got {
                 let (bytes, dst, tos) = self.tx.received(slot);
                 self.stats.tx_bytes += bytes.len() as u64;
-                if let (Some(t), Some(dst)) = (tap.as_deref_mut(), dst) {
+                if let (Some(t), Some(dst)) = (tap.as_mut(), dst) {
                     let (transport, uet) = if native {
                         let ev = u16::from_be_bytes([bytes[0], bytes[1]]);
                         (

@@ -11,8 +11,9 @@
 //! ```
 //!
 //! While `uet capture` runs, the backend also mirrors every frame it
-//! receives and sends to the capture queue ([`crate::capture`]); without
-//! one, that costs one relaxed atomic load per iteration.
+//! receives and sends to the capture queue ([`crate::capture`]); the
+//! worker attaches the capture to its backend once, at start, and without
+//! a capture running that costs one relaxed atomic load per call.
 //!
 //! It busy-polls while there is work and, after a short spin with nothing
 //! to do, sleeps in `poll()` on the backend's fds and its wake eventfd until
@@ -246,6 +247,7 @@ pub fn spawn(
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(Mutex::new(WorkerStats::default()));
     let (i2, w2, s2, st2) = (inbox.clone(), wake.clone(), stop.clone(), stats.clone());
+    io.attach_capture(capture);
     let thread = std::thread::Builder::new()
         .name(format!("uet-worker-{id}"))
         .spawn(move || {
@@ -263,7 +265,6 @@ pub fn spawn(
                 stop: &s2,
                 stats: &st2,
                 out: &out,
-                capture: &capture,
             };
             run(id, &mut *io, &mut ep, &shared);
         })?;
@@ -284,7 +285,6 @@ struct Shared<'a> {
     stop: &'a AtomicBool,
     stats: &'a Mutex<WorkerStats>,
     out: &'a crossbeam_channel::Sender<(usize, Output)>,
-    capture: &'a Capture,
 }
 
 fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_>) {
@@ -294,7 +294,6 @@ fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_
         stop,
         stats,
         out,
-        capture,
     } = *sh;
     let mut tags: FxHashMap<OpId, u64> = FxHashMap::default();
     let mut recv_tags: FxHashMap<uet_ses::RecvId, u64> = FxHashMap::default();
@@ -345,13 +344,9 @@ fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_
             break;
         }
 
-        // One relaxed load; `None` unless a capture runs.
-        let mut tap = capture.tap();
-        let rx = match io.recv_tapped(
-            BATCH,
-            &mut |meta, bytes| ep.handle_datagram(now, meta, bytes),
-            tap.as_mut(),
-        ) {
+        let rx = match io.recv(BATCH, &mut |meta, bytes| {
+            ep.handle_datagram(now, meta, bytes);
+        }) {
             Ok(n) => n,
             Err(e) => {
                 tracing::warn!(worker = id, "receive failed: {e}");
@@ -361,7 +356,7 @@ fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_
         if ep.poll_timeout().is_some_and(|t| t <= now) {
             ep.handle_timeout(now);
         }
-        let tx = match io.send_tapped(BATCH, &mut |buf| ep.poll_transmit(now, buf), tap.as_mut()) {
+        let tx = match io.send(BATCH, &mut |buf| ep.poll_transmit(now, buf)) {
             Ok(n) => n,
             Err(e) => {
                 tracing::warn!(worker = id, "send failed: {e}");
@@ -503,25 +498,29 @@ mod tests {
     use uet_ses::EndpointConfig;
 
     use super::*;
-    use crate::capture::{CaptureDirection, Direction, Tap};
+    use crate::capture::{CaptureDirection, Direction};
     use crate::sys::eventfd::poll_in;
 
     /// A backend that "receives" four frames per call, handing them to the
-    /// tap when it gets one, and counts calls with and without a tap.
+    /// capture while one runs, and counts calls with and without a tap.
     struct FakeIo {
+        capture: Option<Arc<Capture>>,
         tapped: Arc<AtomicU64>,
         untapped: Arc<AtomicU64>,
     }
 
     impl PacketIo for FakeIo {
-        fn recv_tapped(
+        fn attach_capture(&mut self, capture: Arc<Capture>) {
+            self.capture = Some(capture);
+        }
+
+        fn recv(
             &mut self,
             _max: usize,
             _sink: &mut dyn FnMut(&uet_pds::RxMeta, &[u8]),
-            tap: Option<&mut Tap<'_>>,
         ) -> std::io::Result<usize> {
-            match tap {
-                Some(t) => {
+            match self.capture.as_deref().and_then(Capture::tap) {
+                Some(mut t) => {
                     for i in 0..4u8 {
                         t.frame(Direction::Rx, &[i; 60]);
                     }
@@ -534,11 +533,10 @@ mod tests {
             Ok(0)
         }
 
-        fn send_tapped(
+        fn send(
             &mut self,
             _max: usize,
             _source: &mut dyn FnMut(&mut [u8]) -> Option<uet_pds::Transmit>,
-            _tap: Option<&mut Tap<'_>>,
         ) -> std::io::Result<usize> {
             Ok(0)
         }
@@ -574,6 +572,7 @@ mod tests {
         let tapped = Arc::new(AtomicU64::new(0));
         let untapped = Arc::new(AtomicU64::new(0));
         let io = FakeIo {
+            capture: None,
             tapped: Arc::clone(&tapped),
             untapped: Arc::clone(&untapped),
         };

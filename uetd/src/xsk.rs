@@ -31,7 +31,7 @@ use uet_wire::Layer;
 use uet_wire::encap::{EncapConfig, Transport, emit_frame, parse_l2_l4};
 use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
 
-use crate::capture::{Direction, Tap};
+use crate::capture::{Capture, Direction, Tap};
 use crate::io::{IoStats, NextHop, PacketIo};
 use crate::neigh::Hints;
 use crate::sys::eventfd::{EventFd, poll_in};
@@ -507,7 +507,8 @@ struct Slot {
     reg: OnceLock<Registered>,
     inbox: ArrayQueue<Lent>,
     sleeping: AtomicBool,
-    bell: EventFd,
+    /// Signalled when a sleeping worker has frames to take.
+    wakeup: EventFd,
 }
 
 /// The PDC owner of a peer: `Fn(peer) -> worker index`.
@@ -545,7 +546,7 @@ impl Handoff {
                     reg: OnceLock::new(),
                     inbox: ArrayQueue::new(capacity),
                     sleeping: AtomicBool::new(false),
-                    bell: EventFd::new()?,
+                    wakeup: EventFd::new()?,
                 })
             })
             .collect::<io::Result<Vec<_>>>()?;
@@ -576,7 +577,9 @@ impl Handoff {
             .expect("a frame from an unregistered worker")
     }
 
-    fn ring(&self, mask: u64) {
+    /// Wakes the sleeping workers among `mask` (bit i: worker i), after
+    /// frames were pushed to their inbox or return queue.
+    fn wake(&self, mask: u64) {
         if mask == 0 {
             return;
         }
@@ -585,7 +588,7 @@ impl Handoff {
         fence(Ordering::SeqCst);
         for (i, s) in self.slots.iter().enumerate() {
             if mask & (1 << i) != 0 && s.sleeping.load(Ordering::SeqCst) {
-                s.bell.signal();
+                s.wakeup.signal();
             }
         }
     }
@@ -635,11 +638,9 @@ pub struct XdpIo {
     /// Next hops learnt from frames delivered here, used only where
     /// `next_hop` has no entry.
     hints: Hints,
-    encap: EncapConfig,
-    native_ip: bool,
-    /// A warning was logged for: a bad trailer, the other encapsulation.
-    warned: [bool; 2],
-    local_ip: IpAddr,
+    wire: Wire,
+    /// Mirrors frames while `uet capture` runs (attached by the worker).
+    capture: Option<Arc<Capture>>,
     hdr_len: usize,
     max_uet: usize,
     stats: IoStats,
@@ -651,7 +652,7 @@ impl std::fmt::Debug for XdpIo {
         f.debug_struct("XdpIo")
             .field("worker", &self.worker)
             .field("set", &self.set)
-            .field("local_ip", &self.local_ip)
+            .field("local_ip", &self.wire.local_ip)
             .field("max_uet", &self.max_uet)
             .field("stats", &self.stats)
             .finish_non_exhaustive()
@@ -666,6 +667,103 @@ const fn header_len(ip: IpAddr, native_ip: bool) -> usize {
         IpAddr::V6(_) => 40,
     };
     14 + ip_len + if native_ip { 4 } else { 8 }
+}
+
+/// What the receive path checks a frame against: our address and wire
+/// settings; and whether a mismatch was already warned about.
+#[derive(Debug)]
+struct Wire {
+    encap: EncapConfig,
+    native_ip: bool,
+    local_ip: IpAddr,
+    /// A warning was logged for: a bad trailer, the other encapsulation.
+    warned: [bool; 2],
+}
+
+impl Wire {
+    /// Parses a frame; `None` (counted) when it is not a UET frame for us.
+    /// A trailer that does not match and a frame in the other
+    /// encapsulation are counted by reason and warned about once: both
+    /// mean the peer's wire settings differ from ours.
+    fn parse<'a>(
+        &mut self,
+        stats: &mut IoStats,
+        extra: &mut XdpExtraStats,
+        data: &'a [u8],
+    ) -> Option<(RxMeta, &'a [u8])> {
+        let (h, range) = match parse_l2_l4(data, &self.encap) {
+            Ok(p) => p,
+            Err(e) => {
+                stats.rx_dropped += 1;
+                if e.layer == Layer::Trailer {
+                    stats.rx_bad_crc += 1;
+                    if !std::mem::replace(&mut self.warned[0], true) {
+                        tracing::warn!(
+                            error = %e,
+                            "dropping UET frames whose CRC32C trailer does not match \
+                             (counted in rx_bad_crc): check that both ends agree on \
+                             --crc-trailer"
+                        );
+                    }
+                }
+                return None;
+            }
+        };
+        if matches!(h.transport, Transport::Entropy(_)) != self.native_ip {
+            stats.rx_dropped += 1;
+            stats.rx_other_encap += 1;
+            if !std::mem::replace(&mut self.warned[1], true) {
+                tracing::warn!(
+                    peer = %h.ip.src_addr(),
+                    received = %h.transport,
+                    "dropping UET frames in the other encapsulation (counted in \
+                     rx_other_encap): check that both ends agree on --encap"
+                );
+            }
+            return None;
+        }
+        if h.ip.dst_addr() != self.local_ip {
+            stats.rx_dropped += 1;
+            extra.rx_not_for_us += 1;
+            return None;
+        }
+        let meta = RxMeta {
+            src: h.ip.src_addr(),
+            ev: h.entropy,
+            ecn: h.ip.ecn(),
+            trimmed: h.trimmed,
+            nominal_size: h.nominal_pktsize() as u32,
+        };
+        Some((meta, &data[range]))
+    }
+}
+
+/// Where one receive call stands: how many more frames it may take, how
+/// many it delivered, and which workers to wake (bit i: worker i) once it
+/// has pushed frames to their inbox or return queue.
+#[derive(Debug)]
+struct RxBatch {
+    left: usize,
+    delivered: usize,
+    wake: u64,
+}
+
+/// Delivers a UET frame to the worker's endpoint: learns the sender's
+/// next hop from it (this worker owns the peer, so it keeps the hint),
+/// counts it and hands the UET bytes to `sink`.
+#[inline]
+fn deliver(
+    hints: &mut Hints,
+    next_hop: &dyn NextHop,
+    stats: &mut IoStats,
+    (meta, uet): (RxMeta, &[u8]),
+    frame: &[u8],
+    sink: &mut dyn FnMut(&RxMeta, &[u8]),
+) {
+    hints.observe(next_hop, meta.src, frame);
+    stats.rx_packets += 1;
+    stats.rx_bytes += frame.len() as u64;
+    sink(&meta, uet);
 }
 
 impl XdpIo {
@@ -712,10 +810,13 @@ impl XdpIo {
             hub,
             next_hop,
             hints: Hints::default(),
-            encap: cfg.encap,
-            native_ip: cfg.native_ip,
-            warned: [false; 2],
-            local_ip: cfg.local_ip,
+            wire: Wire {
+                encap: cfg.encap,
+                native_ip: cfg.native_ip,
+                local_ip: cfg.local_ip,
+                warned: [false; 2],
+            },
+            capture: None,
             hdr_len,
             max_uet,
             stats: IoStats::default(),
@@ -767,65 +868,6 @@ impl XdpIo {
         }
     }
 
-    /// Parses a frame; `None` (counted) when it is not a UET frame for us.
-    /// A trailer that does not match and a frame in the other
-    /// encapsulation are counted by reason and warned about once: both
-    /// mean the peer's wire settings differ from ours.
-    fn parse<'a>(
-        encap: &EncapConfig,
-        native_ip: bool,
-        local: IpAddr,
-        stats: &mut IoStats,
-        extra: &mut XdpExtraStats,
-        warned: &mut [bool; 2],
-        data: &'a [u8],
-    ) -> Option<(RxMeta, &'a [u8])> {
-        let (h, range) = match parse_l2_l4(data, encap) {
-            Ok(p) => p,
-            Err(e) => {
-                stats.rx_dropped += 1;
-                if e.layer == Layer::Trailer {
-                    stats.rx_bad_crc += 1;
-                    if !std::mem::replace(&mut warned[0], true) {
-                        tracing::warn!(
-                            error = %e,
-                            "dropping UET frames whose CRC32C trailer does not match \
-                             (counted in rx_bad_crc): check that both ends agree on \
-                             --crc-trailer"
-                        );
-                    }
-                }
-                return None;
-            }
-        };
-        if matches!(h.transport, Transport::Entropy(_)) != native_ip {
-            stats.rx_dropped += 1;
-            stats.rx_other_encap += 1;
-            if !std::mem::replace(&mut warned[1], true) {
-                tracing::warn!(
-                    peer = %h.ip.src_addr(),
-                    received = %h.transport,
-                    "dropping UET frames in the other encapsulation (counted in \
-                     rx_other_encap): check that both ends agree on --encap"
-                );
-            }
-            return None;
-        }
-        if h.ip.dst_addr() != local {
-            stats.rx_dropped += 1;
-            extra.rx_not_for_us += 1;
-            return None;
-        }
-        let meta = RxMeta {
-            src: h.ip.src_addr(),
-            ev: h.entropy,
-            ecn: h.ip.ecn(),
-            trimmed: h.trimmed,
-            nominal_size: h.nominal_pktsize() as u32,
-        };
-        Some((meta, &data[range]))
-    }
-
     /// The next-hop MAC for `dst`: the kernel's, else a live hint.
     fn mac_for(&self, dst: IpAddr) -> Option<EthernetAddress> {
         self.next_hop
@@ -834,134 +876,158 @@ impl XdpIo {
     }
 
     fn ip_repr(&self, t: &Transmit) -> Option<IpRepr> {
-        IpRepr::udp(self.local_ip, t.dst, t.dscp, t.ecn)
+        IpRepr::udp(self.wire.local_ip, t.dst, t.dscp, t.ecn)
+    }
+}
+
+impl XdpIo {
+    /// Frames other workers received for peers this worker owns: captured
+    /// here (the receiving worker handed them on uncaptured), delivered,
+    /// and returned to their origin's UMEM.
+    fn recv_handed_in(
+        &mut self,
+        b: &mut RxBatch,
+        sink: &mut dyn FnMut(&RxMeta, &[u8]),
+        mut tap: Option<&mut Tap<'_>>,
+    ) {
+        let inbox = &self.hub.slots[self.worker].inbox;
+        while b.left > 0 {
+            let Some(l) = inbox.pop() else { break };
+            b.left -= 1;
+            let reg = self.hub.umem(l.origin);
+            let data = reg.umem.data(&l.frame);
+            self.extra.handed_in += 1;
+            if let Some(t) = tap.as_deref_mut() {
+                t.frame(Direction::Rx, data);
+            }
+            if let Some(p) = self.wire.parse(&mut self.stats, &mut self.extra, data) {
+                deliver(
+                    &mut self.hints,
+                    &*self.next_hop,
+                    &mut self.stats,
+                    p,
+                    data,
+                    sink,
+                );
+                b.delivered += 1;
+            }
+            // The return queue holds every frame of the origin's UMEM.
+            let _ = reg.returns.push(l.frame);
+            b.wake |= 1 << l.origin;
+        }
+    }
+
+    /// Frames of socket `s`'s RX ring: each parsed, then delivered here
+    /// when this worker owns its peer, handed to the owner otherwise, or
+    /// dropped; the ring's slots go back to the kernel in one release.
+    fn recv_ring(
+        &mut self,
+        s: usize,
+        b: &mut RxBatch,
+        sink: &mut dyn FnMut(&RxMeta, &[u8]),
+        mut tap: Option<&mut Tap<'_>>,
+    ) {
+        let mut popped = 0;
+        while b.left > 0 {
+            let Some(f) = self.set.socks[s].rx.pop() else {
+                break;
+            };
+            b.left -= 1;
+            popped += 1;
+            let data = self.umem.data(&f);
+            let Some(p) = self.wire.parse(&mut self.stats, &mut self.extra, data) else {
+                // Seen and dropped (malformed, not for us): captured,
+                // since that is what a capture is for.
+                if let Some(t) = tap.as_deref_mut() {
+                    t.frame(Direction::Rx, data);
+                }
+                self.set.free.push(f);
+                continue;
+            };
+            let owner = self.hub.owner_of(p.0.src);
+            if owner == self.worker {
+                if let Some(t) = tap.as_deref_mut() {
+                    t.frame(Direction::Rx, data);
+                }
+                deliver(
+                    &mut self.hints,
+                    &*self.next_hop,
+                    &mut self.stats,
+                    p,
+                    data,
+                    sink,
+                );
+                b.delivered += 1;
+                self.set.free.push(f);
+            } else {
+                self.hand_off(owner, f, b, tap.as_deref_mut());
+            }
+        }
+        if popped > 0 {
+            self.set.fill[s] -= popped;
+            self.set.socks[s].rx.release();
+        }
+    }
+
+    /// Lends frame `f` to worker `owner` (descriptor only); when its inbox
+    /// is full the frame is captured here and dropped (counted).
+    fn hand_off(&mut self, owner: usize, f: Frame, b: &mut RxBatch, tap: Option<&mut Tap<'_>>) {
+        let lent = Lent {
+            origin: self.worker as u16,
+            frame: f,
+        };
+        match self.hub.slots[owner].inbox.push(lent) {
+            Ok(()) => {
+                self.set.lent += 1;
+                self.stats.handed_off += 1;
+                b.wake |= 1 << owner;
+            }
+            Err(l) => {
+                if let Some(t) = tap {
+                    t.frame(Direction::Rx, self.umem.data(&l.frame));
+                }
+                self.stats.rx_dropped += 1;
+                self.extra.handoff_full += 1;
+                self.set.free.push(l.frame);
+            }
+        }
     }
 }
 
 impl PacketIo for XdpIo {
-    fn recv_tapped(
-        &mut self,
-        max: usize,
-        sink: &mut dyn FnMut(&RxMeta, &[u8]),
-        mut tap: Option<&mut Tap<'_>>,
-    ) -> io::Result<usize> {
-        self.take_returns();
-        let mut delivered = 0;
-        let mut done = 0;
-        let mut bells = 0u64;
-        let me = self.worker as u16;
-
-        // Frames other workers received for PDCs we own.
-        let my_slot = &self.hub.slots[self.worker];
-        while done < max {
-            let Some(l) = my_slot.inbox.pop() else { break };
-            done += 1;
-            let reg = self.hub.umem(l.origin);
-            let data = reg.umem.data(&l.frame);
-            self.extra.handed_in += 1;
-            // The receiving worker handed it on uncaptured: the owner
-            // captures it.
-            if let Some(t) = tap.as_deref_mut() {
-                t.frame(Direction::Rx, data);
-            }
-            if let Some((meta, uet)) = Self::parse(
-                &self.encap,
-                self.native_ip,
-                self.local_ip,
-                &mut self.stats,
-                &mut self.extra,
-                &mut self.warned,
-                data,
-            ) {
-                self.hints.observe(&*self.next_hop, meta.src, data);
-                self.stats.rx_packets += 1;
-                self.stats.rx_bytes += data.len() as u64;
-                sink(&meta, uet);
-                delivered += 1;
-            }
-            // The return queue holds every frame of the origin's UMEM.
-            let _ = reg.returns.push(l.frame);
-            bells |= 1 << l.origin;
-        }
-
-        // Our own RX rings.
-        for s in 0..self.set.socks.len() {
-            let mut popped = 0;
-            while done < max {
-                let Some(f) = self.set.socks[s].rx.pop() else {
-                    break;
-                };
-                done += 1;
-                popped += 1;
-                let data = self.umem.data(&f);
-                let Some((meta, uet)) = Self::parse(
-                    &self.encap,
-                    self.native_ip,
-                    self.local_ip,
-                    &mut self.stats,
-                    &mut self.extra,
-                    &mut self.warned,
-                    data,
-                ) else {
-                    // Seen and dropped (malformed, not for us): captured,
-                    // since that is what a capture is for.
-                    if let Some(t) = tap.as_deref_mut() {
-                        t.frame(Direction::Rx, data);
-                    }
-                    self.set.free.push(f);
-                    continue;
-                };
-                let owner = self.hub.owner_of(meta.src);
-                if owner == self.worker {
-                    // The owner answers this peer: it keeps the hint.
-                    self.hints.observe(&*self.next_hop, meta.src, data);
-                    if let Some(t) = tap.as_deref_mut() {
-                        t.frame(Direction::Rx, data);
-                    }
-                    self.stats.rx_packets += 1;
-                    self.stats.rx_bytes += data.len() as u64;
-                    sink(&meta, uet);
-                    delivered += 1;
-                    self.set.free.push(f);
-                } else {
-                    match self.hub.slots[owner].inbox.push(Lent {
-                        origin: me,
-                        frame: f,
-                    }) {
-                        Ok(()) => {
-                            self.set.lent += 1;
-                            self.stats.handed_off += 1;
-                            bells |= 1 << owner;
-                        }
-                        Err(l) => {
-                            if let Some(t) = tap.as_deref_mut() {
-                                t.frame(Direction::Rx, self.umem.data(&l.frame));
-                            }
-                            self.stats.rx_dropped += 1;
-                            self.extra.handoff_full += 1;
-                            self.set.free.push(l.frame);
-                        }
-                    }
-                }
-            }
-            if popped > 0 {
-                self.set.fill[s] -= popped;
-                self.set.socks[s].rx.release();
-            }
-        }
-        self.set.refill();
-        self.hub.ring(bells);
-        Ok(delivered)
+    fn attach_capture(&mut self, capture: Arc<Capture>) {
+        self.capture = Some(capture);
     }
 
-    fn send_tapped(
+    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize> {
+        // Moved out for the call, as the steps borrow `self` mutably: one
+        // relaxed load per call, nothing per frame while no capture runs.
+        let capture = self.capture.take();
+        let mut tap = capture.as_deref().and_then(Capture::tap);
+        let mut b = RxBatch {
+            left: max,
+            delivered: 0,
+            wake: 0,
+        };
+        self.take_returns();
+        self.recv_handed_in(&mut b, sink, tap.as_mut());
+        for s in 0..self.set.socks.len() {
+            self.recv_ring(s, &mut b, sink, tap.as_mut());
+        }
+        self.set.refill();
+        self.hub.wake(b.wake);
+        self.capture = capture;
+        Ok(b.delivered)
+    }
+
+    fn send(
         &mut self,
         max: usize,
         source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
-        mut tap: Option<&mut Tap<'_>>,
     ) -> io::Result<usize> {
         self.take_returns();
         self.set.reclaim();
+        let mut tap = self.capture.as_deref().and_then(Capture::tap);
         let s = 0;
         let room = self.set.socks[s].tx.free(max as u32).min(max as u32) as usize;
         if room == 0 {
@@ -1003,10 +1069,10 @@ impl PacketIo for XdpIo {
                 vlan: None,
                 ethertype: EtherType::Ipv4,
             };
-            let transport = if self.native_ip {
+            let transport = if self.wire.native_ip {
                 Transport::Entropy(t.ev)
             } else {
-                Transport::udp(t.ev, &self.encap)
+                Transport::udp(t.ev, &self.wire.encap)
             };
             // The UET bytes are in place: emit_frame writes the headers in
             // front, the checksum and the trailer.
@@ -1014,13 +1080,13 @@ impl PacketIo for XdpIo {
                 &eth,
                 &ip,
                 &transport,
-                &self.encap,
+                &self.wire.encap,
                 t.len,
                 &mut chunk[hr..],
                 |_| {},
             ) {
                 Ok(n) => {
-                    if let Some(t) = tap.as_deref_mut() {
+                    if let Some(t) = tap.as_mut() {
                         t.frame(Direction::Tx, &chunk[hr..hr + n]);
                     }
                     self.umem.set_span(&mut f, hr as u32, n as u32);
@@ -1055,7 +1121,7 @@ impl PacketIo for XdpIo {
         let slot = &self.hub.slots[self.worker];
         let reg = self.hub.umem(self.worker as u16);
         slot.sleeping.store(true, Ordering::SeqCst);
-        // Pairs with the fence in `Handoff::ring`.
+        // Pairs with the fence in `Handoff::wake`.
         fence(Ordering::SeqCst);
         if !slot.inbox.is_empty() || !reg.returns.is_empty() {
             slot.sleeping.store(false, Ordering::SeqCst);
@@ -1063,7 +1129,7 @@ impl PacketIo for XdpIo {
         }
         let mut fds = [wake; 16];
         let mut n = 1;
-        fds[n] = slot.bell.as_fd();
+        fds[n] = slot.wakeup.as_fd();
         for s in self.set.socks.iter().take(14) {
             n += 1;
             fds[n] = s.as_fd();
@@ -1072,7 +1138,7 @@ impl PacketIo for XdpIo {
             .map(drop)
             .map_err(io::Error::from);
         slot.sleeping.store(false, Ordering::SeqCst);
-        slot.bell.drain();
+        slot.wakeup.drain();
         r
     }
 
