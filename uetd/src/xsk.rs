@@ -244,6 +244,27 @@ impl XskSet {
             socks.push(s);
         }
         let zero_copy = socks[0].zero_copy()?;
+        Ok(Self::assemble(
+            cfg,
+            umem,
+            free,
+            socks,
+            zero_copy,
+            headroom,
+            (info.index, EthernetAddress(info.mac), info.mtu),
+        ))
+    }
+
+    /// The set over sockets opened already, its fill rings filled.
+    fn assemble(
+        cfg: &XskConfig,
+        umem: UmemArea,
+        free: Vec<Frame>,
+        socks: Vec<XskSocket>,
+        zero_copy: bool,
+        headroom: u32,
+        (ifindex, mac, mtu): (u32, EthernetAddress, u32),
+    ) -> Self {
         // Half the frames wait in the fill rings, the rest are for sending.
         let n = cfg.queues.len() as u32;
         let fill_target = (cfg.frame_count / 2 / n).min(cfg.fill_size).max(1);
@@ -259,12 +280,12 @@ impl XskSet {
             zero_copy,
             need_wakeup: cfg.need_wakeup,
             headroom,
-            ifindex: info.index,
-            mac: EthernetAddress(info.mac),
-            mtu: info.mtu,
+            ifindex,
+            mac,
+            mtu,
         };
         set.refill();
-        Ok(set)
+        set
     }
 
     /// Whether the sockets run in zero-copy mode.
@@ -1157,5 +1178,204 @@ impl PacketIo for XdpIo {
 
     fn stats(&self) -> IoStats {
         self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+
+    use uet_wire::{Dscp, Ecn, EntropyValue};
+
+    use super::*;
+    use crate::sys::xdp_socket::in_memory::Kernel;
+
+    const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 9, 0, 1));
+    const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 9, 0, 2));
+    /// A second peer of B's, owned by B's worker 1.
+    const A1: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 9, 0, 3));
+    const MAC: EthernetAddress = EthernetAddress([2, 0, 0, 0, 0, 1]);
+
+    /// Every destination's next hop is `MAC`.
+    #[derive(Debug)]
+    struct OneHop;
+    impl NextHop for OneHop {
+        fn lookup(&self, _: IpAddr) -> Option<EthernetAddress> {
+            Some(MAC)
+        }
+        fn request(&self, _: IpAddr) {}
+    }
+
+    fn xsk_cfg() -> XskConfig {
+        XskConfig {
+            ifname: "mem0".into(),
+            frame_size: 2048,
+            frame_count: 64,
+            ring_size: 16,
+            fill_size: 16,
+            ..XskConfig::default()
+        }
+    }
+
+    /// A set whose rings are in plain memory (indices from `start`), with
+    /// the kernel's end of each socket.
+    fn in_memory(cfg: &XskConfig, start: u32) -> (XskSet, Vec<Kernel>) {
+        let (umem, free) = UmemArea::new(cfg.frame_size, cfg.frame_count).unwrap();
+        let sizes = RingSizes {
+            rx: cfg.ring_size,
+            tx: cfg.ring_size,
+            fill: cfg.fill_size,
+            comp: cfg.fill_size.max(cfg.ring_size),
+        };
+        let (socks, kernels) = cfg
+            .queues
+            .iter()
+            .map(|_| XskSocket::in_memory(&umem, sizes, start))
+            .unzip();
+        let headroom = XDP_PACKET_HEADROOM + cfg.umem_headroom;
+        let set = XskSet::assemble(cfg, umem, free, socks, false, headroom, (1, MAC, 1500));
+        (set, kernels)
+    }
+
+    fn counts(free: u32, fill: u32, tx: u32, lent: u32) -> FrameCounts {
+        FrameCounts {
+            total: 64,
+            free,
+            fill,
+            rx_held: 0,
+            tx,
+            lent,
+        }
+    }
+
+    #[test]
+    fn frames_are_accounted_through_fill_rx_tx_and_completion() {
+        let (mut set, k) = in_memory(&xsk_cfg(), u32::MAX - 5);
+        // Half the frames (capped by the fill ring) wait for the kernel.
+        assert_eq!(set.counts(), counts(48, 16, 0, 0));
+        for i in 0..5u8 {
+            assert!(k[0].receive(&set.umem, set.headroom, &[i; 100]));
+        }
+        assert_eq!(set.recycle_received(), (5, 500));
+        // The five chunks went back to the free list and five others to
+        // the fill ring.
+        assert_eq!(set.counts(), counts(48, 16, 0, 0));
+        assert_eq!(k[0].fill.indices().0.wrapping_sub(u32::MAX - 5), 21);
+
+        set.write_free_frames(|i, buf| {
+            buf[..60].fill(i as u8);
+            Ok(60)
+        })
+        .unwrap();
+        assert_eq!(set.resend_free_frames(10, 60).unwrap(), 10);
+        assert_eq!(set.counts(), counts(38, 16, 10, 0));
+        assert!(set.counts().accounted());
+        for _ in 0..10 {
+            assert_eq!(k[0].transmit(&set.umem).map(|f| f.len()), Some(60));
+        }
+        assert!(k[0].transmit(&set.umem).is_none());
+        assert_eq!(set.tx_outstanding(), 0);
+        assert_eq!(set.counts(), counts(48, 16, 0, 0));
+    }
+
+    #[test]
+    fn the_kernel_is_kicked_only_when_it_asks() {
+        let (mut set, k) = in_memory(&xsk_cfg(), 0);
+        set.write_free_frames(|_, _| Ok(60)).unwrap();
+        // No wakeup asked: queued without a syscall (on an eventfd, a kick
+        // would fail with ENOTSOCK).
+        assert_eq!(set.resend_free_frames(2, 60).unwrap(), 2);
+        k[0].tx.set_need_wakeup(true);
+        let e = set.resend_free_frames(2, 60).unwrap_err();
+        let e = e
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<crate::sys::Error>());
+        assert_eq!(
+            e.map(|e| (e.call(), e.raw_os_error())),
+            Some(("sendto(AF_XDP)", Some(libc::ENOTSOCK)))
+        );
+    }
+
+    fn io_cfg(local: IpAddr) -> XdpIoConfig {
+        XdpIoConfig {
+            xsk: xsk_cfg(),
+            local_ip: local,
+            encap: EncapConfig::default(),
+            native_ip: false,
+            mtu: None,
+        }
+    }
+
+    fn io(worker: usize, local: IpAddr, hub: &Arc<Handoff>) -> (XdpIo, Kernel) {
+        let cfg = io_cfg(local);
+        let (set, mut k) = in_memory(&cfg.xsk, 0);
+        let io = XdpIo::with_set(worker, set, &cfg, Arc::clone(hub), Arc::new(OneHop)).unwrap();
+        (io, k.remove(0))
+    }
+
+    /// Frames `io` sends to `dst`, as the kernel takes them off its TX ring:
+    /// UET bytes `[tag; 80]`.
+    fn sent_frames(io: &mut XdpIo, k: &Kernel, dst: IpAddr, tags: &[u8]) -> Vec<Vec<u8>> {
+        let mut next = tags.iter();
+        let n = io
+            .send(tags.len(), &mut |buf: &mut [u8]| {
+                let &tag = next.next()?;
+                buf[..80].fill(tag);
+                Some(Transmit {
+                    dst,
+                    ev: EntropyValue::from_masked(u16::from(tag)),
+                    dscp: Dscp::from_masked(0),
+                    ecn: Ecn::NotEct,
+                    len: 80,
+                })
+            })
+            .unwrap();
+        assert_eq!(n, tags.len());
+        let frames: Vec<_> = std::iter::from_fn(|| k.transmit(&io.umem)).collect();
+        io.flush().unwrap();
+        frames
+    }
+
+    #[test]
+    fn received_frames_reach_the_owner_of_their_peer_and_come_back() {
+        // B runs two workers; A1 is owned by worker 1, A by worker 0.
+        let hub = Handoff::new(2, 8, Box::new(|p| usize::from(p == A1))).unwrap();
+        let (mut w0, k0) = io(0, B, &hub);
+        let (mut w1, _k1) = io(1, B, &hub);
+        let single = Handoff::single().unwrap();
+        let (mut a, ka) = io(0, A, &single);
+        let (mut a1, ka1) = io(0, A1, &Handoff::single().unwrap());
+
+        // Everything arrives at worker 0's queue.
+        let mut frames = sent_frames(&mut a, &ka, B, &[1, 2]);
+        frames.extend(sent_frames(&mut a1, &ka1, B, &[3, 4, 5]));
+        frames.extend(sent_frames(&mut a, &ka, A1, &[6])); // not for B
+        for f in &frames {
+            assert!(k0.receive(&w0.set.umem, w0.set.headroom, f));
+        }
+
+        let mut got = Vec::new();
+        let n = w0
+            .recv(64, &mut |m, uet| got.push((m.src, uet[0], uet.len())))
+            .unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(got, [(A, 1, 80), (A, 2, 80)]);
+        assert_eq!(w0.stats.handed_off, 3);
+        assert_eq!(w0.extra.rx_not_for_us, 1);
+        assert_eq!(w0.frame_counts().lent, 3);
+
+        got.clear();
+        let n = w1
+            .recv(64, &mut |m, uet| got.push((m.src, uet[0], uet.len())))
+            .unwrap();
+        assert_eq!(n, 3);
+        assert_eq!(got, [(A1, 3, 80), (A1, 4, 80), (A1, 5, 80)]);
+        assert_eq!(w1.extra.handed_in, 3);
+
+        // The lent frames are back in worker 0's UMEM after its next call.
+        w0.flush().unwrap();
+        let c = w0.frame_counts();
+        assert_eq!((c.lent, c.fill, c.free), (0, 16, 48));
+        assert!(c.accounted());
     }
 }

@@ -25,6 +25,7 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 
 use libc::{c_int, c_void, socklen_t};
@@ -229,9 +230,11 @@ impl UmemArea {
 }
 
 /// The shared part of one ring: its mapping and the pointers into it.
+/// (The mapping is shared only with the in-memory kernel of the tests.)
 #[derive(Debug)]
+#[cfg_attr(test, derive(Clone))]
 struct RingMap {
-    _map: Mmap,
+    _map: Arc<Mmap>,
     producer: NonNull<AtomicU32>,
     consumer: NonNull<AtomicU32>,
     flags: NonNull<AtomicU32>,
@@ -264,7 +267,7 @@ impl RingMap {
             flags: at(off.flags).cast(),
             desc: at(off.desc),
             size,
-            _map: map,
+            _map: Arc::new(map),
         })
     }
 
@@ -778,4 +781,378 @@ pub(crate) fn if_info(name: &str) -> Result<IfInfo> {
     // SAFETY: SIOCGIFMTU filled the mtu member.
     let mtu = unsafe { req.ifr_ifru.ifru_mtu } as u32;
     Ok(IfInfo { index, mac, mtu })
+}
+
+/// The kernel's side of the four rings, played in memory: rings laid out
+/// as the kernel would (producer, consumer and flags words, then the
+/// descriptors) in anonymous memory instead of the socket's mapping, so
+/// the ring protocol and the frame accounting above it run in tests
+/// without root or an AF_XDP socket.
+#[cfg(test)]
+pub(crate) mod in_memory {
+    use super::*;
+
+    /// Offsets of the in-memory ring layout (one cache line per index).
+    const OFFSETS: libc::xdp_ring_offset = libc::xdp_ring_offset {
+        producer: 0,
+        consumer: 64,
+        desc: 192,
+        flags: 128,
+    };
+
+    impl RingMap {
+        /// A ring of `size` descriptors of `desc_size` bytes in plain
+        /// memory, both indices starting at `start`.
+        fn in_memory(size: u32, desc_size: usize, start: u32) -> Self {
+            let len = OFFSETS.desc as usize + size as usize * desc_size;
+            let map = Mmap::anonymous(len).expect("anonymous memory");
+            let at = |o: u64| {
+                // SAFETY: the offsets lie inside the mapping, sized above.
+                unsafe { NonNull::new_unchecked(map.ptr.as_ptr().add(o as usize)) }
+            };
+            let r = Self {
+                producer: at(OFFSETS.producer).cast(),
+                consumer: at(OFFSETS.consumer).cast(),
+                flags: at(OFFSETS.flags).cast(),
+                desc: at(OFFSETS.desc),
+                size,
+                _map: Arc::new(map),
+            };
+            r.producer().store(start, Ordering::Relaxed);
+            r.consumer().store(start, Ordering::Relaxed);
+            r
+        }
+    }
+
+    impl ProdRing {
+        /// A producer ring (fill: `desc` false; TX: true) in plain memory,
+        /// with the kernel's end of it.
+        pub(crate) fn in_memory(
+            umem: &UmemArea,
+            size: u32,
+            desc: bool,
+            start: u32,
+        ) -> (Self, KernelRing) {
+            let r = RingMap::in_memory(size, if desc { 16 } else { 8 }, start);
+            let k = KernelRing { ring: r.clone() };
+            (Self::new(r, umem, desc), k)
+        }
+    }
+
+    impl ConsRing {
+        /// A consumer ring (RX: `desc` true; completion: false) in plain
+        /// memory, with the kernel's end of it.
+        pub(crate) fn in_memory(
+            umem: &UmemArea,
+            size: u32,
+            desc: bool,
+            start: u32,
+        ) -> (Self, KernelRing) {
+            let r = RingMap::in_memory(size, if desc { 16 } else { 8 }, start);
+            let k = KernelRing { ring: r.clone() };
+            (Self::new(r, umem, desc), k)
+        }
+    }
+
+    /// The kernel's end of one ring: it consumes what the process
+    /// produces (fill, TX) and produces what the process consumes (RX,
+    /// completion), with the kernel's memory ordering (acquire the other
+    /// side's index, release its own).
+    #[derive(Debug)]
+    pub(crate) struct KernelRing {
+        ring: RingMap,
+    }
+
+    impl KernelRing {
+        /// Takes the next entry the process published: (address, length;
+        /// 0 for an address ring).
+        pub(crate) fn consume(&self) -> Option<(u64, u32)> {
+            let cons = self.ring.consumer().load(Ordering::Relaxed);
+            let prod = self.ring.producer().load(Ordering::Acquire);
+            if cons == prod {
+                return None;
+            }
+            let i = (cons & (self.ring.size - 1)) as usize;
+            // SAFETY: slot i < size, published by the producer's release
+            // store that the acquire load above saw.
+            let e = unsafe { self.read(i) };
+            self.ring
+                .consumer()
+                .store(cons.wrapping_add(1), Ordering::Release);
+            Some(e)
+        }
+
+        /// Publishes one entry for the process; false when the ring is full.
+        pub(crate) fn produce(&self, addr: u64, len: u32) -> bool {
+            let prod = self.ring.producer().load(Ordering::Relaxed);
+            let cons = self.ring.consumer().load(Ordering::Acquire);
+            if prod.wrapping_sub(cons) == self.ring.size {
+                return false;
+            }
+            let i = (prod & (self.ring.size - 1)) as usize;
+            // SAFETY: slot i < size lies in the descriptor array, and the
+            // process released it (it is outside producer..consumer).
+            unsafe { self.write(i, addr, len) };
+            self.ring
+                .producer()
+                .store(prod.wrapping_add(1), Ordering::Release);
+            true
+        }
+
+        /// Sets or clears `XDP_RING_NEED_WAKEUP`.
+        pub(crate) fn set_need_wakeup(&self, on: bool) {
+            let v = if on { libc::XDP_RING_NEED_WAKEUP } else { 0 };
+            self.ring.flags().store(v, Ordering::Relaxed);
+        }
+
+        /// The (producer, consumer) indices.
+        pub(crate) fn indices(&self) -> (u32, u32) {
+            (
+                self.ring.producer().load(Ordering::Acquire),
+                self.ring.consumer().load(Ordering::Acquire),
+            )
+        }
+
+        fn is_desc(&self) -> bool {
+            self.ring.size as usize * 16 + OFFSETS.desc as usize == self.ring._map.len
+        }
+
+        /// # Safety
+        /// `i < size`, and the slot is not being written.
+        unsafe fn read(&self, i: usize) -> (u64, u32) {
+            // SAFETY: per the caller, within the descriptor array.
+            unsafe {
+                if self.is_desc() {
+                    let d = self
+                        .ring
+                        .desc
+                        .cast::<libc::xdp_desc>()
+                        .as_ptr()
+                        .add(i)
+                        .read();
+                    (d.addr, d.len)
+                } else {
+                    (self.ring.desc.cast::<u64>().as_ptr().add(i).read(), 0)
+                }
+            }
+        }
+
+        /// # Safety
+        /// `i < size`, and the process does not read the slot.
+        unsafe fn write(&self, i: usize, addr: u64, len: u32) {
+            // SAFETY: per the caller, within the descriptor array.
+            unsafe {
+                if self.is_desc() {
+                    let d = libc::xdp_desc {
+                        addr,
+                        len,
+                        options: 0,
+                    };
+                    self.ring
+                        .desc
+                        .cast::<libc::xdp_desc>()
+                        .as_ptr()
+                        .add(i)
+                        .write(d);
+                } else {
+                    self.ring.desc.cast::<u64>().as_ptr().add(i).write(addr);
+                }
+            }
+        }
+    }
+
+    /// The kernel's ends of one socket's four rings.
+    #[derive(Debug)]
+    pub(crate) struct Kernel {
+        pub(crate) rx: KernelRing,
+        pub(crate) tx: KernelRing,
+        pub(crate) fill: KernelRing,
+        pub(crate) comp: KernelRing,
+    }
+
+    impl Kernel {
+        /// Receives `frame` as the kernel does: into the next chunk of the
+        /// fill ring, after `headroom` bytes, then an RX descriptor. False
+        /// when the fill ring is empty or the RX ring full (the frame is
+        /// dropped, as the kernel would).
+        pub(crate) fn receive(&self, umem: &UmemArea, headroom: u32, frame: &[u8]) -> bool {
+            let Some((chunk, _)) = self.fill.consume() else {
+                return false;
+            };
+            assert!(
+                headroom as usize + frame.len() <= umem.frame_size as usize,
+                "frame larger than a chunk"
+            );
+            assert!(chunk + u64::from(umem.frame_size) <= umem.map.len as u64);
+            // SAFETY: the chunk is inside the UMEM (checked) and the fill
+            // ring gave it to the kernel, so no Frame token exists for it.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    frame.as_ptr(),
+                    umem.map
+                        .ptr
+                        .as_ptr()
+                        .add((chunk + u64::from(headroom)) as usize),
+                    frame.len(),
+                );
+            }
+            let ok = self
+                .rx
+                .produce(chunk + u64::from(headroom), frame.len() as u32);
+            assert!(ok, "RX ring full: more fill entries than RX slots");
+            ok
+        }
+
+        /// Transmits the next TX descriptor as the kernel does: reads the
+        /// frame and completes its chunk. `None` when the TX ring is empty.
+        pub(crate) fn transmit(&self, umem: &UmemArea) -> Option<Vec<u8>> {
+            let (addr, len) = self.tx.consume()?;
+            assert!(addr + u64::from(len) <= umem.map.len as u64);
+            let mut out = vec![0; len as usize];
+            // SAFETY: in the UMEM (checked); the TX ring gave the chunk to
+            // the kernel, so no Frame token exists for it.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    umem.map.ptr.as_ptr().add(addr as usize),
+                    out.as_mut_ptr(),
+                    len as usize,
+                );
+            }
+            assert!(self.comp.produce(addr, 0), "completion ring full");
+            Some(out)
+        }
+    }
+
+    impl XskSocket {
+        /// A socket whose four rings are in plain memory, with the kernel's
+        /// ends; its fd is an eventfd, so a kick (only made when a ring
+        /// asks for a wakeup) fails with ENOTSOCK.
+        pub(crate) fn in_memory(umem: &UmemArea, sizes: RingSizes, start: u32) -> (Self, Kernel) {
+            let (rx, krx) = ConsRing::in_memory(umem, sizes.rx, true, start);
+            let (tx, ktx) = ProdRing::in_memory(umem, sizes.tx, true, start);
+            let (fill, kfill) = ProdRing::in_memory(umem, sizes.fill, false, start);
+            let (comp, kcomp) = ConsRing::in_memory(umem, sizes.comp, false, start);
+            let fd =
+                rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).expect("eventfd");
+            (
+                Self {
+                    rx,
+                    tx,
+                    fill,
+                    comp,
+                    fd,
+                },
+                Kernel {
+                    rx: krx,
+                    tx: ktx,
+                    fill: kfill,
+                    comp: kcomp,
+                },
+            )
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn umem() -> (UmemArea, Vec<Frame>) {
+            UmemArea::new(2048, 16).unwrap()
+        }
+
+        #[test]
+        fn a_producer_ring_fills_publishes_on_submit_and_reloads_when_short() {
+            let (umem, mut frames) = umem();
+            let (mut fill, k) = ProdRing::in_memory(&umem, 4, false, 0);
+            for _ in 0..4 {
+                fill.push(frames.pop().unwrap()).unwrap();
+            }
+            // Full: the fifth comes back.
+            let f = fill.push(frames.pop().unwrap()).unwrap_err();
+            // Nothing is visible before submit.
+            assert_eq!(k.consume(), None);
+            fill.submit();
+            assert_eq!(fill.in_kernel(), 4);
+            // Addresses are chunk bases, in order (frames pop from the end).
+            assert_eq!(k.consume(), Some((15 * 2048, 0)));
+            // The cached consumer index says full until reloaded.
+            assert_eq!(fill.free(1), 1);
+            fill.push(f).unwrap();
+            fill.submit();
+            assert_eq!(k.indices(), (5, 1));
+            assert_eq!(fill.in_kernel(), 4);
+        }
+
+        #[test]
+        fn indices_wrap_past_u32_max_without_losing_order() {
+            let (umem, mut frames) = umem();
+            let start = u32::MAX - 2;
+            let (mut tx, ktx) = ProdRing::in_memory(&umem, 4, true, start);
+            let (mut comp, kcomp) = ConsRing::in_memory(&umem, 4, false, start);
+            let mut sent = Vec::new();
+            // Three rounds of three frames cross the wrap of both rings.
+            for round in 0..3u32 {
+                for i in 0..3u32 {
+                    let mut f = frames.pop().unwrap();
+                    umem.set_span(&mut f, 256, 60 + round * 3 + i);
+                    sent.push((f.addr, f.len));
+                    tx.push(f).unwrap();
+                }
+                tx.submit();
+                for _ in 0..3 {
+                    let (addr, len) = ktx.consume().unwrap();
+                    assert_eq!(Some(&(addr, len)), sent.first());
+                    sent.remove(0);
+                    assert!(kcomp.produce(addr, 0));
+                }
+                assert_eq!(comp.available(), 3);
+                for _ in 0..3 {
+                    let f = comp.pop().unwrap();
+                    assert_eq!(f.addr % 2048, 256);
+                    frames.insert(0, f);
+                }
+                assert!(comp.pop().is_none());
+                comp.release();
+            }
+            assert_eq!(
+                ktx.indices(),
+                (start.wrapping_add(9), start.wrapping_add(9))
+            );
+            assert_eq!(
+                kcomp.indices(),
+                (start.wrapping_add(9), start.wrapping_add(9))
+            );
+            assert_eq!(frames.len(), 16);
+        }
+
+        #[test]
+        fn a_consumer_ring_hands_slots_back_only_on_release() {
+            let (umem, _frames) = umem();
+            let (mut rx, k) = ConsRing::in_memory(&umem, 2, true, 7);
+            assert!(k.produce(2048 + 256, 100));
+            assert!(k.produce(4096 + 256, 200));
+            assert!(!k.produce(0, 1), "a full ring refuses");
+            let a = rx.pop().unwrap();
+            let b = rx.pop().unwrap();
+            assert_eq!((a.addr, a.len, b.addr, b.len), (2304, 100, 4352, 200));
+            // Popped but not released: the kernel still sees a full ring.
+            assert!(!k.produce(0, 1));
+            rx.release();
+            assert!(k.produce(6144 + 256, 300));
+            assert_eq!(rx.pop().map(|f| f.len), Some(300));
+            // The tokens end here; their chunks are not reused.
+            let _ = (a, b);
+        }
+
+        #[test]
+        fn need_wakeup_is_read_from_the_flags_word() {
+            let (umem, _) = umem();
+            let (fill, k) = ProdRing::in_memory(&umem, 4, false, 0);
+            assert!(!fill.needs_wakeup());
+            k.set_need_wakeup(true);
+            assert!(fill.needs_wakeup());
+            k.set_need_wakeup(false);
+            assert!(!fill.needs_wakeup());
+        }
+    }
 }
