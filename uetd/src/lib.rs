@@ -4,8 +4,9 @@
 //!   [`daemon`]: configuration → backends → workers.
 //! - [`worker`]: the per-core loop driving a `uet_ses::Endpoint` over a
 //!   [`io::PacketIo`] backend — [`udp`] (kernel sockets) or AF_XDP rings
-//!   ([`xsk`]) fed by the [`xdp`] steering program; [`neigh`]: next-hop
-//!   resolution from the kernel's tables.
+//!   ([`xsk`]) fed by the [`xdp`] steering program, or in-memory queues
+//!   ([`memio`], for tests); [`neigh`]: next-hop resolution from the
+//!   kernel's tables.
 //! - [`control`]: the control socket applications reach through `uet_api`;
 //!   [`stats`]: counters of every layer; [`capture`]: the workers' frame
 //!   mirror behind `uet capture`.
@@ -21,6 +22,7 @@ pub mod control;
 pub mod daemon;
 pub mod io;
 pub mod mem;
+pub mod memio;
 pub mod neigh;
 pub mod netlink;
 pub mod packet;
