@@ -35,7 +35,47 @@
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+/// Why a configuration was refused. Every culprit is the configuration
+/// itself (its file, its text, or a value that parses but cannot work),
+/// so each message names the setting and what it may be.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("reading {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file's contents were refused.
+    #[error("in {}", path.display())]
+    InFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<Self>,
+    },
+    /// Not TOML, an unknown key, or a value of the wrong type or unit.
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    /// A congestion-control mode that does not exist.
+    #[error("unknown cc {0:?} (none, nscc, rccc, nscc+rccc, pft)")]
+    UnknownCc(String),
+    /// A value that parses but cannot work.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Refuses the configuration with a formatted reason.
+macro_rules! refuse {
+    ($($t:tt)*) => {
+        return Err(ConfigError::Invalid(format!($($t)*)))
+    };
+}
+
 use serde::Deserialize;
 use uet_pds::CcMode;
 use uet_wire::encap::EncapConfig;
@@ -291,27 +331,27 @@ impl Default for Config {
 
 impl Config {
     /// Reads a TOML file.
-    pub fn load(path: &Path) -> Result<Self> {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        Self::parse(&text).with_context(|| format!("in {}", path.display()))
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|e| ConfigError::InFile {
+            path: path.to_owned(),
+            source: Box::new(e),
+        })
     }
 
     /// Parses TOML text and checks it.
-    pub fn parse(text: &str) -> Result<Self> {
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
         let c: Self = toml::from_str(text)?;
         c.check()?;
         Ok(c)
     }
 
     /// The congestion-control mode.
-    pub fn cc_mode(&self) -> Result<CcMode> {
-        CcMode::parse(&self.cc).with_context(|| {
-            format!(
-                "unknown cc {:?} (none, nscc, rccc, nscc+rccc, pft)",
-                self.cc
-            )
-        })
+    pub fn cc_mode(&self) -> Result<CcMode, ConfigError> {
+        CcMode::parse(&self.cc).ok_or_else(|| ConfigError::UnknownCc(self.cc.clone()))
     }
 
     /// The encapsulation: explicit, else the profile's, else UDP.
@@ -354,31 +394,31 @@ impl Config {
     }
 
     /// Checks values that parse but cannot work.
-    pub fn check(&self) -> Result<()> {
+    pub fn check(&self) -> Result<(), ConfigError> {
         self.cc_mode()?;
         if self.workers == 0 || self.workers > 64 {
-            bail!("workers must be 1..=64, not {}", self.workers);
+            refuse!("workers must be 1..=64, not {}", self.workers);
         }
         if !matches!(self.frame_size, 2048 | 4096) {
-            bail!("frame_size must be 2048 or 4096, not {}", self.frame_size);
+            refuse!("frame_size must be 2048 or 4096, not {}", self.frame_size);
         }
         if self.mp_range == 0 || !self.mp_range.is_multiple_of(128) || self.mp_range > 128 * 255 {
-            bail!(
+            refuse!(
                 "mp_range must be a multiple of 128 up to 32640, not {}",
                 self.mp_range
             );
         }
         if self.window.0 < 4096 || self.window.0 > 1 << 30 {
-            bail!("window must be 4 KiB..1 GiB, not {}", self.window.0);
+            refuse!("window must be 4 KiB..1 GiB, not {}", self.window.0);
         }
         if !(100..=10_000_000).contains(&self.rto_init_us) {
-            bail!(
+            refuse!(
                 "rto_init_us must be 100..=10000000, not {}",
                 self.rto_init_us
             );
         }
         if !self.umem_frames.is_power_of_two() || !(512..=1 << 20).contains(&self.umem_frames) {
-            bail!(
+            refuse!(
                 "umem_frames must be a power of two in 512..=1048576, not {}",
                 self.umem_frames
             );
@@ -387,7 +427,7 @@ impl Config {
             || !(64..=1 << 16).contains(&self.ring_size)
             || self.ring_size * 2 > self.umem_frames
         {
-            bail!(
+            refuse!(
                 "ring_size must be a power of two in 64..=65536 and at most umem_frames / 2, not {}",
                 self.ring_size
             );
@@ -395,61 +435,61 @@ impl Config {
         if let Some(p) = self.ip_protocol
             && matches!(p, 0 | 1 | 6 | 17 | 58)
         {
-            bail!(
+            refuse!(
                 "ip_protocol {p} belongs to IP itself (0 hop-by-hop, 1 ICMP, 6 TCP, 17 UDP, \
                  58 ICMPv6); UET directly over IP uses 253 (RFC 3692 experimental) by default"
             );
         }
         if self.ev_bits > 10 {
-            bail!("ev_bits must be ≤ 10, not {}", self.ev_bits);
+            refuse!("ev_bits must be ≤ 10, not {}", self.ev_bits);
         }
         if let Some(m) = self.mtu
             && !(576..=9216).contains(&m)
         {
-            bail!("mtu must be 576..=9216, not {m}");
+            refuse!("mtu must be 576..=9216, not {m}");
         }
         if self.link_rate.0 < 1_000_000 {
-            bail!("link_rate {} b/s is too low", self.link_rate.0);
+            refuse!("link_rate {} b/s is too low", self.link_rate.0);
         }
         if self.backend == Backend::Xdp && self.interface.is_none() {
-            bail!("the xdp backend needs an interface");
+            refuse!("the xdp backend needs an interface");
         }
         if self.interface.is_none() && self.address.is_none() {
-            bail!("give an interface or an address");
+            refuse!("give an interface or an address");
         }
         if !(1..=4095).contains(&self.api_max_clients) {
-            bail!(
+            refuse!(
                 "api_max_clients must be 1..=4095 (one pid_on_fep each), not {}",
                 self.api_max_clients
             );
         }
         if !(1..=self.api_max_clients).contains(&self.api_max_clients_per_uid) {
-            bail!(
+            refuse!(
                 "api_max_clients_per_uid must be 1..=api_max_clients, not {}",
                 self.api_max_clients_per_uid
             );
         }
         if !(100..=600_000).contains(&self.api_hello_timeout_ms) {
-            bail!(
+            refuse!(
                 "api_hello_timeout_ms must be 100..=600000, not {}",
                 self.api_hello_timeout_ms
             );
         }
         if self.api_max_registrations == 0 {
-            bail!("api_max_registrations must be at least 1");
+            refuse!("api_max_registrations must be at least 1");
         }
         if self.api_max_registered_bytes.0 < 4096 {
-            bail!(
+            refuse!(
                 "api_max_registered_bytes must be at least 4096, not {}",
                 self.api_max_registered_bytes.0
             );
         }
         for e in &self.expose {
             if e.ri >= 1 << 12 || e.pid >= 1 << 12 || e.job >= 1 << 24 {
-                bail!("expose: job < 2^24, pid and ri < 2^12");
+                refuse!("expose: job < 2^24, pid and ri < 2^12");
             }
             if e.size.0 == 0 {
-                bail!("expose: size must not be 0");
+                refuse!("expose: size must not be 0");
             }
         }
         Ok(())

@@ -51,7 +51,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
 use crossbeam_channel::{Sender, select};
 use uet_api::proto::{
     CaptureEnd, CaptureEndReason, CaptureSpec, ClientMsg, DaemonMsg, FrameReader, MAX_SNAPLEN,
@@ -192,6 +191,30 @@ pub fn capture_permitted(peer: u32, daemon: u32) -> bool {
     peer == 0 || peer == daemon
 }
 
+/// Why the control socket could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// Another live daemon serves the socket path.
+    #[error("another daemon serves {}", .0.display())]
+    InUse(PathBuf),
+    /// A file-system or socket call failed while doing what the message
+    /// says.
+    #[error("{doing}")]
+    Io {
+        /// What was being done.
+        doing: String,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Names what a failing call was doing.
+fn doing(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> ControlError {
+    let doing = what.into();
+    move |source| ControlError::Io { doing, source }
+}
+
 /// How long the control loop waits for anything before looking at the
 /// capture deadline and the stop flag again.
 const TICK: Duration = Duration::from_millis(100);
@@ -203,17 +226,20 @@ pub fn serve(
     cfg: ControlConfig,
     stop: &AtomicBool,
     mut other: impl FnMut(&Daemon, &Output),
-) -> Result<()> {
+) -> Result<(), ControlError> {
     let listener = bind(&cfg.path)?;
     let (tx, rx) = crossbeam_channel::unbounded();
     let accept_stop = Arc::new(AtomicBool::new(false));
     {
-        let l = listener.try_clone()?;
+        let l = listener
+            .try_clone()
+            .map_err(doing("cloning the control socket"))?;
         let s = Arc::clone(&accept_stop);
         let tx = tx.clone();
         std::thread::Builder::new()
             .name("uet-accept".into())
-            .spawn(move || accept_loop(&l, &tx, &s))?;
+            .spawn(move || accept_loop(&l, &tx, &s))
+            .map_err(doing("starting the accept thread"))?;
     }
     tracing::info!(path = %cfg.path.display(), "control socket ready");
     let mut c = Control {
@@ -269,19 +295,20 @@ pub fn serve(
     Ok(())
 }
 
-fn bind(path: &Path) -> Result<UnixListener> {
+fn bind(path: &Path) -> Result<UnixListener, ControlError> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(doing(format!("creating {}", dir.display())))?;
     }
     if path.exists() {
         // A live daemon answers; a stale file from a crashed one does not.
         if UnixStream::connect(path).is_ok() {
-            anyhow::bail!("another daemon serves {}", path.display());
+            return Err(ControlError::InUse(path.to_owned()));
         }
-        std::fs::remove_file(path).with_context(|| format!("removing stale {}", path.display()))?;
+        std::fs::remove_file(path).map_err(doing(format!("removing stale {}", path.display())))?;
     }
-    let l = UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
+    let l = UnixListener::bind(path).map_err(doing(format!("binding {}", path.display())))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        .map_err(doing(format!("setting the mode of {}", path.display())))?;
     Ok(l)
 }
 

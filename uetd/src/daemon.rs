@@ -13,7 +13,6 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
 use rustc_hash::FxHasher;
 use uet_pds::PdsConfig;
 use uet_ses::{
@@ -24,14 +23,69 @@ use uet_wire::time::Duration as WireDuration;
 use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
 
 use crate::capture::Capture;
-use crate::config::{Backend, Config, Encap, XdpAttach};
+use crate::config::{Backend, Config, ConfigError, Encap, XdpAttach};
 use crate::io::PacketIo;
 use crate::mem::SharedRegion;
 use crate::neigh::Neighbours;
 use crate::udp::{UdpConfig, UdpIo};
 use crate::worker::{self, DaemonEndpoint, Output, Outputs, WorkerHandle, WorkerStats};
-use crate::xdp::{SteerConfig, XdpMode, XdpSteer};
+use crate::xdp::{SteerConfig, XdpError, XdpMode, XdpSteer};
 use crate::xsk::{Handoff, XdpIo, XdpIoConfig, XskConfig, XskMode};
+
+/// Why the daemon could not start or do what it was asked, by culprit.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The configuration is malformed or cannot work.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The XDP steering program could not be loaded, attached or driven.
+    #[error(transparent)]
+    Xdp(#[from] XdpError),
+    /// The caller asked for something this daemon cannot do as set up
+    /// (no address, posted receives on several workers, ...).
+    #[error("{0}")]
+    Misuse(String),
+    /// A system call or resource failed while doing what the message
+    /// says; the source is the failure.
+    #[error("{doing}")]
+    Resource {
+        /// What was being done.
+        doing: String,
+        /// The failure.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A worker thread is gone (it panicked or was stopped).
+    #[error("a worker stopped")]
+    WorkerGone,
+    /// A worker refused a registration or withdrawal.
+    #[error("{0}")]
+    Refused(String),
+    /// A transfer to a peer failed, was refused or made no progress.
+    #[error("{0}")]
+    Peer(String),
+}
+
+/// The result of the daemon's operations.
+pub type Result<T, E = DaemonError> = std::result::Result<T, E>;
+
+fn misuse(why: impl Into<String>) -> DaemonError {
+    DaemonError::Misuse(why.into())
+}
+
+/// Names what a failing call was doing.
+trait Doing<T> {
+    fn doing(self, what: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T, E: std::error::Error + Send + Sync + 'static> Doing<T> for std::result::Result<T, E> {
+    fn doing(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|e| DaemonError::Resource {
+            doing: what(),
+            source: Box::new(e),
+        })
+    }
+}
 
 /// Header data that asks the target daemon to verify (hash) the first
 /// `len` bytes of the region a write landed in: the top 16 bits are this
@@ -84,7 +138,7 @@ impl Daemon {
         let info = match &cfg.interface {
             Some(name) => Some(
                 crate::sys::ifaddr::interface(name)
-                    .with_context(|| format!("looking up interface {name}"))?,
+                    .doing(|| format!("looking up interface {name}"))?,
             ),
             None => None,
         };
@@ -95,8 +149,8 @@ impl Daemon {
                 .iter()
                 .find(|a| a.is_ipv4())
                 .or_else(|| i.addrs.first())
-                .context("the interface has no address; give one with --address")?,
-            (None, None) => bail!("give an interface or an address"),
+                .ok_or_else(|| misuse("the interface has no address; give one with --address"))?,
+            (None, None) => return Err(misuse("give an interface or an address")),
         };
         let mtu = cfg.mtu.unwrap_or_else(|| {
             cfg.interface
@@ -118,7 +172,7 @@ impl Daemon {
             let ifname = cfg
                 .interface
                 .clone()
-                .context("the xdp backend needs an interface")?;
+                .ok_or_else(|| misuse("the xdp backend needs an interface"))?;
             let mode = match cfg.xdp_attach {
                 XdpAttach::Auto => XdpMode::Auto,
                 XdpAttach::Native => XdpMode::Native,
@@ -135,11 +189,11 @@ impl Daemon {
                     ip_proto: Some(cfg.ip_protocol()),
                 },
             )
-            .with_context(|| format!("attaching the XDP program to {ifname}"))?;
+            .doing(|| format!("attaching the XDP program to {ifname}"))?;
             let n = cfg.workers;
             let hub = Handoff::new(n, 4096, Box::new(move |peer| owner_of(peer, n)))
-                .context("creating the hand-off queues")?;
-            let neigh = Neighbours::start().context("starting neighbour resolution")?;
+                .doing(|| "creating the hand-off queues".into())?;
+            let neigh = Neighbours::start().doing(|| "starting neighbour resolution".into())?;
             (Some(steer), Some(neigh), Some(hub))
         } else {
             (None, None, None)
@@ -148,10 +202,10 @@ impl Daemon {
             let io: Box<dyn PacketIo + Send> = match cfg.backend {
                 Backend::Udp => {
                     if cfg.workers > 1 {
-                        bail!(
+                        return Err(misuse(
                             "the udp backend runs one worker (the kernel spreads a PDC's \
-                             datagrams over sockets by source port)"
-                        );
+                             datagrams over sockets by source port)",
+                        ));
                     }
                     let mut u = UdpConfig::new(local);
                     u.udp_port = cfg.port;
@@ -159,11 +213,11 @@ impl Daemon {
                     u.mtu = mtu;
                     u.encap = cfg.encap_config();
                     u.native_ip = cfg.encap() == Encap::Ip;
-                    Box::new(UdpIo::new(u).context("opening the UDP sockets")?)
+                    Box::new(UdpIo::new(u).doing(|| "opening the UDP sockets".into())?)
                 }
                 Backend::Xdp => {
                     let (Some(steer), Some(neigh), Some(hub)) = (&mut steer, &neigh, &hub) else {
-                        bail!("xdp state missing");
+                        unreachable!("the xdp backend sets up steering, neighbours and hand-off");
                     };
                     let io_cfg = XdpIoConfig {
                         xsk: XskConfig {
@@ -186,7 +240,7 @@ impl Daemon {
                         mtu: cfg.mtu.map(|m| m as u32),
                     };
                     let io = XdpIo::new(w, &io_cfg, Arc::clone(hub), Arc::clone(neigh) as _)
-                        .with_context(|| format!("opening AF_XDP sockets on queue {w}"))?;
+                        .doing(|| format!("opening AF_XDP sockets on queue {w}"))?;
                     for (q, fd) in io.xsk().fds() {
                         steer.register_socket(q, fd)?;
                     }
@@ -229,14 +283,10 @@ impl Daemon {
                 seed ^ (w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             );
             let cpu = cfg.pin.then_some(w);
-            workers.push(worker::spawn(
-                w,
-                io,
-                ep,
-                out_tx.clone(),
-                cpu,
-                Arc::clone(&capture),
-            )?);
+            workers.push(
+                worker::spawn(w, io, ep, out_tx.clone(), cpu, Arc::clone(&capture))
+                    .doing(|| format!("starting worker {w}"))?,
+            );
         }
         tracing::info!(%local, backend = ?cfg.backend, workers = cfg.workers, cc = %mode, mtu, "uetd started");
         let mut d = Self {
@@ -253,15 +303,15 @@ impl Daemon {
         for e in d.cfg.expose.clone() {
             let spec = RegionSpec::new(
                 RegionAddr::new(
-                    JobId::new(e.job).context("job")?,
-                    PidOnFep::new(e.pid).context("pid")?,
-                    ResourceIndex::new(e.ri).context("ri")?,
+                    JobId::new(e.job).map_err(|e| misuse(format!("job: {e}")))?,
+                    PidOnFep::new(e.pid).map_err(|e| misuse(format!("pid: {e}")))?,
+                    ResourceIndex::new(e.ri).map_err(|e| misuse(format!("ri: {e}")))?,
                 ),
                 MemoryKey(e.key),
                 Access::REMOTE_WRITE | Access::REMOTE_READ,
             );
-            let len = usize::try_from(e.size.0).context("size")?;
-            let mem = SharedRegion::anonymous(len).context("mapping an exposed region")?;
+            let len = usize::try_from(e.size.0).map_err(|e| misuse(format!("size: {e}")))?;
+            let mem = SharedRegion::anonymous(len).doing(|| "mapping an exposed region".into())?;
             let reg = d.register(spec, mem.clone())?;
             tracing::info!(job = e.job, pid = e.pid, ri = e.ri, key = e.key, generation = ?reg.generation, bytes = len, "exposed");
             d.exposed.push(Exposed { mem, reg });
@@ -301,14 +351,16 @@ impl Daemon {
         for w in &self.workers {
             let r = w
                 .register(spec, mem.clone())
-                .context("a worker stopped")?
-                .map_err(|e| anyhow::anyhow!("registration refused: {e:?}"))?;
+                .ok_or(DaemonError::WorkerGone)?
+                .map_err(|e| DaemonError::Refused(format!("registration refused: {e:?}")))?;
             if reg.is_some_and(|x| x != r) {
-                bail!("workers disagree on a registration");
+                return Err(DaemonError::Refused(
+                    "workers disagree on a registration".into(),
+                ));
             }
             reg = Some(r);
         }
-        reg.context("no workers")
+        reg.ok_or(DaemonError::WorkerGone)
     }
 
     /// Asks for `peer`'s next-hop MAC ahead of the first packet (xdp
@@ -356,7 +408,7 @@ impl Daemon {
     pub fn register_local(&self, mem: &SharedRegion) -> Result<Vec<LocalRegion>> {
         self.workers
             .iter()
-            .map(|w| w.register_local(mem.clone()).context("a worker stopped"))
+            .map(|w| w.register_local(mem.clone()).ok_or(DaemonError::WorkerGone))
             .collect()
     }
 
@@ -374,8 +426,8 @@ impl Daemon {
             let (tx, rx) = std::sync::mpsc::channel();
             w.send(worker::Command::Deregister { addr, reply: tx });
             rx.recv()
-                .context("a worker stopped")?
-                .map_err(|e| anyhow::anyhow!("deregistration refused: {e:?}"))?;
+                .map_err(|_| DaemonError::WorkerGone)?
+                .map_err(|e| DaemonError::Refused(format!("deregistration refused: {e:?}")))?;
         }
         Ok(())
     }
@@ -385,7 +437,7 @@ impl Daemon {
     /// workers would not find them).
     pub fn post_recv(&self, tag: u64, spec: uet_ses::RecvSpec) -> Result<()> {
         if self.workers.len() != 1 {
-            bail!("posted receives need a daemon with one worker");
+            return Err(misuse("posted receives need a daemon with one worker"));
         }
         self.workers[0].send(worker::Command::PostRecv { tag, spec });
         Ok(())
@@ -475,21 +527,21 @@ impl Daemon {
         seed: u64,
     ) -> Result<WriteReport> {
         if bytes == 0 || chunk == 0 || depth == 0 {
-            bail!("bytes, chunk and depth must be positive");
+            return Err(misuse("bytes, chunk and depth must be positive"));
         }
         let w = self.owner(peer);
         self.resolve(peer, Duration::from_secs(3));
-        let len = usize::try_from(bytes)?;
-        let src = SharedRegion::anonymous(len)?;
+        let len = usize::try_from(bytes).map_err(|e| misuse(format!("bytes: {e}")))?;
+        let src = SharedRegion::anonymous(len).doing(|| "mapping the source buffer".into())?;
         src.fill_pattern(seed, len);
         let xxh3 = src.hash(len);
         let local: LocalRegion = self.workers[w]
             .register_local(src)
-            .context("the worker stopped")?;
+            .ok_or(DaemonError::WorkerGone)?;
         let dst_region = RegionAddr::new(
-            JobId::new(1).context("job")?,
-            PidOnFep::new(0).context("pid")?,
-            ResourceIndex::new(ri).context("ri")?,
+            JobId::new(1).map_err(|e| misuse(format!("job: {e}")))?,
+            PidOnFep::new(0).map_err(|e| misuse(format!("pid: {e}")))?,
+            ResourceIndex::new(ri).map_err(|e| misuse(format!("ri: {e}")))?,
         );
         let chunks = bytes.div_ceil(u64::from(chunk));
         let op = |i: u64, header_data: Option<u64>| {
@@ -537,19 +589,19 @@ impl Daemon {
                 in_flight += 1;
             }
             let Some((_, out)) = self.next_output(Duration::from_secs(30)) else {
-                bail!(
+                return Err(DaemonError::Peer(format!(
                     "no progress for 30 s ({done} of {chunks} writes done){}",
                     self.wire_mismatch_hint()
-                );
+                )));
             };
             match out {
                 Output::Completed { tag, completion } if (base..base + chunks).contains(&tag) => {
                     if let Err(e) = completion.status {
-                        bail!(
+                        return Err(DaemonError::Peer(format!(
                             "write {} failed: {e}{}",
                             tag - base,
                             self.wire_mismatch_hint()
-                        );
+                        )));
                     }
                     done += 1;
                     in_flight -= 1;
@@ -558,7 +610,10 @@ impl Daemon {
                     }
                 }
                 Output::Rejected { tag, error } if (base..base + chunks).contains(&tag) => {
-                    bail!("write {} refused: {error}", tag - base);
+                    return Err(DaemonError::Peer(format!(
+                        "write {} refused: {error}",
+                        tag - base
+                    )));
                 }
                 other => {
                     if let Some(line) = self.handle_output(&other) {

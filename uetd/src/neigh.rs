@@ -175,16 +175,20 @@ pub struct Route {
 impl Neighbours {
     /// Starts the resolver thread (in the caller's network namespace) with
     /// the default [`NeighConfig`].
-    pub fn start() -> anyhow::Result<Arc<Self>> {
+    pub fn start() -> std::io::Result<Arc<Self>> {
         Self::start_with(NeighConfig::default())
     }
 
     /// Starts the resolver thread with `cfg`.
-    pub fn start_with(cfg: NeighConfig) -> anyhow::Result<Arc<Self>> {
-        anyhow::ensure!(
-            cfg.max_destinations > 0 && u32::try_from(cfg.max_destinations).is_ok(),
-            "max_destinations must be in 1..2^32"
-        );
+    /// Refused (`InvalidInput`) when `max_destinations` is outside
+    /// 1..2^32; otherwise fails only as its system calls do.
+    pub fn start_with(cfg: NeighConfig) -> std::io::Result<Arc<Self>> {
+        if cfg.max_destinations == 0 || u32::try_from(cfg.max_destinations).is_err() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "max_destinations must be in 1..2^32",
+            ));
+        }
         let me = Arc::new(Self {
             map: ArcSwap::from_pointee(FxHashMap::default()),
             used: (0..cfg.max_destinations)

@@ -6,8 +6,9 @@
 use std::io::{self, Read as _};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
 use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::sys::Error;
 
 pub const NLMSG_ERROR: u16 = 2;
 pub const NLMSG_DONE: u16 = 3;
@@ -27,14 +28,15 @@ pub struct Netlink {
 }
 
 impl Netlink {
-    pub fn open() -> Result<Self> {
+    pub fn open() -> io::Result<Self> {
         let sock = Socket::new(
             Domain::from(libc::AF_NETLINK),
             Type::RAW,
             Some(Protocol::from(libc::NETLINK_ROUTE)),
         )
-        .context("opening an rtnetlink socket")?;
-        sock.set_read_timeout(Some(Duration::from_secs(5)))?;
+        .map_err(|e| Error::new("socket(AF_NETLINK)", e))?;
+        sock.set_read_timeout(Some(Duration::from_secs(5)))
+            .map_err(|e| Error::new("setsockopt(SO_RCVTIMEO)", e))?;
         Ok(Self { sock })
     }
 

@@ -34,13 +34,72 @@ use std::io;
 use std::os::fd::{AsFd as _, AsRawFd as _, BorrowedFd};
 
 use crate::netlink::{Msg, NLM_F_ACK, NLM_F_REQUEST, Netlink, attrs};
-use anyhow::{Context, Result, anyhow, bail};
 use aya::maps::{Array, MapData, PerCpuArray, XskMap};
 use aya::programs::xdp::XdpLinkId;
 use aya::programs::{TestRun as _, TestRunOptions, Xdp, XdpMode as AyaMode, loaded_programs};
 use aya::{Ebpf, EbpfLoader};
 use tracing::{info, warn};
 use xdp_prog::{ConfigRaw, counter};
+
+/// Why loading, attaching or driving the steering program failed.
+#[derive(Debug, thiserror::Error)]
+pub enum XdpError {
+    /// The embedded object lacks a map or program uetd needs (a build
+    /// defect).
+    #[error("{0}")]
+    Object(String),
+    /// A system call (bpf(2) through aya, or rtnetlink) failed while doing
+    /// what the message says; the source is the kernel's answer.
+    #[error("{doing}")]
+    Call {
+        /// What was being done.
+        doing: String,
+        /// The failure.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A bpf(2) map operation failed (aya's error names the call).
+    #[error(transparent)]
+    Map(#[from] aya::maps::MapError),
+    /// A bpf(2) program operation failed (aya's error names the call).
+    #[error(transparent)]
+    Program(#[from] aya::programs::ProgramError),
+    /// An rtnetlink system call failed (the error names the call).
+    #[error(transparent)]
+    Netlink(#[from] io::Error),
+    /// Queue beyond the XSKMAP (the caller's misuse).
+    #[error("queue {queue} is beyond the XSKMAP ({max} entries)")]
+    QueueOutOfRange {
+        /// The queue asked for.
+        queue: u32,
+        /// XSKMAP entries.
+        max: u32,
+    },
+    /// The interface runs another XDP program uetd may not take over.
+    #[error("{0}")]
+    Occupied(String),
+}
+
+/// Names what a failing call was doing.
+trait Doing<T> {
+    fn doing(self, what: impl FnOnce() -> String) -> Result<T, XdpError>;
+}
+
+impl<T, E: std::error::Error + Send + Sync + 'static> Doing<T> for Result<T, E> {
+    fn doing(self, what: impl FnOnce() -> String) -> Result<T, XdpError> {
+        self.map_err(|e| XdpError::Call {
+            doing: what(),
+            source: Box::new(e),
+        })
+    }
+}
+
+/// Refuses to take over an interface, with a formatted reason.
+macro_rules! refuse {
+    ($($t:tt)*) => {
+        return Err(XdpError::Occupied(format!($($t)*)))
+    };
+}
 
 /// How to attach: the operator's choice (`--xdp-mode`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -207,13 +266,13 @@ impl fmt::Debug for SteerProgram {
 impl SteerProgram {
     /// Loads `xdp_prog::object()` into the kernel (the verifier runs here)
     /// and writes `cfg` to its config map.
-    pub fn load(cfg: SteerConfig) -> Result<Self> {
+    pub fn load(cfg: SteerConfig) -> Result<Self, XdpError> {
         let mut ebpf = EbpfLoader::new()
             .load(xdp_prog::object())
-            .context("loading the XDP steering object")?;
+            .doing(|| "loading the XDP steering object".into())?;
         let take = |ebpf: &mut Ebpf, name: &str| {
             ebpf.take_map(name)
-                .ok_or_else(|| anyhow!("the XDP object has no map {name}"))
+                .ok_or_else(|| XdpError::Object(format!("the XDP object has no map {name}")))
         };
         let xsks = XskMap::try_from(take(&mut ebpf, xdp_prog::XSKS_MAP)?)?;
         let config = Array::try_from(take(&mut ebpf, xdp_prog::CONFIG_MAP)?)?;
@@ -227,29 +286,39 @@ impl SteerProgram {
         };
         p.program_mut()?
             .load()
-            .context("the kernel rejected the XDP steering program")?;
+            .doing(|| "the kernel rejected the XDP steering program".into())?;
         p.set_config(cfg)?;
         Ok(p)
     }
 
-    fn program(&self) -> Result<&Xdp> {
+    fn program(&self) -> Result<&Xdp, XdpError> {
         Ok(self
             .ebpf
             .program(xdp_prog::PROGRAM_NAME)
-            .ok_or_else(|| anyhow!("the XDP object has no program {}", xdp_prog::PROGRAM_NAME))?
+            .ok_or_else(|| {
+                XdpError::Object(format!(
+                    "the XDP object has no program {}",
+                    xdp_prog::PROGRAM_NAME
+                ))
+            })?
             .try_into()?)
     }
 
-    fn program_mut(&mut self) -> Result<&mut Xdp> {
+    fn program_mut(&mut self) -> Result<&mut Xdp, XdpError> {
         Ok(self
             .ebpf
             .program_mut(xdp_prog::PROGRAM_NAME)
-            .ok_or_else(|| anyhow!("the XDP object has no program {}", xdp_prog::PROGRAM_NAME))?
+            .ok_or_else(|| {
+                XdpError::Object(format!(
+                    "the XDP object has no program {}",
+                    xdp_prog::PROGRAM_NAME
+                ))
+            })?
             .try_into()?)
     }
 
     /// The kernel's id of the loaded program (`bpftool prog show id N`).
-    pub fn program_id(&self) -> Result<u32> {
+    pub fn program_id(&self) -> Result<u32, XdpError> {
         Ok(self.program()?.info()?.id())
     }
 
@@ -259,21 +328,21 @@ impl SteerProgram {
     }
 
     /// Changes what is steered; takes effect for the next frame.
-    pub fn set_config(&mut self, cfg: SteerConfig) -> Result<()> {
+    pub fn set_config(&mut self, cfg: SteerConfig) -> Result<(), XdpError> {
         self.config
             .set(0, cfg.raw().to_ne_u32(), 0)
-            .context("writing the XDP config map")?;
+            .doing(|| "writing the XDP config map".into())?;
         self.cfg = cfg;
         Ok(())
     }
 
     /// The counters, summed over CPUs.
-    pub fn counters(&self) -> Result<SteerCounters> {
-        let get = |idx: u32| -> Result<u64> {
+    pub fn counters(&self) -> Result<SteerCounters, XdpError> {
+        let get = |idx: u32| -> Result<u64, XdpError> {
             let per_cpu = self
                 .counters
                 .get(&idx, 0)
-                .with_context(|| format!("reading XDP counter {idx}"))?;
+                .doing(|| format!("reading XDP counter {idx}"))?;
             Ok(per_cpu.iter().copied().fold(0u64, u64::wrapping_add))
         };
         Ok(SteerCounters {
@@ -288,14 +357,14 @@ impl SteerProgram {
     /// Runs the program once on `frame` (`BPF_PROG_TEST_RUN`, RX queue 0)
     /// and returns its XDP action (`XDP_PASS` = 2, `XDP_REDIRECT` = 4).
     /// The counters count the run like a received frame.
-    pub fn test_run(&self, frame: &[u8]) -> Result<u32> {
+    pub fn test_run(&self, frame: &[u8]) -> Result<u32, XdpError> {
         let r = self
             .program()?
             .test_run(TestRunOptions {
                 data_in: Some(frame),
                 ..TestRunOptions::default()
             })
-            .context("BPF_PROG_TEST_RUN of the XDP program")?;
+            .doing(|| "BPF_PROG_TEST_RUN of the XDP program".into())?;
         Ok(r.return_value)
     }
 
@@ -306,12 +375,12 @@ impl SteerProgram {
         iface: impl Into<Iface>,
         mode: XdpMode,
         stale: StalePolicy,
-    ) -> Result<XdpSteer> {
+    ) -> Result<XdpSteer, XdpError> {
         let iface = iface.into();
         let nl = Netlink::open()?;
         let link = nl
             .get_link(&iface)
-            .with_context(|| format!("looking up interface {iface}"))?;
+            .doing(|| format!("looking up interface {iface}"))?;
         let ifindex = link.index;
         let ifname = link.name.clone();
         remove_stale(&nl, &link, stale)?;
@@ -323,7 +392,7 @@ impl SteerProgram {
                 AttachedMode::Generic => AyaMode::Skb,
             };
             prog.attach_to_if_index(ifindex, aya_mode)
-                .with_context(|| format!("attaching XDP to {ifname} in {m} mode"))
+                .doing(|| format!("attaching XDP to {ifname} in {m} mode"))
         };
         let (link_id, attached) = match mode {
             XdpMode::Native => (try_mode(prog, AttachedMode::Native)?, AttachedMode::Native),
@@ -390,23 +459,27 @@ impl XdpSteer {
     /// Loads the program with `cfg` and attaches it to `iface` in `mode`,
     /// replacing a stale `uet_steer` left on the interface
     /// ([`StalePolicy::ReplaceOwn`]).
-    pub fn attach(iface: impl Into<Iface>, mode: XdpMode, cfg: SteerConfig) -> Result<Self> {
+    pub fn attach(
+        iface: impl Into<Iface>,
+        mode: XdpMode,
+        cfg: SteerConfig,
+    ) -> Result<Self, XdpError> {
         SteerProgram::load(cfg)?.attach(iface, mode, StalePolicy::ReplaceOwn)
     }
 
     /// Makes the AF_XDP socket `fd` (bound to this interface's RX queue
     /// `queue`) receive the UET frames of that queue.
-    pub fn register_socket(&mut self, queue: u32, fd: BorrowedFd<'_>) -> Result<()> {
+    pub fn register_socket(&mut self, queue: u32, fd: BorrowedFd<'_>) -> Result<(), XdpError> {
         check_queue(queue)?;
         self.prog
             .xsks
             .set(queue, fd, 0)
-            .with_context(|| format!("registering an AF_XDP socket for queue {queue}"))
+            .doing(|| format!("registering an AF_XDP socket for queue {queue}"))
     }
 
     /// Stops steering queue `queue` to its socket: its UET frames go to the
     /// kernel (counted as `no_socket`). Unregistering an empty slot is fine.
-    pub fn unregister(&mut self, queue: u32) -> Result<()> {
+    pub fn unregister(&mut self, queue: u32) -> Result<(), XdpError> {
         check_queue(queue)?;
         match self.prog.xsks.unset(queue) {
             Ok(()) => Ok(()),
@@ -415,14 +488,12 @@ impl XdpSteer {
             {
                 Ok(())
             }
-            Err(e) => {
-                Err(e).with_context(|| format!("unregistering the AF_XDP socket of queue {queue}"))
-            }
+            Err(e) => Err(e).doing(|| format!("unregistering the AF_XDP socket of queue {queue}")),
         }
     }
 
     /// The counters, summed over CPUs.
-    pub fn counters(&self) -> Result<SteerCounters> {
+    pub fn counters(&self) -> Result<SteerCounters, XdpError> {
         self.prog.counters()
     }
 
@@ -447,7 +518,7 @@ impl XdpSteer {
     }
 
     /// Changes what is steered; takes effect for the next frame.
-    pub fn set_config(&mut self, cfg: SteerConfig) -> Result<()> {
+    pub fn set_config(&mut self, cfg: SteerConfig) -> Result<(), XdpError> {
         self.prog.set_config(cfg)
     }
 }
@@ -464,19 +535,19 @@ impl Drop for XdpSteer {
     }
 }
 
-fn check_queue(queue: u32) -> Result<()> {
+fn check_queue(queue: u32) -> Result<(), XdpError> {
     if queue >= xdp_prog::XSKS_MAX_ENTRIES {
-        bail!(
-            "queue {queue} is beyond the XSKMAP ({} entries)",
-            xdp_prog::XSKS_MAX_ENTRIES
-        );
+        return Err(XdpError::QueueOutOfRange {
+            queue,
+            max: xdp_prog::XSKS_MAX_ENTRIES,
+        });
     }
     Ok(())
 }
 
 /// Detaches the netlink-attached programs of `link` that `policy` allows,
 /// and fails on any other program (see the module documentation).
-fn remove_stale(nl: &Netlink, link: &LinkInfo, policy: StalePolicy) -> Result<()> {
+fn remove_stale(nl: &Netlink, link: &LinkInfo, policy: StalePolicy) -> Result<(), XdpError> {
     for (flag, prog_id) in link.xdp_progs() {
         let mode = mode_name(flag);
         let info = loaded_programs()
@@ -487,7 +558,7 @@ fn remove_stale(nl: &Netlink, link: &LinkInfo, policy: StalePolicy) -> Result<()
             .and_then(|p| p.name_as_str().map(str::to_owned))
             .unwrap_or_default();
         if name != xdp_prog::PROGRAM_NAME && policy == StalePolicy::ReplaceOwn {
-            bail!(
+            refuse!(
                 "{} already runs XDP program {name:?} (id {prog_id}, {mode} mode); remove it \
                  (`ip link set dev {} xdp off`) or allow replacing foreign programs",
                 link.name,
@@ -499,7 +570,7 @@ fn remove_stale(nl: &Netlink, link: &LinkInfo, policy: StalePolicy) -> Result<()
         let Some(info) = info else { continue };
         let fd = info
             .fd()
-            .with_context(|| format!("opening XDP program id {prog_id}"))?;
+            .doing(|| format!("opening XDP program id {prog_id}"))?;
         match nl.detach_xdp(link.index, flag, fd.as_fd()) {
             Ok(()) => warn!(
                 iface = %link.name,
@@ -509,7 +580,7 @@ fn remove_stale(nl: &Netlink, link: &LinkInfo, policy: StalePolicy) -> Result<()
                 "removed a stale netlink-attached XDP program (left by a crashed or older \
                  daemon, or by hand)"
             ),
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => bail!(
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => refuse!(
                 "{} runs XDP program {name:?} (id {prog_id}, {mode} mode) through a bpf_link \
                  held by a live process or a pin (another uetd?); not taking it over",
                 link.name
@@ -517,7 +588,7 @@ fn remove_stale(nl: &Netlink, link: &LinkInfo, policy: StalePolicy) -> Result<()
             // EEXIST: replaced meanwhile by someone else; ENOENT-like
             // races are re-checked by the attach itself.
             Err(e) => {
-                return Err(e).with_context(|| {
+                return Err(e).doing(|| {
                     format!(
                         "detaching stale XDP program id {prog_id} from {}",
                         link.name

@@ -64,7 +64,11 @@ fn ping(from: &NetNs, to: &str) {
     );
 }
 
-fn attach_in(ns: &NetNs, ifname: &'static str, mode: XdpMode) -> anyhow::Result<XdpSteer> {
+fn attach_in(
+    ns: &NetNs,
+    ifname: &'static str,
+    mode: XdpMode,
+) -> Result<XdpSteer, uetd::xdp::XdpError> {
     ns.run(move || XdpSteer::attach(ifname, mode, SteerConfig::default()))
         .unwrap()
 }
