@@ -832,9 +832,153 @@ fn parse_addr(p: &[u8]) -> Option<IpAddr> {
     }
 }
 
+/// Work held until its destination's next hop is known, as the kernel
+/// holds packets while ARP resolves, so that a transfer does not lose its
+/// first window to a missing neighbour entry. The worker holds new
+/// operations here (its backend's `ready_for` says whether a destination
+/// is ready and, if not, requests resolution).
+///
+/// Items for one destination leave in arrival order; each waits at most
+/// [`NextHopHold::MAX_WAIT_NS`], then goes anyway and the PDS's retry
+/// budget reports a peer that does not answer. It holds no more than the
+/// operations the control socket admitted (each client's are bounded
+/// there).
+#[derive(Debug)]
+pub struct NextHopHold<T> {
+    /// (held since, destination, item), in arrival order.
+    held: Vec<(u64, IpAddr, T)>,
+    /// Scratch for [`Self::release`]: destinations still waiting.
+    waiting: Vec<IpAddr>,
+}
+
+impl<T> Default for NextHopHold<T> {
+    fn default() -> Self {
+        Self {
+            held: Vec::new(),
+            waiting: Vec::new(),
+        }
+    }
+}
+
+impl<T> NextHopHold<T> {
+    /// How long an item waits for its next hop before it goes anyway: the
+    /// kernel gives ARP ~1 s; a peer that does not answer within 100 ms is
+    /// better reported by the retry budget than hidden here.
+    pub const MAX_WAIT_NS: u64 = 100_000_000;
+    /// How often held items look for their next hop while the worker
+    /// sleeps.
+    pub const RECHECK: Duration = Duration::from_micros(50);
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// `item` for `dst` arrives at `now` (ns): it is returned, to go now,
+    /// when nothing for `dst` is held and `ready(dst)`; held otherwise
+    /// (`ready` is not asked when an earlier item for `dst` waits).
+    pub fn admit(
+        &mut self,
+        now: u64,
+        dst: IpAddr,
+        item: T,
+        ready: impl FnOnce(IpAddr) -> bool,
+    ) -> Option<T> {
+        if self.held.iter().any(|(_, d, _)| *d == dst) || !ready(dst) {
+            self.held.push((now, dst, item));
+            return None;
+        }
+        Some(item)
+    }
+
+    /// Hands `go` every held item, in order, whose destination is ready or
+    /// whose wait has expired at `now`, except behind an earlier item for
+    /// the same destination that still waits. Returns how many went.
+    pub fn release(
+        &mut self,
+        now: u64,
+        mut ready: impl FnMut(IpAddr) -> bool,
+        mut go: impl FnMut(T),
+    ) -> usize {
+        if self.held.is_empty() {
+            return 0;
+        }
+        let mut went = 0;
+        self.waiting.clear();
+        let held = std::mem::take(&mut self.held);
+        for (since, dst, item) in held {
+            let expired = now.saturating_sub(since) >= Self::MAX_WAIT_NS;
+            if !self.waiting.contains(&dst) && (expired || ready(dst)) {
+                go(item);
+                went += 1;
+            } else {
+                self.waiting.push(dst);
+                self.held.push((since, dst, item));
+            }
+        }
+        went
+    }
+
+    /// How long the worker may sleep given its own `timeout`: at most
+    /// [`Self::RECHECK`] while anything is held.
+    pub fn sleep_bound(&self, timeout: Option<Duration>) -> Option<Duration> {
+        if self.held.is_empty() {
+            timeout
+        } else {
+            Some(timeout.map_or(Self::RECHECK, |t| t.min(Self::RECHECK)))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_work_leaves_in_order_per_destination_when_ready_or_expired() {
+        use std::net::Ipv4Addr;
+        let (a, b) = (
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+            IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+        );
+        let mut h = NextHopHold::default();
+        let mut asked = Vec::new();
+        // a is not ready: held; the next item for a is held without asking.
+        assert_eq!(
+            h.admit(0, a, 1, |d| {
+                asked.push(d);
+                false
+            }),
+            None
+        );
+        assert_eq!(
+            h.admit(10, a, 2, |d| {
+                asked.push(d);
+                true
+            }),
+            None
+        );
+        assert_eq!(asked, [a]);
+        // b is ready: goes at once.
+        assert_eq!(h.admit(20, b, 3, |_| true), Some(3));
+        assert_eq!(h.admit(30, b, 4, |_| false), None);
+        assert!(!h.is_empty());
+        assert_eq!(
+            h.sleep_bound(Some(Duration::from_secs(1))),
+            Some(NextHopHold::<u32>::RECHECK)
+        );
+        // b becomes ready, a does not: only b's item goes.
+        let mut went = Vec::new();
+        assert_eq!(h.release(40, |d| d == b, |i| went.push(i)), 1);
+        assert_eq!(went, [4]);
+        // a's wait expires: both of a's go, in order.
+        let t = NextHopHold::<u32>::MAX_WAIT_NS;
+        assert_eq!(h.release(t, |_| false, |i| went.push(i)), 1);
+        assert_eq!(h.release(t + 10, |_| false, |i| went.push(i)), 1);
+        assert_eq!(went, [4, 1, 2]);
+        assert!(h.is_empty());
+        assert_eq!(h.sleep_bound(None), None);
+    }
 
     /// A kernel whose table the test sets, recording when each
     /// destination was asked for.

@@ -40,6 +40,7 @@ use uet_wire::time::Instant;
 use crate::capture::Capture;
 use crate::io::{IoStats, PacketIo};
 use crate::mem::SharedRegion;
+use crate::neigh::NextHopHold;
 use crate::sys::eventfd::EventFd;
 use crate::sys::mem::monotonic_ns;
 
@@ -52,13 +53,6 @@ const BATCH: usize = 64;
 const SPIN: u32 = 256;
 /// How often counters are published to the stats path.
 const PUBLISH_NS: u64 = 1_000_000;
-/// How long a submit waits for its peer's next hop before it goes anyway
-/// (and the PDS's retries take over): the kernel gives ARP ~1 s; a peer
-/// that does not answer within 100 ms is better reported by the retry
-/// budget than hidden here.
-const NEIGH_HOLD_NS: u64 = 100_000_000;
-/// How often held submits look for their next hop while the worker sleeps.
-const NEIGH_RECHECK: Duration = Duration::from_micros(50);
 
 /// The daemon's clock as the protocol crates see it: CLOCK_MONOTONIC.
 pub fn now() -> Instant {
@@ -301,8 +295,8 @@ fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_
     let mut iterations = 0u64;
     let mut sleeps = 0u64;
     let mut last_publish = 0u64;
-    // Submits waiting for their peer's next-hop MAC (since when, the op).
-    let mut held: Vec<(u64, Command)> = Vec::new();
+    // Submits waiting for their peer's next-hop MAC.
+    let mut held: NextHopHold<Command> = NextHopHold::default();
     tracing::debug!(worker = id, max_uet = io.max_uet_len(), "worker running");
     loop {
         iterations += 1;
@@ -310,34 +304,23 @@ fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_
         let mut busy = false;
 
         // Operations held for their peer's next hop go first, in order.
-        if !held.is_empty() {
-            let mut waiting: Vec<IpAddr> = Vec::new();
-            for (since, cmd) in std::mem::take(&mut held) {
-                let Command::Submit { dst, .. } = &cmd else {
-                    unreachable!("only submits are held")
-                };
-                let dst = *dst;
-                let expired = now.as_nanos().saturating_sub(since) >= NEIGH_HOLD_NS;
-                if !waiting.contains(&dst) && (expired || io.ready_for(dst)) {
-                    busy = true;
-                    handle_command(id, ep, cmd, now, &mut tags, &mut recv_tags, out);
-                } else {
-                    waiting.push(dst);
-                    held.push((since, cmd));
-                }
-            }
-        }
+        let released = held.release(
+            now.as_nanos(),
+            |dst| io.ready_for(dst),
+            |cmd| handle_command(id, ep, cmd, now, &mut tags, &mut recv_tags, out),
+        );
+        busy |= released > 0;
         while let Some(cmd) = inbox.pop() {
             busy = true;
-            if let Command::Submit { dst, .. } = &cmd
-                && (held
-                    .iter()
-                    .any(|(_, c)| matches!(c, Command::Submit { dst: d, .. } if d == dst))
-                    || !io.ready_for(*dst))
-            {
-                held.push((now.as_nanos(), cmd));
-                continue;
-            }
+            let cmd = match cmd {
+                Command::Submit { dst, .. } => {
+                    match held.admit(now.as_nanos(), dst, cmd, |d| io.ready_for(d)) {
+                        Some(cmd) => cmd,
+                        None => continue,
+                    }
+                }
+                cmd => cmd,
+            };
             handle_command(id, ep, cmd, now, &mut tags, &mut recv_tags, out);
         }
         if stop.load(Ordering::Acquire) {
@@ -399,11 +382,7 @@ fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_
             .poll_timeout()
             .map(|t| Duration::from_nanos(t.as_nanos().saturating_sub(monotonic_ns())));
         // Held operations look again for their next hop every 50 µs.
-        let timeout = if held.is_empty() {
-            timeout
-        } else {
-            Some(timeout.map_or(NEIGH_RECHECK, |t| t.min(NEIGH_RECHECK)))
-        };
+        let timeout = held.sleep_bound(timeout);
         if timeout.is_some_and(|t| t.is_zero()) {
             continue;
         }
