@@ -32,12 +32,17 @@ pub(crate) fn pin_dir(lab: &str) -> PathBuf {
 /// with ENOENT.
 pub(crate) fn ensure_bpffs() -> Result<()> {
     let root = Path::new(BPFFS);
-    if uetd::sys::bpffs::is_bpffs(root).map_err(Error::io(format!("statfs {BPFFS}")))? {
+    if uetd::sys::bpffs::is_bpffs(root)
+        .map_err(std::io::Error::from)
+        .map_err(Error::io(format!("statfs {BPFFS}")))?
+    {
         return Ok(());
     }
-    uetd::sys::bpffs::mount_bpffs(root).map_err(Error::io(format!(
-        "{BPFFS} is not a BPF filesystem, and mounting one there failed"
-    )))?;
+    uetd::sys::bpffs::mount_bpffs(root)
+        .map_err(std::io::Error::from)
+        .map_err(Error::io(format!(
+            "{BPFFS} is not a BPF filesystem, and mounting one there failed"
+        )))?;
     tracing::info!("mounted a BPF filesystem on {BPFFS}");
     Ok(())
 }

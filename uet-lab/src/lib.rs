@@ -1553,6 +1553,7 @@ impl Sampler {
             .map_err(Error::io(format!("opening namespace {sw}")))?;
         let qdisc = std::thread::spawn(move || -> Result<qdisc::QdiscReader> {
             uetd::sys::ns::enter_net_ns(&file)
+                .map_err(std::io::Error::from)
                 .map_err(Error::io(format!("entering the switch namespace {sw}")))?;
             qdisc::QdiscReader::open(ifindex)
         })
