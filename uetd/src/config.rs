@@ -90,7 +90,7 @@ pub enum Backend {
     Udp,
 }
 
-/// How UET rides on IP (`uet-spec-notes.md` §1). Both ends must agree:
+/// How UET rides on IP (`docs/protocol-notes.md` §1). Both ends must agree:
 /// nothing on the wire says which was chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -111,7 +111,7 @@ pub enum Profile {
     /// with protocol 253, the CRC32C trailer on (it adds one whenever TSS
     /// is off), and its DSCPs — CS0 for requests, EF (46) for ACKs and
     /// control — which are the daemon's defaults already
-    /// (`uet-spec-notes.md` §1).
+    /// (`docs/protocol-notes.md` §1).
     Refprov,
 }
 
@@ -377,7 +377,7 @@ impl Config {
     /// The wire settings both backends frame and parse with.
     ///
     /// They hold for the whole daemon, not per peer: nothing in a UET 1.0
-    /// packet says whether it ends in a trailer (`uet-spec-notes.md` §9
+    /// packet says whether it ends in a trailer (`docs/protocol-notes.md` §9
     /// item 12), so a receiver must know beforehand, and a daemon's
     /// steering program and sockets take one encapsulation; the spec treats
     /// both as deployment choices, made for a whole fabric. A peer using

@@ -1,5 +1,5 @@
 //! The daemon: configuration → backends → one worker per queue, and the
-//! control thread's view of them (`design.md` §1).
+//! control thread's view of them (`docs/architecture.md` §1).
 //!
 //! Ownership: every PDC to or from one peer FEP lives in one worker,
 //! `hash(peer) % workers` — all PDCs to a destination share one congestion

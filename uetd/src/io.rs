@@ -1,4 +1,4 @@
-//! The `PacketIo` seam (`design.md` §1): what a worker needs from a
+//! The `PacketIo` seam (`docs/architecture.md` §1): what a worker needs from a
 //! datapath backend. Two implementations sit behind it — AF_XDP rings
 //! ([`crate::xsk`]) and kernel UDP sockets ([`crate::udp`]) — and the worker
 //! loop ([`crate::worker`]) is the same over both.

@@ -1,5 +1,5 @@
 //! Next-hop MAC resolution for the AF_XDP backend, from the kernel's route
-//! and neighbour tables over rtnetlink (`design.md` §1).
+//! and neighbour tables over rtnetlink (`docs/architecture.md` §1).
 //!
 //! **Where next hops come from.** Only the kernel's tables: the resolver
 //! thread asks `RTM_GETROUTE` for a destination's next hop (gateway or on

@@ -17,21 +17,6 @@ use uet_wire::pds::NackCode;
 use crate::neigh::NeighCounts;
 use crate::worker::WorkerStats;
 
-/// One destination's congestion context, as last published.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CccSnapshot {
-    /// Destination FEP.
-    pub dst: std::net::IpAddr,
-    /// Congestion window, bytes.
-    pub cwnd: u64,
-    /// Bytes in flight.
-    pub inflight: i64,
-    /// Bytes waiting to be sent.
-    pub backlog: u64,
-    /// RCCC credit available (bytes), when RCCC is on.
-    pub credit: Option<i64>,
-}
-
 fn nack_map(codes: &uet_pds::NackCounts) -> Value {
     let mut m = Map::new();
     for (code, n) in codes.nonzero() {
@@ -183,6 +168,7 @@ mod tests {
     use uet_api::proto::Message as _;
 
     use super::*;
+    use crate::worker::CccSnapshot;
 
     /// Two workers with `n` destinations each.
     fn with_cccs(n: usize) -> Vec<WorkerStats> {

@@ -1,11 +1,11 @@
-//! The kernel-UDP backend (`design.md` §1): the same worker loop over plain
+//! The kernel-UDP backend (`docs/architecture.md` §1): the same worker loop over plain
 //! UDP sockets, so `uetd` runs without privileges, on any interface, and
 //! talks to an AF_XDP peer — the bytes on the wire are the same.
 //!
 //! - One socket bound to `local:udp_port` receives; `recvmmsg` moves a
 //!   batch, IP_RECVTOS / IPV6_RECVTCLASS report each datagram's ECN bits
 //!   and DSCP (a trimmed packet is recognised by its DSCP, as on AF_XDP).
-//! - The entropy value travels as the UDP source port (`design.md` §4), so
+//! - The entropy value travels as the UDP source port (`docs/architecture.md` §4), so
 //!   sending uses a pool of sockets bound to `ev_base + i` for every EV of
 //!   the configured space (`2^ev_bits` sockets; the congestion context's EV
 //!   space must be the same: the daemon gives both `ev_bits`). Each datagram's
@@ -14,7 +14,7 @@
 //!   An ACK's EV is therefore the peer's EV folded into this pool (the
 //!   low `ev_bits` bits above `ev_base`), not the peer's value itself: a
 //!   socket can only send from a port it has bound.
-//! - Native IP (`encap = "ip"`, `uet-spec-notes.md` §1): one raw IP socket
+//! - Native IP (`encap = "ip"`, `docs/protocol-notes.md` §1): one raw IP socket
 //!   for the configured protocol (253), bound to the local address, both
 //!   receives (IPv4: the IP header comes along; IPv6: IPV6_RECVTCLASS) and
 //!   sends (the kernel writes the IP header; we write the 4-byte entropy

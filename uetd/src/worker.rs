@@ -1,4 +1,4 @@
-//! The per-core worker (`design.md` §1): one thread owns one
+//! The per-core worker (`docs/architecture.md` §1): one thread owns one
 //! `uet_ses::Endpoint` and one [`PacketIo`] backend and runs
 //!
 //! ```text
@@ -146,6 +146,21 @@ pub enum Output {
     },
 }
 
+/// One destination's congestion context, as last published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CccSnapshot {
+    /// Destination FEP.
+    pub dst: IpAddr,
+    /// Congestion window, bytes.
+    pub cwnd: u64,
+    /// Bytes in flight.
+    pub inflight: i64,
+    /// Bytes waiting to be sent.
+    pub backlog: u64,
+    /// RCCC credit available (bytes), when RCCC is on.
+    pub credit: Option<i64>,
+}
+
 /// A snapshot of a worker's counters.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerStats {
@@ -162,7 +177,7 @@ pub struct WorkerStats {
     /// Sleeps in `poll()`.
     pub sleeps: u64,
     /// Congestion contexts by destination.
-    pub cccs: Vec<crate::stats::CccSnapshot>,
+    pub cccs: Vec<CccSnapshot>,
 }
 
 /// The control thread's handle on a worker.
@@ -414,7 +429,7 @@ fn publish(
         s.sleeps = sleeps;
         s.cccs.clear();
         for (dst, _tc, c) in ep.pds().cccs() {
-            s.cccs.push(crate::stats::CccSnapshot {
+            s.cccs.push(CccSnapshot {
                 dst,
                 cwnd: c.cwnd(),
                 inflight: c.inflight(),

@@ -1,4 +1,4 @@
-//! Loading and attaching the XDP steering program (`xdp-prog`, `design.md`
+//! Loading and attaching the XDP steering program (`xdp-prog`, `docs/architecture.md`
 //! §5) with aya, filling its XSKMAP with the daemon's AF_XDP sockets and
 //! reading its counters.
 //!

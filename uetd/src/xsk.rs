@@ -1,4 +1,4 @@
-//! The AF_XDP backend (`design.md` §1, §5): a worker's UMEM and sockets
+//! The AF_XDP backend (`docs/architecture.md` §1, §5): a worker's UMEM and sockets
 //! ([`XskSet`]), the [`PacketIo`] implementation over them ([`XdpIo`]),
 //! the hand-off of frames between workers ([`Handoff`]) and a raw
 //! blaster/sink for measuring the ceiling ([`raw`]).

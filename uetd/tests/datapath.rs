@@ -1,5 +1,5 @@
 //! End to end between two daemons in network namespaces joined by veth
-//! (issue 5's checks): an RMA write lands byte-exact (the target hashes its
+//! an RMA write lands byte-exact (the target hashes its
 //! region and the hashes must agree) while ping keeps working; a daemon
 //! killed with SIGKILL can be restarted. Runs as root (CI does).
 

@@ -193,7 +193,7 @@ fn writes_land_with_native_ip_or_udp_and_the_crc_trailer_and_mismatches_are_coun
 }
 
 /// Lays out a frame as the UEC reference provider does (`uet_pkt_hdr.h`;
-/// `uet-spec-notes.md` §1, §2.5, §4.1, §4.2), byte by byte: IPv4 protocol
+/// `docs/protocol-notes.md` §1, §2.5, §4.1, §4.2), byte by byte: IPv4 protocol
 /// 253, the entropy header, a RUD_REQ with SYN and AR, a standard SES RMA
 /// WRITE request (SOM, EOM) with `payload`, and the CRC-32C trailer in
 /// network order.

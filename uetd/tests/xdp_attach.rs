@@ -1,4 +1,4 @@
-//! The XDP steering program on a real kernel (root; `design.md` §5, §6):
+//! The XDP steering program on a real kernel (root; `docs/architecture.md` §5, §6):
 //! attach modes on veth, ping and non-UET traffic untouched, UET datagrams
 //! without a socket passed to the kernel and counted, detach on drop, stale
 //! netlink-attached programs replaced, live ones not stolen, and the
@@ -116,7 +116,7 @@ fn attaches_in_generic_mode_when_forced() {
 
 #[test]
 fn auto_mode_falls_back_to_generic_when_native_is_refused() {
-    // veth refuses native single-buffer XDP above MTU 3498 (design.md §5).
+    // veth refuses native single-buffer XDP above MTU 3498 (docs/architecture.md §5).
     let (a, b) = lab(9000);
     assert!(attach_in(&b, "v1", XdpMode::Native).is_err());
     let steer = attach_in(&b, "v1", XdpMode::Auto).unwrap();

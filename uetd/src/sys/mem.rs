@@ -1,6 +1,6 @@
 //! Shared memory mappings that registered regions live in: anonymous
 //! memory for regions the daemon owns, or a memfd a client passed
-//! (`design.md` §1: incoming writes land straight in the application's
+//! (`docs/architecture.md` §1: incoming writes land straight in the application's
 //! memory).
 
 use std::io;

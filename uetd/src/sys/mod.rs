@@ -10,7 +10,7 @@
 //! `getifaddrs`, the `SIOCGIF*`/`SIOCETHTOOL` ioctls and
 //! `sched_setscheduler`.
 //!
-//! Every `unsafe` block of uetd lives under this module (`design.md` §2),
+//! Every `unsafe` block of uetd lives under this module (`docs/architecture.md` §2),
 //! each with a `// SAFETY:` line.
 //! The rest of the crate calls the safe wrappers defined here; the lab and
 //! the tools use the public ones.

@@ -1,7 +1,7 @@
 //! Batched UDP I/O with per-datagram TOS: `recvmmsg` with IP_TOS /
 //! IPV6_TCLASS control messages (ECN and DSCP of what arrived) and
 //! `sendmmsg` with the same control message per datagram (DSCP and ECN of
-//! what leaves). One syscall moves a batch (`design.md` §8 rule 4).
+//! what leaves). One syscall moves a batch (`docs/architecture.md` §8 rule 4).
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -339,7 +339,7 @@ fn set_int(fd: BorrowedFd<'_>, level: libc::c_int, opt: libc::c_int, v: libc::c_
 /// Makes a UDP socket send its datagrams with UDP checksum 0 (IPv4:
 /// `SO_NO_CHECK`; IPv6: `UDP_NO_CHECK6_TX`) and, over IPv6, accept a zero
 /// checksum (IPv4 always does). For traffic a CRC32C trailer covers whose
-/// coverage includes the UDP checksum field (`uet-spec-notes.md` §1).
+/// coverage includes the UDP checksum field (`docs/protocol-notes.md` §1).
 pub fn zero_udp_checksum(fd: BorrowedFd<'_>, v6: bool) -> Result<()> {
     if v6 {
         set_int(fd, libc::IPPROTO_UDP, UDP_NO_CHECK6_TX, 1)?;

@@ -226,7 +226,7 @@ pub fn cp(payload: CpPayload, psn: u32, spdcid: u16, dpdcid: u16) -> Vec<u8> {
 }
 
 /// The close-class NACK codes: an initiator that believes one closes the
-/// PDC and fails what it carries (`uet-spec-notes.md` §3, NACK codes).
+/// PDC and fails what it carries (`docs/protocol-notes.md` §3, NACK codes).
 pub const CLOSE_CLASS: [NackCode; 6] = [
     NackCode::InvDpdcid,
     NackCode::PdcHdrMismatch,
