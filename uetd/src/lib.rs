@@ -5,7 +5,7 @@
 //! - [`worker`]: the per-core loop driving a `uet_ses::Endpoint` over a
 //!   [`io::PacketIo`] backend — [`udp`] (kernel sockets) or AF_XDP rings
 //!   ([`xsk`]) fed by the [`xdp`] steering program, or in-memory queues
-//!   ([`memio`], for tests); [`neigh`]: next-hop resolution from the
+//!   (`memio`, in the unit tests); [`neigh`]: next-hop resolution from the
 //!   kernel's tables.
 //! - [`control`]: the control socket applications reach through `uet_api`;
 //!   [`stats`]: counters of every layer; [`capture`]: the workers' frame
@@ -22,7 +22,8 @@ pub mod control;
 pub mod daemon;
 pub mod io;
 pub mod mem;
-pub mod memio;
+#[cfg(test)]
+mod memio;
 pub mod neigh;
 pub mod netlink;
 pub mod packet;

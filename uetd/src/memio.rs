@@ -34,7 +34,7 @@ struct Lane {
 
 /// One end of an in-memory link.
 #[derive(Debug)]
-pub struct MemIo {
+pub(crate) struct MemIo {
     local: IpAddr,
     rx: Arc<Lane>,
     tx: Arc<Lane>,
@@ -45,7 +45,12 @@ pub struct MemIo {
 impl MemIo {
     /// Two ends, at addresses `a` and `b`, each direction holding up to
     /// `capacity` datagrams of up to `max_uet` UET bytes.
-    pub fn pair(a: IpAddr, b: IpAddr, capacity: usize, max_uet: usize) -> io::Result<(Self, Self)> {
+    pub(crate) fn pair(
+        a: IpAddr,
+        b: IpAddr,
+        capacity: usize,
+        max_uet: usize,
+    ) -> io::Result<(Self, Self)> {
         let lane = || -> io::Result<Arc<Lane>> {
             Ok(Arc::new(Lane {
                 queue: ArrayQueue::new(capacity.max(1)),

@@ -822,6 +822,14 @@ pub(crate) mod in_memory {
             r.consumer().store(start, Ordering::Relaxed);
             r
         }
+
+        /// A ring of 16-byte (`desc`) or 8-byte (address) entries in plain
+        /// memory, and the kernel's end of it.
+        fn with_kernel_end(size: u32, desc: bool, start: u32) -> (Self, KernelRing) {
+            let r = Self::in_memory(size, if desc { 16 } else { 8 }, start);
+            let k = KernelRing { ring: r.clone() };
+            (r, k)
+        }
     }
 
     impl ProdRing {
@@ -833,8 +841,7 @@ pub(crate) mod in_memory {
             desc: bool,
             start: u32,
         ) -> (Self, KernelRing) {
-            let r = RingMap::in_memory(size, if desc { 16 } else { 8 }, start);
-            let k = KernelRing { ring: r.clone() };
+            let (r, k) = RingMap::with_kernel_end(size, desc, start);
             (Self::new(r, umem, desc), k)
         }
     }
@@ -848,8 +855,7 @@ pub(crate) mod in_memory {
             desc: bool,
             start: u32,
         ) -> (Self, KernelRing) {
-            let r = RingMap::in_memory(size, if desc { 16 } else { 8 }, start);
-            let k = KernelRing { ring: r.clone() };
+            let (r, k) = RingMap::with_kernel_end(size, desc, start);
             (Self::new(r, umem, desc), k)
         }
     }
