@@ -557,6 +557,11 @@ impl<M: RegisteredMemory> Endpoint<M> {
         self.ses.target.post_recv(spec)
     }
 
+    /// Cancels a posted receive that has not matched a message yet.
+    pub fn cancel_recv(&mut self, id: RecvId) -> bool {
+        self.ses.target.cancel_recv(id)
+    }
+
     /// The PDS engine (counters, PDC count).
     pub fn pds(&self) -> &Pds {
         &self.pds

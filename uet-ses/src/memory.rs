@@ -624,6 +624,16 @@ impl<M: RegisteredMemory> MemoryTable<M> {
         })
     }
 
+    /// The generation a registration at `addr` would get now.
+    #[must_use]
+    pub fn next_generation(&self, addr: RegionAddr) -> RiGeneration {
+        match self.slot(addr) {
+            Some(Slot::Retired { next }) => *next,
+            Some(Slot::Live(e)) => RiGeneration::from_masked(e.generation.get().wrapping_add(1)),
+            None => self.first_generation,
+        }
+    }
+
     /// Removes a region and returns its memory. The RI keeps a tombstone
     /// with the generation bumped, so stale requests fail `BAD_GENERATION`.
     pub fn deregister(&mut self, addr: RegionAddr) -> Result<M, MemError> {

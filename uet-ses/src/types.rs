@@ -5,7 +5,7 @@
 use core::fmt;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use uet_wire::{JobId, PdcId, PidOnFep, ResourceIndex};
+use uet_wire::{JobId, PdcId, PidOnFep, ResourceIndex, RiGeneration};
 
 /// The fabric address of a peer FEP, as a 128-bit IPv6 address; an IPv4
 /// address is kept in its IPv4-mapped form (`::ffff:a.b.c.d`).
@@ -122,6 +122,29 @@ impl fmt::Display for RegionAddr {
 /// §4.2): the remote access key of a registered region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct MemoryKey(pub u64);
+
+impl MemoryKey {
+    /// A key that carries its region's resource index and generation:
+    /// `ri << 52 | generation << 44 | low 44 bits of low44`. A libfabric
+    /// key is one `u64`, so an initiator that holds only the key finds the
+    /// RI and generation a request needs in its top 20 bits.
+    #[must_use]
+    pub const fn compose(ri: ResourceIndex, generation: RiGeneration, low44: u64) -> Self {
+        Self((ri.get() as u64) << 52 | (generation.get() as u64) << 44 | (low44 & ((1 << 44) - 1)))
+    }
+
+    /// The resource index a [`MemoryKey::compose`]d key carries.
+    #[must_use]
+    pub const fn ri(self) -> ResourceIndex {
+        ResourceIndex::from_masked((self.0 >> 52) as u16)
+    }
+
+    /// The generation a [`MemoryKey::compose`]d key carries.
+    #[must_use]
+    pub const fn generation(self) -> RiGeneration {
+        RiGeneration::from_masked((self.0 >> 44) as u8)
+    }
+}
 
 impl fmt::Display for MemoryKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
