@@ -42,7 +42,7 @@ use crate::memory::{MemError, MemoryTable, RegionSpec, RegisteredMemory, Registr
 use crate::read::ReadResponder;
 use crate::responder::{PostError, RecvSpec, SesTarget, TargetConfig, TargetEvent, TargetOutcome};
 use crate::slots::Slots;
-use crate::types::{LocalRegion, RecvId, RegionAddr, Source};
+use crate::types::{InitiatorId, LocalRegion, RecvId, RegionAddr, Source};
 
 /// Configuration of an endpoint.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,6 +53,11 @@ pub struct EndpointConfig {
     pub target: TargetConfig,
     /// Default traffic class of operations.
     pub tc: TrafficClass,
+    /// The `initiator` field (§4.2) of every request this endpoint sends:
+    /// the sender's identity as the receiving application sees it in
+    /// [`crate::RecvEvent::initiator`] (a libfabric provider puts its
+    /// `pid_on_fep` here so that a receiver can name the sender). Default 0.
+    pub initiator: InitiatorId,
 }
 
 impl Default for EndpointConfig {
@@ -61,6 +66,7 @@ impl Default for EndpointConfig {
             pds: PdsConfig::default(),
             target: TargetConfig::default(),
             tc: TrafficClass::from_masked(0),
+            initiator: InitiatorId::default(),
         }
     }
 }
@@ -622,7 +628,10 @@ impl<M: RegisteredMemory> Endpoint<M> {
         }
         let mid = mid.ok_or(SubmitError::TooManyInFlight)?;
         let max_ses = self.config.pds.max_ses_len;
-        let msg = OutgoingMessage::new(op, MessageId::from_masked(mid), max_ses)?;
+        let mut msg = OutgoingMessage::new(op, MessageId::from_masked(mid), max_ses)?;
+        if self.config.initiator != InitiatorId::default() {
+            msg = msg.with_initiator(self.config.initiator);
+        }
         let pdc = self
             .pds
             .open(now, InitiatorKey { job, dst, tc, mode })

@@ -11,7 +11,7 @@ use crate::endpoint::{Endpoint, EndpointConfig, OpCompletion, OpError};
 use crate::initiator::{Operation, RemoteAddr};
 use crate::memory::{Access, RegionSpec, Registration};
 use crate::responder::{RecvBuffer, RecvKind, RecvSpec, TargetEvent};
-use crate::types::{LocalBuf, MatchBits, MemoryKey, RegionAddr};
+use crate::types::{InitiatorId, LocalBuf, MatchBits, MemoryKey, RegionAddr};
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
@@ -37,9 +37,21 @@ fn pump(a: &mut Ep, b: &mut Ep, now: Instant, drop_nth: Option<usize>) -> Instan
 fn pump_sized(
     a: &mut Ep,
     b: &mut Ep,
+    now: Instant,
+    drop_nth: Option<usize>,
+    buf_len: usize,
+) -> Instant {
+    pump_tapped(a, b, now, drop_nth, buf_len, &mut |_| {})
+}
+
+/// [`pump_sized`] that also shows `tap` every datagram A transmits.
+fn pump_tapped(
+    a: &mut Ep,
+    b: &mut Ep,
     mut now: Instant,
     mut drop_nth: Option<usize>,
     buf_len: usize,
+    tap: &mut dyn FnMut(&[u8]),
 ) -> Instant {
     let mut buf = vec![0u8; buf_len];
     let mut sent_by_a = 0;
@@ -48,6 +60,7 @@ fn pump_sized(
         while let Some(t) = a.poll_transmit(now, &mut buf) {
             moved = true;
             sent_by_a += 1;
+            tap(&buf[..t.len]);
             if drop_nth == Some(sent_by_a) {
                 drop_nth = None;
                 continue;
@@ -463,4 +476,85 @@ fn a_rudi_write_is_refused_not_acknowledged() {
             .iter()
             .all(|x| *x == 0)
     );
+}
+
+#[test]
+fn every_request_carries_the_configured_initiator() {
+    let cfg = EndpointConfig {
+        initiator: InitiatorId(0xabc),
+        ..EndpointConfig::default()
+    };
+    let (mut a, mut b, reg, local) = setup_with(20_000, &cfg);
+    b.register(
+        RegionSpec {
+            addr: addr(20),
+            key: MemoryKey(1),
+            access: Access::RECV,
+            base: 0,
+        },
+        vec![0u8; 20_000],
+    )
+    .unwrap();
+    let d = a.register_local(vec![0u8; 100]);
+    let from = LocalBuf::new(local, 0);
+    let ops = [
+        Operation::Write {
+            dst: remote(&reg, 0),
+            src: from,
+            len: 10_000,
+            header_data: None,
+        },
+        Operation::Read {
+            src: remote(&reg, 0),
+            dst: LocalBuf::new(d, 0),
+            len: 100,
+        },
+        // Unexpected (no receive posted yet), then taken by a receive.
+        Operation::Send {
+            dst: addr(20),
+            src: from,
+            len: 9_000,
+            header_data: None,
+        },
+    ];
+    for op in ops {
+        a.submit(Instant::ZERO, B, op).unwrap();
+    }
+    let mut requests = 0;
+    pump_tapped(
+        &mut a,
+        &mut b,
+        Instant::ZERO,
+        None,
+        16 * 1024,
+        &mut |bytes| {
+            let p = uet_wire::frame::parse_uet(bytes, false).unwrap();
+            if let Some(uet_wire::ses::SesRepr::Standard(r)) = p.ses {
+                assert_eq!(r.header().initiator, 0xabc, "{r:?}");
+                requests += 1;
+            }
+        },
+    );
+    // 3 write packets, 1 read request, 3 send packets (retransmissions
+    // would only add more).
+    assert!(requests >= 7, "{requests} requests seen");
+    let done = completions(&mut a);
+    assert_eq!(done.len(), 3);
+    assert!(done.iter().all(|c| c.status.is_ok()), "{done:?}");
+    b.post_recv(RecvSpec {
+        job: JobId::new(7).unwrap(),
+        pid: PidOnFep::new(3).unwrap(),
+        buffer: RecvBuffer {
+            ri: ResourceIndex::new(20).unwrap(),
+            offset: 0,
+            len: 20_000,
+        },
+        kind: RecvKind::Untagged,
+    })
+    .unwrap();
+    let Some(TargetEvent::Recv(ev)) = b.poll_event() else {
+        panic!("no receive")
+    };
+    assert_eq!(ev.initiator, InitiatorId(0xabc));
+    assert_eq!(ev.completion.modified_length, 9_000);
 }
