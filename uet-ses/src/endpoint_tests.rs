@@ -558,3 +558,68 @@ fn every_request_carries_the_configured_initiator() {
     assert_eq!(ev.initiator, InitiatorId(0xabc));
     assert_eq!(ev.completion.modified_length, 9_000);
 }
+
+#[test]
+fn a_peeked_and_claimed_send_is_delivered_by_post_claimed() {
+    let cfg = EndpointConfig {
+        initiator: InitiatorId(9),
+        ..EndpointConfig::default()
+    };
+    let (mut a, mut b, _, local) = setup_with(20_000, &cfg);
+    b.register(
+        RegionSpec {
+            addr: addr(20),
+            key: MemoryKey(1),
+            access: Access::RECV,
+            base: 0,
+        },
+        vec![0u8; 20_000],
+    )
+    .unwrap();
+    a.submit(
+        Instant::ZERO,
+        B,
+        Operation::TaggedSend {
+            dst: addr(20),
+            src: LocalBuf::new(local, 0),
+            len: 10_000,
+            match_bits: MatchBits(0x42),
+            header_data: Some(7),
+        },
+    )
+    .unwrap();
+    pump(&mut a, &mut b, Instant::ZERO, None);
+    assert_eq!(completions(&mut a)[0].status, Ok(()));
+    let (job, pid) = (JobId::new(7).unwrap(), PidOnFep::new(3).unwrap());
+    let any_tag = RecvKind::Tagged {
+        match_bits: MatchBits(0),
+        ignore_bits: MatchBits(u64::MAX),
+    };
+    let u = b.peek_unexpected(job, pid, any_tag).unwrap();
+    assert_eq!(
+        (u.initiator, u.message_len, u.match_bits, u.header_data),
+        (InitiatorId(9), 10_000, Some(MatchBits(0x42)), Some(7))
+    );
+    assert!(b.claim_unexpected(u.id));
+    assert_eq!(b.peek_unexpected(job, pid, any_tag), None);
+    let spec = RecvSpec {
+        job,
+        pid,
+        buffer: RecvBuffer {
+            ri: ResourceIndex::new(20).unwrap(),
+            offset: 100,
+            len: 10_000,
+        },
+        kind: any_tag,
+    };
+    let r = b.post_claimed(u.id, spec).unwrap();
+    let Some(TargetEvent::Recv(ev)) = b.poll_event() else {
+        panic!("no receive")
+    };
+    assert_eq!((ev.recv, ev.completion.modified_length), (r, 10_000));
+    assert_eq!(
+        &b.memory().get(addr(20)).unwrap().memory()[100..10_100],
+        &a.local(local).unwrap()[..10_000]
+    );
+    assert!(!b.discard_claimed(u.id));
+}
