@@ -73,6 +73,12 @@
 //!   when the message finishes arriving). When the pool is full the message
 //!   is refused with `NO_MATCH` and `list = OVERFLOW`: neither a posted
 //!   receive nor overflow space took it (Portals `PTL_NI_NO_MATCH`).
+//! * **Peek and claim** (libfabric `FI_PEEK`, `FI_CLAIM`, `FI_DISCARD`).
+//!   [`SesTarget::peek_unexpected`] names the message a receive would take
+//!   without taking it; [`SesTarget::claim_unexpected`] takes it out of
+//!   matching (it stays in the pool and counts against its limits) until
+//!   [`SesTarget::post_claimed`] delivers it into a buffer or
+//!   [`SesTarget::discard_claimed`] frees it.
 //!
 //! # Resource exhaustion
 //!
