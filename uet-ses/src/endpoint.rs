@@ -33,14 +33,17 @@ use uet_pds::{
 use uet_wire::pds::{NackCode, NextHeader, ReliableMode};
 use uet_wire::ses::{ReturnCode, SesRepr, SesResponseRepr};
 use uet_wire::time::Instant;
-use uet_wire::{MessageId, PdcId, TrafficClass};
+use uet_wire::{JobId, MessageId, PdcId, PidOnFep, TrafficClass};
 
 use crate::completion::{Completion, CompletionError, LocalError};
 use crate::error::SubmitError;
 use crate::initiator::{Operation, OutgoingMessage, ReadProgress, ReadSink};
 use crate::memory::{MemError, MemoryTable, RegionSpec, RegisteredMemory, Registration};
 use crate::read::ReadResponder;
-use crate::responder::{PostError, RecvSpec, SesTarget, TargetConfig, TargetEvent, TargetOutcome};
+use crate::responder::{
+    PostError, RecvKind, RecvSpec, SesTarget, TargetConfig, TargetEvent, TargetOutcome, Unexpected,
+    UnexpectedRef,
+};
 use crate::slots::Slots;
 use crate::types::{InitiatorId, LocalRegion, RecvId, RegionAddr, Source};
 
@@ -557,7 +560,32 @@ impl<M: RegisteredMemory> Endpoint<M> {
         self.ses.target.post_recv(spec)
     }
 
-    /// Cancels a posted receive that has not matched a message yet.
+    /// The oldest unexpected message of `(job, pid)` a receive of `kind`
+    /// would take, left in place ([`SesTarget::peek_unexpected`]).
+    #[must_use]
+    pub fn peek_unexpected(&self, job: JobId, pid: PidOnFep, kind: RecvKind) -> Option<Unexpected> {
+        self.ses.target.peek_unexpected(job, pid, kind)
+    }
+
+    /// Takes an unexpected message out of matching
+    /// ([`SesTarget::claim_unexpected`]).
+    pub fn claim_unexpected(&mut self, id: UnexpectedRef) -> bool {
+        self.ses.target.claim_unexpected(id)
+    }
+
+    /// Delivers a claimed message into a buffer
+    /// ([`SesTarget::post_claimed`]).
+    pub fn post_claimed(&mut self, id: UnexpectedRef, spec: RecvSpec) -> Result<RecvId, PostError> {
+        self.ses.target.post_claimed(id, spec)
+    }
+
+    /// Drops a claimed message ([`SesTarget::discard_claimed`]).
+    pub fn discard_claimed(&mut self, id: UnexpectedRef) -> bool {
+        self.ses.target.discard_claimed(id)
+    }
+
+    /// Removes a posted receive no message has matched yet
+    /// ([`SesTarget::cancel_recv`]).
     pub fn cancel_recv(&mut self, id: RecvId) -> bool {
         self.ses.target.cancel_recv(id)
     }

@@ -558,3 +558,253 @@ fn every_request_carries_the_configured_initiator() {
     assert_eq!(ev.initiator, InitiatorId(0xabc));
     assert_eq!(ev.completion.modified_length, 9_000);
 }
+
+#[test]
+fn a_peeked_and_claimed_send_is_delivered_by_post_claimed() {
+    let cfg = EndpointConfig {
+        initiator: InitiatorId(9),
+        ..EndpointConfig::default()
+    };
+    let (mut a, mut b, _, local) = setup_with(20_000, &cfg);
+    b.register(
+        RegionSpec {
+            addr: addr(20),
+            key: MemoryKey(1),
+            access: Access::RECV,
+            base: 0,
+        },
+        vec![0u8; 20_000],
+    )
+    .unwrap();
+    a.submit(
+        Instant::ZERO,
+        B,
+        Operation::TaggedSend {
+            dst: addr(20),
+            src: LocalBuf::new(local, 0),
+            len: 10_000,
+            match_bits: MatchBits(0x42),
+            header_data: Some(7),
+        },
+    )
+    .unwrap();
+    pump(&mut a, &mut b, Instant::ZERO, None);
+    assert_eq!(completions(&mut a)[0].status, Ok(()));
+    let (job, pid) = (JobId::new(7).unwrap(), PidOnFep::new(3).unwrap());
+    let any_tag = RecvKind::Tagged {
+        match_bits: MatchBits(0),
+        ignore_bits: MatchBits(u64::MAX),
+    };
+    let u = b.peek_unexpected(job, pid, any_tag).unwrap();
+    assert_eq!(
+        (u.initiator, u.message_len, u.match_bits, u.header_data),
+        (InitiatorId(9), 10_000, Some(MatchBits(0x42)), Some(7))
+    );
+    assert!(b.claim_unexpected(u.id));
+    assert_eq!(b.peek_unexpected(job, pid, any_tag), None);
+    let spec = RecvSpec {
+        job,
+        pid,
+        buffer: RecvBuffer {
+            ri: ResourceIndex::new(20).unwrap(),
+            offset: 100,
+            len: 10_000,
+        },
+        kind: any_tag,
+    };
+    let r = b.post_claimed(u.id, spec).unwrap();
+    let Some(TargetEvent::Recv(ev)) = b.poll_event() else {
+        panic!("no receive")
+    };
+    assert_eq!((ev.recv, ev.completion.modified_length), (r, 10_000));
+    assert_eq!(
+        &b.memory().get(addr(20)).unwrap().memory()[100..10_100],
+        &a.local(local).unwrap()[..10_000]
+    );
+    assert!(!b.discard_claimed(u.id));
+}
+
+/// Feeds every datagram `a` transmits back into `a`, from its own address,
+/// until it is quiet and nothing is in flight, losing the datagrams whose
+/// numbers (from 1) are in `lose`. Returns the time.
+fn pump_self(a: &mut Ep, me: IpAddr, mut now: Instant, lose: &[usize]) -> Instant {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut sent = 0;
+    for _ in 0..100_000 {
+        let mut moved = false;
+        while let Some(t) = a.poll_transmit(now, &mut buf) {
+            moved = true;
+            sent += 1;
+            if lose.contains(&sent) {
+                continue;
+            }
+            let meta = RxMeta {
+                src: me,
+                ev: t.ev,
+                ecn: Ecn::Ect0,
+                trimmed: None,
+                nominal_size: t.len as u32 + 48,
+            };
+            let bytes = buf[..t.len].to_vec();
+            a.handle_datagram(now, &meta, &bytes);
+        }
+        if !moved {
+            if a.in_flight() == 0 {
+                return now;
+            }
+            let Some(next) = a.poll_timeout() else {
+                return now;
+            };
+            now = next.max(now);
+            a.handle_timeout(now);
+        }
+    }
+    panic!(
+        "did not settle: {:?} in_flight={}",
+        a.pds().counters(),
+        a.in_flight()
+    );
+}
+
+#[test]
+fn an_endpoint_writes_and_sends_to_itself() {
+    let mut a = Ep::new(EndpointConfig::default(), 1);
+    let reg = a
+        .register(
+            RegionSpec {
+                addr: addr(12),
+                key: MemoryKey(0xabc),
+                access: Access::REMOTE_WRITE | Access::REMOTE_READ,
+                base: 0,
+            },
+            vec![0u8; 50_000],
+        )
+        .unwrap();
+    a.register(
+        RegionSpec {
+            addr: addr(20),
+            key: MemoryKey(1),
+            access: Access::RECV,
+            base: 0,
+        },
+        vec![0u8; 20_000],
+    )
+    .unwrap();
+    let data: Vec<u8> = (0..50_000).map(|i| (i * 13 + 5) as u8).collect();
+    let local = a.register_local(data.clone());
+    let back = a.register_local(vec![0u8; 1_000]);
+    let recv = a
+        .post_recv(RecvSpec {
+            job: JobId::new(7).unwrap(),
+            pid: PidOnFep::new(3).unwrap(),
+            buffer: RecvBuffer {
+                ri: ResourceIndex::new(20).unwrap(),
+                offset: 0,
+                len: 20_000,
+            },
+            kind: RecvKind::Untagged,
+        })
+        .unwrap();
+    let write = a
+        .submit(
+            Instant::ZERO,
+            A,
+            Operation::Write {
+                dst: remote(&reg, 0),
+                src: LocalBuf::new(local, 0),
+                len: 50_000,
+                header_data: None,
+            },
+        )
+        .unwrap();
+    let send = a
+        .submit(
+            Instant::ZERO,
+            A,
+            Operation::Send {
+                dst: addr(20),
+                src: LocalBuf::new(local, 1_000),
+                len: 15_000,
+                header_data: Some(3),
+            },
+        )
+        .unwrap();
+    let now = pump_self(&mut a, A, Instant::ZERO, &[]);
+    let mut done = completions(&mut a);
+    done.sort_by_key(|c| c.op);
+    assert_eq!(done.len(), 2, "{done:?} {:?}", a.pds().counters());
+    assert_eq!((done[0].op, done[0].status), (write, Ok(())));
+    assert_eq!((done[1].op, done[1].status), (send, Ok(())));
+    assert_eq!(a.memory().get(addr(12)).unwrap().memory(), &data[..]);
+    let Some(TargetEvent::Recv(ev)) = a.poll_event() else {
+        panic!("no receive")
+    };
+    assert_eq!((ev.recv, ev.completion.modified_length), (recv, 15_000));
+    assert_eq!(
+        &a.memory().get(addr(20)).unwrap().memory()[..15_000],
+        &data[1_000..16_000]
+    );
+    // A read of its own memory as well.
+    let read = a
+        .submit(
+            now,
+            A,
+            Operation::Read {
+                src: remote(&reg, 2_000),
+                dst: LocalBuf::new(back, 0),
+                len: 1_000,
+            },
+        )
+        .unwrap();
+    pump_self(&mut a, A, now, &[]);
+    let done = completions(&mut a);
+    assert_eq!(done.len(), 1);
+    assert_eq!((done[0].op, done[0].status), (read, Ok(())));
+    assert_eq!(a.local(back).unwrap(), &data[2_000..3_000]);
+    // Nothing was lost or refused on the way: one PDC each way (the
+    // initiator's and the target's, both toward the endpoint's own
+    // address), no retransmission, no NACK.
+    let c = a.pds().counters();
+    assert_eq!(
+        (c.pdcs_opened, c.tx_retransmits, c.tx_nacks, c.rx_nacks),
+        (2, 0, 0, 0),
+        "{c:?}"
+    );
+    assert_eq!(a.counters().stray, 0);
+}
+
+#[test]
+fn an_endpoint_writing_to_itself_recovers_lost_datagrams() {
+    let mut a = Ep::new(EndpointConfig::default(), 1);
+    let reg = a
+        .register(
+            RegionSpec {
+                addr: addr(12),
+                key: MemoryKey(0xabc),
+                access: Access::REMOTE_WRITE,
+                base: 0,
+            },
+            vec![0u8; 40_000],
+        )
+        .unwrap();
+    let data: Vec<u8> = (0..40_000).map(|i| (i * 11 + 1) as u8).collect();
+    let local = a.register_local(data.clone());
+    a.submit(
+        Instant::ZERO,
+        A,
+        Operation::Write {
+            dst: remote(&reg, 0),
+            src: LocalBuf::new(local, 0),
+            len: 40_000,
+            header_data: None,
+        },
+    )
+    .unwrap();
+    // A data packet, and later whatever comes then (an ACK or data).
+    pump_self(&mut a, A, Instant::ZERO, &[2, 9, 14]);
+    let done = completions(&mut a);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].status, Ok(()));
+    assert_eq!(a.memory().get(addr(12)).unwrap().memory(), &data[..]);
+    assert!(a.pds().counters().tx_retransmits > 0);
+}

@@ -68,7 +68,7 @@ pub use memory::{
 pub use read::ReadResponder;
 pub use responder::{
     PostError, RecvBuffer, RecvEvent, RecvKind, RecvSpec, SesTarget, TargetConfig, TargetEvent,
-    TargetOutcome, TargetResponse, WriteEvent,
+    TargetOutcome, TargetResponse, Unexpected, UnexpectedRef, WriteEvent,
 };
 pub use types::{
     FepAddr, InitiatorId, LocalBuf, LocalRegion, MatchBits, MemoryKey, RecvId, RegionAddr, Source,

@@ -624,12 +624,17 @@ impl<M: RegisteredMemory> MemoryTable<M> {
         })
     }
 
-    /// The generation a registration at `addr` would get now.
+    /// The generation a registration at `addr` would get now: the table's
+    /// first generation for an RI never used (or forgotten with its
+    /// process), the tombstone's after a deregistration. For a live RI,
+    /// whose registration would be refused, the generation it gets after
+    /// being deregistered. A registrar that puts the generation into the
+    /// key ([`MemoryKey::compose`]) asks this first.
     #[must_use]
     pub fn next_generation(&self, addr: RegionAddr) -> RiGeneration {
         match self.slot(addr) {
-            Some(Slot::Retired { next }) => *next,
             Some(Slot::Live(e)) => RiGeneration::from_masked(e.generation.get().wrapping_add(1)),
+            Some(Slot::Retired { next }) => *next,
             None => self.first_generation,
         }
     }
@@ -1037,6 +1042,28 @@ mod tests {
         );
         t.remove_pid(reg.job, reg.pid);
         assert_eq!(t.register(spec, vec![0u8; 64]).unwrap().generation, first);
+    }
+
+    #[test]
+    fn next_generation_is_what_the_next_registration_gets() {
+        let first = RiGeneration::new(0xfe).unwrap();
+        let spec = RegionSpec::new(addr(7, 3, 5), KEY, RW);
+        let mut t: MemoryTable<Vec<u8>> = MemoryTable::with_first_generation(first);
+        let mut seen = Vec::new();
+        for round in 0..4 {
+            let next = t.next_generation(spec.addr);
+            let reg = t.register(spec, vec![0u8; 64]).unwrap();
+            assert_eq!(reg.generation, next, "round {round}");
+            seen.push(next.get());
+            // Live: the generation after a deregistration.
+            let after = t.next_generation(spec.addr);
+            t.deregister(spec.addr).unwrap();
+            assert_eq!(t.next_generation(spec.addr), after);
+        }
+        assert_eq!(seen, [0xfe, 0xff, 0, 1]);
+        t.remove_pid(JobId::new(7).unwrap(), PidOnFep::new(3).unwrap());
+        assert_eq!(t.next_generation(spec.addr), first);
+        assert_eq!(t.next_generation(addr(7, 3, 6)), first);
     }
 
     #[test]

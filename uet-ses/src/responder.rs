@@ -73,6 +73,12 @@
 //!   when the message finishes arriving). When the pool is full the message
 //!   is refused with `NO_MATCH` and `list = OVERFLOW`: neither a posted
 //!   receive nor overflow space took it (Portals `PTL_NI_NO_MATCH`).
+//! * **Peek and claim** (libfabric `FI_PEEK`, `FI_CLAIM`, `FI_DISCARD`).
+//!   [`SesTarget::peek_unexpected`] names the message a receive would take
+//!   without taking it; [`SesTarget::claim_unexpected`] takes it out of
+//!   matching (it stays in the pool and counts against its limits) until
+//!   [`SesTarget::post_claimed`] delivers it into a buffer or
+//!   [`SesTarget::discard_claimed`] frees it.
 //!
 //! # Resource exhaustion
 //!
@@ -251,6 +257,10 @@ pub enum PostError {
     Disabled,
     /// `offset + len` lies beyond the region.
     OutOfBounds,
+    /// [`SesTarget::post_claimed`]: no claimed unexpected message has that
+    /// handle (never claimed, already posted or discarded, or gone because
+    /// its sender's PDC closed).
+    NotClaimed,
 }
 
 impl core::fmt::Display for PostError {
@@ -260,6 +270,7 @@ impl core::fmt::Display for PostError {
             Self::NoSendRight => "receive buffer region lacks the SEND right",
             Self::Disabled => "receive buffer region disabled",
             Self::OutOfBounds => "receive buffer beyond its region",
+            Self::NotClaimed => "no claimed unexpected message with that handle",
         })
     }
 }
@@ -449,18 +460,73 @@ impl Inbound {
 
 /// A send held in the unexpected pool.
 #[derive(Debug)]
-struct Unexpected {
+struct Held {
     source: Source,
     job: JobId,
     pid: PidOnFep,
     message_id: MessageId,
     tag: Option<MatchBits>,
     initiator: InitiatorId,
+    /// The SOM packet's header data, once it arrived.
     header_data: Option<u64>,
+    /// The message's bytes (emptied when it is discarded).
     data: Vec<u8>,
+    /// `request_length`.
+    len: u32,
     complete: bool,
-    /// A receive that took it before all of it arrived.
-    claimed: Option<PostedRecv>,
+    hold: Hold,
+}
+
+/// Who an unexpected message is held for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hold {
+    /// Nobody yet: it waits in its process's unexpected list, where
+    /// receives and peeks find it.
+    Listed,
+    /// The application claimed it ([`SesTarget::claim_unexpected`]): out of
+    /// the list, waiting for [`SesTarget::post_claimed`] or
+    /// [`SesTarget::discard_claimed`].
+    Claimed,
+    /// A receive took it before all of it arrived; it is delivered when
+    /// complete. `by_claim`: the receive came from
+    /// [`SesTarget::post_claimed`] (it matched nothing else, so it is not
+    /// reposted if the message is abandoned).
+    Bound { recv: PostedRecv, by_claim: bool },
+    /// Discarded while still arriving: its bytes are freed, later packets
+    /// are accepted and dropped, and it goes when the message ends.
+    Discarded,
+}
+
+/// The handle of an unexpected message, from
+/// [`SesTarget::peek_unexpected`]: unique per target, never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UnexpectedRef(UnexpectedId);
+
+impl UnexpectedRef {
+    /// The raw value.
+    #[must_use]
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+}
+
+/// What [`SesTarget::peek_unexpected`] tells about an unexpected message:
+/// what its first packet told (libfabric `FI_PEEK`; the message may still
+/// be arriving).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unexpected {
+    /// The handle to claim it by.
+    pub id: UnexpectedRef,
+    /// Who sent it.
+    pub source: Source,
+    /// The request's `initiator` field.
+    pub initiator: InitiatorId,
+    /// The message's length (`request_length`).
+    pub message_len: u32,
+    /// The match bits of a tagged send.
+    pub match_bits: Option<MatchBits>,
+    /// Header data, if the SOM packet has arrived and carried it.
+    pub header_data: Option<u64>,
 }
 
 /// The target side of SES for one endpoint: registered memory, receive
@@ -482,7 +548,7 @@ pub struct SesTarget<M = Box<dyn RegisteredMemory + Send>> {
     last: Option<(MsgKey, usize)>,
     recent: HashMap<Source, VecDeque<MessageId>>,
     queues: HashMap<(JobId, PidOnFep), RecvQueue>,
-    unexpected: HashMap<UnexpectedId, Unexpected>,
+    unexpected: HashMap<UnexpectedId, Held>,
     unexpected_bytes: usize,
     next_unexpected: UnexpectedId,
     next_recv: u64,
@@ -706,6 +772,39 @@ impl<M: RegisteredMemory> SesTarget<M> {
     /// accepts (completing at once if that message is whole); otherwise it
     /// waits, behind earlier receives, for a matching send.
     pub fn post_recv(&mut self, spec: RecvSpec) -> Result<RecvId, PostError> {
+        let recv = self.check_recv(spec)?;
+        self.next_recv += 1;
+
+        let queue = self.queues.entry((spec.job, spec.pid)).or_default();
+        let unexpected = &self.unexpected;
+        let found = queue
+            .unexpected
+            .iter()
+            .position(|id| unexpected.get(id).is_some_and(|m| spec.kind.accepts(m.tag)));
+        match found.and_then(|pos| queue.unexpected.remove(pos)) {
+            None => queue.push_back(recv),
+            Some(uid) => {
+                let whole = match self.unexpected.get_mut(&uid) {
+                    Some(m) if !m.complete => {
+                        m.hold = Hold::Bound {
+                            recv,
+                            by_claim: false,
+                        };
+                        false
+                    }
+                    _ => true,
+                };
+                if whole {
+                    self.deliver_unexpected(uid, recv);
+                }
+            }
+        }
+        Ok(recv.id)
+    }
+
+    /// Checks a receive's buffer; the receive it would be, with the next
+    /// receive ID (not consumed).
+    fn check_recv(&self, spec: RecvSpec) -> Result<PostedRecv, PostError> {
         let entry = self
             .memory
             .get(spec.region())
@@ -720,35 +819,11 @@ impl<M: RegisteredMemory> SesTarget<M> {
             Some(end) if end <= entry.len() => {}
             _ => return Err(PostError::OutOfBounds),
         }
-        let recv = PostedRecv {
+        Ok(PostedRecv {
             id: RecvId(self.next_recv),
             spec,
             generation: entry.generation(),
-        };
-        self.next_recv += 1;
-
-        let queue = self.queues.entry((spec.job, spec.pid)).or_default();
-        let unexpected = &self.unexpected;
-        let found = queue
-            .unexpected
-            .iter()
-            .position(|id| unexpected.get(id).is_some_and(|m| spec.kind.accepts(m.tag)));
-        match found.and_then(|pos| queue.unexpected.remove(pos)) {
-            None => queue.push_back(recv),
-            Some(uid) => {
-                let whole = match self.unexpected.get_mut(&uid) {
-                    Some(m) if !m.complete => {
-                        m.claimed = Some(recv);
-                        false
-                    }
-                    _ => true,
-                };
-                if whole {
-                    self.deliver_unexpected(uid, recv);
-                }
-            }
-        }
-        Ok(recv.id)
+        })
     }
 
     /// Removes a posted receive that no message has matched yet; `false` if
@@ -756,6 +831,101 @@ impl<M: RegisteredMemory> SesTarget<M> {
     /// an arriving message).
     pub fn cancel_recv(&mut self, id: RecvId) -> bool {
         self.queues.values_mut().any(|q| q.remove(id).is_some())
+    }
+
+    /// The oldest unexpected message of process `(job, pid)` that a receive
+    /// of `kind` would take (the order [`SesTarget::post_recv`] matches
+    /// in), without taking it: libfabric `FI_PEEK`. Claimed messages, and
+    /// messages a receive already took while they arrive, are not seen.
+    #[must_use]
+    pub fn peek_unexpected(&self, job: JobId, pid: PidOnFep, kind: RecvKind) -> Option<Unexpected> {
+        let queue = self.queues.get(&(job, pid))?;
+        queue.unexpected.iter().find_map(|&uid| {
+            let m = self.unexpected.get(&uid)?;
+            kind.accepts(m.tag).then_some(Unexpected {
+                id: UnexpectedRef(uid),
+                source: m.source,
+                initiator: m.initiator,
+                message_len: m.len,
+                match_bits: m.tag,
+                header_data: m.header_data,
+            })
+        })
+    }
+
+    /// Claims an unexpected message (libfabric `FI_PEEK | FI_CLAIM`): no
+    /// receive and no peek finds it any more; it stays held, counting
+    /// toward [`TargetConfig::max_unexpected_messages`] and
+    /// [`TargetConfig::max_unexpected_bytes`], until
+    /// [`SesTarget::post_claimed`] or [`SesTarget::discard_claimed`].
+    /// `false` if `id` names no listed message (unknown, gone, already
+    /// claimed or taken by a receive).
+    pub fn claim_unexpected(&mut self, id: UnexpectedRef) -> bool {
+        let Some(m) = self.unexpected.get_mut(&id.0) else {
+            return false;
+        };
+        if m.hold != Hold::Listed {
+            return false;
+        }
+        m.hold = Hold::Claimed;
+        if let Some(q) = self.queues.get_mut(&(m.job, m.pid)) {
+            q.unexpected.retain(|&u| u != id.0);
+        }
+        true
+    }
+
+    /// Delivers a claimed message into `spec`'s buffer (libfabric
+    /// `FI_CLAIM` receive), as a receive that matched it would: the
+    /// [`TargetEvent::Recv`] with the returned ID comes at once if the
+    /// message is whole, otherwise when its last byte arrives; a message
+    /// longer than the buffer is truncated. `spec.kind` is not used. The
+    /// buffer is checked as [`SesTarget::post_recv`] checks it;
+    /// [`PostError::NotClaimed`] if `id` names no claimed message.
+    pub fn post_claimed(&mut self, id: UnexpectedRef, spec: RecvSpec) -> Result<RecvId, PostError> {
+        if self
+            .unexpected
+            .get(&id.0)
+            .is_none_or(|m| m.hold != Hold::Claimed)
+        {
+            return Err(PostError::NotClaimed);
+        }
+        let recv = self.check_recv(spec)?;
+        self.next_recv += 1;
+        let whole = match self.unexpected.get_mut(&id.0) {
+            Some(m) if !m.complete => {
+                m.hold = Hold::Bound {
+                    recv,
+                    by_claim: true,
+                };
+                false
+            }
+            _ => true,
+        };
+        if whole {
+            self.deliver_unexpected(id.0, recv);
+        }
+        Ok(recv.id)
+    }
+
+    /// Drops a claimed message (libfabric `FI_CLAIM | FI_DISCARD`) and frees
+    /// its bytes. One still arriving stays counted as a message (not in
+    /// bytes) until its last packet, whose data is dropped; its sender
+    /// still gets `RC_OK`. `false` if `id` names no claimed message.
+    pub fn discard_claimed(&mut self, id: UnexpectedRef) -> bool {
+        let Some(m) = self.unexpected.get_mut(&id.0) else {
+            return false;
+        };
+        if m.hold != Hold::Claimed {
+            return false;
+        }
+        if m.complete {
+            self.drop_unexpected(id.0);
+        } else {
+            m.hold = Hold::Discarded;
+            self.unexpected_bytes -= m.data.len();
+            m.data = Vec::new();
+        }
+        true
     }
 
     /// Drops the partly received messages and the duplicate memory of a
@@ -778,11 +948,20 @@ impl<M: RegisteredMemory> SesTarget<M> {
             };
             match msg.dest {
                 Dest::Posted(recv) => self.repost(recv),
-                Dest::Unexpected(uid) => {
-                    if let Some(recv) = self.drop_unexpected(uid) {
-                        self.repost(recv);
+                Dest::Unexpected(uid) => match self.drop_unexpected(uid) {
+                    Some((recv, false)) => self.repost(recv),
+                    // The receive was for this message alone: it ends with
+                    // it, as a receive bound to a message that fails does.
+                    Some((recv, true)) => {
+                        let failed = Completion::err(
+                            msg.reply_to().message_id,
+                            CompletionError::Remote(ReturnCode::Undeliverable),
+                            0,
+                        );
+                        self.push_recv_event(recv, &msg, ListKind::Overflow, failed);
                     }
-                }
+                    None => {}
+                },
                 _ => {}
             }
         }
@@ -1011,6 +1190,13 @@ impl<M: RegisteredMemory> SesTarget<M> {
             }
         };
         let newly = msg.cover(inc, data.len());
+        if inc.som
+            && let Dest::Unexpected(uid) = msg.dest
+            && let Some(m) = self.unexpected.get_mut(&uid)
+        {
+            // What a peek reports before the message is whole.
+            m.header_data = msg.header_data;
+        }
         match placed {
             Ok(()) => {
                 if matches!(msg.dest, Dest::Write) {
@@ -1067,7 +1253,7 @@ impl<M: RegisteredMemory> SesTarget<M> {
         self.next_unexpected += 1;
         self.unexpected.insert(
             uid,
-            Unexpected {
+            Held {
                 source: src,
                 job,
                 pid,
@@ -1076,8 +1262,9 @@ impl<M: RegisteredMemory> SesTarget<M> {
                 initiator: inc.initiator,
                 header_data: None,
                 data: vec![0; len],
+                len: inc.request_length,
                 complete: false,
-                claimed: None,
+                hold: Hold::Listed,
             },
         );
         self.unexpected_bytes += len;
@@ -1115,6 +1302,13 @@ impl<M: RegisteredMemory> SesTarget<M> {
         at: u64,
         data: &[u8],
     ) -> Result<(), PlaceError> {
+        if self
+            .unexpected
+            .get(&uid)
+            .is_some_and(|m| m.hold == Hold::Discarded)
+        {
+            return Ok(());
+        }
         let dst = self
             .unexpected
             .get_mut(&uid)
@@ -1157,13 +1351,17 @@ impl<M: RegisteredMemory> SesTarget<M> {
                 guaranteed(reply.response(ReturnCode::Ok, ListKind::Expected, placed))
             }
             Dest::Unexpected(uid) => {
-                let claimed = self.unexpected.get_mut(&uid).and_then(|m| {
+                let hold = self.unexpected.get_mut(&uid).map(|m| {
                     m.complete = true;
                     m.header_data = msg.header_data;
-                    m.claimed.take()
+                    m.hold
                 });
-                if let Some(recv) = claimed {
-                    self.deliver_unexpected(uid, recv);
+                match hold {
+                    Some(Hold::Bound { recv, .. }) => self.deliver_unexpected(uid, recv),
+                    Some(Hold::Discarded) => {
+                        self.drop_unexpected(uid);
+                    }
+                    _ => {}
                 }
                 guaranteed(reply.response(ReturnCode::Ok, ListKind::Overflow, total))
             }
@@ -1192,7 +1390,7 @@ impl<M: RegisteredMemory> SesTarget<M> {
         match core::mem::replace(&mut msg.dest, Dest::Failed { rc, list }) {
             Dest::Posted(recv) => self.push_recv_event(recv, msg, ListKind::Expected, failed),
             Dest::Unexpected(uid) => {
-                if let Some(recv) = self.drop_unexpected(uid) {
+                if let Some((recv, _)) = self.drop_unexpected(uid) {
                     self.push_recv_event(recv, msg, ListKind::Overflow, failed);
                 }
             }
@@ -1240,7 +1438,7 @@ impl<M: RegisteredMemory> SesTarget<M> {
             recv: recv.id,
             source: m.source,
             completion,
-            message_len: u32::try_from(m.data.len()).unwrap_or(u32::MAX),
+            message_len: m.len,
             match_bits: m.tag,
             header_data: m.header_data,
             initiator: m.initiator,
@@ -1248,14 +1446,21 @@ impl<M: RegisteredMemory> SesTarget<M> {
         }));
     }
 
-    /// Frees an unexpected message; returns the receive that had claimed it.
-    fn drop_unexpected(&mut self, uid: UnexpectedId) -> Option<PostedRecv> {
+    /// Frees an unexpected message; returns the receive that was bound to
+    /// it, and whether that receive came from [`SesTarget::post_claimed`].
+    fn drop_unexpected(&mut self, uid: UnexpectedId) -> Option<(PostedRecv, bool)> {
         let m = self.unexpected.remove(&uid)?;
         self.unexpected_bytes -= m.data.len();
-        if let Some(q) = self.queues.get_mut(&(m.job, m.pid)) {
-            q.unexpected.retain(|&id| id != uid);
+        match m.hold {
+            Hold::Listed => {
+                if let Some(q) = self.queues.get_mut(&(m.job, m.pid)) {
+                    q.unexpected.retain(|&id| id != uid);
+                }
+                None
+            }
+            Hold::Bound { recv, by_claim } => Some((recv, by_claim)),
+            Hold::Claimed | Hold::Discarded => None,
         }
-        m.claimed
     }
 
     fn repost(&mut self, recv: PostedRecv) {

@@ -120,29 +120,43 @@ impl fmt::Display for RegionAddr {
 
 /// A 64-bit memory key (`memory_key` of a standard or medium request,
 /// §4.2): the remote access key of a registered region.
+///
+/// The target checks the key as 64 opaque bits. Keys that uetd picks and
+/// that the libfabric provider hands out are laid out as `resource_index
+/// << 52 | ri_generation << 44 | 44 random bits` ([`MemoryKey::compose`]):
+/// a libfabric memory key is one `u64`, and an initiator holding only that
+/// key finds the region's resource index and generation, which every
+/// request must carry, in its top 20 bits ([`MemoryKey::ri`],
+/// [`MemoryKey::generation`]). Keys chosen by an application need not
+/// follow the layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct MemoryKey(pub u64);
 
 impl MemoryKey {
-    /// A key that carries its region's resource index and generation:
-    /// `ri << 52 | generation << 44 | low 44 bits of low44`. A libfabric
-    /// key is one `u64`, so an initiator that holds only the key finds the
-    /// RI and generation a request needs in its top 20 bits.
+    /// Bits of a composed key below the generation.
+    const LOW_BITS: u32 = 44;
+
+    /// `ri << 52 | generation << 44 | low44` (only the low 44 bits of
+    /// `low44` are used).
     #[must_use]
     pub const fn compose(ri: ResourceIndex, generation: RiGeneration, low44: u64) -> Self {
-        Self((ri.get() as u64) << 52 | (generation.get() as u64) << 44 | (low44 & ((1 << 44) - 1)))
+        Self(
+            (ri.get() as u64) << (Self::LOW_BITS + 8)
+                | (generation.get() as u64) << Self::LOW_BITS
+                | low44 & ((1 << Self::LOW_BITS) - 1),
+        )
     }
 
-    /// The resource index a [`MemoryKey::compose`]d key carries.
+    /// The resource index a composed key carries (its top 12 bits).
     #[must_use]
     pub const fn ri(self) -> ResourceIndex {
-        ResourceIndex::from_masked((self.0 >> 52) as u16)
+        ResourceIndex::from_masked((self.0 >> (Self::LOW_BITS + 8)) as u16)
     }
 
-    /// The generation a [`MemoryKey::compose`]d key carries.
+    /// The generation a composed key carries (bits 44..52).
     #[must_use]
     pub const fn generation(self) -> RiGeneration {
-        RiGeneration::from_masked((self.0 >> 44) as u8)
+        RiGeneration::from_masked((self.0 >> Self::LOW_BITS) as u8)
     }
 }
 
@@ -231,6 +245,23 @@ mod tests {
         let b = FepAddr::from(IpAddr::V6(Ipv6Addr::LOCALHOST));
         assert_eq!(b.to_bits(), 1);
         assert_eq!(FepAddr::from_bits(1), b);
+    }
+
+    #[test]
+    fn composed_keys_carry_ri_and_generation() {
+        let ri = ResourceIndex::new(0xabc).unwrap();
+        let g = RiGeneration::from_masked(0x5d);
+        let k = MemoryKey::compose(ri, g, 0xffff_f123_4567_89ab);
+        assert_eq!(k.0, 0xabc5_d123_4567_89ab);
+        assert_eq!((k.ri(), k.generation()), (ri, g));
+        let top = MemoryKey::compose(
+            ResourceIndex::new(0xfff).unwrap(),
+            RiGeneration::from_masked(0xff),
+            u64::MAX,
+        );
+        assert_eq!(top.0, u64::MAX);
+        let zero = MemoryKey::compose(ResourceIndex::new(0).unwrap(), g, 0);
+        assert_eq!((zero.0, zero.ri().get()), (0x5d << 44, 0));
     }
 
     #[test]

@@ -790,13 +790,31 @@ impl Control {
             return err(ErrorCode::Exhausted, "no resource index left");
         }
         let ri = c.next_ri;
-        let key = key.unwrap_or_else(|| random_key(id, ri));
         let (Ok(j), Ok(p), Ok(r)) = (JobId::new(job), PidOnFep::new(pid), ResourceIndex::new(ri))
         else {
             return err(ErrorCode::Internal, "address out of range");
         };
         let addr = RegionAddr::new(j, p, r);
+        // A key the daemon picks carries the RI and the generation the
+        // region gets (`MemoryKey::compose`), so that a libfabric peer
+        // holding only the key can address the region.
+        let (key, composed) = match key {
+            Some(k) => (k, None),
+            None => match daemon.next_generation(addr) {
+                Ok(g) => (MemoryKey::compose(r, g, random_key(id, ri)).0, Some(g)),
+                Err(e) => return err(ErrorCode::Internal, format!("{e:#}")),
+            },
+        };
         match daemon.register(RegionSpec::new(addr, MemoryKey(key), access), mem) {
+            Ok(reg) if composed.is_some_and(|g| g != reg.generation) => {
+                // Only the control thread registers, so this does not
+                // happen; never hand out a key that lies about it.
+                let _ = daemon.deregister(addr);
+                err(
+                    ErrorCode::Internal,
+                    "the generation moved during registration",
+                )
+            }
             Ok(reg) => {
                 let handle = c.next_handle;
                 c.next_handle += 1;

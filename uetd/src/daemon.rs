@@ -363,6 +363,15 @@ impl Daemon {
         reg.ok_or(DaemonError::WorkerGone)
     }
 
+    /// The generation a registration at `addr` would get now (every
+    /// worker's table moves in step; worker 0 answers).
+    pub fn next_generation(&self, addr: RegionAddr) -> Result<RiGeneration> {
+        self.workers
+            .first()
+            .and_then(|w| w.next_generation(addr))
+            .ok_or(DaemonError::WorkerGone)
+    }
+
     /// Asks for `peer`'s next-hop MAC ahead of the first packet (xdp
     /// backend) and waits up to `within` for it, so a transfer does not
     /// start by losing its first window to a missing neighbour entry.

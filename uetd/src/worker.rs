@@ -35,6 +35,7 @@ use uet_ses::{
     Endpoint, LocalRegion, MemError, OpCompletion, OpId, Operation, RegionAddr, RegionSpec,
     RegisteredMemory, Registration, SesCounters, TargetEvent,
 };
+use uet_wire::RiGeneration;
 use uet_wire::time::Instant;
 
 use crate::capture::Capture;
@@ -70,6 +71,14 @@ pub enum Command {
         mem: SharedRegion,
         /// The registration (or why not).
         reply: Sender<Result<Registration, MemError>>,
+    },
+    /// The generation a registration at `addr` would get now
+    /// ([`uet_ses::MemoryTable::next_generation`]).
+    NextGeneration {
+        /// Which.
+        addr: RegionAddr,
+        /// The generation.
+        reply: Sender<RiGeneration>,
     },
     /// Withdraw a registration (its generation moves on).
     Deregister {
@@ -224,6 +233,14 @@ impl WorkerHandle {
             mem,
             reply: tx,
         });
+        rx.recv().ok()
+    }
+
+    /// The generation a registration at `addr` would get now (`None`: the
+    /// worker is gone).
+    pub fn next_generation(&self, addr: RegionAddr) -> Option<RiGeneration> {
+        let (tx, rx) = channel();
+        self.send(Command::NextGeneration { addr, reply: tx });
         rx.recv().ok()
     }
 
@@ -452,6 +469,9 @@ fn handle_command(
     match cmd {
         Command::Register { spec, mem, reply } => {
             let _ = reply.send(ep.register(spec, Box::new(mem)));
+        }
+        Command::NextGeneration { addr, reply } => {
+            let _ = reply.send(ep.memory().next_generation(addr));
         }
         Command::Deregister { addr, reply } => {
             let _ = reply.send(ep.deregister(addr).map(drop));

@@ -376,3 +376,59 @@ fn stats_stay_whole_with_thousands_of_destinations() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn keys_the_daemon_picks_carry_the_ri_and_generation_of_the_region() {
+    let ns = NetNs::create("uet-key").unwrap();
+    let (_d, sock) = daemon(&ns, "127.0.0.1", "", &[]);
+    let composed = |r: &uet_api::Registration| {
+        let key = uet_ses::MemoryKey(r.remote.key);
+        assert_eq!(
+            (key.ri().get(), key.generation().get()),
+            (r.remote.ri, r.remote.generation),
+            "key {key} of {:?}",
+            r.remote
+        );
+    };
+    let mut c = connect(&sock);
+    let pid = c.session().pid;
+    let region = c.create_region(4096).unwrap();
+    let first = c.register(&region, Access::REMOTE_WRITE, None).unwrap();
+    composed(&first);
+    let second = c.register(&region, Access::REMOTE_WRITE, None).unwrap();
+    composed(&second);
+    assert_ne!(first.remote.ri, second.remote.ri);
+    assert_ne!(
+        first.remote.key & ((1 << 44) - 1),
+        second.remote.key & ((1 << 44) - 1),
+        "random low bits"
+    );
+    // A key the client asks for is kept as it is.
+    let own = c
+        .register(&region, Access::REMOTE_WRITE, Some(0x5eed))
+        .unwrap();
+    assert_eq!(own.remote.key, 0x5eed);
+    c.close().unwrap();
+
+    // The next client with the same pid_on_fep registers the same RI again:
+    // the generation moved on (the departed client's registration left a
+    // tombstone), and the key says so.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut again = loop {
+        let c = connect(&sock);
+        if c.session().pid == pid {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "pid {pid} never freed");
+        drop(c);
+        std::thread::yield_now();
+    };
+    let region = again.create_region(4096).unwrap();
+    let reg = again.register(&region, Access::REMOTE_WRITE, None).unwrap();
+    assert_eq!(reg.remote.ri, first.remote.ri);
+    assert_eq!(
+        reg.remote.generation,
+        first.remote.generation.wrapping_add(1)
+    );
+    composed(&reg);
+}

@@ -99,7 +99,9 @@ impl Client {
     }
 
     /// Registers all of `region` for remote access with `access`, under
-    /// `key` or one the daemon picks.
+    /// `key` or one the daemon picks (`ri << 52 | generation << 44 | 44
+    /// random bits`, the layout libfabric peers read the RI and
+    /// generation from).
     ///
     /// # Errors
     ///

@@ -12,7 +12,7 @@ use super::*;
 use crate::initiator::{Operation, OutgoingMessage, ReadProgress};
 use crate::memory::{Access, RegionSpec, Registration};
 use crate::testutil::*;
-use crate::types::{LocalBuf, LocalRegion, MatchBits, MemoryKey};
+use crate::types::{InitiatorId, LocalBuf, LocalRegion, MatchBits, MemoryKey};
 
 const RW: Access = Access::REMOTE_WRITE.union(Access::REMOTE_READ);
 
@@ -991,6 +991,312 @@ fn forgetting_a_source_gives_its_receives_back() {
     assert_eq!(deliver(&mut t, src(1), first), TargetOutcome::Accepted);
     assert_eq!(t.unexpected_usage(), (1, 100));
     assert_eq!(t.forget_source(src(1)), 1);
+    assert_eq!(t.unexpected_usage(), (0, 0));
+}
+
+// ---------------------------------------------------------------------------
+// Peeking at and claiming unexpected messages
+// ---------------------------------------------------------------------------
+
+/// The packets of a send from `initiator`, header data `id`, in packets of
+/// `max_ses_len`.
+fn send_packets(
+    id: u16,
+    tag: Option<u64>,
+    data: &[u8],
+    max_ses_len: usize,
+    initiator: u32,
+) -> Vec<Vec<u8>> {
+    let m = OutgoingMessage::new(
+        send_op(data.len() as u32, tag, Some(u64::from(id))),
+        msg_id(id),
+        max_ses_len,
+    )
+    .unwrap()
+    .with_initiator(InitiatorId(initiator));
+    packets(&m, data)
+}
+
+/// Delivers every packet; the last outcome.
+fn deliver_all(t: &mut SesTarget<Vec<u8>>, from: Source, pkts: &[Vec<u8>]) -> TargetOutcome {
+    let mut last = TargetOutcome::Accepted;
+    for p in pkts {
+        last = deliver(t, from, p);
+    }
+    last
+}
+
+fn peek_id(t: &SesTarget<Vec<u8>>, kind: RecvKind) -> Option<UnexpectedRef> {
+    t.peek_unexpected(job(7), pid(3), kind).map(|u| u.id)
+}
+
+#[test]
+fn peek_shows_the_oldest_message_a_receive_would_take_and_leaves_it() {
+    let (mut t, _) = target(Access::RECV, 256);
+    let untagged = pattern(100, 2);
+    let held = deliver_all(
+        &mut t,
+        src(1),
+        &send_packets(1, Some(0x77), &pattern(10, 1), 1024, 41),
+    );
+    assert_eq!(guaranteed_rsp(&held).list, ListKind::Overflow);
+    let held = deliver_all(&mut t, src(1), &send_packets(2, None, &untagged, 84, 42));
+    assert_eq!(guaranteed_rsp(&held).list, ListKind::Overflow);
+    let held = deliver_all(
+        &mut t,
+        src(2),
+        &send_packets(3, Some(0x78), &pattern(5, 3), 1024, 43),
+    );
+    assert_eq!(guaranteed_rsp(&held).list, ListKind::Overflow);
+    let first = t
+        .peek_unexpected(job(7), pid(3), RecvKind::Untagged)
+        .unwrap();
+    assert_eq!(
+        (
+            first.source,
+            first.initiator,
+            first.message_len,
+            first.match_bits,
+            first.header_data
+        ),
+        (src(1), InitiatorId(42), 100, None, Some(2))
+    );
+    // Nothing removed: a second peek sees it again.
+    assert_eq!(
+        t.peek_unexpected(job(7), pid(3), RecvKind::Untagged),
+        Some(first)
+    );
+    // Tagged: the oldest message the bits accept, as a receive takes them.
+    let t1 = t
+        .peek_unexpected(job(7), pid(3), tagged(0x70, 0x0f))
+        .unwrap();
+    assert_eq!(
+        (t1.match_bits, t1.initiator, t1.message_len),
+        (Some(MatchBits(0x77)), InitiatorId(41), 10)
+    );
+    let t3 = t.peek_unexpected(job(7), pid(3), tagged(0x78, 0)).unwrap();
+    assert_eq!((t3.source, t3.header_data), (src(2), Some(3)));
+    assert_ne!(t1.id, t3.id);
+    assert_eq!(peek_id(&t, tagged(0x79, 0)), None);
+    assert_eq!(t.peek_unexpected(job(7), pid(4), RecvKind::Untagged), None);
+    assert_eq!(t.unexpected_usage(), (3, 115));
+    assert_eq!(t.poll_event(), None);
+    // A receive still takes what was peeked.
+    t.post_recv(recv_spec(0, 128, RecvKind::Untagged)).unwrap();
+    let e = recv_event(&mut t);
+    assert_eq!(e.completion, Completion::ok(msg_id(2), 100));
+    assert_eq!(&region(&t, addr(5))[..100], &untagged[..]);
+    assert_eq!(peek_id(&t, RecvKind::Untagged), None);
+}
+
+#[test]
+fn a_claimed_message_is_skipped_by_receives_and_peeks_until_posted() {
+    let (mut t, _) = target(Access::RECV, 256);
+    assert_eq!(rc(&send(&mut t, 1, None, b"first", 1024)), ReturnCode::Ok);
+    assert_eq!(rc(&send(&mut t, 2, None, b"second", 1024)), ReturnCode::Ok);
+    let a = peek_id(&t, RecvKind::Untagged).unwrap();
+    assert!(t.claim_unexpected(a));
+    assert!(!t.claim_unexpected(a), "claimed twice");
+    let b = peek_id(&t, RecvKind::Untagged).unwrap();
+    assert_ne!(a, b);
+    // A receive skips the claimed (older) message.
+    let r = t.post_recv(recv_spec(0, 16, RecvKind::Untagged)).unwrap();
+    let e = recv_event(&mut t);
+    assert_eq!((e.recv, e.header_data), (r, Some(2)));
+    assert_eq!(&region(&t, addr(5))[..6], b"second");
+    // Still held and counted.
+    assert_eq!(t.unexpected_usage(), (1, 5));
+    assert_eq!(peek_id(&t, RecvKind::Untagged), None);
+    t.post_recv(recv_spec(16, 16, RecvKind::Untagged)).unwrap();
+    assert_eq!(t.poll_event(), None);
+
+    let rc_ = t.post_claimed(a, recv_spec(100, 16, tagged(0, 0))).unwrap();
+    let e = recv_event(&mut t);
+    assert_eq!(
+        (e.recv, e.completion, e.message_len, e.list, e.header_data),
+        (
+            rc_,
+            Completion::ok(msg_id(1), 5),
+            5,
+            ListKind::Overflow,
+            Some(1)
+        )
+    );
+    assert_eq!(&region(&t, addr(5))[100..106], b"first\xee");
+    assert_eq!(t.unexpected_usage(), (0, 0));
+    // Gone: nothing more to do with it.
+    assert_eq!(
+        t.post_claimed(a, recv_spec(0, 16, RecvKind::Untagged)),
+        Err(PostError::NotClaimed)
+    );
+    assert!(!t.discard_claimed(a));
+    assert!(!t.claim_unexpected(a));
+}
+
+#[test]
+fn post_claimed_completes_a_message_still_arriving_truncated_to_its_buffer() {
+    let (mut t, _) = target(Access::RECV, 256);
+    let data = pattern(100, 9);
+    let p = send_packets(5, Some(0x9), &data, 84, 0x55);
+    assert_eq!(p.len(), 3);
+    // The middle packet first: the peek knows the length, tag and sender,
+    // not yet the header data.
+    assert_eq!(deliver(&mut t, src(1), &p[1]), TargetOutcome::Accepted);
+    let u = t.peek_unexpected(job(7), pid(3), tagged(0x9, 0)).unwrap();
+    assert_eq!(
+        (u.message_len, u.match_bits, u.initiator, u.header_data),
+        (100, Some(MatchBits(0x9)), InitiatorId(0x55), None)
+    );
+    assert_eq!(deliver(&mut t, src(1), &p[0]), TargetOutcome::Accepted);
+    let u = t.peek_unexpected(job(7), pid(3), tagged(0x9, 0)).unwrap();
+    assert_eq!(u.header_data, Some(5));
+    assert!(t.claim_unexpected(u.id));
+    let r = t
+        .post_claimed(u.id, recv_spec(10, 60, RecvKind::Untagged))
+        .unwrap();
+    assert_eq!(t.poll_event(), None, "not complete yet");
+    assert_eq!(
+        t.post_claimed(u.id, recv_spec(0, 8, RecvKind::Untagged)),
+        Err(PostError::NotClaimed),
+        "posted twice"
+    );
+    let rsp = guaranteed_rsp(&deliver(&mut t, src(1), &p[2]));
+    assert_eq!(
+        (rsp.return_code, rsp.list, rsp.modified_length),
+        (ReturnCode::Ok, ListKind::Overflow, 100)
+    );
+    let e = recv_event(&mut t);
+    assert_eq!(e.recv, r);
+    assert_eq!((e.completion.modified_length, e.message_len), (60, 100));
+    assert_eq!(e.initiator, InitiatorId(0x55));
+    let mem = region(&t, addr(5));
+    assert_eq!(&mem[10..70], &data[..60]);
+    assert!(mem[..10].iter().chain(&mem[70..]).all(|b| *b == FILL));
+    assert_eq!(t.unexpected_usage(), (0, 0));
+    assert_eq!(t.poll_event(), None);
+}
+
+#[test]
+fn discarding_a_claimed_message_frees_its_room() {
+    let mut t: SesTarget<Vec<u8>> = SesTarget::new(TargetConfig {
+        max_unexpected_messages: 2,
+        max_unexpected_bytes: 100,
+        ..TargetConfig::default()
+    });
+    t.memory_mut()
+        .register(RegionSpec::new(addr(5), KEY, Access::RECV), vec![FILL; 256])
+        .unwrap();
+    assert_eq!(rc(&send(&mut t, 1, None, &[1; 90], 1024)), ReturnCode::Ok);
+    assert_eq!(
+        rc(&send(&mut t, 2, None, &[2; 20], 1024)),
+        ReturnCode::NoMatch
+    );
+    let a = peek_id(&t, RecvKind::Untagged).unwrap();
+    assert!(t.claim_unexpected(a));
+    // Claimed, it still takes its room.
+    assert_eq!(
+        rc(&send(&mut t, 3, None, &[3; 20], 1024)),
+        ReturnCode::NoMatch
+    );
+    assert!(t.discard_claimed(a));
+    assert!(!t.discard_claimed(a));
+    assert_eq!(t.unexpected_usage(), (0, 0));
+    assert_eq!(rc(&send(&mut t, 4, None, &[4; 20], 1024)), ReturnCode::Ok);
+    assert_eq!(t.unexpected_usage(), (1, 20));
+
+    // Discarded while arriving: its bytes are freed at once, the rest of
+    // it is accepted and dropped, and its sender hears RC_OK.
+    let p = send_packets(5, None, &[5; 60], 84, 0);
+    assert_eq!(deliver(&mut t, src(1), &p[0]), TargetOutcome::Accepted);
+    assert_eq!(t.unexpected_usage(), (2, 80));
+    let older = peek_id(&t, RecvKind::Untagged).unwrap();
+    t.post_recv(recv_spec(0, 32, RecvKind::Untagged)).unwrap();
+    assert_eq!(recv_event(&mut t).completion.message_id, msg_id(4));
+    assert!(!t.claim_unexpected(older), "taken by the receive");
+    let b = peek_id(&t, RecvKind::Untagged).unwrap();
+    assert!(t.claim_unexpected(b));
+    assert!(t.discard_claimed(b));
+    assert_eq!(t.unexpected_usage(), (1, 0));
+    let rsp = guaranteed_rsp(&deliver(&mut t, src(1), &p[1]));
+    assert_eq!(
+        (rsp.return_code, rsp.list, rsp.modified_length),
+        (ReturnCode::Ok, ListKind::Overflow, 60)
+    );
+    assert_eq!(t.unexpected_usage(), (0, 0));
+    assert_eq!(t.inflight_messages(), 0);
+    t.post_recv(recv_spec(0, 64, RecvKind::Untagged)).unwrap();
+    assert_eq!(t.poll_event(), None);
+    assert_eq!(&region(&t, addr(5))[32..64], &[FILL; 32]);
+}
+
+#[test]
+fn bad_unexpected_handles_are_refused() {
+    let (mut t, _) = target(Access::RECV, 64);
+    let nobody = UnexpectedRef(12345);
+    assert!(!t.claim_unexpected(nobody));
+    assert!(!t.discard_claimed(nobody));
+    assert_eq!(
+        t.post_claimed(nobody, recv_spec(0, 8, RecvKind::Untagged)),
+        Err(PostError::NotClaimed)
+    );
+    assert_eq!(rc(&send(&mut t, 1, None, b"held", 1024)), ReturnCode::Ok);
+    let a = peek_id(&t, RecvKind::Untagged).unwrap();
+    // Not claimed: neither posted nor discarded, and still listed.
+    assert_eq!(
+        t.post_claimed(a, recv_spec(0, 8, RecvKind::Untagged)),
+        Err(PostError::NotClaimed)
+    );
+    assert!(!t.discard_claimed(a));
+    assert_eq!(peek_id(&t, RecvKind::Untagged), Some(a));
+    // A bad buffer is refused and the claim stays.
+    assert!(t.claim_unexpected(a));
+    assert_eq!(
+        t.post_claimed(a, recv_spec(60, 8, RecvKind::Untagged)),
+        Err(PostError::OutOfBounds)
+    );
+    let mut other = recv_spec(0, 8, RecvKind::Untagged);
+    other.buffer.ri = ri(9);
+    assert_eq!(t.post_claimed(a, other), Err(PostError::NotRegistered));
+    assert_eq!(t.poll_event(), None);
+    let r = t
+        .post_claimed(a, recv_spec(0, 8, RecvKind::Untagged))
+        .unwrap();
+    assert_eq!(recv_event(&mut t).recv, r);
+    assert_eq!(&region(&t, addr(5))[..4], b"held");
+}
+
+#[test]
+fn a_claimed_message_abandoned_by_its_sender_ends_its_receive() {
+    let (mut t, _) = target(Access::RECV, 256);
+    let r0 = t.post_recv(recv_spec(200, 8, tagged(1, 0))).unwrap();
+    let p = send_packets(1, None, &pattern(100, 0), 84, 0);
+    assert_eq!(deliver(&mut t, src(1), &p[0]), TargetOutcome::Accepted);
+    let a = peek_id(&t, RecvKind::Untagged).unwrap();
+    assert!(t.claim_unexpected(a));
+    let r = t
+        .post_claimed(a, recv_spec(0, 128, RecvKind::Untagged))
+        .unwrap();
+    assert_eq!(t.forget_source(src(1)), 1);
+    let e = recv_event(&mut t);
+    assert_eq!(e.recv, r);
+    assert_eq!(
+        e.completion.status,
+        Err(CompletionError::Remote(ReturnCode::Undeliverable))
+    );
+    // The claim's receive is not put back among the posted ones.
+    assert_eq!(t.posted_receives(job(7), pid(3)), 1);
+    assert!(t.cancel_recv(r0));
+    assert_eq!(t.unexpected_usage(), (0, 0));
+    // A claimed message not yet posted goes too.
+    let p = send_packets(2, None, &pattern(100, 0), 84, 0);
+    assert_eq!(deliver(&mut t, src(1), &p[0]), TargetOutcome::Accepted);
+    let b = peek_id(&t, RecvKind::Untagged).unwrap();
+    assert!(t.claim_unexpected(b));
+    assert_eq!(t.forget_source(src(1)), 1);
+    assert_eq!(
+        t.post_claimed(b, recv_spec(0, 128, RecvKind::Untagged)),
+        Err(PostError::NotClaimed)
+    );
     assert_eq!(t.unexpected_usage(), (0, 0));
 }
 
