@@ -25,9 +25,10 @@ use rustc_hash::FxHashMap as HashMap;
 use uet_cms::Algorithm;
 use uet_pds::{PdsConfig, RxMeta};
 use uet_ses::{
-    Access, Endpoint, EndpointConfig, InitiatorId, LocalBuf, LocalRegion, MatchBits, MemoryKey,
-    OpCompletion, OpError, OpId, Operation, RecvBuffer, RecvEvent, RecvId, RecvKind, RecvSpec,
-    RegionAddr, RegionSpec, RegisteredMemory, RemoteAddr, SubmitError, TargetEvent,
+    Access, Endpoint, EndpointConfig, FepAddr, InitiatorId, LocalBuf, LocalRegion, MatchBits,
+    MemoryKey, OpCompletion, OpError, OpId, Operation, RecvBuffer, RecvEvent, RecvId, RecvKind,
+    RecvSpec, RegionAddr, RegionSpec, RegisteredMemory, RemoteAddr, Sender, SubmitError,
+    TargetEvent, UnexpectedRef,
 };
 use uet_wire::encap::nominal_pktsize;
 use uet_wire::pds::ReliableMode;
@@ -49,6 +50,9 @@ const MAX_PORT_PEERS: usize = 4096;
 /// The resource index receive buffers are placed through: the whole
 /// address space, receive access only (`docs/libfabric.md` "Memory").
 const RECV_RI: u16 = 0;
+/// Messages held claimed at once (each also counts toward the target's
+/// unexpected-message bounds).
+const MAX_CLAIMED: usize = 4096;
 /// Datagrams taken from the socket per progress call, so a flood cannot
 /// starve the application's thread.
 const RX_BATCH: usize = 256;
@@ -240,6 +244,9 @@ struct State {
     rxbuf: Box<[u8]>,
     /// A datagram in `txbuf` the socket would not take yet.
     held: Option<(SocketAddr, usize)>,
+    /// Messages claimed by `FI_PEEK | FI_CLAIM`, by the application's
+    /// context.
+    claimed: HashMap<usize, UnexpectedRef>,
     /// Resource indexes in use by registrations (bit per RI).
     ris: Vec<bool>,
     rng: u64,
@@ -373,6 +380,7 @@ impl Engine {
                 txbuf: buf.clone(),
                 rxbuf: buf,
                 held: None,
+                claimed: HashMap::default(),
                 ris,
                 rng: seed | 1,
                 stats: Stats::default(),
@@ -598,9 +606,17 @@ impl Engine {
         buf: usize,
         len: u64,
         tag: Option<(u64, u64)>,
+        from: Option<&Name>,
         done: RxOp,
     ) -> Result<(), Errno> {
         let mut st = self.lock();
+        let from = match from {
+            Some(n) => Some(Sender {
+                fep: FepAddr::from(st.peers.internal(n.socket_addr()).ok_or(errors::EAGAIN)?),
+                initiator: InitiatorId(u32::from(n.pid)),
+            }),
+            None => None,
+        };
         let spec = RecvSpec {
             job: JobId::new(self.cfg.job).map_err(|_| errors::EINVAL)?,
             pid: PidOnFep::new(self.cfg.pid).map_err(|_| errors::EINVAL)?,
@@ -616,11 +632,115 @@ impl Engine {
                 },
                 None => RecvKind::Untagged,
             },
+            from,
         };
         let id = st.ep.post_recv(spec).map_err(|_| errors::EAGAIN)?;
         st.rx.insert(id, done);
         // The receive may have taken an unexpected message at once.
         self.deliver(&mut st);
+        Ok(())
+    }
+
+    /// `FI_PEEK` / `FI_CLAIM` / `FI_DISCARD` on tagged receives
+    /// (`fi_tagged(3)`): looks for an unexpected message without receiving
+    /// it, keeps it for a later claim under the application's `context`,
+    /// receives a claimed message into `buf`, or drops one.
+    pub(crate) fn probe(
+        &self,
+        tag: (u64, u64),
+        flags: u64,
+        buf: usize,
+        len: u64,
+        from: Option<&Name>,
+        done: RxOp,
+    ) -> Result<(), Errno> {
+        use crate::ffi_flags::{CLAIM, DISCARD, PEEK};
+        let mut st = self.lock();
+        let st = &mut *st;
+        let from = match from {
+            Some(n) => Some(Sender {
+                fep: FepAddr::from(st.peers.internal(n.socket_addr()).ok_or(errors::EAGAIN)?),
+                initiator: InitiatorId(u32::from(n.pid)),
+            }),
+            None => None,
+        };
+        let job = JobId::new(self.cfg.job).map_err(|_| errors::EINVAL)?;
+        let pid = PidOnFep::new(self.cfg.pid).map_err(|_| errors::EINVAL)?;
+        if flags & PEEK == 0 {
+            // A claim (or discard) of what an earlier peek claimed.
+            if flags & CLAIM == 0 {
+                return Err(errors::EINVAL);
+            }
+            let id = st.claimed.remove(&done.context).ok_or(errors::EINVAL)?;
+            if flags & DISCARD != 0 {
+                st.ep.discard_claimed(id);
+                done.cq.push(Entry {
+                    context: done.context,
+                    flags: done.flags,
+                    ..Entry::default()
+                });
+                return Ok(());
+            }
+            let spec = RecvSpec {
+                job,
+                pid,
+                buffer: RecvBuffer {
+                    ri: ResourceIndex::new(RECV_RI).map_err(|_| errors::EINVAL)?,
+                    offset: buf as u64,
+                    len,
+                },
+                kind: RecvKind::Untagged,
+                from: None,
+            };
+            let rid = st.ep.post_claimed(id, spec).map_err(|_| errors::EINVAL)?;
+            st.rx.insert(rid, done);
+            self.deliver(st);
+            return Ok(());
+        }
+        self.progress_locked(st);
+        let kind = RecvKind::Tagged {
+            match_bits: MatchBits(tag.0),
+            ignore_bits: MatchBits(tag.1),
+        };
+        let Some(m) = st.ep.peek_unexpected_from(job, pid, kind, from) else {
+            done.cq.push(Entry {
+                context: done.context,
+                flags: done.flags,
+                err: Some(ErrInfo {
+                    err: errors::ENOMSG.0,
+                    prov_errno: 0,
+                    olen: 0,
+                }),
+                ..Entry::default()
+            });
+            return Ok(());
+        };
+        if flags & DISCARD != 0 {
+            st.ep.claim_unexpected(m.id);
+            st.ep.discard_claimed(m.id);
+        } else if flags & CLAIM != 0 {
+            if st.claimed.len() >= MAX_CLAIMED || !st.ep.claim_unexpected(m.id) {
+                return Err(errors::EAGAIN);
+            }
+            st.claimed.insert(done.context, m.id);
+        }
+        let src = match &st.av {
+            Some(av) => av.lookup(st.peers.socket(m.source.fep.to_ip()), m.initiator.0 as u16),
+            None => crate::ffi_flags::ADDR_NOTAVAIL,
+        };
+        let mut eflags = done.flags;
+        if m.header_data.is_some() {
+            eflags |= crate::ffi_flags::REMOTE_CQ_DATA;
+        }
+        done.cq.push(Entry {
+            context: done.context,
+            flags: eflags,
+            len: m.message_len as usize,
+            data: m.header_data.unwrap_or(0),
+            tag: m.match_bits.map_or(0, |b| b.0),
+            src,
+            ..Entry::default()
+        });
         Ok(())
     }
 
@@ -841,6 +961,8 @@ fn complete_rx(st: &mut State, r: &RecvEvent) {
 }
 
 fn progress_thread(engine: &Weak<Engine>) {
+    let debug = std::env::var_os("FI_UET_DEBUG").is_some();
+    let mut last_dump = clock();
     loop {
         let Some(e) = engine.upgrade() else {
             return;
@@ -849,6 +971,20 @@ fn progress_thread(engine: &Weak<Engine>) {
             return;
         }
         let now = clock();
+        if debug && now.saturating_since(last_dump) > Duration::from_secs(2) {
+            last_dump = now;
+            let st = e.lock();
+            eprintln!(
+                "uet {}: {:?} tx-ops {} rx-ops {} in-flight {} pds {:?} ses {:?}",
+                e.name,
+                st.stats,
+                st.tx.len(),
+                st.rx.len(),
+                st.ep.in_flight(),
+                st.ep.pds().counters(),
+                st.ep.counters()
+            );
+        }
         // While the application drives progress itself (it is polling a
         // CQ), stay out of its way: two threads spinning on one lock on a
         // small machine cost a scheduler quantum per packet.

@@ -35,6 +35,8 @@ pub(crate) struct Ep {
     /// selective completion).
     tx_op_flags: u64,
     rx_op_flags: u64,
+    /// FI_DIRECTED_RECV: receives honour their source address.
+    directed: bool,
     bound: Mutex<Bound>,
 }
 
@@ -77,6 +79,8 @@ pub(crate) unsafe extern "C" fn open2(
             return errors::EINVAL.ret();
         }
         // SAFETY: the application's fi_info.
+        // SAFETY: the application's fi_info.
+        let directed = unsafe { info.as_ref() }.is_some_and(|i| i.caps & f::DIRECTED_RECV != 0);
         let (tx_op_flags, rx_op_flags) = match unsafe { info.as_ref() } {
             Some(i) => {
                 // SAFETY: attribute pointers of a valid fi_info.
@@ -118,6 +122,7 @@ pub(crate) unsafe extern "C" fn open2(
             engine: Arc::clone(&d.engine),
             tx_op_flags,
             rx_op_flags,
+            directed,
             bound: Mutex::new(Bound::default()),
         });
         // SAFETY: the caller's result pointer.
@@ -436,7 +441,22 @@ impl Ep {
         Ok(TxTarget { dest, cq })
     }
 
-    fn rx_cq(&self) -> Result<Arc<Cq>, Errno> {
+    pub(crate) const fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The sender a receive from `src` is limited to: only under
+    /// FI_DIRECTED_RECV (without it libfabric says to ignore the source).
+    pub(crate) fn directed_source(&self, src: u64) -> Result<Option<Name>, Errno> {
+        if !self.directed || src == f::ADDR_UNSPEC {
+            return Ok(None);
+        }
+        let b = self.bound.lock().unwrap_or_else(|e| e.into_inner());
+        let av = b.av.as_ref().ok_or(errors::EOPBADSTATE)?;
+        Ok(Some(av.get(src).ok_or(errors::EINVAL)?))
+    }
+
+    pub(crate) fn rx_cq(&self) -> Result<Arc<Cq>, Errno> {
         let b = self.bound.lock().unwrap_or_else(|e| e.into_inner());
         if !b.enabled {
             return Err(errors::EOPBADSTATE);
@@ -467,9 +487,14 @@ impl Ep {
             if len > info::INJECT_SIZE {
                 return Err(errors::EMSGSIZE);
             }
-            // SAFETY: `len` bytes at `buf`, as the API defines; copied so
-            // the application may reuse the buffer at once.
-            Some(unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) }.into())
+            if len == 0 {
+                Some(Box::default())
+            } else {
+                // SAFETY: `len` bytes at `buf` (not null: checked above), as
+                // the API defines; copied so the application may reuse the
+                // buffer at once.
+                Some(unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) }.into())
+            }
         } else {
             None
         };
@@ -485,10 +510,12 @@ impl Ep {
         )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn receive(
         &self,
         buf: *mut c_void,
         len: usize,
+        src: u64,
         tag: Option<(u64, u64)>,
         context: *mut c_void,
         cq_flags: u64,
@@ -497,10 +524,12 @@ impl Ep {
             return Err(errors::EINVAL);
         }
         let cq = self.rx_cq()?;
+        let from = self.directed_source(src)?;
         self.engine.post_recv(
             buf as usize,
             len as u64,
             tag,
+            from.as_ref(),
             RxOp {
                 cq,
                 context: context as usize,
@@ -572,10 +601,10 @@ unsafe extern "C" fn msg_recv(
     buf: *mut c_void,
     len: usize,
     _desc: *mut c_void,
-    _src: u64,
+    src: u64,
     context: *mut c_void,
 ) -> isize {
-    with_ep(ep, |e| e.receive(buf, len, None, context, RECV_MSG))
+    with_ep(ep, |e| e.receive(buf, len, src, None, context, RECV_MSG))
 }
 
 unsafe extern "C" fn msg_recvv(
@@ -583,13 +612,13 @@ unsafe extern "C" fn msg_recvv(
     iov: *const ffi::iovec,
     _desc: *mut *mut c_void,
     count: usize,
-    _src: u64,
+    src: u64,
     context: *mut c_void,
 ) -> isize {
     with_ep(ep, |e| {
         // SAFETY: `count` iovecs.
         let (b, l) = unsafe { one_iov(iov, count)? };
-        e.receive(b, l, None, context, RECV_MSG)
+        e.receive(b, l, src, None, context, RECV_MSG)
     })
 }
 
@@ -606,7 +635,7 @@ unsafe extern "C" fn msg_recvmsg(
         }
         // SAFETY: `iov_count` iovecs.
         let (b, l) = unsafe { one_iov(m.msg_iov, m.iov_count)? };
-        e.receive(b, l, None, m.context, RECV_MSG)
+        e.receive(b, l, m.addr, None, m.context, RECV_MSG)
     })
 }
 
@@ -749,13 +778,13 @@ unsafe extern "C" fn tag_recv(
     buf: *mut c_void,
     len: usize,
     _desc: *mut c_void,
-    _src: u64,
+    src: u64,
     tag: u64,
     ignore: u64,
     context: *mut c_void,
 ) -> isize {
     with_ep(ep, |e| {
-        e.receive(buf, len, Some((tag, ignore)), context, RECV_TAGGED)
+        e.receive(buf, len, src, Some((tag, ignore)), context, RECV_TAGGED)
     })
 }
 
@@ -764,7 +793,7 @@ unsafe extern "C" fn tag_recvv(
     iov: *const ffi::iovec,
     _desc: *mut *mut c_void,
     count: usize,
-    _src: u64,
+    src: u64,
     tag: u64,
     ignore: u64,
     context: *mut c_void,
@@ -772,7 +801,7 @@ unsafe extern "C" fn tag_recvv(
     with_ep(ep, |e| {
         // SAFETY: `count` iovecs.
         let (b, l) = unsafe { one_iov(iov, count)? };
-        e.receive(b, l, Some((tag, ignore)), context, RECV_TAGGED)
+        e.receive(b, l, src, Some((tag, ignore)), context, RECV_TAGGED)
     })
 }
 
@@ -792,7 +821,14 @@ unsafe extern "C" fn tag_recvmsg(
         }
         // SAFETY: `iov_count` iovecs.
         let (b, l) = unsafe { one_iov(m.msg_iov, m.iov_count)? };
-        e.receive(b, l, Some((m.tag, m.ignore)), m.context, RECV_TAGGED)
+        e.receive(
+            b,
+            l,
+            m.addr,
+            Some((m.tag, m.ignore)),
+            m.context,
+            RECV_TAGGED,
+        )
     })
 }
 

@@ -34,6 +34,7 @@ pub(crate) const SECONDARY: u64 = f::SEND
     | f::REMOTE_READ
     | f::REMOTE_WRITE
     | f::SOURCE
+    | f::DIRECTED_RECV
     | f::LOCAL_COMM
     | f::REMOTE_COMM;
 /// Bytes `fi_inject` copies (one packet's worth).
@@ -44,6 +45,11 @@ pub(crate) const QUEUE_SIZE: usize = 16384;
 pub(crate) const MAX_MSG_SIZE: usize = u32::MAX as usize;
 /// Bytes of unexpected messages buffered (the SES target's bound).
 pub(crate) const BUFFERED_RECV: usize = 64 << 20;
+/// Default operation flags an `fi_info` may carry: completion
+/// semantics the provider always meets (every completion is delivery
+/// complete: the target placed the data) and `FI_COMPLETION`.
+const OP_FLAGS: u64 =
+    f::COMPLETION | f::INJECT_COMPLETE | f::TRANSMIT_COMPLETE | f::DELIVERY_COMPLETE;
 /// Tag bits: all 64 are matched.
 const TAG_FORMAT: u64 = 0xaaaa_aaaa_aaaa_aaaa;
 
@@ -181,10 +187,24 @@ fn resolve(node: Option<&str>, service: Option<&str>, job: u32, pid: u16) -> Res
     })
 }
 
+/// Refuses hints, saying why when `FI_UET_DEBUG` is set (libfabric's own
+/// logging is not reachable from an external provider without linking
+/// against libfabric).
+fn refuse(why: &str) -> Errno {
+    if std::env::var_os("FI_UET_DEBUG").is_some() {
+        eprintln!("uet: fi_getinfo: hints refused: {why}");
+    }
+    errors::ENODATA
+}
+
 /// What the hints ask, checked against what the provider does. On success:
 /// the capabilities, progress, threading, AV type and MR mode to report.
 struct Answer {
     caps: u64,
+    /// Default operation flags the application asked for (echoed: they
+    /// decide, under selective completion, which operations complete).
+    tx_op_flags: u64,
+    rx_op_flags: u64,
     progress: ffi::fi_progress,
     threading: ffi::fi_threading,
     av_type: ffi::fi_av_type,
@@ -196,6 +216,8 @@ struct Answer {
 unsafe fn check_hints(version: u32, hints: *const ffi::fi_info) -> Result<Answer, Errno> {
     let mut a = Answer {
         caps: PRIMARY | SECONDARY,
+        tx_op_flags: 0,
+        rx_op_flags: 0,
         progress: ffi::FI_PROGRESS_AUTO,
         threading: ffi::FI_THREAD_SAFE,
         av_type: ffi::FI_AV_TABLE,
@@ -208,7 +230,10 @@ unsafe fn check_hints(version: u32, hints: *const ffi::fi_info) -> Result<Answer
     let h = unsafe { &*hints };
     if h.caps != 0 {
         if h.caps & !(PRIMARY | SECONDARY) != 0 {
-            return Err(errors::ENODATA);
+            return Err(refuse(&format!(
+                "capabilities {:#x} not offered",
+                h.caps & !(PRIMARY | SECONDARY)
+            )));
         }
         // Primary capabilities not asked for are not offered; secondary
         // ones that come with them are.
@@ -217,19 +242,19 @@ unsafe fn check_hints(version: u32, hints: *const ffi::fi_info) -> Result<Answer
         } else {
             h.caps & PRIMARY
         };
-        a.caps = primary | (h.caps & SECONDARY) | (SECONDARY & !(f::SOURCE));
-        if h.caps & f::SOURCE != 0 {
-            a.caps |= f::SOURCE;
-        }
+        // Secondary capabilities that change behaviour are offered only
+        // when asked for.
+        let opt_in = f::SOURCE | f::DIRECTED_RECV;
+        a.caps = primary | (h.caps & SECONDARY) | (SECONDARY & !opt_in);
     }
     if h.addr_format != ffi::FI_FORMAT_UNSPEC {
-        return Err(errors::ENODATA);
+        return Err(refuse("an address format other than FI_FORMAT_UNSPEC"));
     }
     // SAFETY: attribute pointers of a valid fi_info are null or valid.
     unsafe {
         if let Some(ep) = h.ep_attr.as_ref() {
             if ep.type_ != ffi::FI_EP_UNSPEC && ep.type_ != ffi::FI_EP_RDM {
-                return Err(errors::ENODATA);
+                return Err(refuse("an endpoint type other than FI_EP_RDM"));
             }
             if ep.protocol != ffi::FI_PROTO_UNSPEC
                 || ep.max_msg_size > MAX_MSG_SIZE
@@ -238,10 +263,13 @@ unsafe fn check_hints(version: u32, hints: *const ffi::fi_info) -> Result<Answer
                 || ep.rx_ctx_cnt > 1
                 || ep.auth_key_size > 0
             {
-                return Err(errors::ENODATA);
+                return Err(refuse(
+                    "endpoint attributes (protocol, message size, prefix, contexts or auth key)",
+                ));
             }
         }
         if let Some(tx) = h.tx_attr.as_ref() {
+            a.tx_op_flags = tx.op_flags & OP_FLAGS;
             if tx.caps & !(PRIMARY | SECONDARY) != 0
                 || tx.msg_order & !(ffi::FI_ORDER_SAS as u64) != 0
                 || tx.comp_order & !(ffi::FI_ORDER_NONE as u64) != 0
@@ -250,10 +278,13 @@ unsafe fn check_hints(version: u32, hints: *const ffi::fi_info) -> Result<Answer
                 || tx.iov_limit > 1
                 || tx.rma_iov_limit > 1
             {
-                return Err(errors::ENODATA);
+                return Err(refuse(
+                    "transmit attributes (caps, ordering, inject size, queue size or iov limits)",
+                ));
             }
         }
         if let Some(rx) = h.rx_attr.as_ref() {
+            a.rx_op_flags = rx.op_flags & OP_FLAGS;
             if rx.caps & !(PRIMARY | SECONDARY) != 0
                 || rx.msg_order & !(ffi::FI_ORDER_SAS as u64) != 0
                 || rx.comp_order & !(ffi::FI_ORDER_NONE as u64) != 0
@@ -261,14 +292,16 @@ unsafe fn check_hints(version: u32, hints: *const ffi::fi_info) -> Result<Answer
                 || rx.size > QUEUE_SIZE
                 || rx.iov_limit > 1
             {
-                return Err(errors::ENODATA);
+                return Err(refuse(
+                    "receive attributes (caps, ordering, buffered bytes, queue size or iov limit)",
+                ));
             }
         }
         if let Some(fa) = h.fabric_attr.as_ref()
             && !fa.name.is_null()
             && CStr::from_ptr(fa.name) != FABRIC_NAME
         {
-            return Err(errors::ENODATA);
+            return Err(refuse("another fabric name"));
         }
         if let Some(d) = h.domain_attr.as_ref() {
             a.progress = match (d.control_progress, d.data_progress) {
@@ -283,7 +316,7 @@ unsafe fn check_hints(version: u32, hints: *const ffi::fi_info) -> Result<Answer
             a.av_type = match d.av_type {
                 ffi::FI_AV_UNSPEC => ffi::FI_AV_TABLE,
                 t @ (ffi::FI_AV_MAP | ffi::FI_AV_TABLE) => t,
-                _ => return Err(errors::ENODATA),
+                _ => return Err(refuse("av_type")),
             };
             if d.cq_data_size > 8
                 || d.ep_cnt > 1
@@ -294,12 +327,14 @@ unsafe fn check_hints(version: u32, hints: *const ffi::fi_info) -> Result<Answer
                 || d.auth_key_size > 0
                 || d.caps & !(f::LOCAL_COMM | f::REMOTE_COMM) != 0
             {
-                return Err(errors::ENODATA);
+                return Err(refuse(
+                    "domain attributes (CQ data size, endpoints, counters, shared contexts, MR iov limit, auth key or caps)",
+                ));
             }
             if !d.name.is_null() {
                 let want = CStr::from_ptr(d.name).to_string_lossy();
                 if !want.starts_with("uet") {
-                    return Err(errors::ENODATA);
+                    return Err(refuse("another domain name"));
                 }
             }
             // Keys are provider keys carrying the resource index
@@ -317,7 +352,7 @@ unsafe fn check_hints(version: u32, hints: *const ffi::fi_info) -> Result<Answer
                 };
             if !prov_key {
                 if h.caps & f::RMA != 0 {
-                    return Err(errors::ENODATA);
+                    return Err(refuse("FI_RMA without FI_MR_PROV_KEY"));
                 }
                 a.caps &= !(f::RMA | f::READ | f::WRITE | f::REMOTE_READ | f::REMOTE_WRITE);
                 a.mr_mode = 0;
@@ -452,7 +487,8 @@ unsafe fn fill(
     // SAFETY: the caller's allocation, filled field by field.
     let i = unsafe { &mut *info };
     let tx_caps = a.caps & (PRIMARY | f::SEND | f::READ | f::WRITE);
-    let rx_caps = a.caps & (PRIMARY | f::RECV | f::REMOTE_READ | f::REMOTE_WRITE | f::SOURCE);
+    let rx_caps = a.caps
+        & (PRIMARY | f::RECV | f::REMOTE_READ | f::REMOTE_WRITE | f::SOURCE | f::DIRECTED_RECV);
     i.caps = a.caps;
     i.mode = 0;
     i.addr_format = ffi::FI_FORMAT_UNSPEC;
@@ -471,6 +507,7 @@ unsafe fn fill(
     unsafe {
         let tx = &mut *i.tx_attr;
         tx.caps = tx_caps;
+        tx.op_flags = a.tx_op_flags;
         tx.msg_order = ffi::FI_ORDER_SAS as u64;
         tx.comp_order = ffi::FI_ORDER_NONE as u64;
         tx.inject_size = INJECT_SIZE;
@@ -479,6 +516,7 @@ unsafe fn fill(
         tx.rma_iov_limit = 1;
         let rx = &mut *i.rx_attr;
         rx.caps = rx_caps;
+        rx.op_flags = a.rx_op_flags;
         rx.msg_order = ffi::FI_ORDER_SAS as u64;
         rx.comp_order = ffi::FI_ORDER_NONE as u64;
         rx.total_buffered_recv = BUFFERED_RECV;

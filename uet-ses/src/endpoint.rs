@@ -567,6 +567,19 @@ impl<M: RegisteredMemory> Endpoint<M> {
         self.ses.target.peek_unexpected(job, pid, kind)
     }
 
+    /// [`SesTarget::peek_unexpected_from`]: the same for a receive directed
+    /// at one sender.
+    #[must_use]
+    pub fn peek_unexpected_from(
+        &self,
+        job: JobId,
+        pid: PidOnFep,
+        kind: RecvKind,
+        from: Option<crate::Sender>,
+    ) -> Option<Unexpected> {
+        self.ses.target.peek_unexpected_from(job, pid, kind, from)
+    }
+
     /// Takes an unexpected message out of matching
     /// ([`SesTarget::claim_unexpected`]).
     pub fn claim_unexpected(&mut self, id: UnexpectedRef) -> bool {

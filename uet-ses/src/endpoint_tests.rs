@@ -349,6 +349,7 @@ fn tagged_send_matches_a_posted_receive() {
             match_bits: MatchBits(0x1200),
             ignore_bits: MatchBits(0x00ff),
         },
+        from: None,
     })
     .unwrap();
     a.submit(
@@ -550,6 +551,7 @@ fn every_request_carries_the_configured_initiator() {
             len: 20_000,
         },
         kind: RecvKind::Untagged,
+        from: None,
     })
     .unwrap();
     let Some(TargetEvent::Recv(ev)) = b.poll_event() else {
@@ -611,6 +613,7 @@ fn a_peeked_and_claimed_send_is_delivered_by_post_claimed() {
             len: 10_000,
         },
         kind: any_tag,
+        from: None,
     };
     let r = b.post_claimed(u.id, spec).unwrap();
     let Some(TargetEvent::Recv(ev)) = b.poll_event() else {
@@ -703,6 +706,7 @@ fn an_endpoint_writes_and_sends_to_itself() {
                 len: 20_000,
             },
             kind: RecvKind::Untagged,
+            from: None,
         })
         .unwrap();
     let write = a

@@ -109,7 +109,7 @@ use crate::types::{InitiatorId, MatchBits, RecvId, RegionAddr, Source};
 
 use incoming::{Incoming, ReplyTo};
 use matching::{PostedRecv, RecvQueue, UnexpectedId};
-pub use matching::{RecvBuffer, RecvKind, RecvSpec};
+pub use matching::{RecvBuffer, RecvKind, RecvSpec, Sender};
 
 /// Limits of a [`SesTarget`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -777,10 +777,11 @@ impl<M: RegisteredMemory> SesTarget<M> {
 
         let queue = self.queues.entry((spec.job, spec.pid)).or_default();
         let unexpected = &self.unexpected;
-        let found = queue
-            .unexpected
-            .iter()
-            .position(|id| unexpected.get(id).is_some_and(|m| spec.kind.accepts(m.tag)));
+        let found = queue.unexpected.iter().position(|id| {
+            unexpected
+                .get(id)
+                .is_some_and(|m| spec.accepts(m.tag, m.source.fep, m.initiator))
+        });
         match found.and_then(|pos| queue.unexpected.remove(pos)) {
             None => queue.push_back(recv),
             Some(uid) => {
@@ -839,10 +840,24 @@ impl<M: RegisteredMemory> SesTarget<M> {
     /// messages a receive already took while they arrive, are not seen.
     #[must_use]
     pub fn peek_unexpected(&self, job: JobId, pid: PidOnFep, kind: RecvKind) -> Option<Unexpected> {
+        self.peek_unexpected_from(job, pid, kind, None)
+    }
+
+    /// [`SesTarget::peek_unexpected`] for a receive directed at `from`
+    /// (`FI_DIRECTED_RECV`).
+    #[must_use]
+    pub fn peek_unexpected_from(
+        &self,
+        job: JobId,
+        pid: PidOnFep,
+        kind: RecvKind,
+        from: Option<Sender>,
+    ) -> Option<Unexpected> {
         let queue = self.queues.get(&(job, pid))?;
         queue.unexpected.iter().find_map(|&uid| {
             let m = self.unexpected.get(&uid)?;
-            kind.accepts(m.tag).then_some(Unexpected {
+            let from_ok = from.is_none_or(|s| s.fep == m.source.fep && s.initiator == m.initiator);
+            (from_ok && kind.accepts(m.tag)).then_some(Unexpected {
                 id: UnexpectedRef(uid),
                 source: m.source,
                 initiator: m.initiator,
@@ -1236,7 +1251,7 @@ impl<M: RegisteredMemory> SesTarget<M> {
         if let Some(recv) = self
             .queues
             .get_mut(&(job, pid))
-            .and_then(|q| q.take_posted(tag))
+            .and_then(|q| q.take_posted(tag, src.fep, inc.initiator))
         {
             return Ok(Dest::Posted(recv));
         }

@@ -1009,6 +1009,7 @@ impl Control {
                     ignore_bits: uet_ses::MatchBits(i),
                 },
             },
+            from: None,
         };
         let t = daemon.next_tag();
         match daemon.post_recv(t, spec) {

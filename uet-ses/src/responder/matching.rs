@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 
 use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
 
-use crate::types::{MatchBits, RecvId, RegionAddr};
+use crate::types::{FepAddr, InitiatorId, MatchBits, RecvId, RegionAddr};
 
 /// Where a receive puts the message: `len` bytes at `offset` in a region
 /// registered with [`crate::Access::RECV`].
@@ -74,9 +74,32 @@ pub struct RecvSpec {
     pub buffer: RecvBuffer,
     /// What it accepts.
     pub kind: RecvKind,
+    /// Only messages from this sender (libfabric `FI_DIRECTED_RECV`), or
+    /// from anyone.
+    pub from: Option<Sender>,
+}
+
+/// A sender a receive is directed at: the FEP it sends from and the
+/// `initiator` field its requests carry (its `pid_on_fep`, for senders
+/// that fill it in, as the libfabric provider does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sender {
+    /// The sending FEP.
+    pub fep: FepAddr,
+    /// Its requests' `initiator` field.
+    pub initiator: InitiatorId,
 }
 
 impl RecvSpec {
+    /// Whether a send with `tag` from `fep` carrying `initiator` matches.
+    #[must_use]
+    pub fn accepts(&self, tag: Option<MatchBits>, fep: FepAddr, initiator: InitiatorId) -> bool {
+        self.kind.accepts(tag)
+            && self
+                .from
+                .is_none_or(|s| s.fep == fep && s.initiator == initiator)
+    }
+
     /// The region the buffer lies in.
     #[must_use]
     pub const fn region(&self) -> RegionAddr {
@@ -108,9 +131,16 @@ pub(crate) struct RecvQueue {
 
 impl RecvQueue {
     /// Takes the receive a send with `tag` matches, if any.
-    pub(crate) fn take_posted(&mut self, tag: Option<MatchBits>) -> Option<PostedRecv> {
+    pub(crate) fn take_posted(
+        &mut self,
+        tag: Option<MatchBits>,
+        fep: FepAddr,
+        initiator: InitiatorId,
+    ) -> Option<PostedRecv> {
         let list = self.list_for(tag.is_some());
-        let pos = list.iter().position(|r| r.spec.kind.accepts(tag))?;
+        let pos = list
+            .iter()
+            .position(|r| r.spec.accepts(tag, fep, initiator))?;
         list.remove(pos)
     }
 
@@ -169,10 +199,13 @@ mod tests {
                     len: 8,
                 },
                 kind,
+                from: None,
             },
             generation: RiGeneration::default(),
         }
     }
+
+    const ANY: FepAddr = FepAddr::from_bits(1);
 
     fn tagged(bits: u64, ignore: u64) -> RecvKind {
         RecvKind::Tagged {
@@ -194,6 +227,24 @@ mod tests {
     }
 
     #[test]
+    fn directed_receives_match_only_their_sender() {
+        let (a, b) = (FepAddr::from_bits(0xa), FepAddr::from_bits(0xb));
+        let mut q = RecvQueue::default();
+        let mut directed = recv(1, tagged(0, u64::MAX));
+        directed.spec.from = Some(Sender {
+            fep: a,
+            initiator: InitiatorId(2),
+        });
+        q.push_back(directed);
+        q.push_back(recv(2, tagged(0, u64::MAX)));
+        let t = Some(MatchBits(5));
+        assert_eq!(q.take_posted(t, b, InitiatorId(2)).unwrap().id, RecvId(2));
+        assert_eq!(q.take_posted(t, a, InitiatorId(3)), None);
+        assert_eq!(q.take_posted(t, b, InitiatorId(2)), None);
+        assert_eq!(q.take_posted(t, a, InitiatorId(2)).unwrap().id, RecvId(1));
+    }
+
+    #[test]
     fn oldest_matching_receive_wins() {
         let mut q = RecvQueue::default();
         q.push_back(recv(1, tagged(0xa, 0)));
@@ -202,14 +253,40 @@ mod tests {
         q.push_back(recv(4, tagged(0x0, 0xf)));
         q.push_back(recv(5, RecvKind::Untagged));
         assert_eq!(q.posted(), 5);
-        assert_eq!(q.take_posted(Some(MatchBits(0xb))).unwrap().id, RecvId(3));
-        assert_eq!(q.take_posted(Some(MatchBits(0xb))).unwrap().id, RecvId(4));
-        assert_eq!(q.take_posted(Some(MatchBits(0xb))), None);
-        assert_eq!(q.take_posted(None).unwrap().id, RecvId(2));
+        assert_eq!(
+            q.take_posted(Some(MatchBits(0xb)), ANY, InitiatorId(0))
+                .unwrap()
+                .id,
+            RecvId(3)
+        );
+        assert_eq!(
+            q.take_posted(Some(MatchBits(0xb)), ANY, InitiatorId(0))
+                .unwrap()
+                .id,
+            RecvId(4)
+        );
+        assert_eq!(
+            q.take_posted(Some(MatchBits(0xb)), ANY, InitiatorId(0)),
+            None
+        );
+        assert_eq!(
+            q.take_posted(None, ANY, InitiatorId(0)).unwrap().id,
+            RecvId(2)
+        );
         assert_eq!(q.remove(RecvId(5)).unwrap().id, RecvId(5));
-        assert_eq!(q.take_posted(None), None);
+        assert_eq!(q.take_posted(None, ANY, InitiatorId(0)), None);
         q.push_front(recv(6, tagged(0xa, 0)));
-        assert_eq!(q.take_posted(Some(MatchBits(0xa))).unwrap().id, RecvId(6));
-        assert_eq!(q.take_posted(Some(MatchBits(0xa))).unwrap().id, RecvId(1));
+        assert_eq!(
+            q.take_posted(Some(MatchBits(0xa)), ANY, InitiatorId(0))
+                .unwrap()
+                .id,
+            RecvId(6)
+        );
+        assert_eq!(
+            q.take_posted(Some(MatchBits(0xa)), ANY, InitiatorId(0))
+                .unwrap()
+                .id,
+            RecvId(1)
+        );
     }
 }

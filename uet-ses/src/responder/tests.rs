@@ -633,6 +633,7 @@ fn recv_spec(offset: u64, len: u64, kind: RecvKind) -> RecvSpec {
             len,
         },
         kind,
+        from: None,
     }
 }
 
