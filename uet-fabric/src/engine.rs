@@ -992,7 +992,7 @@ fn progress_thread(engine: &Weak<Engine>) {
             .saturating_since(Instant::from_nanos(e.app_progress.load(Ordering::Relaxed)))
             < APP_BUSY;
         let wait = if app_busy {
-            Some(now.saturating_add(APP_BUSY))
+            Some(now.saturating_add(APP_BUSY_SLEEP))
         } else {
             let mut st = e.lock();
             e.progress_locked(&mut st);
@@ -1026,6 +1026,10 @@ fn progress_thread(engine: &Weak<Engine>) {
 /// How long after the application's last progress call the progress
 /// thread leaves the work to it.
 const APP_BUSY: Duration = Duration::from_millis(1);
+/// How long the progress thread then sleeps before it looks again: waking
+/// more often steals the CPU from the polling application on a small
+/// machine (seen as 5 ms retransmission timeouts on a 2-vCPU VM).
+const APP_BUSY_SLEEP: Duration = Duration::from_millis(10);
 
 fn region(job: u32, pid: u16, ri: u16) -> Result<RegionAddr, ()> {
     Ok(RegionAddr::new(

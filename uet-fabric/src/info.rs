@@ -610,7 +610,7 @@ pub(crate) unsafe fn plan(info: *const ffi::fi_info) -> Result<Plan, Errno> {
     // SAFETY: attribute pointer of a valid fi_info.
     let auto_progress = unsafe { i.domain_attr.as_ref() }.is_none_or(|d| {
         d.data_progress != ffi::FI_PROGRESS_MANUAL && d.control_progress != ffi::FI_PROGRESS_MANUAL
-    });
+    }) && env("FI_UET_PROGRESS").as_deref() != Some("manual");
     Ok(Plan {
         local,
         auto_progress,
