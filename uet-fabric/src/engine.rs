@@ -221,7 +221,7 @@ impl Peers {
         self.by_ip
             .get(&ip)
             .copied()
-            .unwrap_or(SocketAddr::new(ip, UET_PORT))
+            .unwrap_or_else(|| SocketAddr::new(ip, UET_PORT))
     }
 }
 
@@ -270,7 +270,6 @@ pub(crate) struct Engine {
     st: Mutex<State>,
     stop: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
-    max_ses_len: usize,
     /// When the application last drove progress (clock nanoseconds).
     app_progress: AtomicU64,
 }
@@ -387,7 +386,6 @@ impl Engine {
             }),
             stop: AtomicBool::new(false),
             thread: Mutex::new(None),
-            max_ses_len,
             app_progress: AtomicU64::new(0),
             cfg,
         });
@@ -404,11 +402,6 @@ impl Engine {
     /// This engine's address.
     pub(crate) const fn name(&self) -> &Name {
         &self.name
-    }
-
-    /// Largest SES payload per packet.
-    pub(crate) const fn max_ses_len(&self) -> usize {
-        self.max_ses_len
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -435,11 +428,6 @@ impl Engine {
         {
             let _ = h.join();
         }
-    }
-
-    /// Counters.
-    pub(crate) fn stats(&self) -> Stats {
-        self.lock().stats
     }
 
     /// Sets where remote writes with CQ data are reported, and the AV for
