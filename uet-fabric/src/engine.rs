@@ -260,6 +260,9 @@ pub(crate) struct Stats {
     pub(crate) tx_datagrams: u64,
     pub(crate) rx_dropped: u64,
     pub(crate) tx_errors: u64,
+    /// Remote CQ data dropped because the application let its CQ fill up
+    /// ([`crate::cq::Cq::push_remote`]).
+    pub(crate) cq_overruns: u64,
 }
 
 /// A domain's transport.
@@ -576,6 +579,9 @@ impl Engine {
             ),
         };
         let now = clock();
+        if st.tx.len() >= crate::info::QUEUE_SIZE {
+            return Err(errors::EAGAIN);
+        }
         let id = st
             .ep
             .submit_with(now, peer, operation, mode, TrafficClass::from_masked(0))
@@ -622,6 +628,9 @@ impl Engine {
             },
             from,
         };
+        if st.rx.len() >= crate::info::QUEUE_SIZE {
+            return Err(errors::EAGAIN);
+        }
         let id = st.ep.post_recv(spec).map_err(|_| errors::EAGAIN)?;
         st.rx.insert(id, done);
         // The receive may have taken an unexpected message at once.
@@ -848,13 +857,15 @@ impl Engine {
             match ev {
                 TargetEvent::Recv(r) => complete_rx(st, &r),
                 TargetEvent::WriteWithData(w) => {
-                    if let Some(cq) = &st.remote_cq {
-                        cq.push(Entry {
+                    if let Some(cq) = &st.remote_cq
+                        && !cq.push_remote(Entry {
                             flags: crate::ffi_flags::REMOTE_WRITE_DATA,
                             len: w.len as usize,
                             data: w.header_data,
                             ..Entry::default()
-                        });
+                        })
+                    {
+                        st.stats.cq_overruns += 1;
                     }
                 }
             }
