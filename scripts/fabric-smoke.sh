@@ -43,9 +43,9 @@ if [ "$(id -u)" != 0 ]; then
     echo "fabric-smoke: needs root (it creates network namespaces)" >&2
     exit 2
 fi
-for tool in ip fi_info fi_pingpong mpirun mpicc cc unshare ss; do
+for tool in ip fi_info fi_pingpong mpirun mpicc cc unshare ss python3; do
     command -v "$tool" >/dev/null || {
-        echo "fabric-smoke: $tool not found (apt-get install libfabric-bin libfabric-dev openmpi-bin libopenmpi-dev iproute2)" >&2
+        echo "fabric-smoke: $tool not found (apt-get install libfabric-bin libfabric-dev openmpi-bin libopenmpi-dev libxxhash-dev iproute2)" >&2
         exit 2
     }
 done
@@ -139,7 +139,7 @@ step() {
 
 # --- our C programs ---------------------------------------------------------------
 if [[ $SKIP != *,fi_rma,* || $SKIP != *,interop,* ]]; then
-    cc -O2 -Wall -Wextra -Werror -o "$OUT/fi_rma_check" uet-fabric/tests/c/fi_rma_check.c -lfabric
+    cc -O2 -Wall -Wextra -Werror -o "$OUT/fi_rma_check" uet-fabric/tests/c/fi_rma_check.c -lfabric -lxxhash
 fi
 mpicc -O2 -Wall -Wextra -Werror -o "$OUT/mpi_check" uet-fabric/tests/c/mpi_check.c
 
