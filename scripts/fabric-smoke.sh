@@ -12,6 +12,8 @@
 #             must be built (cargo build --release -p uet-fabric); the script
 #             presents it to libfabric as target/PROFILE/fabric/libuet-fi.so.
 # --skip      steps not to run: fi_info fi_pingpong fi_rma mpi mpi4py interop
+#             (interop — libfabric <-> uetd in both directions — runs only
+#             for the uet provider and needs target/PROFILE/uetd and uet)
 # --pp-iters  fi_pingpong iterations per size (default 10)
 # --full      mpi_check with its full repeat counts (the BENCHMARKS run)
 #
@@ -106,6 +108,16 @@ wait_listen() {
             echo "nothing listens on TCP port $port in $ns" >&2
             return 1
         fi
+        sleep 0.05
+    done
+}
+
+# poll_for SECONDS CMD…: runs CMD until it succeeds, at most SECONDS.
+poll_for() {
+    local deadline=$((SECONDS + $1))
+    shift
+    until "$@" 2>/dev/null; do
+        [ $SECONDS -lt $deadline ] || return 1
         sleep 0.05
     done
 }
@@ -298,11 +310,66 @@ s_mpi4py() {
     echo "helloworld on $NS_A and $NS_B; pingpong table printed" > "$OUT/mpi4py.note"
 }
 
+# --- uetd interop: the provider and a uetd (udp backend) in the other namespace --------
+# Leg 1: fi_rma_check --url writes into a region `uet serve` exposes through
+# the uetd in B; the XXH3 `uet serve` prints equals the writer's.
+# Leg 2: `uet write` through the uetd in B into fi_rma_check --serve's
+# fi_mr_reg'd region in A; the XXH3 of what landed equals `uet write`'s.
+s_interop() {
+    local uetd=$TARGET/$PROFILE/uetd uet=$TARGET/$PROFILE/uet sock=$OUT/uetd-$$.sock
+    local serve_log=$OUT/interop.serve.log fserve_log=$OUT/interop.fi-serve.log
+    local line addr want got len=$((64 << 20))
+    for b in "$uetd" "$uet"; do
+        [ -x "$b" ] || { echo "$b is missing (cargo build --$PROFILE -p uetd -p uet-cli)" >&2; return 1; }
+    done
+    rm -f "$sock"
+    in_b "$uetd" --backend udp --address "$IP_B" --socket "$sock" >"$OUT/interop.uetd.log" 2>&1 &
+    PIDS+=("$!")
+    poll_for 20 test -S "$sock" || { echo "uetd did not open $sock" >&2; cat "$OUT/interop.uetd.log" >&2; return 1; }
+
+    echo "--- libfabric ($PROV) in $NS_A writes into a region uet serve exposes in $NS_B"
+    in_b "$uet" serve --size 64MiB --count 1 --socket "$sock" >"$serve_log" 2>&1 &
+    local serve_pid=$!
+    PIDS+=("$serve_pid")
+    poll_for 20 grep -q '"serving"' "$serve_log" || { cat "$serve_log" >&2; return 1; }
+    addr=$(grep -o '"address":"[^"]*"' "$serve_log" | head -1 | cut -d'"' -f4)
+    echo "uet serve: $addr"
+    line=$(in_a timeout 120 "$OUT/fi_rma_check" --provider "$PROV" --url "$addr" --len "$len")
+    echo "$line"
+    want=$(awk '/^xxh3 /{print $2}' <<<"$line")
+    wait "$serve_pid" || { echo "uet serve failed" >&2; cat "$serve_log" >&2; return 1; }
+    got=$(grep '"write_arrived"' "$serve_log" | grep -o '"xxh3":"[0-9a-f]*"' | cut -d'"' -f4)
+    echo "uet serve saw xxh3 $got over $(grep -o '"verified_bytes":[0-9]*' "$serve_log" | cut -d: -f2) B"
+    [ -n "$want" ] && [ "$want" = "$got" ] || { echo "hash mismatch: libfabric wrote $want, uet serve saw $got" >&2; return 1; }
+
+    echo "--- uet write through the uetd in $NS_B into fi_mr_reg'd memory of libfabric ($PROV) in $NS_A"
+    in_a timeout 120 "$OUT/fi_rma_check" --provider "$PROV" --serve --size "$len" >"$fserve_log" 2>&1 &
+    local fserve_pid=$!
+    PIDS+=("$fserve_pid")
+    poll_for 20 grep -q '^serving ' "$fserve_log" || { cat "$fserve_log" >&2; return 1; }
+    addr=$(awk '/^serving /{print $NF}' "$fserve_log")
+    echo "fi_rma_check --serve: $addr"
+    head -c "$len" /dev/urandom >"$OUT/interop.in"
+    line=$(in_b timeout 120 "$uet" write "$OUT/interop.in" "$addr" --socket "$sock")
+    echo "$line"
+    want=$(grep -o '"xxh3":"[0-9a-f]*"' <<<"$line" | cut -d'"' -f4)
+    wait "$fserve_pid" || { echo "fi_rma_check --serve failed" >&2; cat "$fserve_log" >&2; return 1; }
+    cat "$fserve_log"
+    got=$(awk '/^verified_bytes /{print $4}' "$fserve_log")
+    [ -n "$want" ] && [ "$want" = "$got" ] || { echo "hash mismatch: uet write sent $want, libfabric got $got" >&2; return 1; }
+    echo "both directions: hashes equal" > "$OUT/interop.note"
+}
+
 step fi_info s_fi_info
 step fi_pingpong s_fi_pingpong
 step fi_rma s_fi_rma
 step mpi s_mpi
 step mpi4py s_mpi4py
+if [ "$PROV" = uet ]; then
+    step interop s_interop
+else
+    SUMMARY+=("SKIP  interop (needs the uet provider; this run uses $PROV)")
+fi
 
 echo
 echo "=== summary (provider $PROV) ==="
