@@ -5,12 +5,14 @@
 # mpi_check and mpi4py's own benchmarks, with one rank in each namespace.
 #
 #   scripts/fabric-smoke.sh [--provider NAME] [--profile release|debug]
-#                           [--skip STEP[,STEP…]] [--pp-iters N] [--full]
+#                           [--lib PATH] [--skip STEP[,STEP…]] [--pp-iters N] [--full]
 #
 # --provider  libfabric provider (default uet; libfabric's own, e.g. tcp or
 #             sockets, to check the harness). For uet the provider library
 #             must be built (cargo build --release -p uet-fabric); the script
 #             presents it to libfabric as target/PROFILE/fabric/libuet-fi.so.
+# --lib       the provider library (default target/PROFILE/libuet_fabric.so)
+# UET_FABRIC_BIN_DIR: where uetd and uet are (default target/PROFILE)
 # --skip      steps not to run: fi_info fi_pingpong fi_rma mpi mpi4py interop
 #             (interop — libfabric <-> uetd in both directions — runs only
 #             for the uet provider and needs target/PROFILE/uetd and uet)
@@ -26,6 +28,7 @@ ROOT=$PWD
 
 PROV=${UET_FABRIC_PROVIDER:-uet}
 PROFILE=release
+LIB=""
 SKIP=""
 PP_ITERS=10
 MPI_MODE=--quick
@@ -33,10 +36,11 @@ while [ $# -gt 0 ]; do
     case $1 in
         --provider) PROV=$2; shift 2 ;;
         --profile) PROFILE=$2; shift 2 ;;
+        --lib) LIB=$2; shift 2 ;;
         --skip) SKIP=",$2,"; shift 2 ;;
         --pp-iters) PP_ITERS=$2; shift 2 ;;
         --full) MPI_MODE=""; shift ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "fabric-smoke: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -58,15 +62,21 @@ mkdir -p "$OUT"
 
 # --- the provider under test -------------------------------------------------
 if [ "$PROV" = uet ]; then
-    so=$TARGET/$PROFILE/libuet_fabric.so
+    so=${LIB:-$TARGET/$PROFILE/libuet_fabric.so}
     if [ ! -f "$so" ]; then
         echo "fabric-smoke: $so is missing: build it first (cargo build --$PROFILE -p uet-fabric)" >&2
         exit 2
     fi
+    # libfabric loads external providers as lib<name>-fi.so from FI_PROVIDER_PATH.
     mkdir -p "$TARGET/$PROFILE/fabric"
-    ln -sfn ../libuet_fabric.so "$TARGET/$PROFILE/fabric/libuet-fi.so"
+    if [ -z "$LIB" ]; then
+        ln -sfn ../libuet_fabric.so "$TARGET/$PROFILE/fabric/libuet-fi.so"
+    else
+        ln -sfn "$(realpath "$LIB")" "$TARGET/$PROFILE/fabric/libuet-fi.so"
+    fi
     export FI_PROVIDER_PATH=$TARGET/$PROFILE/fabric
 fi
+BIN_DIR=${UET_FABRIC_BIN_DIR:-$TARGET/$PROFILE}
 export FI_PROVIDER=$PROV
 
 # --- namespaces, cleaned up on every exit -------------------------------------
@@ -316,7 +326,7 @@ s_mpi4py() {
 # Leg 2: `uet write` through the uetd in B into fi_rma_check --serve's
 # fi_mr_reg'd region in A; the XXH3 of what landed equals `uet write`'s.
 s_interop() {
-    local uetd=$TARGET/$PROFILE/uetd uet=$TARGET/$PROFILE/uet sock=$OUT/uetd-$$.sock
+    local uetd=$BIN_DIR/uetd uet=$BIN_DIR/uet sock=$OUT/uetd-$$.sock
     local serve_log=$OUT/interop.serve.log fserve_log=$OUT/interop.fi-serve.log
     local line addr want got len=$((64 << 20))
     for b in "$uetd" "$uet"; do
