@@ -80,6 +80,8 @@ BIN_DIR=${UET_FABRIC_BIN_DIR:-$TARGET/$PROFILE}
 export FI_PROVIDER=$PROV
 
 # --- namespaces, cleaned up on every exit -------------------------------------
+AGENT=""
+STEP_PID=""
 NS_A=ufab-$$-a
 NS_B=ufab-$$-b
 NET=10.231.7.0/24
@@ -87,11 +89,25 @@ IP_A=10.231.7.1
 IP_B=10.231.7.2
 PIDS=()
 cleanup() {
-    local rc=$?
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    local rc=$? ns p
+    for p in "${PIDS[@]}" $STEP_PID; do kill "$p" 2>/dev/null || true; done
+    # Whatever still runs in our namespaces (mpirun and its ranks run under
+    # `timeout`, which makes a process group of its own) ends with them.
+    for ns in "$NS_A" "$NS_B"; do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill "$p" 2>/dev/null || true; done
+    done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    local deadline=$((SECONDS + 5))
+    while [ -n "$(ip netns pids "$NS_A" 2>/dev/null; ip netns pids "$NS_B" 2>/dev/null)" ] \
+        && [ $SECONDS -lt $deadline ]; do
+        sleep 0.1
+    done
+    for ns in "$NS_A" "$NS_B"; do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
+    done
     ip netns del "$NS_A" 2>/dev/null || true
     ip netns del "$NS_B" 2>/dev/null || true
+    rm -f "$AGENT"
     exit "$rc"
 }
 trap cleanup EXIT
@@ -145,9 +161,14 @@ step() {
     echo
     echo "=== $name ($PROV) ==="
     rm -f "$OUT/$name.note"
+    # In the background and waited for: `wait` returns when a signal comes,
+    # so the cleanup trap runs at once (not after the step ends).
     set +e
-    (set -e; "$fn")
+    (set -e; "$fn") &
+    STEP_PID=$!
+    wait "$STEP_PID"
     rc=$?
+    STEP_PID=""
     set -e
     # A step may leave a one-line result in $OUT/NAME.note for the summary.
     note=$(cat "$OUT/$name.note" 2>/dev/null || true)
@@ -316,7 +337,9 @@ s_mpi4py() {
     check_mtl_provider "$out"
     grep -q "Hello, World! I am process 0 of 2 on $NS_A" <<<"$out"
     grep -q "Hello, World! I am process 1 of 2 on $NS_B" <<<"$out"
-    out=$(mpirun_ab --mca btl self "$venv/bin/python" -m mpi4py.bench pingpong --max-size $((4 << 20)) 2>&1)
+    # Up to 4 MiB, 100 round trips a size (20 above 32 KiB): a smoke run.
+    out=$(mpirun_ab --mca btl self "$venv/bin/python" -m mpi4py.bench pingpong --max-size $((4 << 20)) \
+        --loop 100 --skip 10 --loop-large 20 --skip-large 2 2>&1)
     echo "$out" | quiet_mtl
     check_mtl_provider "$out"
     grep -Eq '^ *[0-9]+ +[0-9.]+' <<<"$out"
