@@ -18,6 +18,9 @@
 #             for the uet provider and needs target/PROFILE/uetd and uet)
 # --pp-iters  fi_pingpong iterations per size (default 10)
 # --full      mpi_check with its full repeat counts (the BENCHMARKS run)
+# --bench     also the fi_pingpong comparison for BENCHMARKS.md: the provider
+#             (RDM) beside libfabric's tcp (RDM) and udp (DGRAM) on the same
+#             veth pair, per size, median of 3 runs
 #
 # Builds only its C programs (into target/fabric-tests/) and, once, a Python
 # venv there with mpi4py compiled against the system's Open MPI. Exits 0 only
@@ -32,6 +35,7 @@ LIB=""
 SKIP=""
 PP_ITERS=10
 MPI_MODE=--quick
+BENCH=0
 while [ $# -gt 0 ]; do
     case $1 in
         --provider) PROV=$2; shift 2 ;;
@@ -40,6 +44,7 @@ while [ $# -gt 0 ]; do
         --skip) SKIP=",$2,"; shift 2 ;;
         --pp-iters) PP_ITERS=$2; shift 2 ;;
         --full) MPI_MODE=""; shift ;;
+        --bench) BENCH=1; shift ;;
         -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "fabric-smoke: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -396,11 +401,52 @@ s_interop() {
     echo "both directions: hashes equal" > "$OUT/interop.note"
 }
 
+# --- fi_pingpong comparison (--bench) ---------------------------------------------------
+# One fi_pingpong run of one size: prints "MB/s usec/xfer" of its row.
+pp_once() {
+    local prov=$1 ep=$2 size=$3 iters=$4 srv out spid
+    srv=$OUT/bench.server.log
+    in_b timeout 120 fi_pingpong -p "$prov" -e "$ep" -S "$size" -I "$iters" >"$srv" 2>&1 &
+    spid=$!
+    # fi_pingpong exchanges addresses over its TCP control port (also for DGRAM).
+    wait_listen "$NS_B" 47592
+    out=$(in_a timeout 120 fi_pingpong -p "$prov" -e "$ep" -S "$size" -I "$iters" "$IP_B" 2>&1)
+    wait "$spid"
+    awk '$3 ~ /^=/ {print $6, $7; exit}' <<<"$out"
+}
+
+median3() { sort -g | sed -n 2p; }
+
+s_bench() {
+    local provs=("$PROV rdm") p prov ep size sizes iters r m u mbs us
+    [ "$PROV" != tcp ] && provs+=("tcp rdm")
+    provs+=("udp dgram")
+    printf '%-10s %-6s %9s %8s %12s %12s\n' provider ep bytes iters "MB/s(med)" "usec/xfer(med)"
+    for p in "${provs[@]}"; do
+        read -r prov ep <<<"$p"
+        if [ "$ep" = dgram ]; then sizes="1 64 1024"; else sizes="1 64 4096 65536 1048576"; fi
+        for size in $sizes; do
+            iters=1000
+            [ "$size" -ge 1048576 ] && iters=100
+            mbs=() us=()
+            for r in 1 2 3; do
+                read -r m u < <(pp_once "$prov" "$ep" "$size" "$iters")
+                mbs+=("$m") us+=("$u")
+            done
+            printf '%-10s %-6s %9s %8s %12s %12s\n' "$prov" "$ep" "$size" "$iters" \
+                "$(printf '%s\n' "${mbs[@]}" | median3)" "$(printf '%s\n' "${us[@]}" | median3)"
+        done
+    done
+}
+
 step fi_info s_fi_info
 step fi_pingpong s_fi_pingpong
 step fi_rma s_fi_rma
 step mpi s_mpi
 step mpi4py s_mpi4py
+if [ "$BENCH" = 1 ]; then
+    step bench s_bench
+fi
 if [ "$PROV" = uet ]; then
     step interop s_interop
 else
