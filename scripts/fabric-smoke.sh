@@ -20,7 +20,7 @@
 # --full      mpi_check with its full repeat counts (the BENCHMARKS run)
 # --bench     also the fi_pingpong comparison for BENCHMARKS.md: the provider
 #             (RDM) beside libfabric's tcp (RDM) and udp (DGRAM) on the same
-#             veth pair, per size, median of 3 runs
+#             veth pair, per size, median of 5 runs
 #
 # Builds only its C programs (into target/fabric-tests/) and, once, a Python
 # venv there with mpi4py compiled against the system's Open MPI. Exits 0 only
@@ -263,6 +263,7 @@ chmod +x "$AGENT"
 mpirun_ab() {
     local env=()
     [ -n "${FI_PROVIDER_PATH:-}" ] && env=(-x FI_PROVIDER_PATH)
+    # shellcheck disable=SC2016 # the inner sh expands them
     in_a unshare --uts sh -c 'hostname "$0"; exec "$@"' "$NS_A" \
         timeout 600 mpirun --allow-run-as-root --oversubscribe --bind-to none \
         -np 2 --host "$IP_A,$IP_B" \
@@ -381,7 +382,10 @@ s_interop() {
     wait "$serve_pid" || { echo "uet serve failed" >&2; cat "$serve_log" >&2; return 1; }
     got=$(grep '"write_arrived"' "$serve_log" | grep -o '"xxh3":"[0-9a-f]*"' | cut -d'"' -f4)
     echo "uet serve saw xxh3 $got over $(grep -o '"verified_bytes":[0-9]*' "$serve_log" | cut -d: -f2) B"
-    [ -n "$want" ] && [ "$want" = "$got" ] || { echo "hash mismatch: libfabric wrote $want, uet serve saw $got" >&2; return 1; }
+    if [ -z "$want" ] || [ "$want" != "$got" ]; then
+        echo "hash mismatch: libfabric wrote ${want:-?}, uet serve saw ${got:-?}" >&2
+        return 1
+    fi
 
     echo "--- uet write through the uetd in $NS_B into fi_mr_reg'd memory of libfabric ($PROV) in $NS_A"
     in_a timeout 120 "$OUT/fi_rma_check" --provider "$PROV" --serve --size "$len" >"$fserve_log" 2>&1 &
@@ -397,7 +401,10 @@ s_interop() {
     wait "$fserve_pid" || { echo "fi_rma_check --serve failed" >&2; cat "$fserve_log" >&2; return 1; }
     cat "$fserve_log"
     got=$(awk '/^verified_bytes /{print $4}' "$fserve_log")
-    [ -n "$want" ] && [ "$want" = "$got" ] || { echo "hash mismatch: uet write sent $want, libfabric got $got" >&2; return 1; }
+    if [ -z "$want" ] || [ "$want" != "$got" ]; then
+        echo "hash mismatch: uet write sent ${want:-?}, libfabric got ${got:-?}" >&2
+        return 1
+    fi
     echo "both directions: hashes equal" > "$OUT/interop.note"
 }
 
@@ -406,35 +413,39 @@ s_interop() {
 pp_once() {
     local prov=$1 ep=$2 size=$3 iters=$4 srv out spid
     srv=$OUT/bench.server.log
-    in_b timeout 120 fi_pingpong -p "$prov" -e "$ep" -S "$size" -I "$iters" >"$srv" 2>&1 &
+    in_b env FI_PROVIDER="$prov" timeout 120 fi_pingpong -p "$prov" -e "$ep" -S "$size" -I "$iters" >"$srv" 2>&1 &
     spid=$!
     # fi_pingpong exchanges addresses over its TCP control port (also for DGRAM).
     wait_listen "$NS_B" 47592
-    out=$(in_a timeout 120 fi_pingpong -p "$prov" -e "$ep" -S "$size" -I "$iters" "$IP_B" 2>&1)
-    wait "$spid"
+    out=$(in_a env FI_PROVIDER="$prov" timeout 120 fi_pingpong -p "$prov" -e "$ep" -S "$size" -I "$iters" "$IP_B" 2>&1) \
+        || { echo "fi_pingpong -p $prov -e $ep -S $size failed: $out" >&2; return 1; }
+    wait "$spid" || { echo "fi_pingpong server failed: $(cat "$srv")" >&2; return 1; }
     awk '$3 ~ /^=/ {print $6, $7; exit}' <<<"$out"
 }
 
-median3() { sort -g | sed -n 2p; }
+median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
 s_bench() {
-    local provs=("$PROV rdm") p prov ep size sizes iters r m u mbs us
+    local provs=("$PROV rdm") p prov ep size sizes iters row m u mbs us
     [ "$PROV" != tcp ] && provs+=("tcp rdm")
     provs+=("udp dgram")
     printf '%-10s %-6s %9s %8s %12s %12s\n' provider ep bytes iters "MB/s(med)" "usec/xfer(med)"
     for p in "${provs[@]}"; do
         read -r prov ep <<<"$p"
-        if [ "$ep" = dgram ]; then sizes="1 64 1024"; else sizes="1 64 4096 65536 1048576"; fi
+        if [ "$ep" = dgram ]; then sizes="8 64 1024"; else sizes="8 64 4096 65536 1048576"; fi
         for size in $sizes; do
-            iters=1000
+            # Enough round trips that the run's fixed costs do not show.
+            iters=10000
+            [ "$size" -ge 65536 ] && iters=1000
             [ "$size" -ge 1048576 ] && iters=100
             mbs=() us=()
-            for r in 1 2 3; do
-                read -r m u < <(pp_once "$prov" "$ep" "$size" "$iters")
+            for _ in 1 2 3 4 5; do
+                row=$(pp_once "$prov" "$ep" "$size" "$iters")
+                read -r m u <<<"$row"
                 mbs+=("$m") us+=("$u")
             done
             printf '%-10s %-6s %9s %8s %12s %12s\n' "$prov" "$ep" "$size" "$iters" \
-                "$(printf '%s\n' "${mbs[@]}" | median3)" "$(printf '%s\n' "${us[@]}" | median3)"
+                "$(printf '%s\n' "${mbs[@]}" | median)" "$(printf '%s\n' "${us[@]}" | median)"
         done
     done
 }
