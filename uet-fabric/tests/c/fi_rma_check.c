@@ -832,8 +832,17 @@ static int run_url(const char *prov, const char *url, size_t len, size_t msg, ui
 	}
 	fill(src, len, seed);
 	t0 = now();
-	/* The last write asks `uet serve` to hash the first len bytes. */
-	rma(&f, OP_WRITEDATA, dest, src, desc, 0, u.key, len, msg, 0, VERIFY_TAG | len);
+	/* As `uet write` does: plain writes, then, once they completed, the
+	 * last chunk as fi_writedata whose data asks `uet serve` to hash the
+	 * first len bytes (every write with data is reported by `uet serve`). */
+	{
+		size_t last = len % msg ? len % msg : (len < msg ? len : msg);
+		size_t off = len - last;
+		if (off)
+			rma(&f, OP_WRITE, dest, src, desc, 0, u.key, off, msg, 0, 0);
+		rma(&f, OP_WRITEDATA, dest, src + off, desc, off, u.key, last, msg, 0,
+		    VERIFY_TAG | len);
+	}
 	dt = now() - t0;
 	memset(back, 0, len);
 	rma(&f, OP_READ, dest, back, bdesc, 0, u.key, len, msg, 0, 0);
