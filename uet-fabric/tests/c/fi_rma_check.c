@@ -832,22 +832,23 @@ static int run_url(const char *prov, const char *url, size_t len, size_t msg, ui
 	}
 	fill(src, len, seed);
 	t0 = now();
-	/* As `uet write` does: plain writes, then, once they completed, the
-	 * last chunk as fi_writedata whose data asks `uet serve` to hash the
-	 * first len bytes (every write with data is reported by `uet serve`). */
-	{
-		size_t last = len % msg ? len % msg : (len < msg ? len : msg);
-		size_t off = len - last;
-		if (off)
-			rma(&f, OP_WRITE, dest, src, desc, 0, u.key, off, msg, 0, 0);
-		rma(&f, OP_WRITEDATA, dest, src + off, desc, off, u.key, last, msg, 0,
-		    VERIFY_TAG | len);
-	}
+	/* Plain writes of all len bytes, read back and compared while the
+	 * region is still served, then, as `uet write` does, the last chunk
+	 * again as fi_writedata whose data asks `uet serve` to hash the first
+	 * len bytes (`uet serve --count 1` ends on it and retires the region,
+	 * so nothing may follow it). */
+	rma(&f, OP_WRITE, dest, src, desc, 0, u.key, len, msg, 0, 0);
 	dt = now() - t0;
 	memset(back, 0, len);
 	rma(&f, OP_READ, dest, back, bdesc, 0, u.key, len, msg, 0, 0);
 	if (memcmp(back, src, len))
 		DIE("fi_read of %s differs from what was written", url);
+	{
+		size_t last = len % msg ? len % msg : (len < msg ? len : msg);
+		size_t off = len - last;
+		rma(&f, OP_WRITEDATA, dest, src + off, desc, off, u.key, last, msg, 0,
+		    VERIFY_TAG | len);
+	}
 	printf("wrote %zu B to %s in %zu B messages in %.3f s (%.3f Gb/s); read back equal\n", len,
 	       url, msg, dt, len * 8 / dt / 1e9);
 	printf("xxh3 %016" PRIx64 "\n", hash(src, len));
