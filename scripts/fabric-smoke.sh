@@ -426,29 +426,118 @@ pp_once() {
 
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
-s_bench() {
-    local provs=("$PROV rdm") p prov ep size sizes iters row m u mbs us
+# fi_pingpong over each provider on the same veth pair, the providers
+# interleaved within every repeat (so a burst of load elsewhere on the machine
+# hits all of them alike); medians of 5.
+bench_pingpong() {
+    local provs=("$PROV rdm") p prov ep size iters rep row m u
     [ "$PROV" != tcp ] && provs+=("tcp rdm")
     provs+=("udp dgram")
-    printf '%-10s %-6s %9s %8s %12s %12s\n' provider ep bytes iters "MB/s(med)" "usec/xfer(med)"
-    for p in "${provs[@]}"; do
-        read -r prov ep <<<"$p"
-        if [ "$ep" = dgram ]; then sizes="8 64 1024"; else sizes="8 64 4096 65536 1048576"; fi
-        for size in $sizes; do
-            # Enough round trips that the run's fixed costs do not show.
-            iters=10000
-            [ "$size" -ge 65536 ] && iters=1000
-            [ "$size" -ge 1048576 ] && iters=100
-            mbs=() us=()
-            for _ in 1 2 3 4 5; do
+    declare -A MB US
+    for size in 8 64 1024 4096 65536 1048576; do
+        iters=10000
+        [ "$size" -ge 65536 ] && iters=1000
+        [ "$size" -ge 1048576 ] && iters=100
+        for rep in 1 2 3 4 5; do
+            for p in "${provs[@]}"; do
+                read -r prov ep <<<"$p"
+                # DGRAM messages must fit one datagram.
+                [ "$ep" = dgram ] && [ "$size" -gt 1024 ] && continue
                 row=$(pp_once "$prov" "$ep" "$size" "$iters")
                 read -r m u <<<"$row"
-                mbs+=("$m") us+=("$u")
+                MB[$prov.$size]+="$m "
+                US[$prov.$size]+="$u "
             done
-            printf '%-10s %-6s %9s %8s %12s %12s\n' "$prov" "$ep" "$size" "$iters" \
-                "$(printf '%s\n' "${mbs[@]}" | median)" "$(printf '%s\n' "${us[@]}" | median)"
         done
     done
+    echo "fi_pingpong, median of 5 interleaved runs (MB/s as fi_pingpong counts it; usec/xfer = half round trip)"
+    printf '%-6s %-6s %9s %12s %14s\n' provider ep bytes "MB/s" "usec/xfer"
+    for p in "${provs[@]}"; do
+        read -r prov ep <<<"$p"
+        for size in 8 64 1024 4096 65536 1048576; do
+            [ -n "${MB[$prov.$size]:-}" ] || continue
+            printf '%-6s %-6s %9s %12s %14s\n' "$prov" "$ep" "$size" \
+                "$(tr ' ' '\n' <<<"${MB[$prov.$size]}" | grep . | median)" \
+                "$(tr ' ' '\n' <<<"${US[$prov.$size]}" | grep . | median)"
+        done
+    done
+}
+
+# `uet perf` (RMA writes through uetd, udp backend, one daemon per namespace)
+# on the same veth pair: depth 1 for latency, depth 16 for bandwidth; median of
+# 3 runs of 2 s per size.
+bench_uet_perf() {
+    local uetd=$BIN_DIR/uetd uet=$BIN_DIR/uet sa=$OUT/bench-uetd-a-$$.sock sb=$OUT/bench-uetd-b-$$.sock
+    local serve_log=$OUT/bench.serve.log addr depth rep out
+    in_a "$uetd" --backend udp --address "$IP_A" --socket "$sa" >"$OUT/bench.uetd-a.log" 2>&1 &
+    PIDS+=($!)
+    in_b "$uetd" --backend udp --address "$IP_B" --socket "$sb" >"$OUT/bench.uetd-b.log" 2>&1 &
+    PIDS+=($!)
+    poll_for 20 test -S "$sa" && poll_for 20 test -S "$sb" || { echo "uetd did not start" >&2; return 1; }
+    in_b "$uet" serve --size 64MiB --socket "$sb" >"$serve_log" 2>&1 &
+    PIDS+=($!)
+    poll_for 20 grep -q '"serving"' "$serve_log" || { cat "$serve_log" >&2; return 1; }
+    addr=$(grep -o '"address":"[^"]*"' "$serve_log" | head -1 | cut -d'"' -f4)
+    declare -A LAT GB
+    for rep in 1 2 3; do
+        for depth in 1 16; do
+            out=$(in_a "$uet" perf "$addr" --socket "$sa" --size 8,64,1024,4096,65536,1048576 \
+                --depth "$depth" --duration 2 --json)
+            while read -r size lat gbps; do
+                LAT[$depth.$size]+="$lat "
+                GB[$depth.$size]+="$gbps "
+            done < <(python3 -c '
+import json, sys
+for l in sys.stdin:
+    if l.strip().startswith("{"):
+        j = json.loads(l)
+        print(j["size"], j["latency_us"]["p50"], j["gbps"])' <<<"$out")
+        done
+    done
+    echo "uet perf (RMA write through uetd, udp backend), median of 3 runs of 2 s"
+    printf '%9s %16s %18s\n' bytes "p50 us, depth 1" "Gb/s, depth 16"
+    for size in 8 64 1024 4096 65536 1048576; do
+        printf '%9s %16s %18s\n' "$size" \
+            "$(tr ' ' '\n' <<<"${LAT[1.$size]:-}" | grep . | median)" \
+            "$(tr ' ' '\n' <<<"${GB[16.$size]:-}" | grep . | median)"
+    done
+}
+
+# MPI ping-pong (mpi_check --full: 8 B, 64 KiB, 4 MiB) over the provider and
+# over tcp, alternated three times; medians.
+bench_mpi() {
+    local provs=("$PROV") prov rep out size us gbps
+    [ "$PROV" != tcp ] && provs+=(tcp)
+    declare -A US GB
+    for rep in 1 2 3; do
+        for prov in "${provs[@]}"; do
+            out=$(PROV=$prov FI_PROVIDER=$prov mpirun_ab --mca btl self --mca osc pt2pt \
+                "$OUT/mpi_check" --full 2>&1) || { echo "$out" >&2; return 1; }
+            while read -r size us gbps; do
+                US[$prov.$size]+="$us "
+                GB[$prov.$size]+="$gbps "
+            done < <(sed -n 's/^pingpong size=\([0-9]*\) half_rtt_us=\([0-9.]*\) .*Gbps=\([0-9.]*\).*/\1 \2 \3/p' <<<"$out")
+        done
+    done
+    echo "MPI ping-pong (Open MPI pml cm + mtl ofi), median of 3 alternated runs"
+    printf '%-6s %9s %16s %10s\n' provider bytes "half RTT us" "Gb/s"
+    for prov in "${provs[@]}"; do
+        for size in 8 65536 4194304; do
+            printf '%-6s %9s %16s %10s\n' "$prov" "$size" \
+                "$(tr ' ' '\n' <<<"${US[$prov.$size]:-}" | grep . | median)" \
+                "$(tr ' ' '\n' <<<"${GB[$prov.$size]:-}" | grep . | median)"
+        done
+    done
+}
+
+s_bench() {
+    echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    bench_pingpong
+    if [ "$PROV" = uet ]; then
+        bench_uet_perf
+    fi
+    bench_mpi
+    echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 step fi_info s_fi_info
