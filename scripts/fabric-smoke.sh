@@ -491,7 +491,7 @@ import json, sys
 for l in sys.stdin:
     if l.strip().startswith("{"):
         j = json.loads(l)
-        print(j["size"], j["latency_us"]["p50"], j["gbps"])' <<<"$out")
+        print(j["size"], j["latency_us"]["p50"], "%.3f" % j["gbps"])' <<<"$out")
         done
     done
     echo "uet perf (RMA write through uetd, udp backend), median of 3 runs of 2 s"
