@@ -1561,3 +1561,176 @@ fn manual_progress_completes_while_the_two_cqs_are_polled() {
     }
     assert_eq!(r, data[..]);
 }
+
+// ---- probes ----
+
+#[test]
+fn tagged_and_untagged_messages_do_not_mix() {
+    let p = pair(Opts::default());
+    let mut ru = [0u8; 16];
+    let mut rt = [0u8; 16];
+    assert_eq!(p.b.recv(&mut ru, ADDR_UNSPEC, 1), 0);
+    assert_eq!(p.a.tsend(b"tagged", p.to_b, 0, 10), 0);
+    wait_ok(p.a.tx_cq);
+    assert_eq!(
+        cq_read(p.b.rx_cq).err(),
+        Some(EAGAIN),
+        "a tagged send matched fi_recv"
+    );
+    assert_eq!(p.b.trecv(&mut rt, ADDR_UNSPEC, 0, u64::MAX, 2), 0);
+    let e = wait_ok(p.b.rx_cq);
+    assert_eq!(e.op_context as usize, 2);
+    assert_eq!(&rt[..e.len], b"tagged");
+    let mut rt2 = [0u8; 16];
+    assert_eq!(p.b.trecv(&mut rt2, ADDR_UNSPEC, 0, u64::MAX, 3), 0);
+    assert_eq!(p.a.send(b"untagged", p.to_b, 11), 0);
+    let e = wait_ok(p.b.rx_cq);
+    assert_eq!(
+        e.op_context as usize, 1,
+        "an untagged send matched fi_trecv"
+    );
+    assert_eq!(&ru[..e.len], b"untagged");
+}
+
+#[test]
+fn truncation_of_an_unexpected_message() {
+    let p = pair(Opts::default());
+    let data = pattern(20_000, 5);
+    assert_eq!(p.a.tsend(&data, p.to_b, 9, 1), 0);
+    wait_ok(p.a.tx_cq);
+    let mut r = vec![0u8; 5000];
+    assert_eq!(p.b.trecv(&mut r, ADDR_UNSPEC, 9, 0, 2), 0);
+    let e = wait_err(p.b.rx_cq);
+    assert_eq!((e.err, e.len, e.olen, e.tag), (ETRUNC, 5000, 15_000, 9));
+    assert!(r[..] == data[..5000]);
+}
+
+#[test]
+fn mr_access_and_bounds_are_enforced() {
+    let p = pair(Opts::default());
+    let mut ro = vec![7u8; 4096];
+    let mut wo = vec![0u8; 4096];
+    let mr_ro = p.b.mr_reg(ro.as_mut_ptr(), ro.len(), REMOTE_READ);
+    let mr_wo = p.b.mr_reg(wo.as_mut_ptr(), wo.len(), REMOTE_WRITE);
+    assert_eq!(p.a.write(b"no", p.to_b, 0, mr_ro.key, 1), 0);
+    let e = wait_err(p.a.tx_cq);
+    assert_eq!(
+        e.err,
+        ffi::FI_EACCES as i32,
+        "{}",
+        cq_strerror(p.a.tx_cq, &e)
+    );
+    let mut r = [0u8; 4];
+    assert_eq!(p.a.read(&mut r, p.to_b, 0, mr_wo.key, 2), 0);
+    let e = wait_err(p.a.tx_cq);
+    assert_eq!(
+        e.err,
+        ffi::FI_EACCES as i32,
+        "{}",
+        cq_strerror(p.a.tx_cq, &e)
+    );
+    assert_eq!(r, [0; 4]);
+    // Past the end of the region.
+    assert_eq!(p.a.write(b"1234", p.to_b, 4094, mr_wo.key, 3), 0);
+    let e = wait_err(p.a.tx_cq);
+    assert_ne!(e.err, 0, "{}", cq_strerror(p.a.tx_cq, &e));
+    assert!(wo.iter().all(|b| *b == 0));
+    assert!(ro.iter().all(|b| *b == 7));
+    // The allowed directions work.
+    assert_eq!(p.a.read(&mut r, p.to_b, 4092, mr_ro.key, 4), 0);
+    wait_ok(p.a.tx_cq);
+    assert_eq!(r, [7; 4]);
+    drop((mr_ro, mr_wo));
+}
+
+#[test]
+fn a_reused_resource_index_rejects_the_old_key() {
+    let p = pair(Opts::default());
+    let mut one = vec![0u8; 64];
+    let mut two = vec![0u8; 64];
+    let mut m1 = p.b.mr_reg(one.as_mut_ptr(), one.len(), REMOTE_RW);
+    let old = m1.key;
+    m1.close();
+    let m2 = p.b.mr_reg(two.as_mut_ptr(), two.len(), REMOTE_RW);
+    assert_ne!(m2.key, old);
+    assert_eq!(p.a.write(b"stale", p.to_b, 0, old, 1), 0);
+    assert_eq!(wait_err(p.a.tx_cq).err, EKEYREJECTED);
+    assert_eq!(p.a.write(b"fresh", p.to_b, 0, m2.key, 2), 0);
+    wait_ok(p.a.tx_cq);
+    assert_eq!(&two[..5], b"fresh");
+    assert!(one.iter().all(|b| *b == 0));
+    drop(m2);
+}
+
+#[test]
+fn injectdata_and_null_zero_length_sends() {
+    let p = pair(Opts::default());
+    let mut r1 = [0u8; 8];
+    let mut r2 = [0u8; 8];
+    assert_eq!(p.b.recv(&mut r1, ADDR_UNSPEC, 1), 0);
+    assert_eq!(p.b.recv(&mut r2, ADDR_UNSPEC, 2), 0);
+    // SAFETY: our endpoint; inject copies during the call.
+    let rc =
+        unsafe { (p.a.msg().injectdata.unwrap())(p.a.ep, b"inj".as_ptr().cast(), 3, 99, p.to_b) };
+    assert_eq!(rc, 0);
+    // SAFETY: a zero-length send with a null buffer, as C programs make.
+    let rc =
+        unsafe { (p.a.msg().send.unwrap())(p.a.ep, null(), 0, null_mut(), p.to_b, null_mut()) };
+    assert_eq!(rc, 0);
+    let e = wait_ok(p.b.rx_cq);
+    assert_eq!((e.op_context as usize, e.len, e.data), (1, 3, 99));
+    assert_eq!(e.flags & REMOTE_CQ_DATA, REMOTE_CQ_DATA);
+    let e = wait_ok(p.b.rx_cq);
+    assert_eq!((e.op_context as usize, e.len), (2, 0));
+    // Only the null send completes at the sender.
+    assert!(wait_ok(p.a.tx_cq).op_context.is_null());
+    assert_eq!(cq_read(p.a.tx_cq).err(), Some(EAGAIN));
+}
+
+#[test]
+fn msg_and_context_format_cqs_write_their_own_entry_size() {
+    for format in [ffi::FI_CQ_FORMAT_CONTEXT, ffi::FI_CQ_FORMAT_MSG] {
+        let p = pair(Opts {
+            format,
+            ..Opts::default()
+        });
+        let mut r1 = [0u8; 8];
+        let mut r2 = [0u8; 8];
+        assert_eq!(p.b.recv(&mut r1, ADDR_UNSPEC, 1), 0);
+        assert_eq!(p.b.recv(&mut r2, ADDR_UNSPEC, 2), 0);
+        assert_eq!(p.a.send(b"one", p.to_b, 3), 0);
+        assert_eq!(p.a.send(b"two!", p.to_b, 4), 0);
+        // Room for four message entries; the fifth word catches overruns.
+        let mut words = [u64::MAX; 13];
+        let mut got = 0usize;
+        let size = if format == ffi::FI_CQ_FORMAT_MSG {
+            3
+        } else {
+            1
+        };
+        let end = Instant::now() + DEADLINE;
+        while got < 2 {
+            // SAFETY: room for 2 - got entries of `format` after `got`.
+            let n = unsafe {
+                (cq_ops(p.b.rx_cq).read.unwrap())(
+                    p.b.rx_cq,
+                    words.as_mut_ptr().add(got * size).cast(),
+                    2 - got,
+                )
+            };
+            if n > 0 {
+                got += n as usize;
+            } else {
+                assert_eq!(n, -EAGAIN);
+                assert!(Instant::now() < end);
+            }
+        }
+        assert_eq!(words[0], 1);
+        assert_eq!(words[size], 2);
+        if size == 3 {
+            assert_eq!(words[1] & (RECV | MSG), RECV | MSG);
+            assert_eq!((words[2], words[5]), (3, 4), "lengths");
+        }
+        assert_eq!(words[2 * size], u64::MAX, "wrote past two entries");
+    }
+}
