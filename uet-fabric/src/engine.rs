@@ -142,6 +142,9 @@ pub(crate) struct EngineConfig {
 #[derive(Debug)]
 pub(crate) struct TxOp {
     pub(crate) cq: Option<Arc<Cq>>,
+    /// Whether success is reported too (a failure always is, when there
+    /// is a CQ).
+    pub(crate) success: bool,
     pub(crate) context: usize,
     pub(crate) flags: u64,
     /// A copy of an injected buffer, alive until the operation ends.
@@ -907,6 +910,9 @@ fn complete_tx(st: &mut State, c: OpCompletion) {
             olen: 0,
         }),
     };
+    if err.is_none() && !op.success {
+        return;
+    }
     cq.push(Entry {
         context: op.context,
         flags: op.flags,

@@ -421,6 +421,8 @@ unsafe extern "C" fn no_join(
 struct TxTarget {
     dest: Name,
     cq: Option<Arc<Cq>>,
+    /// Whether a successful completion is reported.
+    success: bool,
 }
 
 impl Ep {
@@ -435,10 +437,19 @@ impl Ep {
         let wants = !inject && (!b.tx_selective || flags & f::COMPLETION != 0);
         let cq = if wants {
             Some(b.tx_cq.clone().ok_or(errors::EOPBADSTATE)?)
-        } else {
+        } else if inject {
             None
+        } else {
+            // Under selective completion an operation that asked for no
+            // completion still reports its failure (fi_endpoint(3),
+            // FI_SELECTIVE_COMPLETION).
+            b.tx_cq.clone()
         };
-        Ok(TxTarget { dest, cq })
+        Ok(TxTarget {
+            dest,
+            cq,
+            success: wants,
+        })
     }
 
     pub(crate) const fn engine(&self) -> &Arc<Engine> {
@@ -503,6 +514,7 @@ impl Ep {
             op,
             TxOp {
                 cq: t.cq,
+                success: t.success,
                 context: context as usize,
                 flags: cq_flags,
                 inject: copy,

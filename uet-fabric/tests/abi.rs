@@ -41,6 +41,7 @@ const CLAIM: u64 = ffi::FI_CLAIM;
 const DISCARD: u64 = ffi::FI_DISCARD;
 const SOURCE: u64 = ffi::FI_SOURCE;
 const DIRECTED_RECV: u64 = ffi::FI_DIRECTED_RECV;
+const SELECTIVE_COMPLETION: u64 = ffi::FI_SELECTIVE_COMPLETION;
 const ADDR_UNSPEC: u64 = u64::MAX;
 const PROV_KEY: c_int = ffi::FI_MR_PROV_KEY as c_int;
 
@@ -228,6 +229,8 @@ struct Opts {
     caps: u64,
     manual: bool,
     format: ffi::fi_cq_format,
+    /// Bind the CQs with `FI_SELECTIVE_COMPLETION`.
+    selective: bool,
 }
 
 impl Default for Opts {
@@ -236,6 +239,7 @@ impl Default for Opts {
             caps: 0,
             manual: false,
             format: ffi::FI_CQ_FORMAT_TAGGED,
+            selective: false,
         }
     }
 }
@@ -304,8 +308,13 @@ impl Node {
             );
             assert_eq!(rc, 0, "fi_av_open");
             n.ep = n.open_ep().expect("fi_endpoint");
-            assert_eq!(n.bind(n.tx_cq.cast(), TRANSMIT), 0);
-            assert_eq!(n.bind(n.rx_cq.cast(), RECV), 0);
+            let sel = if opts.selective {
+                SELECTIVE_COMPLETION
+            } else {
+                0
+            };
+            assert_eq!(n.bind(n.tx_cq.cast(), TRANSMIT | sel), 0);
+            assert_eq!(n.bind(n.rx_cq.cast(), RECV | sel), 0);
             assert_eq!(n.bind(n.av.cast(), 0), 0);
             let mut len = n.name.len();
             let rc = ((*(*n.ep).cm).getname.unwrap())(
@@ -1733,4 +1742,88 @@ fn msg_and_context_format_cqs_write_their_own_entry_size() {
         }
         assert_eq!(words[2 * size], u64::MAX, "wrote past two entries");
     }
+}
+
+#[test]
+fn messages_match_receives_in_the_order_they_were_sent() {
+    let p = pair(Opts::default());
+    const N: usize = 60;
+    let len = |i: usize| [1usize, 3000, 9000, 70_000][i % 4];
+    let msgs: Vec<Vec<u8>> = (0..N).map(|i| pattern(len(i), i as u8)).collect();
+    let mut bufs: Vec<Vec<u8>> = (0..N).map(|_| vec![0u8; 70_000]).collect();
+    // The first half arrives unexpected, the second half meets posted
+    // receives; each receive must get the message sent in its place.
+    for (i, m) in msgs.iter().enumerate().take(N / 2) {
+        assert_eq!(p.a.send(m, p.to_b, i), 0);
+    }
+    for _ in 0..N / 2 {
+        wait_ok(p.a.tx_cq);
+    }
+    for (i, b) in bufs.iter_mut().enumerate() {
+        assert_eq!(p.b.recv(b, ADDR_UNSPEC, i), 0);
+    }
+    for (i, m) in msgs.iter().enumerate().skip(N / 2) {
+        assert_eq!(p.a.send(m, p.to_b, i), 0);
+    }
+    for i in 0..N {
+        let e = wait_ok(p.b.rx_cq);
+        let at = e.op_context as usize;
+        assert_eq!(e.len, len(at), "receive {at} (completion {i})");
+        assert!(
+            bufs[at][..e.len] == msgs[at][..],
+            "receive {at} got another message"
+        );
+    }
+    for _ in N / 2..N {
+        wait_ok(p.a.tx_cq);
+    }
+}
+
+#[test]
+fn selective_completion_reports_only_what_is_asked_and_every_failure() {
+    let p = pair(Opts {
+        selective: true,
+        ..Opts::default()
+    });
+    let mut region = vec![0u8; 64];
+    let mr = p.b.mr_reg(region.as_mut_ptr(), region.len(), REMOTE_RW);
+    let write = |buf: &[u8], key: u64, ctx: usize, flags: u64| {
+        let iov = ffi::iovec {
+            iov_base: buf.as_ptr().cast_mut().cast(),
+            iov_len: buf.len(),
+        };
+        let rma_iov = ffi::fi_rma_iov {
+            addr: 0,
+            len: buf.len(),
+            key,
+        };
+        let msg = ffi::fi_msg_rma {
+            msg_iov: &raw const iov,
+            desc: null_mut(),
+            iov_count: 1,
+            addr: p.to_b,
+            rma_iov: &raw const rma_iov,
+            rma_iov_count: 1,
+            context: std::ptr::without_provenance_mut(ctx),
+            data: 0,
+        };
+        // SAFETY: our endpoint; the buffers outlive the operation.
+        unsafe { (p.a.rma().writemsg.unwrap())(p.a.ep, &raw const msg, flags) }
+    };
+    // Without FI_COMPLETION a successful write reports nothing; with it,
+    // it does.
+    assert_eq!(write(b"quiet", mr.key, 1, 0), 0);
+    assert_eq!(write(b"loud", mr.key, 2, COMPLETION), 0);
+    assert_eq!(wait_ok(p.a.tx_cq).op_context as usize, 2);
+    // A failed operation completes in error even without FI_COMPLETION
+    // (fi_endpoint(3), FI_SELECTIVE_COMPLETION).
+    assert_eq!(write(b"bad", mr.key ^ 1, 3, 0), 0);
+    let e = wait_err(p.a.tx_cq);
+    assert_eq!((e.err, e.op_context as usize), (EKEYREJECTED, 3));
+    assert_eq!(
+        cq_read(p.a.tx_cq).err(),
+        Some(EAGAIN),
+        "the quiet write reported"
+    );
+    drop(mr);
 }
