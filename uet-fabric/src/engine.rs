@@ -155,6 +155,8 @@ pub(crate) struct TxOp {
 #[derive(Debug)]
 pub(crate) struct RxOp {
     pub(crate) cq: Arc<Cq>,
+    /// Whether success is reported too (a failure always is).
+    pub(crate) success: bool,
     pub(crate) context: usize,
     pub(crate) flags: u64,
     pub(crate) buf: usize,
@@ -925,6 +927,10 @@ fn complete_rx(st: &mut State, r: &RecvEvent) {
     let Some(op) = st.rx.remove(&r.recv) else {
         return;
     };
+    let failed = r.truncated() || r.completion.status.is_err();
+    if !failed && !op.success {
+        return;
+    }
     let src = match &st.av {
         Some(av) => av.lookup(st.peers.socket(r.source.fep.to_ip()), r.initiator.0 as u16),
         None => crate::ffi_flags::ADDR_NOTAVAIL,

@@ -531,11 +531,21 @@ impl Ep {
         tag: Option<(u64, u64)>,
         context: *mut c_void,
         cq_flags: u64,
+        op_flags: Option<u64>,
     ) -> Result<(), Errno> {
         if buf.is_null() && len > 0 {
             return Err(errors::EINVAL);
         }
         let cq = self.rx_cq()?;
+        // Under selective completion only receives with FI_COMPLETION
+        // report success; failures always report (fi_endpoint(3),
+        // FI_SELECTIVE_COMPLETION).
+        let selective = self
+            .bound
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .rx_selective;
+        let success = !selective || op_flags.unwrap_or(self.rx_op_flags) & f::COMPLETION != 0;
         let from = self.directed_source(src)?;
         self.engine.post_recv(
             buf as usize,
@@ -544,6 +554,7 @@ impl Ep {
             from.as_ref(),
             RxOp {
                 cq,
+                success,
                 context: context as usize,
                 flags: cq_flags,
                 buf: buf as usize,
@@ -616,7 +627,9 @@ unsafe extern "C" fn msg_recv(
     src: u64,
     context: *mut c_void,
 ) -> isize {
-    with_ep(ep, |e| e.receive(buf, len, src, None, context, RECV_MSG))
+    with_ep(ep, |e| {
+        e.receive(buf, len, src, None, context, RECV_MSG, None)
+    })
 }
 
 unsafe extern "C" fn msg_recvv(
@@ -630,7 +643,7 @@ unsafe extern "C" fn msg_recvv(
     with_ep(ep, |e| {
         // SAFETY: `count` iovecs.
         let (b, l) = unsafe { one_iov(iov, count)? };
-        e.receive(b, l, src, None, context, RECV_MSG)
+        e.receive(b, l, src, None, context, RECV_MSG, None)
     })
 }
 
@@ -647,7 +660,7 @@ unsafe extern "C" fn msg_recvmsg(
         }
         // SAFETY: `iov_count` iovecs.
         let (b, l) = unsafe { one_iov(m.msg_iov, m.iov_count)? };
-        e.receive(b, l, m.addr, None, m.context, RECV_MSG)
+        e.receive(b, l, m.addr, None, m.context, RECV_MSG, Some(flags))
     })
 }
 
@@ -796,7 +809,15 @@ unsafe extern "C" fn tag_recv(
     context: *mut c_void,
 ) -> isize {
     with_ep(ep, |e| {
-        e.receive(buf, len, src, Some((tag, ignore)), context, RECV_TAGGED)
+        e.receive(
+            buf,
+            len,
+            src,
+            Some((tag, ignore)),
+            context,
+            RECV_TAGGED,
+            None,
+        )
     })
 }
 
@@ -813,7 +834,7 @@ unsafe extern "C" fn tag_recvv(
     with_ep(ep, |e| {
         // SAFETY: `count` iovecs.
         let (b, l) = unsafe { one_iov(iov, count)? };
-        e.receive(b, l, src, Some((tag, ignore)), context, RECV_TAGGED)
+        e.receive(b, l, src, Some((tag, ignore)), context, RECV_TAGGED, None)
     })
 }
 
@@ -840,6 +861,7 @@ unsafe extern "C" fn tag_recvmsg(
             Some((m.tag, m.ignore)),
             m.context,
             RECV_TAGGED,
+            Some(flags),
         )
     })
 }

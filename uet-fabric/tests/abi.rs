@@ -1827,3 +1827,60 @@ fn selective_completion_reports_only_what_is_asked_and_every_failure() {
     );
     drop(mr);
 }
+
+#[test]
+fn selective_completion_applies_to_receives() {
+    let p = pair(Opts {
+        selective: true,
+        ..Opts::default()
+    });
+    let recvmsg = |buf: &mut [u8], ctx: usize, flags: u64| {
+        let iov = ffi::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        let msg = ffi::fi_msg {
+            msg_iov: &raw const iov,
+            desc: null_mut(),
+            iov_count: 1,
+            addr: ADDR_UNSPEC,
+            context: std::ptr::without_provenance_mut(ctx),
+            data: 0,
+        };
+        // SAFETY: our endpoint; the buffer outlives the operation.
+        unsafe { (p.b.msg().recvmsg.unwrap())(p.b.ep, &raw const msg, flags) }
+    };
+    let mut quiet = [0u8; 8];
+    let mut loud = [0u8; 8];
+    let mut short = [0u8; 2];
+    // fi_recv takes the default op flags (none asked for: no completion).
+    assert_eq!(p.b.recv(&mut quiet, ADDR_UNSPEC, 1), 0);
+    assert_eq!(recvmsg(&mut loud, 2, COMPLETION), 0);
+    assert_eq!(recvmsg(&mut short, 3, 0), 0);
+    assert_eq!(p.a.send(b"quiet", p.to_b, 11), 0);
+    assert_eq!(p.a.send(b"loud", p.to_b, 12), 0);
+    assert_eq!(p.a.send(b"too long", p.to_b, 13), 0);
+    // The FI_COMPLETION receive reports success; the short one, without
+    // FI_COMPLETION, reports its failure (in either order: an error entry
+    // is read apart from the others).
+    let (mut ok, mut err) = (None, None);
+    while ok.is_none() || err.is_none() {
+        match wait(p.b.rx_cq) {
+            Done::Ok(e) => {
+                assert!(ok.is_none(), "a second success entry: {e:?}");
+                ok = Some(e.op_context as usize);
+            }
+            Done::Err(e) => {
+                assert!(err.is_none(), "a second error entry: {e:?}");
+                err = Some((e.err, e.op_context as usize));
+            }
+        }
+    }
+    assert_eq!(ok, Some(2), "the receive without FI_COMPLETION reported");
+    assert_eq!(err, Some((ETRUNC, 3)));
+    assert_eq!(&quiet[..5], b"quiet");
+    assert_eq!(&loud[..4], b"loud");
+    // The sends asked for no completion either.
+    assert_eq!(cq_read(p.a.tx_cq).err(), Some(EAGAIN));
+    assert_eq!(cq_read(p.b.rx_cq).err(), Some(EAGAIN));
+}
