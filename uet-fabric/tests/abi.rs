@@ -1884,3 +1884,38 @@ fn selective_completion_applies_to_receives() {
     assert_eq!(cq_read(p.a.tx_cq).err(), Some(EAGAIN));
     assert_eq!(cq_read(p.b.rx_cq).err(), Some(EAGAIN));
 }
+
+#[test]
+fn an_endpoint_sends_to_itself() {
+    let n = Node::new(Opts::default());
+    let me = n.insert(&n.name);
+    let mut r = [0u8; 16];
+    assert_eq!(n.recv(&mut r, ADDR_UNSPEC, 1), 0);
+    assert_eq!(n.send(b"to myself", me, 2), 0);
+    let e = wait_ok(n.rx_cq);
+    assert_eq!(&r[..e.len], b"to myself");
+    assert_eq!(wait_ok(n.tx_cq).op_context as usize, 2);
+}
+
+#[test]
+fn getinfo_with_a_destination_node() {
+    let dst = fresh_ip();
+    let i = getinfo(Some(&dst), 0, Some(&mut rdm_hints())).unwrap();
+    assert_eq!(i.get().dest_addrlen, 28);
+    // SAFETY: the provider's 28-byte names.
+    let (d, s) = unsafe {
+        (
+            std::slice::from_raw_parts(i.get().dest_addr.cast::<u8>(), 28),
+            std::slice::from_raw_parts(i.get().src_addr.cast::<u8>(), 28),
+        )
+    };
+    let v4: std::net::Ipv4Addr = dst.parse().unwrap();
+    assert_eq!(&d[12..28], &v4.to_ipv6_mapped().octets());
+    assert_eq!(&d[2..4], &4793u16.to_be_bytes());
+    // The source is where the kernel sends from toward it: loopback
+    // (unless FI_UET_ADDR names the source).
+    if std::env::var_os("FI_UET_ADDR").is_none() {
+        assert_eq!(&s[12..24], &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff]);
+        assert_eq!(s[24], 127);
+    }
+}
