@@ -56,6 +56,10 @@ impl Default for Entry {
     }
 }
 
+/// Entries a CQ holds before remote CQ data is dropped. Local completions
+/// are bounded by the operations in flight (`QUEUE_SIZE` each way).
+const REMOTE_BOUND: usize = 1 << 20;
+
 #[derive(Debug, Default)]
 struct Queues {
     ok: VecDeque<Entry>,
@@ -82,6 +86,20 @@ impl Cq {
         }
         drop(q);
         self.cv.notify_all();
+    }
+
+    /// Adds an entry a peer caused (remote CQ data), unless the queue holds
+    /// [`REMOTE_BOUND`] entries already: a peer writing with data faster
+    /// than the application reads cannot grow the queue without bound. The
+    /// caller counts the refusal.
+    pub(crate) fn push_remote(&self, e: Entry) -> bool {
+        let q = self.q.lock().unwrap_or_else(|e| e.into_inner());
+        if q.ok.len() >= REMOTE_BOUND {
+            return false;
+        }
+        drop(q);
+        self.push(e);
+        true
     }
 
     fn entry_size(&self) -> usize {

@@ -275,6 +275,7 @@ static MR_FI_OPS: Table<ffi::fi_ops> = Table(ffi::fi_ops {
 ///
 /// # Safety
 /// `dom_fid` is our domain; the memory stays valid until the MR closes.
+#[allow(clippy::too_many_arguments)]
 unsafe fn register(
     dom_fid: *mut ffi::fid,
     buf: *const c_void,

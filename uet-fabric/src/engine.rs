@@ -226,7 +226,7 @@ impl Peers {
         self.by_ip
             .get(&ip)
             .copied()
-            .unwrap_or(SocketAddr::new(ip, UET_PORT))
+            .unwrap_or_else(|| SocketAddr::new(ip, UET_PORT))
     }
 }
 
@@ -265,6 +265,9 @@ pub(crate) struct Stats {
     pub(crate) tx_datagrams: u64,
     pub(crate) rx_dropped: u64,
     pub(crate) tx_errors: u64,
+    /// Remote CQ data dropped because the application let its CQ fill up
+    /// ([`crate::cq::Cq::push_remote`]).
+    pub(crate) cq_overruns: u64,
 }
 
 /// A domain's transport.
@@ -275,7 +278,6 @@ pub(crate) struct Engine {
     st: Mutex<State>,
     stop: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
-    max_ses_len: usize,
     /// When the application last drove progress (clock nanoseconds).
     app_progress: AtomicU64,
 }
@@ -392,7 +394,6 @@ impl Engine {
             }),
             stop: AtomicBool::new(false),
             thread: Mutex::new(None),
-            max_ses_len,
             app_progress: AtomicU64::new(0),
             cfg,
         });
@@ -409,11 +410,6 @@ impl Engine {
     /// This engine's address.
     pub(crate) const fn name(&self) -> &Name {
         &self.name
-    }
-
-    /// Largest SES payload per packet.
-    pub(crate) const fn max_ses_len(&self) -> usize {
-        self.max_ses_len
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -440,11 +436,6 @@ impl Engine {
         {
             let _ = h.join();
         }
-    }
-
-    /// Counters.
-    pub(crate) fn stats(&self) -> Stats {
-        self.lock().stats
     }
 
     /// Sets where remote writes with CQ data are reported, and the AV for
@@ -593,6 +584,9 @@ impl Engine {
             ),
         };
         let now = clock();
+        if st.tx.len() >= crate::info::QUEUE_SIZE {
+            return Err(errors::EAGAIN);
+        }
         let id = st
             .ep
             .submit_with(now, peer, operation, mode, TrafficClass::from_masked(0))
@@ -639,6 +633,9 @@ impl Engine {
             },
             from,
         };
+        if st.rx.len() >= crate::info::QUEUE_SIZE {
+            return Err(errors::EAGAIN);
+        }
         let id = st.ep.post_recv(spec).map_err(|_| errors::EAGAIN)?;
         st.rx.insert(id, done);
         // The receive may have taken an unexpected message at once.
@@ -865,13 +862,15 @@ impl Engine {
             match ev {
                 TargetEvent::Recv(r) => complete_rx(st, &r),
                 TargetEvent::WriteWithData(w) => {
-                    if let Some(cq) = &st.remote_cq {
-                        cq.push(Entry {
+                    if let Some(cq) = &st.remote_cq
+                        && !cq.push_remote(Entry {
                             flags: crate::ffi_flags::REMOTE_WRITE_DATA,
                             len: w.len as usize,
                             data: w.header_data,
                             ..Entry::default()
-                        });
+                        })
+                    {
+                        st.stats.cq_overruns += 1;
                     }
                 }
             }
@@ -1004,7 +1003,7 @@ fn progress_thread(engine: &Weak<Engine>) {
             .saturating_since(Instant::from_nanos(e.app_progress.load(Ordering::Relaxed)))
             < APP_BUSY;
         let wait = if app_busy {
-            Some(now.saturating_add(APP_BUSY))
+            Some(now.saturating_add(APP_BUSY_SLEEP))
         } else {
             let mut st = e.lock();
             e.progress_locked(&mut st);
@@ -1038,6 +1037,10 @@ fn progress_thread(engine: &Weak<Engine>) {
 /// How long after the application's last progress call the progress
 /// thread leaves the work to it.
 const APP_BUSY: Duration = Duration::from_millis(1);
+/// How long the progress thread then sleeps before it looks again: waking
+/// more often steals the CPU from the polling application on a small
+/// machine (seen as 5 ms retransmission timeouts on a 2-vCPU VM).
+const APP_BUSY_SLEEP: Duration = Duration::from_millis(10);
 
 fn region(job: u32, pid: u16, ri: u16) -> Result<RegionAddr, ()> {
     Ok(RegionAddr::new(

@@ -45,7 +45,6 @@ pub(crate) const EADDRNOTAVAIL: Errno = Errno(ffi::FI_EADDRNOTAVAIL as i32);
 pub(crate) const EACCES: Errno = Errno(ffi::FI_EACCES as i32);
 pub(crate) const EKEYREJECTED: Errno = Errno(ffi::FI_EKEYREJECTED as i32);
 pub(crate) const EOTHER: Errno = Errno(ffi::FI_EOTHER as i32);
-pub(crate) const EBADF: Errno = Errno(ffi::FI_EBADF as i32);
 
 /// `prov_errno` classes: the high byte says which layer, the low byte the
 /// code that layer gave.

@@ -28,7 +28,6 @@ pub(crate) const REMOTE_COMM: u64 = ffi::FI_REMOTE_COMM;
 pub(crate) const SOURCE: u64 = ffi::FI_SOURCE;
 pub(crate) const DIRECTED_RECV: u64 = ffi::FI_DIRECTED_RECV;
 pub(crate) const SELECTIVE_COMPLETION: u64 = ffi::FI_SELECTIVE_COMPLETION;
-pub(crate) const CONTEXT: u64 = ffi::FI_CONTEXT;
 pub(crate) const ADDR_NOTAVAIL: u64 = u64::MAX;
 pub(crate) const ADDR_UNSPEC: u64 = u64::MAX;
 /// A remote write with CQ data, as the target's receive CQ reports it.

@@ -246,6 +246,10 @@ unsafe fn check_hints(version: u32, hints: *const ffi::fi_info) -> Result<Answer
         // when asked for.
         let opt_in = f::SOURCE | f::DIRECTED_RECV;
         a.caps = primary | (h.caps & SECONDARY) | (SECONDARY & !opt_in);
+        if primary & f::RMA == 0 {
+            // READ/WRITE and their remote forms qualify RMA (and atomics).
+            a.caps &= !(f::READ | f::WRITE | f::REMOTE_READ | f::REMOTE_WRITE);
+        }
     }
     if h.addr_format != ffi::FI_FORMAT_UNSPEC {
         return Err(refuse("an address format other than FI_FORMAT_UNSPEC"));
@@ -610,7 +614,7 @@ pub(crate) unsafe fn plan(info: *const ffi::fi_info) -> Result<Plan, Errno> {
     // SAFETY: attribute pointer of a valid fi_info.
     let auto_progress = unsafe { i.domain_attr.as_ref() }.is_none_or(|d| {
         d.data_progress != ffi::FI_PROGRESS_MANUAL && d.control_progress != ffi::FI_PROGRESS_MANUAL
-    });
+    }) && env("FI_UET_PROGRESS").as_deref() != Some("manual");
     Ok(Plan {
         local,
         auto_progress,

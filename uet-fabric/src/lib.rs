@@ -42,6 +42,8 @@ mod fabric;
     unused_qualifications,
     clippy::all,
     clippy::pedantic,
+    clippy::nursery,
+    clippy::use_self,
     unsafe_op_in_unsafe_fn
 )]
 pub mod ffi;
