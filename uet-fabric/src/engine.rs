@@ -142,6 +142,9 @@ pub(crate) struct EngineConfig {
 #[derive(Debug)]
 pub(crate) struct TxOp {
     pub(crate) cq: Option<Arc<Cq>>,
+    /// Whether success is reported too (a failure always is, when there
+    /// is a CQ).
+    pub(crate) success: bool,
     pub(crate) context: usize,
     pub(crate) flags: u64,
     /// A copy of an injected buffer, alive until the operation ends.
@@ -152,6 +155,8 @@ pub(crate) struct TxOp {
 #[derive(Debug)]
 pub(crate) struct RxOp {
     pub(crate) cq: Arc<Cq>,
+    /// Whether success is reported too (a failure always is).
+    pub(crate) success: bool,
     pub(crate) context: usize,
     pub(crate) flags: u64,
     pub(crate) buf: usize,
@@ -906,6 +911,9 @@ fn complete_tx(st: &mut State, c: OpCompletion) {
             olen: 0,
         }),
     };
+    if err.is_none() && !op.success {
+        return;
+    }
     cq.push(Entry {
         context: op.context,
         flags: op.flags,
@@ -918,6 +926,10 @@ fn complete_rx(st: &mut State, r: &RecvEvent) {
     let Some(op) = st.rx.remove(&r.recv) else {
         return;
     };
+    let failed = r.truncated() || r.completion.status.is_err();
+    if !failed && !op.success {
+        return;
+    }
     let src = match &st.av {
         Some(av) => av.lookup(st.peers.socket(r.source.fep.to_ip()), r.initiator.0 as u16),
         None => crate::ffi_flags::ADDR_NOTAVAIL,

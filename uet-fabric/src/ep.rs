@@ -421,6 +421,8 @@ unsafe extern "C" fn no_join(
 struct TxTarget {
     dest: Name,
     cq: Option<Arc<Cq>>,
+    /// Whether a successful completion is reported.
+    success: bool,
 }
 
 impl Ep {
@@ -435,10 +437,19 @@ impl Ep {
         let wants = !inject && (!b.tx_selective || flags & f::COMPLETION != 0);
         let cq = if wants {
             Some(b.tx_cq.clone().ok_or(errors::EOPBADSTATE)?)
-        } else {
+        } else if inject {
             None
+        } else {
+            // Under selective completion an operation that asked for no
+            // completion still reports its failure (fi_endpoint(3),
+            // FI_SELECTIVE_COMPLETION).
+            b.tx_cq.clone()
         };
-        Ok(TxTarget { dest, cq })
+        Ok(TxTarget {
+            dest,
+            cq,
+            success: wants,
+        })
     }
 
     pub(crate) const fn engine(&self) -> &Arc<Engine> {
@@ -503,6 +514,7 @@ impl Ep {
             op,
             TxOp {
                 cq: t.cq,
+                success: t.success,
                 context: context as usize,
                 flags: cq_flags,
                 inject: copy,
@@ -519,11 +531,21 @@ impl Ep {
         tag: Option<(u64, u64)>,
         context: *mut c_void,
         cq_flags: u64,
+        op_flags: Option<u64>,
     ) -> Result<(), Errno> {
         if buf.is_null() && len > 0 {
             return Err(errors::EINVAL);
         }
         let cq = self.rx_cq()?;
+        // Under selective completion only receives with FI_COMPLETION
+        // report success; failures always report (fi_endpoint(3),
+        // FI_SELECTIVE_COMPLETION).
+        let selective = self
+            .bound
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .rx_selective;
+        let success = !selective || op_flags.unwrap_or(self.rx_op_flags) & f::COMPLETION != 0;
         let from = self.directed_source(src)?;
         self.engine.post_recv(
             buf as usize,
@@ -532,6 +554,7 @@ impl Ep {
             from.as_ref(),
             RxOp {
                 cq,
+                success,
                 context: context as usize,
                 flags: cq_flags,
                 buf: buf as usize,
@@ -604,7 +627,9 @@ unsafe extern "C" fn msg_recv(
     src: u64,
     context: *mut c_void,
 ) -> isize {
-    with_ep(ep, |e| e.receive(buf, len, src, None, context, RECV_MSG))
+    with_ep(ep, |e| {
+        e.receive(buf, len, src, None, context, RECV_MSG, None)
+    })
 }
 
 unsafe extern "C" fn msg_recvv(
@@ -618,7 +643,7 @@ unsafe extern "C" fn msg_recvv(
     with_ep(ep, |e| {
         // SAFETY: `count` iovecs.
         let (b, l) = unsafe { one_iov(iov, count)? };
-        e.receive(b, l, src, None, context, RECV_MSG)
+        e.receive(b, l, src, None, context, RECV_MSG, None)
     })
 }
 
@@ -635,7 +660,7 @@ unsafe extern "C" fn msg_recvmsg(
         }
         // SAFETY: `iov_count` iovecs.
         let (b, l) = unsafe { one_iov(m.msg_iov, m.iov_count)? };
-        e.receive(b, l, m.addr, None, m.context, RECV_MSG)
+        e.receive(b, l, m.addr, None, m.context, RECV_MSG, Some(flags))
     })
 }
 
@@ -784,7 +809,15 @@ unsafe extern "C" fn tag_recv(
     context: *mut c_void,
 ) -> isize {
     with_ep(ep, |e| {
-        e.receive(buf, len, src, Some((tag, ignore)), context, RECV_TAGGED)
+        e.receive(
+            buf,
+            len,
+            src,
+            Some((tag, ignore)),
+            context,
+            RECV_TAGGED,
+            None,
+        )
     })
 }
 
@@ -801,7 +834,7 @@ unsafe extern "C" fn tag_recvv(
     with_ep(ep, |e| {
         // SAFETY: `count` iovecs.
         let (b, l) = unsafe { one_iov(iov, count)? };
-        e.receive(b, l, src, Some((tag, ignore)), context, RECV_TAGGED)
+        e.receive(b, l, src, Some((tag, ignore)), context, RECV_TAGGED, None)
     })
 }
 
@@ -828,6 +861,7 @@ unsafe extern "C" fn tag_recvmsg(
             Some((m.tag, m.ignore)),
             m.context,
             RECV_TAGGED,
+            Some(flags),
         )
     })
 }

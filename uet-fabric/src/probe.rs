@@ -27,6 +27,7 @@ pub(crate) fn tagged(ep: &Ep, m: &ffi::fi_msg_tagged, flags: u64) -> Result<(), 
         from.as_ref(),
         RxOp {
             cq,
+            success: true,
             context: m.context as usize,
             flags: f::RECV | f::TAGGED,
             buf,
