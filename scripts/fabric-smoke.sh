@@ -468,14 +468,16 @@ bench_pingpong() {
 # 3 runs of 2 s per size.
 bench_uet_perf() {
     local uetd=$BIN_DIR/uetd uet=$BIN_DIR/uet sa=$OUT/bench-uetd-a-$$.sock sb=$OUT/bench-uetd-b-$$.sock
-    local serve_log=$OUT/bench.serve.log addr depth rep out
+    local serve_log=$OUT/bench.serve.log addr depth rep out mine=() p
     in_a "$uetd" --backend udp --address "$IP_A" --socket "$sa" >"$OUT/bench.uetd-a.log" 2>&1 &
-    PIDS+=($!)
+    mine+=($!)
     in_b "$uetd" --backend udp --address "$IP_B" --socket "$sb" >"$OUT/bench.uetd-b.log" 2>&1 &
-    PIDS+=($!)
+    mine+=($!)
+    PIDS+=("${mine[@]}")
     poll_for 20 test -S "$sa" && poll_for 20 test -S "$sb" || { echo "uetd did not start" >&2; return 1; }
     in_b "$uet" serve --size 64MiB --socket "$sb" >"$serve_log" 2>&1 &
-    PIDS+=($!)
+    mine+=($!)
+    PIDS+=("${mine[@]: -1}")
     poll_for 20 grep -q '"serving"' "$serve_log" || { cat "$serve_log" >&2; return 1; }
     addr=$(grep -o '"address":"[^"]*"' "$serve_log" | head -1 | cut -d'"' -f4)
     declare -A LAT GB
@@ -494,6 +496,9 @@ for l in sys.stdin:
         print(j["size"], j["latency_us"]["p50"], "%.3f" % j["gbps"])' <<<"$out")
         done
     done
+    # The daemons own port 4793 in both namespaces: gone before the next step.
+    for p in "${mine[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${mine[@]}"; do wait "$p" 2>/dev/null || true; done
     echo "uet perf (RMA write through uetd, udp backend), median of 3 runs of 2 s"
     printf '%9s %16s %18s\n' bytes "p50 us, depth 1" "Gb/s, depth 16"
     for size in 8 64 1024 4096 65536 1048576; do
