@@ -365,7 +365,9 @@ s_interop() {
     for b in "$uetd" "$uet"; do
         [ -x "$b" ] || { echo "$b is missing (cargo build --$PROFILE -p uetd -p uet-cli)" >&2; return 1; }
     done
-    rm -f "$sock"
+    # No log of an earlier run may satisfy the polls below before the
+    # background program's redirection truncates it.
+    rm -f "$sock" "$serve_log" "$fserve_log"
     in_b "$uetd" --backend udp --address "$IP_B" --socket "$sock" >"$OUT/interop.uetd.log" 2>&1 &
     PIDS+=("$!")
     poll_for 20 test -S "$sock" || { echo "uetd did not open $sock" >&2; cat "$OUT/interop.uetd.log" >&2; return 1; }
@@ -392,7 +394,9 @@ s_interop() {
     in_a timeout 120 "$OUT/fi_rma_check" --provider "$PROV" --serve --size "$len" >"$fserve_log" 2>&1 &
     local fserve_pid=$!
     PIDS+=("$fserve_pid")
-    poll_for 20 grep -q '^serving ' "$fserve_log" || { cat "$fserve_log" >&2; return 1; }
+    # The whole line, address and all (a reader can see a line half written).
+    poll_for 20 grep -Eq '^serving [0-9]+ B at uet://[^ ]+/0x[0-9a-f]+$' "$fserve_log" \
+        || { cat "$fserve_log" >&2; return 1; }
     addr=$(awk '/^serving /{print $NF}' "$fserve_log")
     echo "fi_rma_check --serve: $addr"
     head -c "$len" /dev/urandom >"$OUT/interop.in"

@@ -53,6 +53,8 @@ const RECV_RI: u16 = 0;
 /// Messages held claimed at once (each also counts toward the target's
 /// unexpected-message bounds).
 const MAX_CLAIMED: usize = 4096;
+/// PSN tracking window, packets (uetd's default `mp_range`).
+const MP_RANGE: u32 = 1024;
 /// Datagrams taken from the socket per progress call, so a flood cannot
 /// starve the application's thread.
 const RX_BATCH: usize = 256;
@@ -322,14 +324,12 @@ impl Engine {
     pub(crate) fn open(cfg: EngineConfig) -> io::Result<Arc<Self>> {
         let sock = bind(cfg.local)?;
         sock.set_nonblocking(true)?;
-        let sref = socket2::SockRef::from(&sock);
-        // Room for a window of datagrams in flight toward us; as root past
-        // rmem_max.
-        let want = (cfg.window as usize).saturating_mul(4).max(4 << 20);
-        if sref.set_recv_buffer_size(want).is_err() {
-            let _ = sref.set_recv_buffer_size(want);
-        }
-        let _ = sref.set_send_buffer_size(want);
+        // Room for the windows in flight toward us (a uetd peer sends up to
+        // its own window, 2 MiB by default, in one burst): as root past
+        // rmem_max/wmem_max (SO_RCVBUFFORCE), else as far as they allow.
+        let want = (cfg.window as usize).saturating_mul(4).max(8 << 20);
+        force_buffer(&sock, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, want);
+        force_buffer(&sock, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, want);
         let port = sock.local_addr()?.port();
         let name = Name {
             ip: cfg.local,
@@ -345,6 +345,10 @@ impl Engine {
             ..PdsConfig::default()
         };
         pds.ccc.algorithm = Algorithm::Fixed { window: cfg.window };
+        // The PSN tracking window uetd uses by default: a uetd sender keeps
+        // up to its own MP_RANGE in flight, and a narrower window here drops
+        // what lies beyond it whenever the application falls behind.
+        pds.mp_range = MP_RANGE;
         pds.ccc.mtu = u32::try_from(cfg.mtu).unwrap_or(1500);
         let seed = random_seed();
         let first_generation = RiGeneration::from_masked((seed >> 8) as u8);
@@ -1041,6 +1045,27 @@ const APP_BUSY: Duration = Duration::from_millis(1);
 /// more often steals the CPU from the polling application on a small
 /// machine (seen as 5 ms retransmission timeouts on a 2-vCPU VM).
 const APP_BUSY_SLEEP: Duration = Duration::from_millis(10);
+
+/// Sets a socket buffer size with `force` (needs CAP_NET_ADMIN), falling
+/// back to `plain` (capped by the sysctl maximum).
+fn force_buffer(sock: &UdpSocket, force: i32, plain: i32, bytes: usize) {
+    let v = i32::try_from(bytes).unwrap_or(i32::MAX);
+    let set = |opt: i32| {
+        // SAFETY: an int option on a socket we own.
+        unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&raw const v).cast(),
+                size_of::<i32>() as libc::socklen_t,
+            )
+        }
+    };
+    if set(force) != 0 {
+        set(plain);
+    }
+}
 
 fn region(job: u32, pid: u16, ri: u16) -> Result<RegionAddr, ()> {
     Ok(RegionAddr::new(
