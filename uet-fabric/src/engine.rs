@@ -549,14 +549,7 @@ impl Engine {
                 };
                 // Messages are matched in the order they were sent
                 // (FI_ORDER_SAS): ordered delivery.
-                (
-                    op,
-                    if std::env::var_os("FI_UET_RUD").is_some() {
-                        ReliableMode::Rud
-                    } else {
-                        ReliableMode::Rod
-                    },
-                )
+                (op, ReliableMode::Rod)
             }
             Op::Write {
                 buf,
