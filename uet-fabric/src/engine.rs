@@ -199,7 +199,6 @@ struct Peers {
     by_sock: HashMap<SocketAddr, IpAddr>,
     by_ip: HashMap<IpAddr, SocketAddr>,
     next: u64,
-    refused: u64,
 }
 
 impl Peers {
@@ -213,7 +212,6 @@ impl Peers {
             return Some(ip);
         }
         if self.by_sock.len() >= MAX_PORT_PEERS {
-            self.refused += 1;
             return None;
         }
         self.next += 1;
@@ -258,6 +256,27 @@ struct State {
     ris: Vec<bool>,
     rng: u64,
     stats: Stats,
+}
+
+impl State {
+    /// The sender a directed receive names: the peer's internal address
+    /// and the `initiator` field its requests carry (its `pid_on_fep`).
+    fn sender(&mut self, n: &Name) -> Result<Sender, Errno> {
+        let ip = self.peers.internal(n.socket_addr()).ok_or(errors::EAGAIN)?;
+        Ok(Sender {
+            fep: FepAddr::from(ip),
+            initiator: InitiatorId(u32::from(n.pid)),
+        })
+    }
+
+    /// The `fi_addr_t` of a message's sender (`FI_SOURCE`), or
+    /// `FI_ADDR_NOTAVAIL` when no AV is bound or the AV does not hold it.
+    fn source_addr(&self, fep: FepAddr, initiator: InitiatorId) -> u64 {
+        match &self.av {
+            Some(av) => av.lookup(self.peers.socket(fep.to_ip()), initiator.0 as u16),
+            None => crate::ffi_flags::ADDR_NOTAVAIL,
+        }
+    }
 }
 
 /// Counters of one engine.
@@ -606,30 +625,15 @@ impl Engine {
         done: RxOp,
     ) -> Result<(), Errno> {
         let mut st = self.lock();
-        let from = match from {
-            Some(n) => Some(Sender {
-                fep: FepAddr::from(st.peers.internal(n.socket_addr()).ok_or(errors::EAGAIN)?),
-                initiator: InitiatorId(u32::from(n.pid)),
-            }),
-            None => None,
-        };
-        let spec = RecvSpec {
-            job: JobId::new(self.cfg.job).map_err(|_| errors::EINVAL)?,
-            pid: PidOnFep::new(self.cfg.pid).map_err(|_| errors::EINVAL)?,
-            buffer: RecvBuffer {
-                ri: ResourceIndex::new(RECV_RI).map_err(|_| errors::EINVAL)?,
-                offset: buf as u64,
-                len,
+        let from = from.map(|n| st.sender(n)).transpose()?;
+        let kind = match tag {
+            Some((t, ignore)) => RecvKind::Tagged {
+                match_bits: MatchBits(t),
+                ignore_bits: MatchBits(ignore),
             },
-            kind: match tag {
-                Some((t, ignore)) => RecvKind::Tagged {
-                    match_bits: MatchBits(t),
-                    ignore_bits: MatchBits(ignore),
-                },
-                None => RecvKind::Untagged,
-            },
-            from,
+            None => RecvKind::Untagged,
         };
+        let spec = self.recv_spec(buf, len, kind, from)?;
         if st.rx.len() >= crate::info::QUEUE_SIZE {
             return Err(errors::EAGAIN);
         }
@@ -656,13 +660,7 @@ impl Engine {
         use crate::ffi_flags::{CLAIM, DISCARD, PEEK};
         let mut st = self.lock();
         let st = &mut *st;
-        let from = match from {
-            Some(n) => Some(Sender {
-                fep: FepAddr::from(st.peers.internal(n.socket_addr()).ok_or(errors::EAGAIN)?),
-                initiator: InitiatorId(u32::from(n.pid)),
-            }),
-            None => None,
-        };
+        let from = from.map(|n| st.sender(n)).transpose()?;
         let job = JobId::new(self.cfg.job).map_err(|_| errors::EINVAL)?;
         let pid = PidOnFep::new(self.cfg.pid).map_err(|_| errors::EINVAL)?;
         if flags & PEEK == 0 {
@@ -680,17 +678,7 @@ impl Engine {
                 });
                 return Ok(());
             }
-            let spec = RecvSpec {
-                job,
-                pid,
-                buffer: RecvBuffer {
-                    ri: ResourceIndex::new(RECV_RI).map_err(|_| errors::EINVAL)?,
-                    offset: buf as u64,
-                    len,
-                },
-                kind: RecvKind::Untagged,
-                from: None,
-            };
+            let spec = self.recv_spec(buf, len, RecvKind::Untagged, None)?;
             let rid = st.ep.post_claimed(id, spec).map_err(|_| errors::EINVAL)?;
             st.rx.insert(rid, done);
             self.deliver(st);
@@ -723,10 +711,7 @@ impl Engine {
             }
             st.claimed.insert(done.context, m.id);
         }
-        let src = match &st.av {
-            Some(av) => av.lookup(st.peers.socket(m.source.fep.to_ip()), m.initiator.0 as u16),
-            None => crate::ffi_flags::ADDR_NOTAVAIL,
-        };
+        let src = st.source_addr(m.source.fep, m.initiator);
         let mut eflags = done.flags;
         if m.header_data.is_some() {
             eflags |= crate::ffi_flags::REMOTE_CQ_DATA;
@@ -741,6 +726,28 @@ impl Engine {
             ..Entry::default()
         });
         Ok(())
+    }
+
+    /// A receive of `len` bytes at `buf`, placed through the receive space.
+    fn recv_spec(
+        &self,
+        buf: usize,
+        len: u64,
+        kind: RecvKind,
+        from: Option<Sender>,
+    ) -> Result<RecvSpec, Errno> {
+        let home = region(self.cfg.job, self.cfg.pid, RECV_RI).map_err(|()| errors::EINVAL)?;
+        Ok(RecvSpec {
+            job: home.job,
+            pid: home.pid,
+            buffer: RecvBuffer {
+                ri: home.ri,
+                offset: buf as u64,
+                len,
+            },
+            kind,
+            from,
+        })
     }
 
     /// Cancels the posted receive with `context`; its CQ gets an
@@ -927,10 +934,7 @@ fn complete_rx(st: &mut State, r: &RecvEvent) {
     if !failed && !op.success {
         return;
     }
-    let src = match &st.av {
-        Some(av) => av.lookup(st.peers.socket(r.source.fep.to_ip()), r.initiator.0 as u16),
-        None => crate::ffi_flags::ADDR_NOTAVAIL,
-    };
+    let src = st.source_addr(r.source.fep, r.initiator);
     let mut flags = op.flags;
     if r.header_data.is_some() {
         flags |= crate::ffi_flags::REMOTE_CQ_DATA;

@@ -432,7 +432,7 @@ pub(crate) unsafe fn getinfo(
     unsafe { build(&answer, &local, dest.as_ref()) }
 }
 
-/// Allocates `n` zeroed `T`s with the C allocator.
+/// Allocates one zeroed `T` with the C allocator.
 fn calloc<T>() -> Result<*mut T, Errno> {
     // SAFETY: calloc of one T; null is checked.
     let p = unsafe { libc::calloc(1, size_of::<T>()) }.cast::<T>();
