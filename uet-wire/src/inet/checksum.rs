@@ -10,8 +10,9 @@
 //! `0xFFFF` (ones-complement "negative zero").
 //!
 //! Byte order does not matter to the ones-complement sum (RFC 1071 §2(B)), so
-//! [`data`] adds 32-bit words into a 64-bit accumulator and folds once at the
-//! end ("deferred carries", RFC 1071 §2(C)).
+//! [`data`] adds 32-bit words in the machine's order into a 64-bit
+//! accumulator, folds once at the end ("deferred carries", RFC 1071 §2(C))
+//! and swaps the two bytes of the result on a little-endian machine.
 
 use core::net::{Ipv4Addr, Ipv6Addr};
 
@@ -30,22 +31,30 @@ const fn fold(mut acc: u64) -> u16 {
 ///
 /// Sums of consecutive slices may be added with [`combine`] only when every
 /// slice but the last has an even length.
+///
+/// Every packet without the CRC trailer is summed once on send and once on
+/// receive, so this is on the datapath's hot path. The words are read in the
+/// machine's byte order and the folded sum swapped at the end (RFC 1071
+/// §2(B)); without a byte swap per word the loop vectorises, about twice as
+/// fast as reading big-endian words.
 #[must_use]
 pub fn data(bytes: &[u8]) -> u16 {
-    let mut acc: u64 = 0;
     let mut words = bytes.chunks_exact(4);
-    for w in &mut words {
-        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
-    }
+    let mut acc: u64 = (&mut words)
+        .map(|w| u64::from(u32::from_ne_bytes([w[0], w[1], w[2], w[3]])))
+        .sum();
+    // The last 0..=3 bytes, zero-padded on the right: in memory order, so
+    // an odd last byte is the high byte of its big-endian word.
     let rest = words.remainder();
-    let mut pairs = rest.chunks_exact(2);
-    for p in &mut pairs {
-        acc += u64::from(u16::from_be_bytes([p[0], p[1]]));
+    let mut tail = [0u8; 4];
+    tail[..rest.len()].copy_from_slice(rest);
+    acc += u64::from(u32::from_ne_bytes(tail));
+    let sum = fold(acc);
+    if cfg!(target_endian = "little") {
+        sum.swap_bytes()
+    } else {
+        sum
     }
-    if let [last] = pairs.remainder() {
-        acc += u64::from(*last) << 8;
-    }
-    fold(acc)
 }
 
 /// Adds ones-complement sums.
@@ -126,6 +135,10 @@ mod tests {
         #[test]
         fn matches_the_naive_sum(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             prop_assert_eq!(data(&bytes), naive(&bytes));
+            // Any alignment and any length of tail.
+            if !bytes.is_empty() {
+                prop_assert_eq!(data(&bytes[1..]), naive(&bytes[1..]));
+            }
         }
 
         #[test]
