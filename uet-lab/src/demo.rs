@@ -230,6 +230,7 @@ pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
             iters: None,
             duration: opts.perf_time,
             depth: opts.perf_depth,
+            ring: true,
         },
     )
     .map_err(|source| Error::Tool {

@@ -411,6 +411,46 @@ impl ClientRing {
         Tag(self.next_tag)
     }
 
+    /// Starts an RMA write of `len` bytes from `src` to `dst`.
+    ///
+    /// # Errors
+    ///
+    /// [`RingFull`].
+    pub fn write(
+        &mut self,
+        src: LocalRef,
+        dst: RemoteRef,
+        len: u32,
+        header_data: Option<u64>,
+    ) -> Result<Tag, RingFull> {
+        let tag = self.next_tag();
+        self.submit(&SqEntry {
+            op: SqOp::Write { header_data },
+            tag,
+            local: src,
+            remote: dst,
+            len,
+        })?;
+        Ok(tag)
+    }
+
+    /// Starts an RMA read of `len` bytes from `src` into `dst`.
+    ///
+    /// # Errors
+    ///
+    /// [`RingFull`].
+    pub fn read(&mut self, dst: LocalRef, src: RemoteRef, len: u32) -> Result<Tag, RingFull> {
+        let tag = self.next_tag();
+        self.submit(&SqEntry {
+            op: SqOp::Read,
+            tag,
+            local: dst,
+            remote: src,
+            len,
+        })?;
+        Ok(tag)
+    }
+
     /// Places an entry in the SQ and, if the worker sleeps, rings the
     /// doorbell.
     ///
