@@ -273,6 +273,8 @@ pub struct PerfConfig {
     /// Submit through the shared-memory ring (`uet_api::ring`) rather
     /// than the socket.
     pub ring: bool,
+    /// How long a ring wait polls before it sleeps on the ring's futex.
+    pub ring_spin: Duration,
 }
 
 /// `uet perf` results.
@@ -310,9 +312,6 @@ impl PerfReport {
         })
     }
 }
-
-/// How long `uet perf` polls its ring before it sleeps on it.
-const RING_SPIN: Duration = Duration::from_micros(500);
 
 /// `uet perf`: RMA writes of `size` bytes into the remote region (cycling
 /// through it), `depth` in flight; bandwidth, message rate and latency.
@@ -384,7 +383,7 @@ pub fn perf(
             // A short spin catches a completion that is a round trip away
             // without a wake-up; longer waits sleep on the ring's futex.
             Some(r) => r
-                .wait(RING_SPIN, Some(Duration::from_secs(60)))
+                .wait(cfg.ring_spin, Some(Duration::from_secs(60)))
                 .map(Event::Completion)
                 .map_err(|e| Error::Invalid(format!("waiting on the ring: {e:?}")))?,
             None => c
@@ -695,6 +694,7 @@ mod tests {
             duration: Duration::ZERO,
             depth: 1,
             ring: true,
+            ring_spin: Duration::ZERO,
         };
         let e = perf(sock, &region(), 1 << 20, &cfg).unwrap_err();
         assert!(matches!(e, Error::Invalid(_)), "{e:?}");
