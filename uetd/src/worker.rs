@@ -516,7 +516,7 @@ fn run(
             break;
         }
         for i in 0..cx.rings.list.len() {
-            while let Some(cmd) = take_from_ring(id, &mut cx.rings, i) {
+            while let Some(cmd) = take_from_ring(id, cx.rings, i) {
                 busy = true;
                 let Command::RingSubmit { dst, .. } = &cmd else {
                     continue;
@@ -607,7 +607,10 @@ fn run(
         if !arrived {
             publish(io, ep, stats, iterations, sleeps, &rings);
             sleeps += 1;
-            let wake_fd = rings.wake_set.as_ref().map_or(wake.as_fd(), AsFd::as_fd);
+            let wake_fd = rings
+                .wake_set
+                .as_ref()
+                .map_or_else(|| wake.as_fd(), AsFd::as_fd);
             if let Err(e) = io.wait(timeout, wake_fd) {
                 tracing::warn!(worker = id, "poll failed: {e}");
             }

@@ -59,7 +59,7 @@ impl SharedMem {
     /// layout, never from the other side.
     pub(crate) fn word(&self, off: usize) -> &AtomicU32 {
         assert!(
-            off % 4 == 0 && off + 4 <= self.len,
+            off.is_multiple_of(4) && off + 4 <= self.len,
             "ring word {off} out of layout"
         );
         // SAFETY: in bounds and 4-byte aligned (the mapping is page
