@@ -341,9 +341,11 @@ proptest! {
     }
 
     /// A stream of frames split anywhere comes out of the reader whole and
-    /// in order.
+    /// in order (frames that carry a descriptor need one: not here).
     #[test]
-    fn reader_reassembles_any_split(msgs in proptest::collection::vec(arb_daemon_msg(), 1..12),
+    fn reader_reassembles_any_split(msgs in proptest::collection::vec(
+                                        arb_daemon_msg().prop_filter("no descriptor", |m| !m.takes_fd()),
+                                        1..12),
                                     chunks in proptest::collection::vec(1usize..200, 1..8)) {
         let mut bytes = Vec::new();
         for m in &msgs {
