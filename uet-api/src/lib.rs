@@ -167,6 +167,7 @@
 pub mod client;
 pub mod proto;
 pub mod region;
+pub mod ring;
 pub mod sock;
 
 #[cfg(feature = "tokio")]

@@ -96,7 +96,10 @@ fn hello_grants_the_session_and_the_server_sees_our_credentials() {
     assert_eq!(creds.uid, rustix::process::getuid().as_raw());
     assert_eq!(creds.gid, rustix::process::getgid().as_raw());
     let s = client.session();
-    assert_eq!((s.version, s.fep, s.job, s.pid), (1, FEP, JOB, PID));
+    assert_eq!(
+        (s.version, s.fep, s.job, s.pid),
+        (PROTOCOL_VERSION, FEP, JOB, PID)
+    );
 }
 
 #[test]

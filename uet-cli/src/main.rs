@@ -131,6 +131,13 @@ struct PerfArgs {
     /// Writes in flight.
     #[arg(long, default_value_t = 16)]
     depth: usize,
+    /// Submit over the control socket instead of the shared-memory ring.
+    #[arg(long)]
+    no_ring: bool,
+    /// Microseconds a ring wait polls before it sleeps (a spinning client
+    /// only pays off with a core to spare).
+    #[arg(long, default_value_t = 50)]
+    spin_us: u64,
     /// One JSON object per size.
     #[arg(long)]
     json: bool,
@@ -322,6 +329,8 @@ fn run_perf(a: &PerfArgs) -> Result<()> {
             iters: a.iters,
             duration: std::time::Duration::from_secs_f64(a.duration),
             depth: a.depth,
+            ring: !a.no_ring,
+            ring_spin: std::time::Duration::from_micros(a.spin_us),
         };
         let r = client::perf(&sock, &a.address, a.region.0, &cfg)
             .with_context(|| format!("uet perf with {}-byte writes to {}", size.0, a.address))?;

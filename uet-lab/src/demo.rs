@@ -230,6 +230,8 @@ pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
             iters: None,
             duration: opts.perf_time,
             depth: opts.perf_depth,
+            ring: true,
+            ring_spin: Duration::from_micros(50),
         },
     )
     .map_err(|source| Error::Tool {

@@ -270,6 +270,11 @@ pub struct PerfConfig {
     pub duration: Duration,
     /// Writes in flight.
     pub depth: usize,
+    /// Submit through the shared-memory ring (`uet_api::ring`) rather
+    /// than the socket.
+    pub ring: bool,
+    /// How long a ring wait polls before it sleeps on the ring's futex.
+    pub ring_spin: Duration,
 }
 
 /// `uet perf` results.
@@ -342,21 +347,49 @@ pub fn perf(
         Some(n) => posted < n,
         None => start.elapsed() < cfg.duration,
     };
+    let mut ring = if cfg.ring {
+        let n = u32::try_from(cfg.depth.max(1).next_power_of_two())
+            .unwrap_or(uet_api::ring::MAX_RING_ENTRIES)
+            .min(uet_api::ring::MAX_RING_ENTRIES);
+        Some(
+            c.open_ring(to.fep, n, n)
+                .map_err(Error::daemon("opening a ring"))?,
+        )
+    } else {
+        None
+    };
+    let depth = match &ring {
+        Some(r) => cfg.depth.max(1).min(r.sizes().sq() as usize),
+        None => cfg.depth.max(1),
+    };
     loop {
-        while started.len() < cfg.depth.max(1) && more(posted, start) {
+        while started.len() < depth && more(posted, start) {
             let off = (posted % slots) * u64::from(cfg.size);
-            let tag = c
-                .write(local.at(0), to.at(off), cfg.size, None)
-                .map_err(Error::daemon("submitting a write"))?;
+            let tag = match &mut ring {
+                Some(r) => r
+                    .write(local.at(0), to.at(off), cfg.size, None)
+                    .map_err(|_| Error::Invalid("the ring is full".into()))?,
+                None => c
+                    .write(local.at(0), to.at(off), cfg.size, None)
+                    .map_err(Error::daemon("submitting a write"))?,
+            };
             started.insert(tag, Instant::now());
             posted += 1;
         }
         if started.is_empty() {
             break;
         }
-        let ev = c
-            .wait_event(Some(Duration::from_secs(60)))
-            .map_err(Error::daemon("waiting for completions"))?;
+        let ev = match &mut ring {
+            // A short spin catches a completion that is a round trip away
+            // without a wake-up; longer waits sleep on the ring's futex.
+            Some(r) => r
+                .wait(cfg.ring_spin, Some(Duration::from_secs(60)))
+                .map(Event::Completion)
+                .map_err(|e| Error::Invalid(format!("waiting on the ring: {e:?}")))?,
+            None => c
+                .wait_event(Some(Duration::from_secs(60)))
+                .map_err(Error::daemon("waiting for completions"))?,
+        };
         if let Event::Completion(cmp) = &ev
             && let Some(t0) = started.remove(&cmp.tag)
         {
@@ -660,6 +693,8 @@ mod tests {
             iters: Some(1),
             duration: Duration::ZERO,
             depth: 1,
+            ring: true,
+            ring_spin: Duration::ZERO,
         };
         let e = perf(sock, &region(), 1 << 20, &cfg).unwrap_err();
         assert!(matches!(e, Error::Invalid(_)), "{e:?}");

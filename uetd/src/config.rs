@@ -25,6 +25,7 @@
 //! api_hello_timeout_ms = 5000
 //! api_max_registrations = 1024
 //! api_max_registered_bytes = "16GiB"
+//! busy_poll_us = 200        # an idle worker polls this long before it sleeps
 //!
 //! [[expose]]              # regions the daemon itself exposes (tests, demos)
 //! ri = 1
@@ -268,6 +269,10 @@ pub struct Config {
     /// Milliseconds a new connection has to say `Hello` before it is
     /// closed (default 5000).
     pub api_hello_timeout_ms: u64,
+    /// Microseconds an idle worker keeps polling before it sleeps
+    /// (default 200; 0 sleeps at once; at most 100000). Longer cuts the
+    /// latency of sparse operations, at the cost of CPU after each burst.
+    pub busy_poll_us: u64,
     /// Most regions one client holds registered at once, remote and local
     /// together (default 1024).
     pub api_max_registrations: usize,
@@ -318,6 +323,7 @@ impl Default for Config {
             api_max_clients: 256,
             api_max_clients_per_uid: 64,
             api_hello_timeout_ms: 5_000,
+            busy_poll_us: 200,
             api_max_registrations: 1024,
             api_max_registered_bytes: Size(16 << 30),
             expose: Vec::new(),
@@ -467,6 +473,12 @@ impl Config {
             refuse!(
                 "api_max_clients_per_uid must be 1..=api_max_clients, not {}",
                 self.api_max_clients_per_uid
+            );
+        }
+        if self.busy_poll_us > 100_000 {
+            refuse!(
+                "busy_poll_us must be at most 100000, not {}",
+                self.busy_poll_us
             );
         }
         if !(100..=600_000).contains(&self.api_hello_timeout_ms) {

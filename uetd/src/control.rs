@@ -52,9 +52,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, select};
+use uet_api::proto::MIN_PROTOCOL_VERSION;
 use uet_api::proto::{
     CaptureEnd, CaptureEndReason, CaptureSpec, ClientMsg, DaemonMsg, FrameReader, MAX_SNAPLEN,
 };
+use uet_api::ring::{RingSizes, ServerRing};
 use uet_api::sock::{RecvError, peer_credentials, recv_frame, send_msg};
 use uet_api::{Access, Completion, ErrorCode, Handle, PROTOCOL_VERSION, Status, Tag};
 use uet_ses::{
@@ -66,7 +68,8 @@ use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
 use crate::capture::{CapturedFrame, Started};
 use crate::daemon::Daemon;
 use crate::mem::SharedRegion;
-use crate::worker::Output;
+use crate::sys::eventfd::EventFd;
+use crate::worker::{Command, Output, RingAttachment};
 
 /// Configuration of the control socket.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,6 +153,10 @@ struct Client {
     registered_bytes: u64,
     in_flight: usize,
     closing: bool,
+    /// The protocol version agreed in `Hello`.
+    version: u16,
+    /// The client's ring: its id and serving worker.
+    ring: Option<(u64, usize)>,
 }
 
 /// What a daemon tag stands for.
@@ -183,6 +190,10 @@ struct Control {
     waiting: VecDeque<(Instant, ClientId)>,
     /// Where reader threads of admitted connections send their events.
     events: Sender<Ev>,
+    /// The last ring id handed out.
+    next_ring: u64,
+    /// Rings open now (at most `worker::MAX_RINGS`).
+    rings_open: usize,
 }
 
 /// Whether a peer of uid `peer` may capture on a daemon running as
@@ -251,6 +262,8 @@ pub fn serve(
         capture: None,
         waiting: VecDeque::new(),
         events: tx,
+        next_ring: 0,
+        rings_open: 0,
     };
     // pid 0 is the daemon's own (its exposed regions).
     c.pids_in_use[0] = true;
@@ -440,6 +453,8 @@ impl Control {
                         registered_bytes: 0,
                         in_flight: 0,
                         closing: false,
+                        version: 0,
+                        ring: None,
                     },
                 );
             }
@@ -530,12 +545,15 @@ impl Control {
                     self.fatal(daemon, id, ErrorCode::OutOfSequence, "a second Hello");
                     return;
                 }
-                if version != PROTOCOL_VERSION {
+                if !(MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&version) {
                     self.fatal(
                         daemon,
                         id,
                         ErrorCode::VersionMismatch,
-                        format!("daemon speaks version {PROTOCOL_VERSION}, client {version}"),
+                        format!(
+                            "daemon speaks versions {MIN_PROTOCOL_VERSION}..={PROTOCOL_VERSION}, \
+                             client {version}"
+                        ),
                     );
                     return;
                 }
@@ -548,10 +566,11 @@ impl Control {
                 if let Some(c) = self.clients.get_mut(&id) {
                     c.pid = Some(pid as u16);
                     c.name = name;
+                    c.version = version;
                     tracing::info!(client = %c.name, uid = c.uid, job, pid, "client connected");
                 }
                 let reply = DaemonMsg::HelloOk {
-                    version: PROTOCOL_VERSION,
+                    version,
                     fep: daemon.local(),
                     job,
                     pid: pid as u16,
@@ -586,6 +605,22 @@ impl Control {
                 let reply = self.start_capture(daemon, id, &spec);
                 self.send(daemon, id, &reply);
             }
+            ClientMsg::RingOpen {
+                sq_entries,
+                cq_entries,
+                fep,
+            } => match self.open_ring(daemon, id, sq_entries, cq_entries, fep, fd) {
+                Ok(doorbell) => {
+                    if let Some(c) = self.clients.get(&id)
+                        && let Err(e) =
+                            send_msg(&c.stream, &DaemonMsg::RingOpened, Some(doorbell.as_fd()))
+                    {
+                        let why = format!("write failed: {e}");
+                        self.drop_client(daemon, id, &why);
+                    }
+                }
+                Err(reply) => self.send(daemon, id, &reply),
+            },
             ClientMsg::CaptureStop => {
                 if self.capture.as_ref().is_some_and(|a| a.client == id) {
                     self.end_capture(daemon, CaptureEndReason::Stopped);
@@ -867,6 +902,19 @@ impl Control {
         let handle = c.next_handle;
         c.next_handle += 1;
         c.registered_bytes += len;
+        // Before the reply: the client may use the handle in its ring as
+        // soon as it has it (the worker drains its inbox before it reads
+        // entries it saw).
+        if let Some((ring, w)) = c.ring {
+            daemon.send_to(
+                w,
+                Command::RingHandle {
+                    ring,
+                    handle,
+                    local: Some((per_worker[w], len)),
+                },
+            );
+        }
         c.locals.insert(handle, Local { mem, per_worker });
         DaemonMsg::LocalRegistered {
             handle: Handle(handle),
@@ -886,6 +934,16 @@ impl Control {
         }
         if let Some(l) = c.locals.remove(&handle.0) {
             c.registered_bytes -= l.mem.len() as u64;
+            if let Some((ring, w)) = c.ring {
+                daemon.send_to(
+                    w,
+                    Command::RingHandle {
+                        ring,
+                        handle: handle.0,
+                        local: None,
+                    },
+                );
+            }
             // Operations still using it fail cleanly (see
             // Endpoint::deregister_local).
             daemon.deregister_local(&l.per_worker);
@@ -1035,24 +1093,7 @@ impl Control {
                 let Some(Pending::Op { client, tag: ctag }) = self.pending.remove(tag) else {
                     return false;
                 };
-                let status = match completion.status {
-                    Ok(()) => Status::Ok,
-                    Err(OpError::Remote(rc)) => Status::Remote {
-                        return_code: rc.code(),
-                    },
-                    Err(OpError::Local(e)) => Status::Local {
-                        code: ErrorCode::BadLength,
-                        message: format!("{e:?}"),
-                    },
-                    Err(OpError::Transport(e)) => Status::Transport {
-                        code: transport_code(e),
-                        message: format!("{e:?}"),
-                    },
-                    Err(e) => Status::Local {
-                        code: ErrorCode::Internal,
-                        message: e.to_string(),
-                    },
-                };
+                let status = status_of(completion);
                 self.finish(
                     daemon,
                     client,
@@ -1137,6 +1178,73 @@ impl Control {
         }
     }
 
+    /// Maps client `id`'s ring and hands it to the worker that owns
+    /// `fep`; returns the doorbell to pass back, or the refusal.
+    fn open_ring(
+        &mut self,
+        daemon: &Daemon,
+        id: ClientId,
+        sq: u32,
+        cq: u32,
+        fep: IpAddr,
+        fd: Option<OwnedFd>,
+    ) -> Result<Arc<EventFd>, DaemonMsg> {
+        let Some(fd) = fd else {
+            return Err(err(ErrorCode::BadFd, "RingOpen needs a memfd"));
+        };
+        let Some(c) = self.clients.get(&id) else {
+            return Err(err(ErrorCode::Internal, "no client"));
+        };
+        if c.version < 2 {
+            return Err(err(
+                ErrorCode::OutOfSequence,
+                "the ring needs protocol version 2 (said in Hello)",
+            ));
+        }
+        if c.ring.is_some() {
+            return Err(err(ErrorCode::Busy, "this connection has a ring already"));
+        }
+        if self.rings_open >= crate::worker::MAX_RINGS {
+            return Err(err(
+                ErrorCode::OverLimit,
+                format!("{} rings open, the most a daemon serves", self.rings_open),
+            ));
+        }
+        let sizes = RingSizes::new(sq, cq).map_err(|m| err(ErrorCode::BadLength, m))?;
+        uet_api::region::check_region_fd(&fd, sizes.len() as u64)
+            .map_err(|e| err(e.code(), e.to_string()))?;
+        let ring = ServerRing::map(&fd, sizes)
+            .map_err(|e| err(ErrorCode::BadFd, format!("mapping: {e}")))?;
+        let doorbell = Arc::new(
+            EventFd::new().map_err(|e| err(ErrorCode::Internal, format!("eventfd: {e}")))?,
+        );
+        let w = daemon.owner(fep);
+        let handles = c
+            .locals
+            .iter()
+            .map(|(h, l)| (*h, l.per_worker[w], l.mem.len() as u64))
+            .collect();
+        self.next_ring += 1;
+        let ring_id = self.next_ring;
+        daemon.send_to(
+            w,
+            Command::RingAttach(Box::new(RingAttachment {
+                id: ring_id,
+                ring,
+                doorbell: Arc::clone(&doorbell),
+                job: self.cfg.job,
+                workers: daemon.workers(),
+                handles,
+            })),
+        );
+        self.rings_open += 1;
+        if let Some(c) = self.clients.get_mut(&id) {
+            c.ring = Some((ring_id, w));
+            tracing::info!(client = %c.name, sq, cq, worker = w, "ring opened");
+        }
+        Ok(doorbell)
+    }
+
     fn drop_client(&mut self, daemon: &Daemon, id: ClientId, why: &str) {
         let Some(c) = self.clients.remove(&id) else {
             return;
@@ -1147,6 +1255,12 @@ impl Control {
             tracing::info!(client = %c.name, id, "capture ended: the client left");
         }
         let _ = c.stream.shutdown(std::net::Shutdown::Both);
+        // The ring goes first: nothing more is taken from it, and the
+        // operations it started end unreported like the socket's.
+        if let Some((ring, w)) = c.ring {
+            daemon.send_to(w, Command::RingDetach { ring });
+            self.rings_open -= 1;
+        }
         for r in c.remotes.values() {
             if let Err(e) = daemon.deregister(r.addr) {
                 tracing::warn!("deregistering a departed client's region: {e:#}");
@@ -1240,7 +1354,10 @@ fn build_op(
 }
 
 /// The remote region of an operation, if it is in the client's job.
-fn remote_addr(r: &uet_api::RemoteRef, job: u32) -> Result<RemoteAddr, (ErrorCode, &'static str)> {
+pub(crate) fn remote_addr(
+    r: &uet_api::RemoteRef,
+    job: u32,
+) -> Result<RemoteAddr, (ErrorCode, &'static str)> {
     if r.region.job != job {
         return Err((ErrorCode::NotYours, "remote region of another job"));
     }
@@ -1268,6 +1385,28 @@ fn peer_addr(p: &uet_api::Peer, job: u32) -> Result<RegionAddr, (ErrorCode, &'st
         PidOnFep::new(p.pid).map_err(|_| bad())?,
         ResourceIndex::new(0).map_err(|_| bad())?,
     ))
+}
+
+/// An operation's end as the API reports it (socket and ring alike).
+pub(crate) fn status_of(completion: &uet_ses::OpCompletion) -> Status {
+    match completion.status {
+        Ok(()) => Status::Ok,
+        Err(OpError::Remote(rc)) => Status::Remote {
+            return_code: rc.code(),
+        },
+        Err(OpError::Local(e)) => Status::Local {
+            code: ErrorCode::BadLength,
+            message: format!("{e:?}"),
+        },
+        Err(OpError::Transport(e)) => Status::Transport {
+            code: transport_code(e),
+            message: format!("{e:?}"),
+        },
+        Err(e) => Status::Local {
+            code: ErrorCode::Internal,
+            message: e.to_string(),
+        },
+    }
 }
 
 fn transport_code(e: uet_pds::PdsError) -> u16 {

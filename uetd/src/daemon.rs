@@ -284,8 +284,16 @@ impl Daemon {
             );
             let cpu = cfg.pin.then_some(w);
             workers.push(
-                worker::spawn(w, io, ep, out_tx.clone(), cpu, Arc::clone(&capture))
-                    .doing(|| format!("starting worker {w}"))?,
+                worker::spawn(
+                    w,
+                    io,
+                    ep,
+                    out_tx.clone(),
+                    cpu,
+                    Arc::clone(&capture),
+                    Duration::from_micros(cfg.busy_poll_us),
+                )
+                .doing(|| format!("starting worker {w}"))?,
             );
         }
         tracing::info!(%local, backend = ?cfg.backend, workers = cfg.workers, cc = %mode, mtu, "uetd started");
@@ -340,6 +348,19 @@ impl Daemon {
     }
 
     /// The worker that owns PDCs with `peer`.
+    /// Workers running.
+    pub fn workers(&self) -> usize {
+        self.workers.len()
+    }
+
+    /// Queues `cmd` for worker `w` (the control loop's ring commands).
+    pub fn send_to(&self, w: usize, cmd: worker::Command) {
+        if let Some(h) = self.workers.get(w) {
+            h.send(cmd);
+        }
+    }
+
+    /// The worker that serves `peer`.
     pub fn owner(&self, peer: IpAddr) -> usize {
         owner_of(peer, self.workers.len())
     }

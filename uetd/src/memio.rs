@@ -161,9 +161,26 @@ mod tests {
         let (out_a, outputs_a) = crossbeam_channel::unbounded();
         let (out_b, _outputs_b) = crossbeam_channel::unbounded();
         let ep = |seed| DaemonEndpoint::new(EndpointConfig::default(), seed);
-        let mut wa =
-            worker::spawn(0, Box::new(io_a), ep(1), out_a, None, Arc::clone(&capture)).unwrap();
-        let mut wb = worker::spawn(0, Box::new(io_b), ep(2), out_b, None, capture).unwrap();
+        let mut wa = worker::spawn(
+            0,
+            Box::new(io_a),
+            ep(1),
+            out_a,
+            None,
+            Arc::clone(&capture),
+            worker::DEFAULT_BUSY_POLL,
+        )
+        .unwrap();
+        let mut wb = worker::spawn(
+            0,
+            Box::new(io_b),
+            ep(2),
+            out_b,
+            None,
+            capture,
+            worker::DEFAULT_BUSY_POLL,
+        )
+        .unwrap();
 
         let region = RegionAddr::new(
             JobId::new(1).unwrap(),

@@ -97,6 +97,7 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                 },
                 "ccc": cccs,
                 "loop": { "iterations": s.iterations, "sleeps": s.sleeps },
+                "ring": { "ops": s.ring_ops, "refused": s.ring_refused },
             })
         })
         .collect();

@@ -15,10 +15,19 @@
 //! worker attaches the capture to its backend once, at start, and without
 //! a capture running that costs one relaxed atomic load per call.
 //!
-//! It busy-polls while there is work and, after a short spin with nothing
-//! to do, sleeps in `poll()` on the backend's fds and its wake eventfd until
-//! the endpoint's next timer — an idle daemon costs ~0 % CPU, so ten of them
+//! It busy-polls while there is work and, after `busy_poll` with nothing
+//! to do, sleeps in `poll()` on the backend's fds and its wake eventfd (and
+//! the doorbells of attached rings, through one epoll set) until the
+//! endpoint's next timer — an idle daemon costs ~0 % CPU, so ten of them
 //! share two cores in the lab.
+//!
+//! Clients that opened a shared-memory ring (`uet_api::ring`) submit to
+//! the worker directly: each iteration looks at every attached ring's SQ
+//! and posts completions of its operations straight into its CQ, with no
+//! other thread in between (`docs/latency.md`). Every entry is checked as
+//! the control loop checks a socket operation: a handle the client holds
+//! for this worker, bounds, the granted job (`NotYours`), a destination
+//! this worker owns; a refusal is an error completion and a count.
 
 use std::net::IpAddr;
 use std::os::fd::AsFd;
@@ -50,8 +59,14 @@ pub type DaemonEndpoint = Endpoint<Box<dyn RegisteredMemory + Send>>;
 
 /// Datagrams per receive or transmit batch.
 const BATCH: usize = 64;
-/// Iterations with nothing to do before the worker sleeps.
-const SPIN: u32 = 256;
+/// How long an idle worker polls before it sleeps, unless configured
+/// (`busy_poll_us`): long enough that the ACK of a small write and the
+/// client's next operation find it awake on a veth round trip, short
+/// enough that idle daemons cost nothing (they sleep until a timer).
+pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(200);
+/// Rings one worker serves at most (one per client connection; the
+/// control loop refuses more).
+pub const MAX_RINGS: usize = 256;
 /// How often counters are published to the stats path.
 const PUBLISH_NS: u64 = 1_000_000;
 
@@ -117,6 +132,56 @@ pub enum Command {
         /// The receive.
         spec: uet_ses::RecvSpec,
     },
+    /// Serve a client's shared-memory ring.
+    RingAttach(Box<RingAttachment>),
+    /// A local buffer of a ring's client came (`Some`: its handle in this
+    /// worker and length) or went (`None`).
+    RingHandle {
+        /// The ring.
+        ring: u64,
+        /// The client's handle.
+        handle: u32,
+        /// The buffer.
+        local: Option<(LocalRegion, u64)>,
+    },
+    /// Stop serving a ring (its client left); its operations in flight end
+    /// unreported.
+    RingDetach {
+        /// The ring.
+        ring: u64,
+    },
+    /// An operation taken from a ring (made by the worker itself; it waits
+    /// with the others for its next hop).
+    RingSubmit {
+        /// The ring.
+        ring: u64,
+        /// The client's tag.
+        tag: u64,
+        /// Destination FEP.
+        dst: IpAddr,
+        /// The operation.
+        op: Operation,
+    },
+}
+
+/// A client's ring, as the control loop hands it to the worker that owns
+/// its destination.
+#[derive(Debug)]
+pub struct RingAttachment {
+    /// Unique for the daemon's life.
+    pub id: u64,
+    /// The mapping.
+    pub ring: uet_api::ring::ServerRing,
+    /// What the client writes to when the ring says the worker sleeps.
+    pub doorbell: Arc<EventFd>,
+    /// The job granted to the client.
+    pub job: u32,
+    /// Workers of the daemon (a destination this worker does not own is
+    /// refused).
+    pub workers: usize,
+    /// The client's local buffers now: handle, its region in this worker,
+    /// length.
+    pub handles: Vec<(u32, LocalRegion, u64)>,
 }
 
 /// What a worker tells the control thread.
@@ -185,6 +250,11 @@ pub struct WorkerStats {
     pub iterations: u64,
     /// Sleeps in `poll()`.
     pub sleeps: u64,
+    /// Ring entries refused (bad handle, bounds, job, destination,
+    /// undecodable) and rings broken (indices out of range).
+    pub ring_refused: u64,
+    /// Ring operations taken.
+    pub ring_ops: u64,
     /// Congestion contexts by destination.
     pub cccs: Vec<CccSnapshot>,
 }
@@ -267,6 +337,7 @@ pub fn spawn(
     out: crossbeam_channel::Sender<(usize, Output)>,
     cpu: Option<usize>,
     capture: Arc<Capture>,
+    busy_poll: Duration,
 ) -> std::io::Result<WorkerHandle> {
     let inbox = Arc::new(SegQueue::new());
     let wake = Arc::new(EventFd::new()?);
@@ -292,7 +363,7 @@ pub fn spawn(
                 stats: &st2,
                 out: &out,
             };
-            run(id, &mut *io, &mut ep, &shared);
+            run(id, &mut *io, &mut ep, &shared, busy_poll);
         })?;
     Ok(WorkerHandle {
         inbox,
@@ -313,7 +384,75 @@ struct Shared<'a> {
     out: &'a crossbeam_channel::Sender<(usize, Output)>,
 }
 
-fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_>) {
+/// Who asked for an operation: the control loop (its tag) or a ring.
+#[derive(Debug, Clone, Copy)]
+enum Origin {
+    Control(u64),
+    Ring { ring: u64, tag: u64 },
+}
+
+/// A ring this worker serves.
+struct Ring {
+    id: u64,
+    ring: uet_api::ring::ServerRing,
+    doorbell: Arc<EventFd>,
+    job: u32,
+    workers: usize,
+    handles: FxHashMap<u32, (LocalRegion, u64)>,
+    /// SQ entries seen before the inbox was drained (see `run`).
+    pending: u32,
+    /// Whether its breaking was counted.
+    counted_broken: bool,
+}
+
+/// The rings of a worker and the epoll set that lets one `poll()` wait
+/// on its wake eventfd and every ring's doorbell.
+#[derive(Default)]
+struct Rings {
+    list: Vec<Ring>,
+    wake_set: Option<crate::sys::eventfd::WakeSet>,
+    refused: u64,
+    ops: u64,
+}
+
+impl Rings {
+    fn get(&mut self, id: u64) -> Option<&mut Ring> {
+        self.list.iter_mut().find(|r| r.id == id)
+    }
+
+    /// Ends a ring operation with `status` (nothing if the ring is gone).
+    fn complete(&mut self, id: u64, tag: u64, status: uet_api::Status, bytes: u64) {
+        if let Some(r) = self.get(id) {
+            r.ring.complete(&uet_api::Completion {
+                tag: uet_api::Tag(tag),
+                status,
+                bytes,
+            });
+        }
+    }
+
+    /// Refuses a ring entry with an error completion, counted.
+    fn refuse(&mut self, id: u64, tag: u64, code: uet_api::ErrorCode) {
+        self.refused += 1;
+        self.complete(
+            id,
+            tag,
+            uet_api::Status::Local {
+                code,
+                message: String::new(),
+            },
+            0,
+        );
+    }
+}
+
+fn run(
+    id: usize,
+    io: &mut dyn PacketIo,
+    ep: &mut DaemonEndpoint,
+    sh: &Shared<'_>,
+    busy_poll: Duration,
+) {
     let Shared {
         inbox,
         wake,
@@ -321,9 +460,11 @@ fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_
         stats,
         out,
     } = *sh;
-    let mut tags: FxHashMap<OpId, u64> = FxHashMap::default();
+    let mut tags: FxHashMap<OpId, Origin> = FxHashMap::default();
     let mut recv_tags: FxHashMap<uet_ses::RecvId, u64> = FxHashMap::default();
-    let mut idle = 0u32;
+    let mut rings = Rings::default();
+    let busy_poll_ns = u64::try_from(busy_poll.as_nanos()).unwrap_or(u64::MAX);
+    let mut last_busy = 0u64;
     let mut iterations = 0u64;
     let mut sleeps = 0u64;
     let mut last_publish = 0u64;
@@ -334,14 +475,30 @@ fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_
         iterations += 1;
         let now = now();
         let mut busy = false;
+        let mut cx = Cx {
+            id,
+            now,
+            tags: &mut tags,
+            recv_tags: &mut recv_tags,
+            out,
+            rings: &mut rings,
+            wake,
+        };
 
         // Operations held for their peer's next hop go first, in order.
         let released = held.release(
             now.as_nanos(),
             |dst| io.ready_for(dst),
-            |cmd| handle_command(id, ep, cmd, now, &mut tags, &mut recv_tags, out),
+            |cmd| handle_command(ep, cmd, &mut cx),
         );
         busy |= released > 0;
+        // What the rings hold is seen before the inbox is drained: a
+        // client writes an entry only after the reply to the registration
+        // it uses, and that reply leaves after the registration's command
+        // was queued here — so the command is in the inbox by now.
+        for r in &mut cx.rings.list {
+            r.pending = r.ring.pending();
+        }
         while let Some(cmd) = inbox.pop() {
             busy = true;
             let cmd = match cmd {
@@ -353,10 +510,22 @@ fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_
                 }
                 cmd => cmd,
             };
-            handle_command(id, ep, cmd, now, &mut tags, &mut recv_tags, out);
+            handle_command(ep, cmd, &mut cx);
         }
         if stop.load(Ordering::Acquire) {
             break;
+        }
+        for i in 0..cx.rings.list.len() {
+            while let Some(cmd) = take_from_ring(id, cx.rings, i) {
+                busy = true;
+                let Command::RingSubmit { dst, .. } = &cmd else {
+                    continue;
+                };
+                let dst = *dst;
+                if let Some(cmd) = held.admit(now.as_nanos(), dst, cmd, |d| io.ready_for(d)) {
+                    handle_command(ep, cmd, &mut cx);
+                }
+            }
         }
 
         let rx = match io.recv(BATCH, &mut |meta, bytes| {
@@ -380,8 +549,19 @@ fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_
         };
         while let Some(c) = ep.poll_completion() {
             busy = true;
-            let tag = tags.remove(&c.op).unwrap_or(c.op.0);
-            let _ = out.send((id, Output::Completed { tag, completion: c }));
+            match tags.remove(&c.op) {
+                Some(Origin::Ring { ring, tag }) => {
+                    let bytes = c.modified_length;
+                    rings.complete(ring, tag, crate::control::status_of(&c), bytes);
+                }
+                Some(Origin::Control(tag)) => {
+                    let _ = out.send((id, Output::Completed { tag, completion: c }));
+                }
+                None => {
+                    let tag = c.op.0;
+                    let _ = out.send((id, Output::Completed { tag, completion: c }));
+                }
+            }
         }
         while let Some(e) = ep.poll_event() {
             busy = true;
@@ -398,18 +578,18 @@ fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_
 
         if now.as_nanos().saturating_sub(last_publish) >= PUBLISH_NS {
             last_publish = now.as_nanos();
-            publish(io, ep, stats, iterations, sleeps);
+            publish(io, ep, stats, iterations, sleeps, &rings);
         }
 
         if busy {
-            idle = 0;
+            last_busy = now.as_nanos();
             continue;
         }
-        idle += 1;
-        if idle < SPIN {
+        if now.as_nanos().saturating_sub(last_busy) < busy_poll_ns {
             continue;
         }
-        // Nothing to do: sleep until a packet, a command or the next timer.
+        // Nothing to do: sleep until a packet, a command, a doorbell or
+        // the next timer.
         let timeout = ep
             .poll_timeout()
             .map(|t| Duration::from_nanos(t.as_nanos().saturating_sub(monotonic_ns())));
@@ -418,16 +598,101 @@ fn run(id: usize, io: &mut dyn PacketIo, ep: &mut DaemonEndpoint, sh: &Shared<'_
         if timeout.is_some_and(|t| t.is_zero()) {
             continue;
         }
-        publish(io, ep, stats, iterations, sleeps);
-        sleeps += 1;
-        if let Err(e) = io.wait(timeout, wake.as_fd()) {
-            tracing::warn!(worker = id, "poll failed: {e}");
+        // Clients ring the doorbell only while the ring says the worker
+        // sleeps; an entry that came meanwhile cancels the sleep.
+        let mut arrived = false;
+        for r in &mut rings.list {
+            arrived |= r.ring.set_sleeping(true);
         }
-        wake.drain();
-        idle = 0;
+        if !arrived {
+            publish(io, ep, stats, iterations, sleeps, &rings);
+            sleeps += 1;
+            let wake_fd = rings
+                .wake_set
+                .as_ref()
+                .map_or_else(|| wake.as_fd(), AsFd::as_fd);
+            if let Err(e) = io.wait(timeout, wake_fd) {
+                tracing::warn!(worker = id, "poll failed: {e}");
+            }
+            wake.drain();
+            for r in &rings.list {
+                r.doorbell.drain();
+            }
+        }
+        for r in &mut rings.list {
+            r.ring.set_sleeping(false);
+        }
+        last_busy = monotonic_ns();
     }
-    publish(io, ep, stats, iterations, sleeps);
+    publish(io, ep, stats, iterations, sleeps, &rings);
     tracing::debug!(worker = id, "worker stopped");
+}
+
+/// The next operation of ring `i`, checked as the control loop checks a
+/// socket operation; refusals end with an error completion here and the
+/// loop goes on to the next entry.
+fn take_from_ring(id: usize, rings: &mut Rings, i: usize) -> Option<Command> {
+    use uet_api::ErrorCode;
+    use uet_api::ring::{SqOp, Taken};
+    loop {
+        let r = &mut rings.list[i];
+        let taken = r.ring.take(&mut r.pending);
+        if r.ring.broken().is_some() && !r.counted_broken {
+            r.counted_broken = true;
+            tracing::info!(worker = id, ring = r.id, why = ?r.ring.broken(), "ring broken");
+            rings.refused += 1;
+        }
+        let r = &mut rings.list[i];
+        let ring = r.id;
+        let e = match taken? {
+            Taken::Entry(e) => e,
+            Taken::Malformed(tag, _) => {
+                rings.refuse(ring, tag.0, ErrorCode::Malformed);
+                continue;
+            }
+        };
+        let tag = e.tag.0;
+        let Some(&(region, len)) = r.handles.get(&e.local.handle.0) else {
+            rings.refuse(ring, tag, ErrorCode::UnknownHandle);
+            continue;
+        };
+        if e.local
+            .offset
+            .checked_add(u64::from(e.len))
+            .is_none_or(|end| end > len)
+        {
+            rings.refuse(ring, tag, ErrorCode::BadLength);
+            continue;
+        }
+        let remote = match crate::control::remote_addr(&e.remote, r.job) {
+            Ok(a) => a,
+            Err((code, _)) => {
+                rings.refuse(ring, tag, code);
+                continue;
+            }
+        };
+        let dst = e.remote.region.fep;
+        if crate::daemon::owner_of(dst, r.workers) != id {
+            rings.refuse(ring, tag, ErrorCode::Refused);
+            continue;
+        }
+        rings.ops += 1;
+        let local = uet_ses::LocalBuf::new(region, e.local.offset);
+        let op = match e.op {
+            SqOp::Write { header_data } => Operation::Write {
+                dst: remote,
+                src: local,
+                len: e.len,
+                header_data,
+            },
+            SqOp::Read => Operation::Read {
+                src: remote,
+                dst: local,
+                len: e.len,
+            },
+        };
+        return Some(Command::RingSubmit { ring, tag, dst, op });
+    }
 }
 
 fn publish(
@@ -436,8 +701,11 @@ fn publish(
     stats: &Mutex<WorkerStats>,
     iterations: u64,
     sleeps: u64,
+    rings: &Rings,
 ) {
     if let Ok(mut s) = stats.lock() {
+        s.ring_refused = rings.refused;
+        s.ring_ops = rings.ops;
         s.io = io.stats();
         s.pds = ep.pds().counters().clone();
         s.ses = ep.counters();
@@ -457,15 +725,19 @@ fn publish(
     }
 }
 
-fn handle_command(
+/// What commands act on besides the endpoint.
+struct Cx<'a> {
     id: usize,
-    ep: &mut DaemonEndpoint,
-    cmd: Command,
     now: Instant,
-    tags: &mut FxHashMap<OpId, u64>,
-    recv_tags: &mut FxHashMap<uet_ses::RecvId, u64>,
-    out: &crossbeam_channel::Sender<(usize, Output)>,
-) {
+    tags: &'a mut FxHashMap<OpId, Origin>,
+    recv_tags: &'a mut FxHashMap<uet_ses::RecvId, u64>,
+    out: &'a crossbeam_channel::Sender<(usize, Output)>,
+    rings: &'a mut Rings,
+    wake: &'a EventFd,
+}
+
+fn handle_command(ep: &mut DaemonEndpoint, cmd: Command, cx: &mut Cx<'_>) {
+    let (id, now, out) = (cx.id, cx.now, cx.out);
     match cmd {
         Command::Register { spec, mem, reply } => {
             let _ = reply.send(ep.register(spec, Box::new(mem)));
@@ -481,24 +753,87 @@ fn handle_command(
         }
         Command::Submit { tag, dst, op } => match ep.submit(now, dst, op) {
             Ok(op) => {
-                tags.insert(op, tag);
+                cx.tags.insert(op, Origin::Control(tag));
             }
             Err(error) => {
                 let _ = out.send((id, Output::Rejected { tag, error }));
             }
+        },
+        Command::RingSubmit { ring, tag, dst, op } => match ep.submit(now, dst, op) {
+            Ok(op) => {
+                cx.tags.insert(op, Origin::Ring { ring, tag });
+            }
+            Err(_) => cx.rings.refuse(ring, tag, uet_api::ErrorCode::Refused),
         },
         Command::DeregisterLocal { region } => {
             drop(ep.deregister_local(region));
         }
         Command::PostRecv { tag, spec } => match ep.post_recv(spec) {
             Ok(r) => {
-                recv_tags.insert(r, tag);
+                cx.recv_tags.insert(r, tag);
             }
             Err(error) => {
                 let _ = out.send((id, Output::RecvRejected { tag, error }));
             }
         },
+        Command::RingAttach(a) => attach(id, cx.rings, cx.wake, *a),
+        Command::RingHandle {
+            ring,
+            handle,
+            local,
+        } => {
+            if let Some(r) = cx.rings.get(ring) {
+                match local {
+                    Some(l) => {
+                        r.handles.insert(handle, l);
+                    }
+                    None => {
+                        r.handles.remove(&handle);
+                    }
+                }
+            }
+        }
+        Command::RingDetach { ring } => {
+            if let Some(i) = cx.rings.list.iter().position(|r| r.id == ring) {
+                let r = cx.rings.list.swap_remove(i);
+                if let Some(set) = &cx.rings.wake_set {
+                    set.remove(r.doorbell.as_fd());
+                }
+            }
+        }
     }
+}
+
+fn attach(id: usize, rings: &mut Rings, wake: &EventFd, a: RingAttachment) {
+    if rings.list.len() >= MAX_RINGS {
+        tracing::warn!(worker = id, "ring refused: {MAX_RINGS} rings attached");
+        return;
+    }
+    if rings.wake_set.is_none() {
+        match crate::sys::eventfd::WakeSet::new(wake.as_fd()) {
+            Ok(s) => rings.wake_set = Some(s),
+            Err(e) => {
+                tracing::warn!(worker = id, "ring refused: no epoll set: {e}");
+                return;
+            }
+        }
+    }
+    if let Some(set) = &rings.wake_set
+        && let Err(e) = set.add(a.doorbell.as_fd())
+    {
+        tracing::warn!(worker = id, "ring refused: {e}");
+        return;
+    }
+    rings.list.push(Ring {
+        id: a.id,
+        ring: a.ring,
+        doorbell: a.doorbell,
+        job: a.job,
+        workers: a.workers,
+        handles: a.handles.into_iter().map(|(h, r, l)| (h, (r, l))).collect(),
+        pending: 0,
+        counted_broken: false,
+    });
 }
 
 /// A receiver of worker outputs.
@@ -593,7 +928,16 @@ mod tests {
         let capture = Arc::new(Capture::new(2));
         let (out, _outputs) = crossbeam_channel::unbounded();
         let ep = DaemonEndpoint::new(EndpointConfig::default(), 1);
-        let mut w = spawn(0, Box::new(io), ep, out, None, Arc::clone(&capture)).unwrap();
+        let mut w = spawn(
+            0,
+            Box::new(io),
+            ep,
+            out,
+            None,
+            Arc::clone(&capture),
+            DEFAULT_BUSY_POLL,
+        )
+        .unwrap();
 
         until("an iteration", || untapped.load(Ordering::Relaxed) > 0);
         assert_eq!(tapped.load(Ordering::Relaxed), 0);

@@ -1,7 +1,8 @@
 //! The blocking client over `std::os::unix::net::UnixStream`.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::net::IpAddr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -9,10 +10,12 @@ use std::time::{Duration, Instant};
 use super::{
     CaptureEvent, ClientError, Core, Event, LocalHandle, Registration, Routed, Session, ops,
 };
+use crate::proto::Message as _;
 use crate::proto::{
     Access, CaptureSpec, ClientMsg, DaemonMsg, FrameReader, Handle, LocalRef, Peer, RemoteRef, Tag,
 };
 use crate::region::Region;
+use crate::ring::{ClientRing, RingSizes};
 use crate::sock::{self, RecvError};
 
 /// How long control requests wait for their reply unless
@@ -38,6 +41,8 @@ pub struct Client {
     reply_timeout: Option<Duration>,
     /// Whether a read timeout is set on the socket.
     timeout_set: bool,
+    /// The descriptor of the last reply that carried one (`RingOpened`).
+    reply_fd: Option<OwnedFd>,
 }
 
 impl Client {
@@ -72,6 +77,7 @@ impl Client {
             core: Core::new(placeholder),
             reply_timeout: Some(DEFAULT_REPLY_TIMEOUT),
             timeout_set: false,
+            reply_fd: None,
         };
         let reply = c.request(&Core::hello(name), None)?;
         c.core.session = Core::on_hello(reply)?;
@@ -165,6 +171,50 @@ impl Client {
                     }
                     return Err(e);
                 }
+            }
+        }
+    }
+
+    /// Opens a shared-memory ring ([`crate::ring`]) with `sq` submission
+    /// and `cq` completion entries, served by the daemon worker that owns
+    /// `fep` (the destination of its operations). Writes and reads placed
+    /// in it bypass the socket; it stays valid while this connection is
+    /// open. Needs a daemon of protocol version 2.
+    ///
+    /// # Errors
+    ///
+    /// The daemon's refusal (`Busy`: this connection has a ring already;
+    /// `BadLength`: sizes), a memfd or mapping error, or a connection
+    /// error.
+    pub fn open_ring(&mut self, fep: IpAddr, sq: u32, cq: u32) -> Result<ClientRing, ClientError> {
+        let sizes = RingSizes::new(sq, cq).map_err(|message| ClientError::Daemon {
+            code: crate::ErrorCode::BadLength,
+            message,
+        })?;
+        let mem = Region::new(sizes.len() as u64)?;
+        let mut ring = ClientRing::create(mem.as_fd(), sizes)?;
+        let msg = ClientMsg::RingOpen {
+            sq_entries: sq,
+            cq_entries: cq,
+            fep,
+        };
+        self.reply_fd = None;
+        match self.request(&msg, Some(mem.as_fd()))? {
+            DaemonMsg::RingOpened => {
+                let fd = self.reply_fd.take().ok_or(ClientError::Unexpected {
+                    expected: "RingOpened with a doorbell",
+                    got: crate::proto::ty::RING_OPENED,
+                })?;
+                ring.set_doorbell(fd);
+                Ok(ring)
+            }
+            DaemonMsg::Error { code, message } => Err(ClientError::Daemon { code, message }),
+            other => {
+                self.core.broken = true;
+                Err(ClientError::Unexpected {
+                    expected: "RingOpened",
+                    got: other.msg_type(),
+                })
             }
         }
     }
@@ -399,6 +449,9 @@ impl Client {
                 .next_frame::<DaemonMsg>()
                 .map_err(ClientError::Protocol)?
             {
+                if f.fd.is_some() {
+                    self.reply_fd = f.fd;
+                }
                 return Ok(f.msg);
             }
             let n = match deadline {

@@ -17,7 +17,12 @@ use codec::{Dec, Enc};
 pub use reader::{FrameReader, MAX_PENDING_FDS, Received};
 
 /// The protocol version this crate speaks (carried in `Hello`/`HelloOk`).
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Version 2 added the shared-memory ring (`RingOpen`/`RingOpened`).
+pub const PROTOCOL_VERSION: u16 = 2;
+
+/// The oldest version a daemon of this crate still serves: a version-1
+/// client gets `HelloOk` with version 1 and everything but the ring.
+pub const MIN_PROTOCOL_VERSION: u16 = 1;
 
 /// The largest frame either side sends or accepts, length prefix included.
 /// A longer length prefix is refused before anything is buffered for it.
@@ -631,6 +636,18 @@ pub enum ClientMsg {
     /// `0x0009`: ask for the daemon's counters as a stream of
     /// `StatsChunk`s, however long the document.
     StatsStream,
+    /// `0x000A`, with one descriptor (version 2): open a shared-memory
+    /// ring ([`crate::ring`]) over the passed memfd, served by the worker
+    /// that owns `fep`; answered by `RingOpened` or `Error`.
+    RingOpen {
+        /// SQ entries (a power of two up to
+        /// [`crate::ring::MAX_RING_ENTRIES`]).
+        sq_entries: u32,
+        /// CQ entries (likewise).
+        cq_entries: u32,
+        /// A destination FEP; the ring is served by its worker.
+        fep: IpAddr,
+    },
     /// `0x0010`: `UET_WRITE` `len` bytes from `local` to `remote`.
     Write {
         /// Echoed in the completion.
@@ -741,6 +758,10 @@ pub enum DaemonMsg {
         /// The RI generation.
         generation: u8,
     },
+    /// `0x8009`, with one descriptor: the answer to `RingOpen`; the
+    /// descriptor is the serving worker's doorbell (an eventfd the client
+    /// writes to when the ring says the worker sleeps).
+    RingOpened,
     /// `0x8004`: the answer to `RegisterLocal`.
     LocalRegistered {
         /// The region's handle on this connection.
@@ -804,6 +825,10 @@ pub mod ty {
     pub const CAPTURE_STOP: u16 = 0x0008;
     /// `ClientMsg::StatsStream`.
     pub const STATS_STREAM: u16 = 0x0009;
+    /// `ClientMsg::RingOpen` (+1 fd).
+    pub const RING_OPEN: u16 = 0x000A;
+    /// `DaemonMsg::RingOpened` (+1 fd).
+    pub const RING_OPENED: u16 = 0x8009;
     /// `ClientMsg::Write`.
     pub const WRITE: u16 = 0x0010;
     /// `ClientMsg::Read`.
@@ -1157,11 +1182,15 @@ impl Message for ClientMsg {
             Self::PostRecv { .. } => ty::POST_RECV,
             Self::Capture(_) => ty::CAPTURE,
             Self::CaptureStop => ty::CAPTURE_STOP,
+            Self::RingOpen { .. } => ty::RING_OPEN,
         }
     }
 
     fn takes_fd(&self) -> bool {
-        matches!(self, Self::Register { .. } | Self::RegisterLocal { .. })
+        matches!(
+            self,
+            Self::Register { .. } | Self::RegisterLocal { .. } | Self::RingOpen { .. }
+        )
     }
 
     fn encode_body(&self, out: &mut Vec<u8>) {
@@ -1185,6 +1214,15 @@ impl Message for ClientMsg {
                 e.opt_u64(*key);
             }
             Self::RegisterLocal { len } => e.u64(*len),
+            Self::RingOpen {
+                sq_entries,
+                cq_entries,
+                fep,
+            } => {
+                e.u32(*sq_entries);
+                e.u32(*cq_entries);
+                e.ip(*fep);
+            }
             Self::Deregister { handle } => e.u32(handle.0),
             Self::Write {
                 tag,
@@ -1285,6 +1323,11 @@ impl Message for ClientMsg {
                 key: d.opt_u64("key")?,
             },
             ty::REGISTER_LOCAL => Self::RegisterLocal { len: d.u64("len")? },
+            ty::RING_OPEN => Self::RingOpen {
+                sq_entries: d.u32("sq_entries")?,
+                cq_entries: d.u32("cq_entries")?,
+                fep: d.ip("fep")?,
+            },
             ty::DEREGISTER => Self::Deregister {
                 handle: Handle(d.u32("handle")?),
             },
@@ -1379,6 +1422,7 @@ impl Message for DaemonMsg {
             Self::Error { .. } => ty::ERROR,
             Self::Registered { .. } => ty::REGISTERED,
             Self::LocalRegistered { .. } => ty::LOCAL_REGISTERED,
+            Self::RingOpened => ty::RING_OPENED,
             Self::Deregistered { .. } => ty::DEREGISTERED,
             Self::StatsReply { .. } => ty::STATS_REPLY,
             Self::StatsChunk { .. } => ty::STATS_CHUNK,
@@ -1392,7 +1436,7 @@ impl Message for DaemonMsg {
     }
 
     fn takes_fd(&self) -> bool {
-        false
+        matches!(self, Self::RingOpened)
     }
 
     fn encode_body(&self, out: &mut Vec<u8>) {
@@ -1429,6 +1473,7 @@ impl Message for DaemonMsg {
                 e.u8(*generation);
             }
             Self::LocalRegistered { handle } | Self::Deregistered { handle } => e.u32(handle.0),
+            Self::RingOpened => {}
             Self::StatsReply { json } => e.str(json),
             Self::StatsChunk { data, last } => {
                 e.u8(u8::from(*last));
@@ -1490,6 +1535,7 @@ impl Message for DaemonMsg {
                 key: d.u64("key")?,
                 generation: d.u8("generation")?,
             },
+            ty::RING_OPENED => Self::RingOpened,
             ty::LOCAL_REGISTERED => Self::LocalRegistered {
                 handle: Handle(d.u32("handle")?),
             },

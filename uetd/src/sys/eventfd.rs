@@ -41,6 +41,45 @@ impl AsFd for EventFd {
     }
 }
 
+/// An epoll set a worker sleeps on when it has more to wait for than its
+/// wake eventfd (the doorbells of clients' rings): `poll()` on it is one
+/// fd that turns readable when any member does (level-triggered).
+#[derive(Debug)]
+pub struct WakeSet(OwnedFd);
+
+impl WakeSet {
+    /// A set holding `wake`.
+    pub fn new(wake: BorrowedFd<'_>) -> Result<Self> {
+        let ep = rustix::event::epoll::create(rustix::event::epoll::CreateFlags::CLOEXEC)
+            .named("epoll_create")?;
+        let s = Self(ep);
+        s.add(wake)?;
+        Ok(s)
+    }
+
+    /// Adds `fd` (readable wakes the sleeper).
+    pub fn add(&self, fd: BorrowedFd<'_>) -> Result<()> {
+        rustix::event::epoll::add(
+            &self.0,
+            fd,
+            rustix::event::epoll::EventData::new_u64(0),
+            rustix::event::epoll::EventFlags::IN,
+        )
+        .named("epoll_ctl")
+    }
+
+    /// Removes `fd` (gone already: ignored).
+    pub fn remove(&self, fd: BorrowedFd<'_>) {
+        let _ = rustix::event::epoll::delete(&self.0, fd);
+    }
+}
+
+impl AsFd for WakeSet {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+}
+
 /// Most fds [`poll_in`] watches at once (the rest are ignored).
 pub const POLL_MAX: usize = 16;
 
