@@ -7,8 +7,9 @@
 //! Registered memory is shared, not copied: the client creates a memfd
 //! ([`Region`]), passes it to the daemon with `SCM_RIGHTS`, and the daemon
 //! maps it; remote writes land in it and the application reads it with
-//! `pread` ([`Region::read_at`]) or its own mapping. This crate itself
-//! maps nothing and contains no `unsafe`.
+//! `pread` ([`Region::read_at`]) or its own mapping. The one mapping this
+//! crate makes is the shared-memory operation ring ([`ring`]): its `unsafe`
+//! stays in `ring/shm.rs`, each block with a `// SAFETY:` line.
 //!
 //! # The protocol, version 1
 //!
