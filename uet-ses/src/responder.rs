@@ -92,6 +92,7 @@ mod incoming;
 mod matching;
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -109,7 +110,7 @@ use crate::types::{InitiatorId, MatchBits, RecvId, RegionAddr, Source};
 
 use incoming::{Incoming, ReplyTo};
 use matching::{PostedRecv, RecvQueue, UnexpectedId};
-pub use matching::{RecvBuffer, RecvKind, RecvSpec, Sender};
+pub use matching::{RecvBuffer, RecvKind, RecvSpec, Sender, SharedRecv};
 
 /// Limits of a [`SesTarget`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -548,6 +549,10 @@ pub struct SesTarget<M = Box<dyn RegisteredMemory + Send>> {
     last: Option<(MsgKey, usize)>,
     recent: HashMap<Source, VecDeque<MessageId>>,
     queues: HashMap<(JobId, PidOnFep), RecvQueue>,
+    /// The claims of posted receives that are shared with other targets
+    /// and not yet taken here ([`SharedRecv`]); one entry per such receive
+    /// in `queues`.
+    shared: HashMap<RecvId, Arc<SharedRecv>>,
     unexpected: HashMap<UnexpectedId, Held>,
     unexpected_bytes: usize,
     next_unexpected: UnexpectedId,
@@ -598,6 +603,7 @@ impl<M: RegisteredMemory> SesTarget<M> {
             memory: MemoryTable::with_first_generation(first_generation),
             recent: HashMap::default(),
             queues: HashMap::default(),
+            shared: HashMap::default(),
             unexpected: HashMap::default(),
             unexpected_bytes: 0,
             next_unexpected: 0,
@@ -772,6 +778,51 @@ impl<M: RegisteredMemory> SesTarget<M> {
     /// accepts (completing at once if that message is whole); otherwise it
     /// waits, behind earlier receives, for a matching send.
     pub fn post_recv(&mut self, spec: RecvSpec) -> Result<RecvId, PostError> {
+        self.post(spec, None)
+    }
+
+    /// Posts a receive that is also posted at other targets
+    /// ([`SharedRecv`]): as [`SesTarget::post_recv`], but it takes a
+    /// message (an unexpected one now, or a send later) only if it wins
+    /// `claim`; a copy that loses is dropped without an event. An error
+    /// is returned by every target that finds the buffer unusable; the
+    /// caller reports it once.
+    pub fn post_shared_recv(
+        &mut self,
+        spec: RecvSpec,
+        claim: Arc<SharedRecv>,
+    ) -> Result<RecvId, PostError> {
+        self.post(spec, Some(claim))
+    }
+
+    /// Drops the posted copies of shared receives that another target
+    /// has taken, so that copies which would match nothing here do not
+    /// stay queued; returns their IDs.
+    pub fn sweep_shared_recvs(&mut self) -> Vec<RecvId> {
+        let gone: Vec<RecvId> = self
+            .shared
+            .iter()
+            .filter(|(_, c)| c.is_claimed())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &gone {
+            self.shared.remove(id);
+            self.queues.values_mut().any(|q| q.remove(*id).is_some());
+        }
+        gone
+    }
+
+    /// Shared receives posted here and neither taken nor dropped yet.
+    #[must_use]
+    pub fn shared_recvs(&self) -> usize {
+        self.shared.len()
+    }
+
+    fn post(
+        &mut self,
+        spec: RecvSpec,
+        claim: Option<Arc<SharedRecv>>,
+    ) -> Result<RecvId, PostError> {
         let recv = self.check_recv(spec)?;
         self.next_recv += 1;
 
@@ -782,8 +833,21 @@ impl<M: RegisteredMemory> SesTarget<M> {
                 .get(id)
                 .is_some_and(|m| spec.accepts(m.tag, m.source.fep, m.initiator))
         });
+        // A shared receive that another target took already takes nothing
+        // here, and waits for nothing.
+        if found.is_some() && claim.as_ref().is_some_and(|c| !c.claim()) {
+            return Ok(recv.id);
+        }
         match found.and_then(|pos| queue.unexpected.remove(pos)) {
-            None => queue.push_back(recv),
+            None => {
+                if let Some(c) = claim {
+                    if c.is_claimed() {
+                        return Ok(recv.id);
+                    }
+                    self.shared.insert(recv.id, c);
+                }
+                queue.push_back(recv);
+            }
             Some(uid) => {
                 let whole = match self.unexpected.get_mut(&uid) {
                     Some(m) if !m.complete => {
@@ -831,6 +895,7 @@ impl<M: RegisteredMemory> SesTarget<M> {
     /// there is none with that ID (unknown, completed, or already bound to
     /// an arriving message).
     pub fn cancel_recv(&mut self, id: RecvId) -> bool {
+        self.shared.remove(&id);
         self.queues.values_mut().any(|q| q.remove(id).is_some())
     }
 
@@ -1248,10 +1313,15 @@ impl<M: RegisteredMemory> SesTarget<M> {
             .check_process(job, pid)
             .map_err(|rc| (rc, ListKind::Expected))?;
         let tag = inc.match_bits();
+        let shared = &mut self.shared;
+        // A shared receive takes the send only if no other target took it
+        // first; its claim is spent either way.
+        let claim =
+            |r: &PostedRecv| shared.is_empty() || shared.remove(&r.id).is_none_or(|c| c.claim());
         if let Some(recv) = self
             .queues
             .get_mut(&(job, pid))
-            .and_then(|q| q.take_posted(tag, src.fep, inc.initiator))
+            .and_then(|q| q.take_posted_if(tag, src.fep, inc.initiator, claim))
         {
             return Ok(Dest::Posted(recv));
         }
