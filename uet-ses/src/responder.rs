@@ -121,6 +121,9 @@ pub struct TargetConfig {
     pub max_unexpected_messages: usize,
     /// Bytes of unexpected messages held at once.
     pub max_unexpected_bytes: usize,
+    /// Receives posted and waiting for a send, all processes together;
+    /// more are refused ([`PostError::TooManyReceives`]).
+    pub max_posted_receives: usize,
     /// Data bytes per read-response fragment (clamped to 1..=16383). Also
     /// the chunk a `som`-without-`eom` read request asks for.
     pub max_read_payload: usize,
@@ -138,6 +141,7 @@ impl Default for TargetConfig {
             max_inflight_messages: 4096,
             max_unexpected_messages: 1024,
             max_unexpected_bytes: 64 << 20,
+            max_posted_receives: 1 << 16,
             max_read_payload: 4096,
             recent_per_source: 16,
             first_generation: uet_wire::RiGeneration::default(),
@@ -262,6 +266,8 @@ pub enum PostError {
     /// handle (never claimed, already posted or discarded, or gone because
     /// its sender's PDC closed).
     NotClaimed,
+    /// [`TargetConfig::max_posted_receives`] receives are already waiting.
+    TooManyReceives,
 }
 
 impl core::fmt::Display for PostError {
@@ -272,6 +278,7 @@ impl core::fmt::Display for PostError {
             Self::Disabled => "receive buffer region disabled",
             Self::OutOfBounds => "receive buffer beyond its region",
             Self::NotClaimed => "no claimed unexpected message with that handle",
+            Self::TooManyReceives => "too many receives posted and waiting",
         })
     }
 }
@@ -824,6 +831,11 @@ impl<M: RegisteredMemory> SesTarget<M> {
         claim: Option<Arc<SharedRecv>>,
     ) -> Result<RecvId, PostError> {
         let recv = self.check_recv(spec)?;
+        if self.queues.values().map(RecvQueue::posted).sum::<usize>()
+            >= self.config.max_posted_receives
+        {
+            return Err(PostError::TooManyReceives);
+        }
         self.next_recv += 1;
 
         let queue = self.queues.entry((spec.job, spec.pid)).or_default();

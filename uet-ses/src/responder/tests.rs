@@ -1953,3 +1953,28 @@ fn shared_copies_taken_elsewhere_are_swept_and_take_no_unexpected_message() {
     assert_eq!(a.sweep_shared_recvs(), vec![]);
     assert_eq!((a.shared_recvs(), b.shared_recvs()), (0, 0));
 }
+
+#[test]
+fn posted_receives_are_bounded_and_refused_beyond() {
+    let mut t: SesTarget<Vec<u8>> = SesTarget::new(TargetConfig {
+        max_posted_receives: 2,
+        ..TargetConfig::default()
+    });
+    t.memory_mut()
+        .register(RegionSpec::new(addr(5), KEY, Access::RECV), vec![FILL; 64])
+        .unwrap();
+    let spec = recv_spec(0, 16, RecvKind::Untagged);
+    let first = t.post_recv(spec).unwrap();
+    t.post_recv(spec).unwrap();
+    assert_eq!(t.post_recv(spec), Err(PostError::TooManyReceives));
+    let shared = Arc::new(SharedRecv::new());
+    assert_eq!(
+        t.post_shared_recv(spec, shared),
+        Err(PostError::TooManyReceives)
+    );
+    // A send takes one: room for one more.
+    assert_eq!(rc(&send(&mut t, 1, None, b"x", 1024)), ReturnCode::Ok);
+    assert_eq!(recv_event(&mut t).recv, first);
+    t.post_recv(spec).unwrap();
+    assert_eq!(t.post_recv(spec), Err(PostError::TooManyReceives));
+}
