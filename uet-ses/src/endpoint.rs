@@ -566,7 +566,7 @@ impl<M: RegisteredMemory> Endpoint<M> {
         &mut self,
         spec: RecvSpec,
         claim: std::sync::Arc<crate::SharedRecv>,
-    ) -> Result<RecvId, PostError> {
+    ) -> Result<Option<RecvId>, PostError> {
         self.ses.target.post_shared_recv(spec, claim)
     }
 

@@ -785,26 +785,31 @@ impl<M: RegisteredMemory> SesTarget<M> {
     /// accepts (completing at once if that message is whole); otherwise it
     /// waits, behind earlier receives, for a matching send.
     pub fn post_recv(&mut self, spec: RecvSpec) -> Result<RecvId, PostError> {
-        self.post(spec, None)
+        self.post(spec, None, &mut false)
     }
 
     /// Posts a receive that is also posted at other targets
     /// ([`SharedRecv`]): as [`SesTarget::post_recv`], but it takes a
     /// message (an unexpected one now, or a send later) only if it wins
-    /// `claim`; a copy that loses is dropped without an event. An error
-    /// is returned by every target that finds the buffer unusable; the
-    /// caller reports it once.
+    /// `claim`. `Ok(None)`: another target had taken it already, nothing
+    /// is posted here. A copy that loses later ends without an event and
+    /// is reported by [`SesTarget::sweep_shared_recvs`]. An error is
+    /// returned by every target that finds the buffer unusable; the caller
+    /// reports it once.
     pub fn post_shared_recv(
         &mut self,
         spec: RecvSpec,
         claim: Arc<SharedRecv>,
-    ) -> Result<RecvId, PostError> {
-        self.post(spec, Some(claim))
+    ) -> Result<Option<RecvId>, PostError> {
+        let mut taken = false;
+        let id = self.post(spec, Some(claim), &mut taken)?;
+        Ok((!taken).then_some(id))
     }
 
     /// Drops the posted copies of shared receives that another target
-    /// has taken, so that copies which would match nothing here do not
-    /// stay queued; returns their IDs.
+    /// has taken (those a send passed over, and those still queued, which
+    /// would otherwise wait for a send that never comes); returns their
+    /// IDs. Each ID is returned once.
     pub fn sweep_shared_recvs(&mut self) -> Vec<RecvId> {
         let gone: Vec<RecvId> = self
             .shared
@@ -825,10 +830,13 @@ impl<M: RegisteredMemory> SesTarget<M> {
         self.shared.len()
     }
 
+    /// Posts a receive; `taken` is set when it is a shared receive that
+    /// another target took first.
     fn post(
         &mut self,
         spec: RecvSpec,
         claim: Option<Arc<SharedRecv>>,
+        taken: &mut bool,
     ) -> Result<RecvId, PostError> {
         let recv = self.check_recv(spec)?;
         if self.queues.values().map(RecvQueue::posted).sum::<usize>()
@@ -848,12 +856,14 @@ impl<M: RegisteredMemory> SesTarget<M> {
         // A shared receive that another target took already takes nothing
         // here, and waits for nothing.
         if found.is_some() && claim.as_ref().is_some_and(|c| !c.claim()) {
+            *taken = true;
             return Ok(recv.id);
         }
         match found.and_then(|pos| queue.unexpected.remove(pos)) {
             None => {
                 if let Some(c) = claim {
                     if c.is_claimed() {
+                        *taken = true;
                         return Ok(recv.id);
                     }
                     self.shared.insert(recv.id, c);
@@ -1327,9 +1337,17 @@ impl<M: RegisteredMemory> SesTarget<M> {
         let tag = inc.match_bits();
         let shared = &mut self.shared;
         // A shared receive takes the send only if no other target took it
-        // first; its claim is spent either way.
-        let claim =
-            |r: &PostedRecv| shared.is_empty() || shared.remove(&r.id).is_none_or(|c| c.claim());
+        // first.
+        // A copy that loses stays listed in `shared` until a sweep reports
+        // it to the caller.
+        let claim = |r: &PostedRecv| match shared.get(&r.id) {
+            None => true,
+            Some(c) if c.claim() => {
+                shared.remove(&r.id);
+                true
+            }
+            Some(_) => false,
+        };
         if let Some(recv) = self
             .queues
             .get_mut(&(job, pid))

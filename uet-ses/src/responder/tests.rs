@@ -1883,8 +1883,8 @@ fn post_shared(
     let c = Arc::new(SharedRecv::new());
     let spec = recv_spec(offset, 16, RecvKind::Untagged);
     (
-        a.post_shared_recv(spec, Arc::clone(&c)).unwrap(),
-        b.post_shared_recv(spec, c).unwrap(),
+        a.post_shared_recv(spec, Arc::clone(&c)).unwrap().unwrap(),
+        b.post_shared_recv(spec, c).unwrap().unwrap(),
     )
 }
 
@@ -1915,7 +1915,14 @@ fn a_shared_receive_takes_exactly_one_send_across_targets_in_posting_order() {
     assert_eq!((a.poll_event(), b.poll_event()), (None, None));
     assert_eq!(a.unexpected_usage().0, 1);
     assert_eq!(b.unexpected_usage().0, 1);
+    // The copies each lost wait for a sweep to report them.
+    assert_eq!((a.shared_recvs(), b.shared_recvs()), (1, 2));
+    assert_eq!(a.sweep_shared_recvs(), vec![r[0].0]);
+    let mut lost = b.sweep_shared_recvs();
+    lost.sort();
+    assert_eq!(lost, vec![r[1].1, r[2].1]);
     assert_eq!((a.shared_recvs(), b.shared_recvs()), (0, 0));
+    assert_eq!(b.posted_receives(job(7), pid(3)), 0);
 }
 
 #[test]
@@ -1927,8 +1934,12 @@ fn shared_copies_taken_elsewhere_are_swept_and_take_no_unexpected_message() {
         let rsp = guaranteed_rsp(&send(t, 1, None, b"early", 1024));
         assert_eq!(rsp.list, ListKind::Overflow);
     }
-    // Posted at a first: a takes its message; b's copy takes nothing.
-    let (ra, _) = post_shared(&mut a, &mut b, 0);
+    // Posted at a first: a takes its message; b's copy takes nothing and
+    // is not posted.
+    let c = Arc::new(SharedRecv::new());
+    let spec = recv_spec(0, 16, RecvKind::Untagged);
+    let ra = a.post_shared_recv(spec, Arc::clone(&c)).unwrap().unwrap();
+    assert_eq!(b.post_shared_recv(spec, c), Ok(None));
     assert_eq!(recv_event(&mut a).recv, ra);
     assert_eq!(b.poll_event(), None);
     assert_eq!((a.unexpected_usage().0, b.unexpected_usage().0), (0, 1));
@@ -1947,10 +1958,13 @@ fn shared_copies_taken_elsewhere_are_swept_and_take_no_unexpected_message() {
     assert_eq!(rc(&send(&mut a, 2, None, b"now", 1024)), ReturnCode::Ok);
     assert_eq!(recv_event(&mut a).recv, ra2);
     assert_eq!(a.posted_receives(job(7), pid(3)), 0);
+    // The copy a's send passed over is reported by a's sweep.
+    assert_eq!(a.sweep_shared_recvs(), vec![ra]);
     assert_eq!(b.posted_receives(job(7), pid(3)), 1);
     assert_eq!(b.sweep_shared_recvs(), vec![rb2]);
     assert_eq!(b.posted_receives(job(7), pid(3)), 0);
     assert_eq!(a.sweep_shared_recvs(), vec![]);
+    assert_eq!(b.sweep_shared_recvs(), vec![]);
     assert_eq!((a.shared_recvs(), b.shared_recvs()), (0, 0));
 }
 
