@@ -40,6 +40,7 @@ cleanup() {
     rm -rf "$OUT" "$SOCK"
 }
 trap cleanup EXIT
+trap 'echo "failed at line $LINENO" >&2; tail -n 5 "$OUT"/*.err >&2' ERR
 
 ip netns add "$R"
 ip netns add "$P"
