@@ -107,10 +107,52 @@ pub fn veth_pair(
     b_addr: &str,
     mtu: u32,
 ) -> Result<()> {
+    veth_pair_queues(a, a_if, a_addr, b, b_if, b_addr, mtu, 1)
+}
+
+/// [`veth_pair`] with `queues` TX and RX queues on each end, for a daemon
+/// with one worker per queue. veth hands a frame to the peer's RX queue
+/// of the same index as the TX queue it was sent on (the sender's XPS or
+/// flow hash picks that), so the frames of one flow keep to one queue and
+/// different flows spread.
+#[allow(clippy::too_many_arguments)]
+pub fn veth_pair_queues(
+    a: &NetNs,
+    a_if: &str,
+    a_addr: &str,
+    b: &NetNs,
+    b_if: &str,
+    b_addr: &str,
+    mtu: u32,
+    queues: u32,
+) -> Result<()> {
     let mtu = mtu.to_string();
+    let q = queues.max(1).to_string();
     run(Command::new("ip").args([
-        "link", "add", a_if, "netns", &a.name, "mtu", &mtu, "type", "veth", "peer", "name", b_if,
-        "netns", &b.name, "mtu", &mtu,
+        "link",
+        "add",
+        a_if,
+        "netns",
+        &a.name,
+        "mtu",
+        &mtu,
+        "numtxqueues",
+        &q,
+        "numrxqueues",
+        &q,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        b_if,
+        "netns",
+        &b.name,
+        "mtu",
+        &mtu,
+        "numtxqueues",
+        &q,
+        "numrxqueues",
+        &q,
     ]))
     .map_err(Error::during(format!("creating veth {a_if}<->{b_if}")))?;
     for (ns, ifname, addr) in [(a, a_if, a_addr), (b, b_if, b_addr)] {

@@ -560,6 +560,22 @@ impl<M: RegisteredMemory> Endpoint<M> {
         self.ses.target.post_recv(spec)
     }
 
+    /// Posts a receive shared with other endpoints
+    /// ([`SesTarget::post_shared_recv`]).
+    pub fn post_shared_recv(
+        &mut self,
+        spec: RecvSpec,
+        claim: std::sync::Arc<crate::SharedRecv>,
+    ) -> Result<Option<RecvId>, PostError> {
+        self.ses.target.post_shared_recv(spec, claim)
+    }
+
+    /// Drops copies of shared receives taken elsewhere
+    /// ([`SesTarget::sweep_shared_recvs`]).
+    pub fn sweep_shared_recvs(&mut self) -> Vec<RecvId> {
+        self.ses.target.sweep_shared_recvs()
+    }
+
     /// The oldest unexpected message of `(job, pid)` a receive of `kind`
     /// would take, left in place ([`SesTarget::peek_unexpected`]).
     #[must_use]

@@ -67,8 +67,9 @@ pub use memory::{
 };
 pub use read::ReadResponder;
 pub use responder::{
-    PostError, RecvBuffer, RecvEvent, RecvKind, RecvSpec, Sender, SesTarget, TargetConfig,
-    TargetEvent, TargetOutcome, TargetResponse, Unexpected, UnexpectedRef, WriteEvent,
+    PostError, RecvBuffer, RecvEvent, RecvKind, RecvSpec, Sender, SesTarget, SharedRecv,
+    TargetConfig, TargetEvent, TargetOutcome, TargetResponse, Unexpected, UnexpectedRef,
+    WriteEvent,
 };
 pub use types::{
     FepAddr, InitiatorId, LocalBuf, LocalRegion, MatchBits, MemoryKey, RecvId, RegionAddr, Source,

@@ -92,6 +92,7 @@ mod incoming;
 mod matching;
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -109,7 +110,7 @@ use crate::types::{InitiatorId, MatchBits, RecvId, RegionAddr, Source};
 
 use incoming::{Incoming, ReplyTo};
 use matching::{PostedRecv, RecvQueue, UnexpectedId};
-pub use matching::{RecvBuffer, RecvKind, RecvSpec, Sender};
+pub use matching::{RecvBuffer, RecvKind, RecvSpec, Sender, SharedRecv};
 
 /// Limits of a [`SesTarget`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -120,6 +121,9 @@ pub struct TargetConfig {
     pub max_unexpected_messages: usize,
     /// Bytes of unexpected messages held at once.
     pub max_unexpected_bytes: usize,
+    /// Receives posted and waiting for a send, all processes together;
+    /// more are refused ([`PostError::TooManyReceives`]).
+    pub max_posted_receives: usize,
     /// Data bytes per read-response fragment (clamped to 1..=16383). Also
     /// the chunk a `som`-without-`eom` read request asks for.
     pub max_read_payload: usize,
@@ -137,6 +141,7 @@ impl Default for TargetConfig {
             max_inflight_messages: 4096,
             max_unexpected_messages: 1024,
             max_unexpected_bytes: 64 << 20,
+            max_posted_receives: 1 << 16,
             max_read_payload: 4096,
             recent_per_source: 16,
             first_generation: uet_wire::RiGeneration::default(),
@@ -261,6 +266,8 @@ pub enum PostError {
     /// handle (never claimed, already posted or discarded, or gone because
     /// its sender's PDC closed).
     NotClaimed,
+    /// [`TargetConfig::max_posted_receives`] receives are already waiting.
+    TooManyReceives,
 }
 
 impl core::fmt::Display for PostError {
@@ -271,6 +278,7 @@ impl core::fmt::Display for PostError {
             Self::Disabled => "receive buffer region disabled",
             Self::OutOfBounds => "receive buffer beyond its region",
             Self::NotClaimed => "no claimed unexpected message with that handle",
+            Self::TooManyReceives => "too many receives posted and waiting",
         })
     }
 }
@@ -548,6 +556,10 @@ pub struct SesTarget<M = Box<dyn RegisteredMemory + Send>> {
     last: Option<(MsgKey, usize)>,
     recent: HashMap<Source, VecDeque<MessageId>>,
     queues: HashMap<(JobId, PidOnFep), RecvQueue>,
+    /// The claims of posted receives that are shared with other targets
+    /// and not yet taken here ([`SharedRecv`]); one entry per such receive
+    /// in `queues`.
+    shared: HashMap<RecvId, Arc<SharedRecv>>,
     unexpected: HashMap<UnexpectedId, Held>,
     unexpected_bytes: usize,
     next_unexpected: UnexpectedId,
@@ -598,6 +610,7 @@ impl<M: RegisteredMemory> SesTarget<M> {
             memory: MemoryTable::with_first_generation(first_generation),
             recent: HashMap::default(),
             queues: HashMap::default(),
+            shared: HashMap::default(),
             unexpected: HashMap::default(),
             unexpected_bytes: 0,
             next_unexpected: 0,
@@ -772,7 +785,65 @@ impl<M: RegisteredMemory> SesTarget<M> {
     /// accepts (completing at once if that message is whole); otherwise it
     /// waits, behind earlier receives, for a matching send.
     pub fn post_recv(&mut self, spec: RecvSpec) -> Result<RecvId, PostError> {
+        self.post(spec, None, &mut false)
+    }
+
+    /// Posts a receive that is also posted at other targets
+    /// ([`SharedRecv`]): as [`SesTarget::post_recv`], but it takes a
+    /// message (an unexpected one now, or a send later) only if it wins
+    /// `claim`. `Ok(None)`: another target had taken it already, nothing
+    /// is posted here. A copy that loses later ends without an event and
+    /// is reported by [`SesTarget::sweep_shared_recvs`]. An error is
+    /// returned by every target that finds the buffer unusable; the caller
+    /// reports it once.
+    pub fn post_shared_recv(
+        &mut self,
+        spec: RecvSpec,
+        claim: Arc<SharedRecv>,
+    ) -> Result<Option<RecvId>, PostError> {
+        let mut taken = false;
+        let id = self.post(spec, Some(claim), &mut taken)?;
+        Ok((!taken).then_some(id))
+    }
+
+    /// Drops the posted copies of shared receives that another target
+    /// has taken (those a send passed over, and those still queued, which
+    /// would otherwise wait for a send that never comes); returns their
+    /// IDs. Each ID is returned once.
+    pub fn sweep_shared_recvs(&mut self) -> Vec<RecvId> {
+        let gone: Vec<RecvId> = self
+            .shared
+            .iter()
+            .filter(|(_, c)| c.is_claimed())
+            .map(|(id, _)| *id)
+            .collect();
+        for id in &gone {
+            self.shared.remove(id);
+            self.queues.values_mut().any(|q| q.remove(*id).is_some());
+        }
+        gone
+    }
+
+    /// Shared receives posted here and neither taken nor dropped yet.
+    #[must_use]
+    pub fn shared_recvs(&self) -> usize {
+        self.shared.len()
+    }
+
+    /// Posts a receive; `taken` is set when it is a shared receive that
+    /// another target took first.
+    fn post(
+        &mut self,
+        spec: RecvSpec,
+        claim: Option<Arc<SharedRecv>>,
+        taken: &mut bool,
+    ) -> Result<RecvId, PostError> {
         let recv = self.check_recv(spec)?;
+        if self.queues.values().map(RecvQueue::posted).sum::<usize>()
+            >= self.config.max_posted_receives
+        {
+            return Err(PostError::TooManyReceives);
+        }
         self.next_recv += 1;
 
         let queue = self.queues.entry((spec.job, spec.pid)).or_default();
@@ -782,8 +853,23 @@ impl<M: RegisteredMemory> SesTarget<M> {
                 .get(id)
                 .is_some_and(|m| spec.accepts(m.tag, m.source.fep, m.initiator))
         });
+        // A shared receive that another target took already takes nothing
+        // here, and waits for nothing.
+        if found.is_some() && claim.as_ref().is_some_and(|c| !c.claim()) {
+            *taken = true;
+            return Ok(recv.id);
+        }
         match found.and_then(|pos| queue.unexpected.remove(pos)) {
-            None => queue.push_back(recv),
+            None => {
+                if let Some(c) = claim {
+                    if c.is_claimed() {
+                        *taken = true;
+                        return Ok(recv.id);
+                    }
+                    self.shared.insert(recv.id, c);
+                }
+                queue.push_back(recv);
+            }
             Some(uid) => {
                 let whole = match self.unexpected.get_mut(&uid) {
                     Some(m) if !m.complete => {
@@ -831,6 +917,7 @@ impl<M: RegisteredMemory> SesTarget<M> {
     /// there is none with that ID (unknown, completed, or already bound to
     /// an arriving message).
     pub fn cancel_recv(&mut self, id: RecvId) -> bool {
+        self.shared.remove(&id);
         self.queues.values_mut().any(|q| q.remove(id).is_some())
     }
 
@@ -1248,10 +1335,23 @@ impl<M: RegisteredMemory> SesTarget<M> {
             .check_process(job, pid)
             .map_err(|rc| (rc, ListKind::Expected))?;
         let tag = inc.match_bits();
+        let shared = &mut self.shared;
+        // A shared receive takes the send only if no other target took it
+        // first.
+        // A copy that loses stays listed in `shared` until a sweep reports
+        // it to the caller.
+        let claim = |r: &PostedRecv| match shared.get(&r.id) {
+            None => true,
+            Some(c) if c.claim() => {
+                shared.remove(&r.id);
+                true
+            }
+            Some(_) => false,
+        };
         if let Some(recv) = self
             .queues
             .get_mut(&(job, pid))
-            .and_then(|q| q.take_posted(tag, src.fep, inc.initiator))
+            .and_then(|q| q.take_posted_if(tag, src.fep, inc.initiator, claim))
         {
             return Ok(Dest::Posted(recv));
         }

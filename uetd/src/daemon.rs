@@ -42,7 +42,7 @@ pub enum DaemonError {
     #[error(transparent)]
     Xdp(#[from] XdpError),
     /// The caller asked for something this daemon cannot do as set up
-    /// (no address, posted receives on several workers, ...).
+    /// (no address, ...).
     #[error("{0}")]
     Misuse(String),
     /// A system call or resource failed while doing what the message
@@ -462,14 +462,38 @@ impl Daemon {
         Ok(())
     }
 
-    /// Posts a receive. Receives are matched by worker 0, so a daemon that
-    /// serves receives runs one worker (sends from peers owned by other
-    /// workers would not find them).
+    /// Posts a receive; it ends as [`Output::Received`] or
+    /// [`Output::RecvRejected`] with `tag`, once (`docs/architecture.md`
+    /// §10). A send is matched by the worker that owns its sender's PDCs,
+    /// so a receive directed at one sender goes to that sender's owner,
+    /// and a receive from any source is offered to every worker as one
+    /// [`uet_ses::SharedRecv`]: the first worker whose send would match it
+    /// claims it, the other copies are dropped. Each worker matches in
+    /// posting order, so receives posted in order take one sender's sends
+    /// in order.
     pub fn post_recv(&self, tag: u64, spec: uet_ses::RecvSpec) -> Result<()> {
-        if self.workers.len() != 1 {
-            return Err(misuse("posted receives need a daemon with one worker"));
+        match spec.from {
+            Some(s) => self.workers[self.owner(s.fep.to_ip())].send(worker::Command::PostRecv {
+                tag,
+                spec,
+                shared: None,
+            }),
+            None if self.workers.len() == 1 => self.workers[0].send(worker::Command::PostRecv {
+                tag,
+                spec,
+                shared: None,
+            }),
+            None => {
+                let shared = Arc::new(uet_ses::SharedRecv::new());
+                for w in &self.workers {
+                    w.send(worker::Command::PostRecv {
+                        tag,
+                        spec,
+                        shared: Some(Arc::clone(&shared)),
+                    });
+                }
+            }
         }
-        self.workers[0].send(worker::Command::PostRecv { tag, spec });
         Ok(())
     }
 

@@ -131,6 +131,10 @@ pub enum Command {
         tag: u64,
         /// The receive.
         spec: uet_ses::RecvSpec,
+        /// Set when the same receive is posted at other workers too (an
+        /// any-source receive on a multi-worker daemon): only the worker
+        /// that claims it reports its end, completion or refusal.
+        shared: Option<Arc<uet_ses::SharedRecv>>,
     },
     /// Serve a client's shared-memory ring.
     RingAttach(Box<RingAttachment>),
@@ -768,14 +772,31 @@ fn handle_command(ep: &mut DaemonEndpoint, cmd: Command, cx: &mut Cx<'_>) {
         Command::DeregisterLocal { region } => {
             drop(ep.deregister_local(region));
         }
-        Command::PostRecv { tag, spec } => match ep.post_recv(spec) {
-            Ok(r) => {
-                cx.recv_tags.insert(r, tag);
+        Command::PostRecv { tag, spec, shared } => {
+            // Copies other workers took go first, so that they count
+            // neither toward the bound nor in `recv_tags`.
+            for gone in ep.sweep_shared_recvs() {
+                cx.recv_tags.remove(&gone);
             }
-            Err(error) => {
-                let _ = out.send((id, Output::RecvRejected { tag, error }));
+            // `Ok(None)`: a shared receive another worker took already.
+            let posted = match &shared {
+                Some(c) => ep.post_shared_recv(spec, Arc::clone(c)),
+                None => ep.post_recv(spec).map(Some),
+            };
+            match posted {
+                Ok(Some(r)) => {
+                    cx.recv_tags.insert(r, tag);
+                }
+                Ok(None) => {}
+                // A refusal ends the receive everywhere, and is reported
+                // once: by whichever worker claims it.
+                Err(error) => {
+                    if shared.is_none_or(|c| c.claim()) {
+                        let _ = out.send((id, Output::RecvRejected { tag, error }));
+                    }
+                }
             }
-        },
+        }
         Command::RingAttach(a) => attach(id, cx.rings, cx.wake, *a),
         Command::RingHandle {
             ring,

@@ -13,6 +13,7 @@
 //!   receive takes the oldest unexpected message it accepts.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use uet_wire::{JobId, PidOnFep, ResourceIndex, RiGeneration};
 
@@ -107,6 +108,45 @@ impl RecvSpec {
     }
 }
 
+/// One receive posted at several targets at once, of which exactly one
+/// takes a message: a daemon whose workers each run a target (each owning
+/// the PDCs of some peers) offers an any-source receive to all of them
+/// with [`crate::SesTarget::post_shared_recv`]. The target that would match
+/// a send with it first claims it and takes the send; every other copy is
+/// dropped without an event, when a send would match it or at
+/// [`crate::SesTarget::sweep_shared_recvs`]. One atomic swap per matched
+/// message, none per packet.
+///
+/// Order: each target still matches its copies in the order they were
+/// posted and skips only copies already taken, so receives posted in order
+/// take the sends of one source (all of whose PDCs one target owns) in
+/// order.
+#[derive(Debug, Default)]
+pub struct SharedRecv {
+    claimed: AtomicBool,
+}
+
+impl SharedRecv {
+    /// Not claimed yet.
+    #[must_use]
+    pub const fn new() -> Self {
+        Self {
+            claimed: AtomicBool::new(false),
+        }
+    }
+
+    /// Takes the receive: `true` for exactly one caller.
+    pub fn claim(&self) -> bool {
+        !self.claimed.swap(true, Ordering::AcqRel)
+    }
+
+    /// Whether some target (or the poster) has taken it.
+    #[must_use]
+    pub fn is_claimed(&self) -> bool {
+        self.claimed.load(Ordering::Acquire)
+    }
+}
+
 /// A receive waiting for (or bound to) a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PostedRecv {
@@ -131,17 +171,37 @@ pub(crate) struct RecvQueue {
 
 impl RecvQueue {
     /// Takes the receive a send with `tag` matches, if any.
+    #[cfg(test)]
     pub(crate) fn take_posted(
         &mut self,
         tag: Option<MatchBits>,
         fep: FepAddr,
         initiator: InitiatorId,
     ) -> Option<PostedRecv> {
+        self.take_posted_if(tag, fep, initiator, |_| true)
+    }
+
+    /// Takes the oldest receive a send with `tag` matches for which
+    /// `claim` says yes; a matching receive it says no to is removed (it
+    /// was taken elsewhere, see [`crate::SharedRecv`]) and the search goes
+    /// on behind it.
+    pub(crate) fn take_posted_if(
+        &mut self,
+        tag: Option<MatchBits>,
+        fep: FepAddr,
+        initiator: InitiatorId,
+        mut claim: impl FnMut(&PostedRecv) -> bool,
+    ) -> Option<PostedRecv> {
         let list = self.list_for(tag.is_some());
-        let pos = list
-            .iter()
-            .position(|r| r.spec.accepts(tag, fep, initiator))?;
-        list.remove(pos)
+        loop {
+            let pos = list
+                .iter()
+                .position(|r| r.spec.accepts(tag, fep, initiator))?;
+            let r = list.remove(pos)?;
+            if claim(&r) {
+                return Some(r);
+            }
+        }
     }
 
     /// Appends a receive.

@@ -1868,3 +1868,127 @@ proptest! {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Receives shared between targets
+// ---------------------------------------------------------------------------
+
+/// Posts the same untagged receive at both targets, as a multi-worker
+/// daemon offers an any-source receive to every worker.
+fn post_shared(
+    a: &mut SesTarget<Vec<u8>>,
+    b: &mut SesTarget<Vec<u8>>,
+    offset: u64,
+) -> (RecvId, RecvId) {
+    let c = Arc::new(SharedRecv::new());
+    let spec = recv_spec(offset, 16, RecvKind::Untagged);
+    (
+        a.post_shared_recv(spec, Arc::clone(&c)).unwrap().unwrap(),
+        b.post_shared_recv(spec, c).unwrap().unwrap(),
+    )
+}
+
+#[test]
+fn a_shared_receive_takes_exactly_one_send_across_targets_in_posting_order() {
+    let (mut a, _) = target(Access::RECV, 64);
+    let (mut b, _) = target(Access::RECV, 64);
+    let r: Vec<(RecvId, RecvId)> = (0..3)
+        .map(|i| post_shared(&mut a, &mut b, i * 16))
+        .collect();
+
+    // b's sender is first: it takes the oldest receive.
+    assert_eq!(rc(&send(&mut b, 1, None, b"from-b", 1024)), ReturnCode::Ok);
+    assert_eq!(recv_event(&mut b).recv, r[0].1);
+    // a's sender skips the copy b took and takes the next two, in order.
+    for (i, word) in [b"a-one", b"a-two"].iter().enumerate() {
+        let rsp = guaranteed_rsp(&send(&mut a, 2 + i as u16, None, *word, 1024));
+        assert_eq!(rsp.list, ListKind::Expected);
+        assert_eq!(recv_event(&mut a).recv, r[1 + i].0);
+    }
+    assert_eq!(&region(&a, addr(5))[16..21], b"a-one");
+    assert_eq!(&region(&a, addr(5))[32..37], b"a-two");
+    // Nothing is left for either: both hold the next send as unexpected.
+    let rsp = guaranteed_rsp(&send(&mut a, 4, None, b"late", 1024));
+    assert_eq!(rsp.list, ListKind::Overflow);
+    let rsp = guaranteed_rsp(&send(&mut b, 5, None, b"late", 1024));
+    assert_eq!(rsp.list, ListKind::Overflow);
+    assert_eq!((a.poll_event(), b.poll_event()), (None, None));
+    assert_eq!(a.unexpected_usage().0, 1);
+    assert_eq!(b.unexpected_usage().0, 1);
+    // The copies each lost wait for a sweep to report them.
+    assert_eq!((a.shared_recvs(), b.shared_recvs()), (1, 2));
+    assert_eq!(a.sweep_shared_recvs(), vec![r[0].0]);
+    let mut lost = b.sweep_shared_recvs();
+    lost.sort();
+    assert_eq!(lost, vec![r[1].1, r[2].1]);
+    assert_eq!((a.shared_recvs(), b.shared_recvs()), (0, 0));
+    assert_eq!(b.posted_receives(job(7), pid(3)), 0);
+}
+
+#[test]
+fn shared_copies_taken_elsewhere_are_swept_and_take_no_unexpected_message() {
+    let (mut a, _) = target(Access::RECV, 64);
+    let (mut b, _) = target(Access::RECV, 64);
+    // A send waits unexpected at each target.
+    for t in [&mut a, &mut b] {
+        let rsp = guaranteed_rsp(&send(t, 1, None, b"early", 1024));
+        assert_eq!(rsp.list, ListKind::Overflow);
+    }
+    // Posted at a first: a takes its message; b's copy takes nothing and
+    // is not posted.
+    let c = Arc::new(SharedRecv::new());
+    let spec = recv_spec(0, 16, RecvKind::Untagged);
+    let ra = a.post_shared_recv(spec, Arc::clone(&c)).unwrap().unwrap();
+    assert_eq!(b.post_shared_recv(spec, c), Ok(None));
+    assert_eq!(recv_event(&mut a).recv, ra);
+    assert_eq!(b.poll_event(), None);
+    assert_eq!((a.unexpected_usage().0, b.unexpected_usage().0), (0, 1));
+    assert_eq!(b.posted_receives(job(7), pid(3)), 0);
+
+    // The next one waits at a and takes b's message at b; a's copy is
+    // passed over by a's next send, which takes the receive after it.
+    let (ra, rb) = post_shared(&mut a, &mut b, 16);
+    assert_eq!(recv_event(&mut b).recv, rb);
+    assert_eq!(b.unexpected_usage().0, 0);
+    assert_eq!(a.posted_receives(job(7), pid(3)), 1);
+    // Posted where nothing waits, then taken at a: b's copy stays queued
+    // until a sweep drops it.
+    let (ra2, rb2) = post_shared(&mut a, &mut b, 32);
+    assert_ne!(ra, ra2);
+    assert_eq!(rc(&send(&mut a, 2, None, b"now", 1024)), ReturnCode::Ok);
+    assert_eq!(recv_event(&mut a).recv, ra2);
+    assert_eq!(a.posted_receives(job(7), pid(3)), 0);
+    // The copy a's send passed over is reported by a's sweep.
+    assert_eq!(a.sweep_shared_recvs(), vec![ra]);
+    assert_eq!(b.posted_receives(job(7), pid(3)), 1);
+    assert_eq!(b.sweep_shared_recvs(), vec![rb2]);
+    assert_eq!(b.posted_receives(job(7), pid(3)), 0);
+    assert_eq!(a.sweep_shared_recvs(), vec![]);
+    assert_eq!(b.sweep_shared_recvs(), vec![]);
+    assert_eq!((a.shared_recvs(), b.shared_recvs()), (0, 0));
+}
+
+#[test]
+fn posted_receives_are_bounded_and_refused_beyond() {
+    let mut t: SesTarget<Vec<u8>> = SesTarget::new(TargetConfig {
+        max_posted_receives: 2,
+        ..TargetConfig::default()
+    });
+    t.memory_mut()
+        .register(RegionSpec::new(addr(5), KEY, Access::RECV), vec![FILL; 64])
+        .unwrap();
+    let spec = recv_spec(0, 16, RecvKind::Untagged);
+    let first = t.post_recv(spec).unwrap();
+    t.post_recv(spec).unwrap();
+    assert_eq!(t.post_recv(spec), Err(PostError::TooManyReceives));
+    let shared = Arc::new(SharedRecv::new());
+    assert_eq!(
+        t.post_shared_recv(spec, shared),
+        Err(PostError::TooManyReceives)
+    );
+    // A send takes one: room for one more.
+    assert_eq!(rc(&send(&mut t, 1, None, b"x", 1024)), ReturnCode::Ok);
+    assert_eq!(recv_event(&mut t).recv, first);
+    t.post_recv(spec).unwrap();
+    assert_eq!(t.post_recv(spec), Err(PostError::TooManyReceives));
+}
