@@ -815,28 +815,28 @@ fn parse_sockperf(text: &str, size: usize) -> Result<RttRow> {
 fn builtin_rtt(lab: &Lab, size: usize, time: Duration) -> Result<RttRow> {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
+
     let bind = SocketAddr::new(IpAddr::V4(lab.ip(0)), 11111);
     let src = SocketAddr::new(IpAddr::V4(lab.ip(1)), 0);
     let stop = Arc::new(AtomicBool::new(false));
-    let ready = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready) = std::sync::mpsc::channel();
     let echo = {
-        let (s, r) = (Arc::clone(&stop), Arc::clone(&ready));
-        lab.host(0)
-            .spawn(move || uet_tools::blast::udp::echo(bind, &s, &r))?
+        let s = Arc::clone(&stop);
+        lab.host(0).spawn(move || {
+            uet_tools::blast::udp::echo(bind, &s, |_| {
+                let _ = ready_tx.send(());
+            })
+        })?
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ready.load(Ordering::Acquire) && !echo.is_finished() && Instant::now() < deadline {
-        std::thread::park_timeout(Duration::from_millis(1));
-    }
-    let ping = if ready.load(Ordering::Acquire) {
-        lab.host(1)
+    let ping = match ready.recv_timeout(Duration::from_secs(10)) {
+        Ok(()) => lab
+            .host(1)
             .run(move || uet_tools::blast::udp::ping_pong(src, bind, size, time))
-            .map(|r| r.map_err(Error::io("the UDP ping-pong")))
-    } else {
-        Ok(Err(Error::Timeout {
+            .map(|r| r.map_err(Error::io("the UDP ping-pong"))),
+        Err(_) => Ok(Err(Error::Timeout {
             awaiting: "the UDP echo to start".into(),
-            state: "it was not ready within 10 s".into(),
-        }))
+            state: "it was not ready within 10 s (or it failed)".into(),
+        })),
     };
     stop.store(true, Ordering::Release);
     echo.join()

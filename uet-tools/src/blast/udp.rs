@@ -115,14 +115,19 @@ pub fn sink(
 }
 
 /// Echoes every datagram arriving on `bind` back to its sender until
-/// `stop` is set (checked every 10 ms when idle); sets `ready` once bound.
-/// Returns the datagrams echoed. The far end of [`ping_pong`].
-pub fn echo(bind: SocketAddr, stop: &AtomicBool, ready: &AtomicBool) -> io::Result<u64> {
+/// `stop` is set (checked every 10 ms when idle); calls `ready` with the
+/// bound address (port 0 picks one) once it listens. Returns the
+/// datagrams echoed. The far end of [`ping_pong`].
+pub fn echo(
+    bind: SocketAddr,
+    stop: &AtomicBool,
+    ready: impl FnOnce(SocketAddr),
+) -> io::Result<u64> {
     let s = socket(bind)?;
     s.bind(&bind.into())?;
     let s = std::net::UdpSocket::from(s);
     s.set_read_timeout(Some(Duration::from_millis(10)))?;
-    ready.store(true, Ordering::Release);
+    ready(s.local_addr()?);
     let mut buf = vec![0u8; 65_536];
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -211,4 +216,36 @@ pub fn ping_pong(
             hist.value_at_quantile(0.99) as f64 / 1e3,
         ],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::sync::Arc;
+
+    #[test]
+    fn ping_pong_times_round_trips_through_an_echo_on_loopback() {
+        let lo = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let echo = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                echo(lo, &stop, |a| {
+                    let _ = tx.send(a);
+                })
+            })
+        };
+        let at = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let r = ping_pong(lo, at, 64, Duration::from_millis(200)).unwrap();
+        stop.store(true, Ordering::Relaxed);
+        let echoed = echo.join().unwrap().unwrap();
+        assert!(r.samples > 0, "{r:?}");
+        assert_eq!(r.lost, 0, "{r:?}");
+        // Every timed round trip was an echo; an echo of the last datagram
+        // may have raced the deadline.
+        assert!(echoed >= r.samples, "{echoed} echoed, {r:?}");
+        assert!(0.0 < r.rtt_us[0] && r.rtt_us[0] <= r.rtt_us[1], "{r:?}");
+    }
 }
