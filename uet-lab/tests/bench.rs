@@ -105,11 +105,12 @@ fn check_rows(run: &Value) {
         assert_eq!(p["depth"], depth, "{row}: {p}");
         assert!(p["messages"].as_u64().unwrap() > 0, "{row}: {p}");
         assert!(v(row, "gbps") > 0.0, "{row}: {p}");
-        assert!(0.0 < v(row, "p50_us") && v(row, "p50_us") <= v(row, "p99_us"));
+        assert!(1.0 < v(row, "p50_us") && v(row, "p50_us") <= v(row, "p99_us"));
     }
     let rtt = &run["udp_rtt"]["value"];
     assert!(rtt["samples"].as_u64().unwrap() > 0, "{rtt}");
-    assert!(0.0 < v("udp_rtt", "p50_us") && v("udp_rtt", "p50_us") <= v("udp_rtt", "p99_us"));
+    // A round trip through two namespaces' stacks is never under 1 µs.
+    assert!(1.0 < v("udp_rtt", "p50_us") && v("udp_rtt", "p50_us") <= v("udp_rtt", "p99_us"));
 }
 
 #[test]
