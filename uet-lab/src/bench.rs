@@ -426,16 +426,16 @@ fn run_once(opts: &BenchOpts, repeat: usize, mtu: u32, progress: &mut dyn FnMut(
             // lab turns TX checksum offload off for AF_XDP's sake; TSO
             // follows it).
             let offload = set_offload(&lab, true).map_err(|e| e.chain());
-            let kernel = |udp| match &offload {
-                Ok(()) => Row::from(iperf3(&lab, udp, opts.seconds)),
+            let kernel = |lab: &mut Lab, udp| match &offload {
+                Ok(()) => Row::from(iperf3(lab, udp, opts.seconds)),
                 Err(e) => Row::failed(e),
             };
             progress("  kernel TCP (iperf3)");
-            run.kernel_tcp = kernel(None);
+            run.kernel_tcp = kernel(&mut lab, None);
             progress("  kernel UDP (iperf3)");
-            run.kernel_udp = kernel(Some(mtu as usize - 28));
+            run.kernel_udp = kernel(&mut lab, Some(mtu as usize - 28));
             progress("  kernel UDP round trip");
-            run.udp_rtt = Row::from(udp_rtt(&lab, opts.rtt_tool, opts.seconds));
+            run.udp_rtt = Row::from(udp_rtt(&mut lab, opts.rtt_tool, opts.seconds));
         }
     }
     match Lab::up(lab_config(opts, mtu, Backend::Xdp)) {
@@ -626,23 +626,19 @@ impl Drop for Server {
 /// Starts `program args…` in host `i` and waits (bounded) until something
 /// listens on `proto` (`t` or `u`) port `port` there.
 fn server(
-    lab: &Lab,
+    lab: &mut Lab,
     i: usize,
     program: &str,
     args: &[&str],
     proto: char,
     port: u16,
 ) -> Result<Server> {
-    let mut s = Server(
-        lab.host(i)
-            .command(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(Error::io(format!("starting {program} in host {i}")))?,
-    );
+    let mut cmd = lab.host(i).command(program);
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut s = Server(lab.spawn_tracked(&mut cmd)?);
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut pause = Duration::from_micros(500);
     loop {
@@ -684,7 +680,7 @@ fn whole_seconds(time: Duration) -> String {
 
 /// iperf3 from host 1 to host 0: one TCP stream (`udp` None) or UDP
 /// datagrams of `udp` bytes at full speed; the receiver's goodput.
-fn iperf3(lab: &Lab, udp: Option<usize>, time: Duration) -> Result<KernelRow> {
+fn iperf3(lab: &mut Lab, udp: Option<usize>, time: Duration) -> Result<KernelRow> {
     if !installed("iperf3") {
         return Err(Error::Check(
             "iperf3 not installed (apt-get install iperf3)".into(),
@@ -731,7 +727,7 @@ fn iperf3(lab: &Lab, udp: Option<usize>, time: Duration) -> Result<KernelRow> {
 }
 
 /// A 64 B kernel UDP round trip from host 1 to host 0.
-fn udp_rtt(lab: &Lab, tool: RttTool, time: Duration) -> Result<RttRow> {
+fn udp_rtt(lab: &mut Lab, tool: RttTool, time: Duration) -> Result<RttRow> {
     const SIZE: usize = 64;
     let sockperf = match tool {
         RttTool::Auto => installed("sockperf"),
@@ -745,7 +741,7 @@ fn udp_rtt(lab: &Lab, tool: RttTool, time: Duration) -> Result<RttRow> {
     }
 }
 
-fn sockperf_rtt(lab: &Lab, size: usize, time: Duration) -> Result<RttRow> {
+fn sockperf_rtt(lab: &mut Lab, size: usize, time: Duration) -> Result<RttRow> {
     if !installed("sockperf") {
         return Err(Error::Check(
             "sockperf not installed (apt-get install sockperf)".into(),
@@ -996,7 +992,7 @@ impl BenchReport {
             t.push_str("|---");
         }
         t.push_str("|\n");
-        let rows: [(&str, &dyn Fn(&MtuSummary, &[&Run]) -> String); 10] = [
+        let rows: [(&str, Cell<'_>); 10] = [
             ("raw AF_XDP, UDP payload", &|s, runs| {
                 format!(
                     "{} Gb/s ({} Mpps) {}",
@@ -1189,6 +1185,9 @@ impl BenchReport {
         t
     }
 }
+
+/// A table cell: one MTU's summary and runs to text.
+type Cell<'a> = &'a dyn Fn(&MtuSummary, &[&Run]) -> String;
 
 fn num(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "–".into(), |v| format!("{v:.digits$}"))

@@ -935,6 +935,21 @@ impl Lab {
         self.start_daemon(i)
     }
 
+    /// Starts `cmd` (made by `self.host(i).command(…)`) as a process of
+    /// the lab: `UET_LAB` in its environment and its pid in the state
+    /// file, so a teardown (drop, `uet lab down`, a signal) stops it if the
+    /// caller has not.
+    pub fn spawn_tracked(&mut self, cmd: &mut Command) -> Result<Child> {
+        let _s = step()?;
+        let child = cmd
+            .env("UET_LAB", &self.state.name)
+            .spawn()
+            .map_err(Error::io(format!("starting {cmd:?}")))?;
+        self.state.pids.push(child.id());
+        self.state.save()?;
+        Ok(child)
+    }
+
     /// Stops host `i`'s serving daemon (if it runs).
     pub fn stop_daemon(&mut self, i: usize) -> Result<()> {
         if let Some(mut d) = self.daemons[i].take() {
@@ -1688,6 +1703,24 @@ mod tests {
             e.to_string().contains("ECN marking needs a bottleneck"),
             "{e}"
         );
+        for bad in [
+            LabConfig {
+                direct: true,
+                hosts: 3,
+                ..LabConfig::default()
+            },
+            LabConfig {
+                direct: true,
+                bottleneck: Some(1_000_000_000),
+                ..LabConfig::default()
+            },
+        ] {
+            let e = Lab::up(bad).unwrap_err();
+            assert!(
+                e.to_string().contains("a direct lab (one veth pair)"),
+                "{e}"
+            );
+        }
     }
 
     #[test]
