@@ -40,8 +40,10 @@
 //! `/sys/fs/bpf/uet-lab/<name>/`.
 //!
 //! Besides the lab itself: [`incast`] runs, measures and reports incasts
-//! on it; [`demo`] is `uet lab demo`; [`ceiling`] measures a link's raw
-//! ceiling; [`netns`] makes namespaces and veth pairs for the lab and for
+//! on it; [`demo`] is `uet lab demo`; [`bench`] is `uet lab bench` (the
+//! datapath table, on a [`LabConfig::direct`] lab: two hosts on one veth
+//! pair); [`ceiling`] measures a link's raw ceiling; [`cpu`] the machine's
+//! CPU time; [`netns`] makes namespaces and veth pairs for the lab and for
 //! the real-kernel tests of the other crates. Errors are [`Error`], by
 //! culprit.
 
