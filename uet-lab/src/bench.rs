@@ -678,8 +678,9 @@ fn whole_seconds(time: Duration) -> String {
     time.as_secs_f64().ceil().max(1.0).to_string()
 }
 
-/// iperf3 from host 1 to host 0: one TCP stream (`udp` None) or UDP
-/// datagrams of `udp` bytes at full speed; the receiver's goodput.
+/// iperf3 from host 1 to host 0: one TCP stream (`udp` None, the
+/// kernel's autotuned buffers) or UDP datagrams of `udp` bytes at full
+/// speed (4 MiB socket buffers); the receiver's goodput.
 fn iperf3(lab: &mut Lab, udp: Option<usize>, time: Duration) -> Result<KernelRow> {
     if !installed("iperf3") {
         return Err(Error::Check(
@@ -701,7 +702,10 @@ fn iperf3(lab: &mut Lab, udp: Option<usize>, time: Duration) -> Result<KernelRow
     cmd.args(["-c", &ip0, "-p", PORT, "-t", &t, "-J"]);
     let len = udp.map(|n| n.to_string());
     if let Some(len) = &len {
-        cmd.args(["-u", "-b", "0", "-l", len]);
+        // 4 MiB socket buffers, as uetd's udp backend and our blasters
+        // take: with the default ones the receiver drops most of what a
+        // full-speed sender offers and the row measures its buffer.
+        cmd.args(["-u", "-b", "0", "-l", len, "-w", "4M"]);
     }
     let out = cmd
         .output()
