@@ -7,6 +7,7 @@
 //! uet lab sample --name NAME --hz 1000 --count 5000
 //! uet lab down --name NAME        # or --all
 //! uet lab demo
+//! uet lab bench --mtu 1500,3498 --repeats 3 --json bench.json
 //! ```
 //!
 //! Ctrl-C (or SIGTERM) while a command builds or runs a lab removes it
@@ -37,6 +38,10 @@ pub(crate) enum LabCmd {
     /// `uet perf`, the raw ceilings, a table; removes the lab afterwards.
     /// `UET_DEMO_BYTES` sets the size.
     Demo(DemoArgs),
+    /// The datapath table: raw AF_XDP ceiling, kernel TCP/UDP, uetd xdp
+    /// and udp writes, `uet perf`, latency, CPU per GB, on one veth pair
+    /// per MTU, interleaved repeats, medians and ratios; removes its labs.
+    Bench(BenchArgs),
     /// N senders into one receiver through the bottleneck, per congestion
     /// control mode: calibration, runs, metrics, report and figures.
     Incast(crate::incast::IncastArgs),
@@ -193,6 +198,45 @@ pub(crate) struct DemoArgs {
     pub wire: WireArgs,
 }
 
+/// `uet lab bench`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// IP MTUs of the veth pair, comma-separated (one column each).
+    #[arg(long, value_delimiter = ',', default_values_t = [1500u32, 3498])]
+    pub mtu: Vec<u32>,
+    /// Interleaved repeats of every row (medians over them).
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Bytes of each RMA write.
+    #[arg(long, default_value = "1GiB")]
+    pub bytes: Size,
+    /// Seconds each timed row runs (ceilings, `uet perf`, latency; iperf3
+    /// and sockperf run whole seconds).
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Congestion control of the daemons.
+    #[arg(long, default_value = "none")]
+    pub cc: String,
+    /// The kernel UDP round trip: sockperf, our own ping-pong (builtin),
+    /// or sockperf when installed (auto).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub udp_rtt: RttArg,
+    /// Also write every run's numbers as JSON to this file.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+    /// Wire settings of the daemons.
+    #[command(flatten)]
+    pub wire: WireArgs,
+}
+
+/// `--udp-rtt`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum RttArg {
+    Auto,
+    Sockperf,
+    Builtin,
+}
+
 /// On SIGINT/SIGTERM: remove the labs this process builds or runs, exit
 /// 130.
 fn cleanup_on_signals() -> Result<()> {
@@ -249,6 +293,7 @@ pub(crate) fn run(cmd: LabCmd) -> Result<()> {
         }
         LabCmd::Sample(a) => sample(&a),
         LabCmd::Demo(a) => demo(&a),
+        LabCmd::Bench(a) => bench(&a),
         LabCmd::Incast(a) => {
             cleanup_on_signals()?;
             crate::incast::run(&a)
@@ -324,6 +369,33 @@ fn demo(a: &DemoArgs) -> Result<()> {
     print!("{}", report.table());
     if a.json {
         println!("{}", serde_json::to_string(&report)?);
+    }
+    Ok(())
+}
+
+fn bench(a: &BenchArgs) -> Result<()> {
+    use uet_lab::bench::{BenchOpts, RttTool};
+    cleanup_on_signals()?;
+    let report = uet_lab::bench::run(
+        &BenchOpts {
+            mtus: a.mtu.clone(),
+            repeats: a.repeats,
+            bytes: a.bytes.0,
+            seconds: Duration::try_from_secs_f64(a.seconds).context("--seconds")?,
+            cc: a.cc.clone(),
+            daemon_args: a.wire.daemon_args(),
+            rtt_tool: match a.udp_rtt {
+                RttArg::Auto => RttTool::Auto,
+                RttArg::Sockperf => RttTool::Sockperf,
+                RttArg::Builtin => RttTool::Builtin,
+            },
+        },
+        |step| eprintln!("{step}"),
+    )?;
+    print!("{}", report.table());
+    if let Some(path) = &a.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

@@ -24,6 +24,24 @@ pub fn veth_ceiling(
     frame_len: usize,
     duration: Duration,
 ) -> Result<(RawReport, RawReport)> {
+    veth_ceiling_cpu(a, a_xsk, a_ip, b, b_xsk, b_ip, frame_len, duration)
+        .map(|(tx, rx, _)| (tx, rx))
+}
+
+/// [`veth_ceiling`], and the machine's busy CPUs (CPU-seconds per second,
+/// [`crate::cpu::CpuSample`]) over the measurement window — from the
+/// blaster's start to the stop — if `/proc/stat` was readable.
+#[allow(clippy::too_many_arguments)]
+pub fn veth_ceiling_cpu(
+    a: &crate::netns::NetNs,
+    a_xsk: XskConfig,
+    a_ip: IpAddr,
+    b: &crate::netns::NetNs,
+    b_xsk: XskConfig,
+    b_ip: IpAddr,
+    frame_len: usize,
+    duration: Duration,
+) -> Result<(RawReport, RawReport, Option<f64>)> {
     use std::sync::Arc;
     let port = uetd::xdp::SteerConfig::default().udp_port;
     let stop = Arc::new(AtomicBool::new(false));
@@ -61,6 +79,8 @@ pub fn veth_ceiling(
         batch: 64,
         count: None,
     };
+    let cpu = crate::cpu::CpuSample::now().ok();
+    let started = Instant::now();
     let blaster = {
         let stop = Arc::clone(&stop);
         a.spawn(move || blast(&cfg, &stop))?
@@ -72,6 +92,9 @@ pub fn veth_ceiling(
         std::thread::park_timeout(deadline - Instant::now());
     }
     stop.store(true, Ordering::Relaxed);
+    let busy_cpus = cpu
+        .and_then(|c| c.busy_seconds().ok())
+        .map(|s| s / started.elapsed().as_secs_f64().max(1e-9));
     let tx = blaster
         .join()
         .map_err(|_| Error::Panicked("raw AF_XDP blaster".into()))?
@@ -85,5 +108,5 @@ pub fn veth_ceiling(
             what: "the raw AF_XDP sink".into(),
             source,
         })?;
-    Ok((tx, rx))
+    Ok((tx, rx, busy_cpus))
 }

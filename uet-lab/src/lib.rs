@@ -40,13 +40,17 @@
 //! `/sys/fs/bpf/uet-lab/<name>/`.
 //!
 //! Besides the lab itself: [`incast`] runs, measures and reports incasts
-//! on it; [`demo`] is `uet lab demo`; [`ceiling`] measures a link's raw
-//! ceiling; [`netns`] makes namespaces and veth pairs for the lab and for
+//! on it; [`demo`] is `uet lab demo`; [`bench`] is `uet lab bench` (the
+//! datapath table, on a [`LabConfig::direct`] lab: two hosts on one veth
+//! pair); [`ceiling`] measures a link's raw ceiling; [`cpu`] the machine's
+//! CPU time; [`netns`] makes namespaces and veth pairs for the lab and for
 //! the real-kernel tests of the other crates. Errors are [`Error`], by
 //! culprit.
 
+pub mod bench;
 mod bpf;
 pub mod ceiling;
+pub mod cpu;
 pub mod demo;
 mod error;
 pub mod incast;
@@ -122,6 +126,10 @@ pub struct LabConfig {
     pub name: Option<String>,
     /// The second octet of the hosts' addresses, 10.S.0.i.
     pub subnet: u8,
+    /// Two hosts on one veth pair, no switch (so no bottleneck, ECN or
+    /// impairment): the path `uet lab bench` measures.
+    #[serde(default)]
+    pub direct: bool,
 }
 
 impl Default for LabConfig {
@@ -142,6 +150,7 @@ impl Default for LabConfig {
             sender_daemons: true,
             name: None,
             subnet: 77,
+            direct: false,
         }
     }
 }
@@ -189,6 +198,14 @@ impl LabConfig {
         require(self.gamma > 0.0 && self.gamma <= 2.0, WHAT, || {
             format!("gamma {} out of range", self.gamma)
         })?;
+        if self.direct {
+            require(self.hosts == 2, WHAT, || {
+                "a direct lab (one veth pair) has exactly 2 hosts".into()
+            })?;
+            require(self.bottleneck.is_none(), WHAT, || {
+                "a direct lab (one veth pair) has no switch for a bottleneck".into()
+            })?;
+        }
         if let Some(n) = &self.name {
             check_name(n)?;
         }
@@ -601,6 +618,9 @@ impl Lab {
     }
 
     fn build(&mut self) -> Result<()> {
+        if self.state.config.direct {
+            return self.build_direct();
+        }
         let cfg = self.state.config.clone();
         let name = self.state.name.clone();
         let mtu = cfg.mtu.to_string();
@@ -728,6 +748,62 @@ impl Lab {
             limit,
         })?;
         self.impair(&Impairment::default())?;
+        self.state.save()
+    }
+
+    /// Host 0's and host 1's `eth0` are the two ends of one veth pair.
+    fn build_direct(&mut self) -> Result<()> {
+        let cfg = self.state.config.clone();
+        let name = self.state.name.clone();
+        for i in 0..2 {
+            let _s = step()?;
+            let h = NetNs::create(&format!("{name}-h{i}"))?;
+            self.state.hosts.push(HostState {
+                netns: h.name().to_owned(),
+                ifname: "eth0".into(),
+                ip: Ipv4Addr::new(10, cfg.subnet, 0, (i + 1) as u8),
+                port: String::new(),
+                port_ifindex: 0,
+                daemon_pid: None,
+                log: self.state.log_dir.join(format!("h{i}.log")),
+            });
+            self.hosts.push(h);
+            self.daemons.push(None);
+            self.state.save()?;
+            self.hosts[i].run(|| -> Result<()> {
+                sysctl_net("ipv6/conf/all/disable_ipv6", "1")?;
+                sysctl_net("ipv6/conf/default/disable_ipv6", "1")
+            })??;
+        }
+        let mtu = cfg.mtu.to_string();
+        run(Command::new("ip").args([
+            "link",
+            "add",
+            "eth0",
+            "netns",
+            self.hosts[0].name(),
+            "mtu",
+            &mtu,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            self.hosts[1].name(),
+            "mtu",
+            &mtu,
+        ]))
+        .map_err(Error::during("creating the veth pair of hosts 0 and 1"))?;
+        for (i, host) in self.hosts.iter().enumerate() {
+            let ip = self.state.hosts[i].ip;
+            host.ip(&["addr", "add", &format!("{ip}/24"), "dev", "eth0"])?;
+            host.ip(&["link", "set", "eth0", "up"])?;
+            host.run(|| uetd::xsk::set_tx_checksum_offload("eth0", false))?
+                .map_err(Error::io(format!(
+                    "turning TX checksum offload off on eth0 of host {i}"
+                )))?;
+        }
         self.state.save()
     }
 
@@ -859,6 +935,21 @@ impl Lab {
     pub fn restart_daemon(&mut self, i: usize) -> Result<()> {
         self.stop_daemon(i)?;
         self.start_daemon(i)
+    }
+
+    /// Starts `cmd` (made by `self.host(i).command(…)`) as a process of
+    /// the lab: `UET_LAB` in its environment and its pid in the state
+    /// file, so a teardown (drop, `uet lab down`, a signal) stops it if the
+    /// caller has not.
+    pub fn spawn_tracked(&mut self, cmd: &mut Command) -> Result<Child> {
+        let _s = step()?;
+        let child = cmd
+            .env("UET_LAB", &self.state.name)
+            .spawn()
+            .map_err(Error::io(format!("starting {cmd:?}")))?;
+        self.state.pids.push(child.id());
+        self.state.save()?;
+        Ok(child)
     }
 
     /// Stops host `i`'s serving daemon (if it runs).
@@ -1131,6 +1222,10 @@ pub struct WriteResult {
     pub rtos: u64,
     /// Data packets the writer sent during the write.
     pub tx_data: u64,
+    /// CPU-seconds the whole machine spent busy over the transfer (both
+    /// hosts, kernel included; [`cpu::CpuSample`]), if `/proc/stat` was
+    /// readable.
+    pub machine_cpu_seconds: Option<f64>,
     /// The writer daemon's counters after the write (`uet stats`).
     pub stats: serde_json::Value,
 }
@@ -1174,6 +1269,7 @@ struct ClientWrite {
 struct Written {
     xxh3: u64,
     seconds: f64,
+    cpu_seconds: Option<f64>,
     after: serde_json::Value,
 }
 
@@ -1204,6 +1300,7 @@ impl ClientWrite {
         let len = |i: u64| (self.bytes - i * chunk).min(chunk) as u32;
         let mut in_flight = std::collections::HashMap::new();
         let (mut next, mut done) = (0u64, 0u64);
+        let cpu = cpu::CpuSample::now().ok();
         let start = Instant::now();
         while done < chunks {
             // Every chunk but the last first; the last, carrying the
@@ -1265,11 +1362,13 @@ impl ClientWrite {
                 .fetch_add(u64::from(len(i)), Ordering::Relaxed);
         }
         let seconds = start.elapsed().as_secs_f64();
+        let cpu_seconds = cpu.and_then(|c| c.busy_seconds().ok());
         let after = stats_json(&mut c, "the writer's counters")?;
         let _ = c.close();
         Ok(Written {
             xxh3: h.digest(),
             seconds,
+            cpu_seconds,
             after,
         })
     }
@@ -1337,6 +1436,7 @@ impl WriteRun {
             retransmits: delta("tx_retransmits"),
             rtos: delta("rtos"),
             tx_data: delta("tx_data"),
+            machine_cpu_seconds: w.cpu_seconds,
             stats: w.after,
         })
     }
@@ -1605,6 +1705,24 @@ mod tests {
             e.to_string().contains("ECN marking needs a bottleneck"),
             "{e}"
         );
+        for bad in [
+            LabConfig {
+                direct: true,
+                hosts: 3,
+                ..LabConfig::default()
+            },
+            LabConfig {
+                direct: true,
+                bottleneck: Some(1_000_000_000),
+                ..LabConfig::default()
+            },
+        ] {
+            let e = Lab::up(bad).unwrap_err();
+            assert!(
+                e.to_string().contains("a direct lab (one veth pair)"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

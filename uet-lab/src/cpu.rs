@@ -1,0 +1,110 @@
+//! Machine CPU time from `/proc/stat`: what every CPU of the machine
+//! spent (user + nice + system + irq + softirq, kernel and other
+//! processes included) between two samples, so a transfer's cost can be
+//! read as CPU-seconds per gigabyte beside a ceiling's measured the same
+//! way.
+
+use std::time::Instant;
+
+use crate::error::{Error, Result};
+
+/// The machine's CPU counters at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuSample {
+    /// user + nice + system + irq + softirq, all CPUs, in clock ticks.
+    busy: u64,
+    /// Every field of the `cpu` line (guest time is inside user/nice).
+    total: u64,
+    /// CPUs (`cpuN` lines).
+    cpus: u32,
+    at: Instant,
+}
+
+impl CpuSample {
+    /// Reads `/proc/stat` now.
+    pub fn now() -> Result<Self> {
+        let text =
+            std::fs::read_to_string("/proc/stat").map_err(Error::io("reading /proc/stat"))?;
+        Self::parse(&text, Instant::now())
+    }
+
+    fn parse(text: &str, at: Instant) -> Result<Self> {
+        let bad = || Error::Output {
+            what: "/proc/stat has no aggregate cpu line".into(),
+            source: None,
+        };
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("cpu "))
+            .ok_or_else(bad)?;
+        let f: Vec<u64> = line
+            .split_whitespace()
+            .skip(1)
+            .map(str::parse)
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|_| bad())?;
+        // user nice system idle iowait irq softirq steal guest guest_nice
+        if f.len() < 7 {
+            return Err(bad());
+        }
+        let cpus = text
+            .lines()
+            .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+            .count();
+        Ok(Self {
+            busy: f[0] + f[1] + f[2] + f[5] + f[6],
+            total: f.iter().take(8).sum(),
+            cpus: u32::try_from(cpus.max(1)).unwrap_or(u32::MAX),
+            at,
+        })
+    }
+
+    /// CPU-seconds the machine spent busy from `self` to `later`: the busy
+    /// share of all ticks, times the CPUs, times the wall time (no clock
+    /// tick rate needed).
+    pub fn busy_seconds_until(&self, later: &Self) -> f64 {
+        let total = later.total.saturating_sub(self.total);
+        if total == 0 {
+            return 0.0;
+        }
+        let busy = later.busy.saturating_sub(self.busy) as f64 / total as f64;
+        busy * f64::from(self.cpus) * later.at.duration_since(self.at).as_secs_f64()
+    }
+
+    /// CPU-seconds busy from `self` until now.
+    pub fn busy_seconds(&self) -> Result<f64> {
+        Ok(self.busy_seconds_until(&Self::now()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn busy_seconds_are_the_busy_share_of_all_cpus_over_the_wall_time() {
+        let t0 = Instant::now();
+        let a = CpuSample::parse(
+            "cpu  100 0 50 800 10 5 5 0 0 0\ncpu0 50 0 25 400 5 3 2 0 0 0\ncpu1 50 0 25 400 5 2 3 0 0 0\n",
+            t0,
+        )
+        .unwrap();
+        // 200 more ticks, 100 of them busy (user 60, system 20, irq 10,
+        // softirq 10), idle 100: half of 2 CPUs over 2 s = 2 CPU-seconds.
+        let b = CpuSample::parse(
+            "cpu  160 0 70 900 10 15 15 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\ncpu1 0 0 0 0 0 0 0 0 0 0\n",
+            t0 + Duration::from_secs(2),
+        )
+        .unwrap();
+        assert_eq!(a.cpus, 2);
+        assert!((a.busy_seconds_until(&b) - 2.0).abs() < 1e-9);
+        assert_eq!(b.busy_seconds_until(&b), 0.0);
+    }
+
+    #[test]
+    fn a_stat_without_a_cpu_line_is_an_error() {
+        assert!(CpuSample::parse("intr 1 2 3\n", Instant::now()).is_err());
+        assert!(CpuSample::parse("cpu  1 2\n", Instant::now()).is_err());
+    }
+}
