@@ -526,6 +526,10 @@ fn perf(lab: &mut Lab, size: u32, depth: usize, time: Duration) -> Result<PerfRo
             iters: None,
             duration: time,
             depth,
+            // Through the shared-memory ring, polling as `uet perf` does
+            // by default.
+            ring: true,
+            ring_spin: Duration::from_micros(50),
         },
     )
     .map_err(|source| Error::Tool {
