@@ -157,6 +157,21 @@ pub struct XskKernelStats {
     pub tx_ring_empty_descs: u64,
 }
 
+/// A worker's AF_XDP socket counters: the kernel's and the multi-buffer
+/// ones of the backend (what `uet stats` shows as `xsk`), so a drop at the
+/// socket can be told from a drop on the wire.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XskCounters {
+    /// `XDP_STATISTICS`, summed over the worker's sockets.
+    pub kernel: XskKernelStats,
+    /// The backend's counters beyond [`IoStats`].
+    pub extra: XdpExtraStats,
+}
+
+/// How long a read of the kernel's counters is reused: they are read for
+/// the stats path (a syscall per socket), never per packet.
+const KERNEL_STATS_TTL: Duration = Duration::from_millis(10);
+
 impl XskKernelStats {
     fn add(&mut self, s: &libc::xdp_statistics) {
         self.rx_dropped += s.rx_dropped;
@@ -792,6 +807,8 @@ pub struct XdpIo {
     scratch: Box<[u8]>,
     stats: IoStats,
     extra: XdpExtraStats,
+    /// The kernel's counters as last read, and when.
+    kernel: std::cell::Cell<Option<(Instant, XskKernelStats)>>,
 }
 
 impl std::fmt::Debug for XdpIo {
@@ -977,6 +994,7 @@ impl XdpIo {
             scratch,
             stats: IoStats::default(),
             extra: XdpExtraStats::default(),
+            kernel: std::cell::Cell::new(None),
         })
     }
 
@@ -1555,6 +1573,25 @@ impl PacketIo for XdpIo {
 
     fn stats(&self) -> IoStats {
         self.stats
+    }
+
+    fn xsk_counters(&self) -> Option<XskCounters> {
+        let now = Instant::now();
+        let kernel = match self.kernel.get() {
+            Some((at, k)) if now.duration_since(at) < KERNEL_STATS_TTL => k,
+            last => match self.set.kernel_stats() {
+                Ok(k) => {
+                    self.kernel.set(Some((now, k)));
+                    k
+                }
+                // Keep the last reading: counters never go back.
+                Err(_) => last.map(|(_, k)| k).unwrap_or_default(),
+            },
+        };
+        Some(XskCounters {
+            kernel,
+            extra: self.extra,
+        })
     }
 }
 

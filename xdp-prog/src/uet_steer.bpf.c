@@ -234,7 +234,8 @@ int uet_steer(struct xdp_md *ctx)
 	}
 
 	v = classify(data, data_end, cfg);
-	if (v == VERDICT_MALFORMED && bpf_xdp_get_buff_len(ctx) > data_end - data)
+	if (v == VERDICT_MALFORMED &&
+	    bpf_xdp_get_buff_len(ctx) > (__u64)(data_end - data))
 		v = classify_copy(ctx, cfg);
 	if (v == VERDICT_MALFORMED) {
 		count(UET_CNT_MALFORMED);
