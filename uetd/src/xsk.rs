@@ -211,7 +211,11 @@ pub struct XskSet {
 fn resolve_max_frags(cfg: &XskConfig, headroom: u32, mtu: u32) -> io::Result<u32> {
     let room = cfg.frame_size - headroom;
     let need = frags_for_mtu(mtu, room);
-    let n = if cfg.max_frags == 0 { need } else { cfg.max_frags };
+    let n = if cfg.max_frags == 0 {
+        need
+    } else {
+        cfg.max_frags
+    };
     if n > MAX_CHAIN {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -1532,7 +1536,6 @@ impl PacketIo for XdpIo {
         r
     }
 
-
     fn wait(&mut self, timeout: Option<Duration>, wake: BorrowedFd<'_>) -> io::Result<()> {
         let slot = &self.hub.slots[self.worker];
         let reg = self.hub.umem(self.worker as u16);
@@ -1634,6 +1637,11 @@ mod tests {
     /// A set whose rings are in plain memory (indices from `start`), with
     /// the kernel's end of each socket.
     fn in_memory(cfg: &XskConfig, start: u32) -> (XskSet, Vec<Kernel>) {
+        in_memory_at(cfg, start, 1500)
+    }
+
+    /// [`in_memory`] on an interface of MTU `mtu`.
+    fn in_memory_at(cfg: &XskConfig, start: u32, mtu: u32) -> (XskSet, Vec<Kernel>) {
         let (umem, free) = UmemArea::new(cfg.frame_size, cfg.frame_count).unwrap();
         let sizes = RingSizes {
             rx: cfg.ring_size,
@@ -1647,7 +1655,16 @@ mod tests {
             .map(|_| XskSocket::in_memory(&umem, sizes, start))
             .unzip();
         let headroom = XDP_PACKET_HEADROOM + cfg.umem_headroom;
-        let set = XskSet::assemble(cfg, umem, free, socks, false, headroom, (1, MAC, 1500));
+        let max_frags = resolve_max_frags(cfg, headroom, mtu).unwrap();
+        let set = XskSet::assemble(
+            cfg,
+            umem,
+            free,
+            socks,
+            false,
+            (headroom, max_frags),
+            (1, MAC, mtu),
+        );
         (set, kernels)
     }
 
@@ -1721,8 +1738,21 @@ mod tests {
     }
 
     fn io(worker: usize, local: IpAddr, hub: &Arc<Handoff>) -> (XdpIo, Kernel) {
-        let cfg = io_cfg(local);
-        let (set, mut k) = in_memory(&cfg.xsk, 0);
+        io_at(worker, local, hub, 1500, 0)
+    }
+
+    /// [`io`] on an interface of MTU `mtu`, packets bounded to `max_frags`
+    /// frames (0: what the MTU needs).
+    fn io_at(
+        worker: usize,
+        local: IpAddr,
+        hub: &Arc<Handoff>,
+        mtu: u32,
+        max_frags: u32,
+    ) -> (XdpIo, Kernel) {
+        let mut cfg = io_cfg(local);
+        cfg.xsk.max_frags = max_frags;
+        let (set, mut k) = in_memory_at(&cfg.xsk, 0, mtu);
         let io = XdpIo::with_set(worker, set, &cfg, Arc::clone(hub), Arc::new(OneHop)).unwrap();
         (io, k.remove(0))
     }
@@ -1730,24 +1760,40 @@ mod tests {
     /// Frames `io` sends to `dst`, as the kernel takes them off its TX ring:
     /// UET bytes `[tag; 80]`.
     fn sent_frames(io: &mut XdpIo, k: &Kernel, dst: IpAddr, tags: &[u8]) -> Vec<Vec<u8>> {
-        let mut next = tags.iter();
-        let n = io
-            .send(tags.len(), &mut |buf: &mut [u8]| {
-                let &tag = next.next()?;
-                buf[..80].fill(tag);
-                Some(Transmit {
-                    dst,
-                    ev: EntropyValue::from_masked(u16::from(tag)),
-                    dscp: Dscp::from_masked(0),
-                    ecn: Ecn::NotEct,
-                    len: 80,
-                })
-            })
-            .unwrap();
+        sent_frames_of(io, k, dst, tags, 80)
+    }
+
+    /// [`sent_frames`] with UET bytes `[tag; len]`.
+    fn sent_frames_of(
+        io: &mut XdpIo,
+        k: &Kernel,
+        dst: IpAddr,
+        tags: &[u8],
+        len: usize,
+    ) -> Vec<Vec<u8>> {
+        let n = queue(io, dst, tags, len);
         assert_eq!(n, tags.len());
         let frames: Vec<_> = std::iter::from_fn(|| k.transmit(&io.umem)).collect();
         io.flush().unwrap();
         frames
+    }
+
+    /// Offers `io` one datagram `[tag; len]` to `dst` per tag, in one send
+    /// call; returns how many it sent.
+    fn queue(io: &mut XdpIo, dst: IpAddr, tags: &[u8], len: usize) -> usize {
+        let mut next = tags.iter();
+        io.send(tags.len(), &mut |buf: &mut [u8]| {
+            let &tag = next.next()?;
+            buf[..len].fill(tag);
+            Some(Transmit {
+                dst,
+                ev: EntropyValue::from_masked(u16::from(tag)),
+                dscp: Dscp::from_masked(0),
+                ecn: Ecn::NotEct,
+                len,
+            })
+        })
+        .unwrap()
     }
 
     #[test]
@@ -1791,5 +1837,160 @@ mod tests {
         let c = w0.frame_counts();
         assert_eq!((c.lent, c.fill, c.free), (0, 16, 48));
         assert!(c.accounted());
+    }
+
+    /// UET datagrams of 4000 bytes at MTU 4200 in 2048-byte frames (1792
+    /// bytes of room): three frames each.
+    const BIG: usize = 4000;
+
+    #[test]
+    fn a_packet_longer_than_a_frame_goes_out_and_comes_in_as_a_chain() {
+        let (mut a, ka) = io_at(0, A, &Handoff::single().unwrap(), 4200, 0);
+        let (mut b, kb) = io_at(0, B, &Handoff::single().unwrap(), 4200, 0);
+        assert_eq!((a.set.max_frags(), a.tx_frags), (3, 3));
+        assert!(a.max_uet_len() >= BIG);
+        // Every TX descriptor but each packet's last says "more follows".
+        assert_eq!(queue(&mut a, B, &[1, 2], BIG), 2);
+        let descs: Vec<_> = std::iter::from_fn(|| ka.tx.consume_part()).collect();
+        let more: Vec<bool> = descs.iter().map(|d| d.2).collect();
+        assert_eq!(more, [true, true, false, true, true, false]);
+        for (addr, _, _) in &descs {
+            assert!(ka.comp.produce(*addr, 0));
+        }
+        a.flush().unwrap();
+        assert_eq!(a.frame_counts(), counts(48, 16, 0, 0));
+        assert_eq!(a.extra.tx_multi_buffer, 2);
+
+        let frames = sent_frames_of(&mut a, &ka, B, &[3, 4], BIG);
+        assert_eq!(frames.len(), 2);
+        for f in &frames {
+            assert_eq!(f.len(), 42 + BIG);
+            assert!(kb.receive(&b.set.umem, b.set.headroom, f));
+        }
+        let mut got = Vec::new();
+        let n = b
+            .recv(64, &mut |m, uet| {
+                got.push((m.src, uet.len(), uet.iter().all(|&x| x == uet[0]), uet[0]));
+            })
+            .unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(got, [(A, BIG, true, 3), (A, BIG, true, 4)]);
+        assert_eq!(b.extra.rx_multi_buffer, 2);
+        assert_eq!(b.stats.rx_bytes, 2 * (42 + BIG as u64));
+        // The six frames went back to the fill ring.
+        assert_eq!(b.frame_counts(), counts(48, 16, 0, 0));
+    }
+
+    #[test]
+    fn a_chain_cut_short_by_the_ring_is_held_and_completed_by_the_next_call() {
+        let (mut a, ka) = io_at(0, A, &Handoff::single().unwrap(), 4200, 0);
+        let (mut b, kb) = io_at(0, B, &Handoff::single().unwrap(), 4200, 0);
+        let frames = sent_frames_of(&mut a, &ka, B, &[7], BIG);
+        let descs = kb.place(&b.set.umem, b.set.headroom, &frames[0]).unwrap();
+        assert_eq!(descs.len(), 3);
+        // The kernel has published two of the three descriptors.
+        for &(addr, len, more) in &descs[..2] {
+            assert!(kb.rx.produce_part(addr, len, more));
+        }
+        let mut got = Vec::new();
+        assert_eq!(b.recv(64, &mut |_, uet| got.push(uet.len())).unwrap(), 0);
+        // Two frames are held; the fill ring got two others (the third of
+        // the chain is still the kernel's, counted in `fill`).
+        let c = b.frame_counts();
+        assert_eq!((c.rx_held, c.fill, c.free), (2, 16, 46));
+        assert!(c.accounted(), "{c:?}");
+        let (addr, len, more) = descs[2];
+        assert!(kb.rx.produce_part(addr, len, more));
+        assert_eq!(b.recv(64, &mut |_, uet| got.push(uet.len())).unwrap(), 1);
+        assert_eq!(got, [BIG]);
+        assert_eq!(b.frame_counts(), counts(48, 16, 0, 0));
+    }
+
+    #[test]
+    fn a_chain_longer_than_the_bound_is_dropped_counted_and_its_frames_return() {
+        let (mut a, ka) = io_at(0, A, &Handoff::single().unwrap(), 4200, 0);
+        // B takes packets of at most two frames.
+        let (mut b, kb) = io_at(0, B, &Handoff::single().unwrap(), 4200, 2);
+        let frames = sent_frames_of(&mut a, &ka, B, &[1, 2], BIG);
+        let small = sent_frames_of(&mut a, &ka, B, &[3], 100);
+        assert!(kb.receive(&b.set.umem, b.set.headroom, &frames[0]));
+        assert!(kb.receive(&b.set.umem, b.set.headroom, &small[0]));
+        // The second long one's last frame arrives in a later call.
+        let descs = kb.place(&b.set.umem, b.set.headroom, &frames[1]).unwrap();
+        for &(addr, len, more) in &descs[..2] {
+            assert!(kb.rx.produce_part(addr, len, more));
+        }
+        let mut got = Vec::new();
+        assert_eq!(b.recv(64, &mut |_, uet| got.push(uet[0])).unwrap(), 1);
+        assert_eq!(got, [3]);
+        assert_eq!((b.stats.rx_dropped, b.extra.rx_chain_too_long), (2, 2));
+        let (addr, len, more) = descs[2];
+        assert!(kb.rx.produce_part(addr, len, more));
+        assert_eq!(b.recv(64, &mut |_, uet| got.push(uet[0])).unwrap(), 0);
+        assert_eq!(
+            b.stats.rx_dropped, 2,
+            "the rest of a dropped chain is not a packet"
+        );
+        assert_eq!(b.frame_counts(), counts(48, 16, 0, 0));
+        // The next packet is taken as usual.
+        assert!(kb.receive(&b.set.umem, b.set.headroom, &small[0]));
+        assert_eq!(b.recv(64, &mut |_, uet| got.push(uet[0])).unwrap(), 1);
+    }
+
+    #[test]
+    fn chains_are_queued_only_whole_when_the_tx_ring_runs_short() {
+        let (mut a, ka) = io_at(0, A, &Handoff::single().unwrap(), 4200, 0);
+        // 16 TX slots hold five chains of three; the sixth waits.
+        assert_eq!(queue(&mut a, B, &[1, 2, 3, 4, 5, 6, 7], BIG), 5);
+        let c = a.frame_counts();
+        assert_eq!((c.tx, c.free), (15, 33));
+        assert!(c.accounted());
+        // One slot is left: nothing more fits, nothing is cut.
+        assert_eq!(queue(&mut a, B, &[8], BIG), 0);
+        assert_eq!(a.stats.tx_ring_full, 1);
+        let sent: Vec<_> = std::iter::from_fn(|| ka.transmit(&a.umem)).collect();
+        assert_eq!(sent.len(), 5);
+        assert!(sent.iter().all(|f| f.len() == 42 + BIG));
+        a.flush().unwrap();
+        assert_eq!(a.frame_counts(), counts(48, 16, 0, 0));
+    }
+
+    #[test]
+    fn a_chain_for_another_workers_peer_is_lent_whole_and_comes_back() {
+        let hub = Handoff::new(2, 8, Box::new(|p| usize::from(p == A1))).unwrap();
+        let (mut w0, k0) = io_at(0, B, &hub, 4200, 0);
+        let (mut w1, _k1) = io_at(1, B, &hub, 4200, 0);
+        let (mut a1, ka1) = io_at(0, A1, &Handoff::single().unwrap(), 4200, 0);
+        for f in sent_frames_of(&mut a1, &ka1, B, &[5, 6], BIG) {
+            assert!(k0.receive(&w0.set.umem, w0.set.headroom, &f));
+        }
+        assert_eq!(w0.recv(64, &mut |_, _| panic!("not ours")).unwrap(), 0);
+        assert_eq!(w0.frame_counts().lent, 6);
+        let mut got = Vec::new();
+        assert_eq!(
+            w1.recv(64, &mut |m, uet| got.push((m.src, uet.len(), uet[BIG - 1])))
+                .unwrap(),
+            2
+        );
+        assert_eq!(got, [(A1, BIG, 5), (A1, BIG, 6)]);
+        w0.flush().unwrap();
+        assert_eq!(w0.frame_counts(), counts(48, 16, 0, 0));
+    }
+
+    #[test]
+    fn the_frames_a_packet_needs_follow_the_mtu() {
+        let cfg = XskConfig::default(); // 4096-byte frames: 3840 bytes of room
+        let hr = XDP_PACKET_HEADROOM;
+        assert_eq!(resolve_max_frags(&cfg, hr, 1500).unwrap(), 1);
+        assert_eq!(resolve_max_frags(&cfg, hr, 3498).unwrap(), 1);
+        assert_eq!(resolve_max_frags(&cfg, hr, 4200).unwrap(), 2);
+        assert_eq!(resolve_max_frags(&cfg, hr, 9000).unwrap(), 3);
+        let small = XskConfig {
+            frame_size: 2048,
+            ..XskConfig::default()
+        };
+        assert_eq!(resolve_max_frags(&small, hr, 9216).unwrap(), 6);
+        let e = resolve_max_frags(&small, hr + 1024, 9216).unwrap_err();
+        assert!(e.to_string().contains("at most 6"), "{e}");
     }
 }

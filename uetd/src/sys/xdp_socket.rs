@@ -1031,13 +1031,34 @@ pub(crate) mod in_memory {
         /// chunks or the RX ring too few slots for the whole frame (the
         /// frame is dropped, as the kernel would).
         pub(crate) fn receive(&self, umem: &UmemArea, headroom: u32, frame: &[u8]) -> bool {
+            let Some(descs) = self.place(umem, headroom, frame) else {
+                return false;
+            };
+            for (addr, len, more) in descs {
+                assert!(self.rx.produce_part(addr, len, more), "counted in place");
+            }
+            true
+        }
+
+        /// The first half of [`Self::receive`]: copies `frame` into chunks
+        /// taken from the fill ring and returns the RX descriptors
+        /// (address, length, `XDP_PKT_CONTD`) without publishing them, so
+        /// a test can publish a chain in pieces.
+        pub(crate) fn place(
+            &self,
+            umem: &UmemArea,
+            headroom: u32,
+            frame: &[u8],
+        ) -> Option<Vec<(u64, u32, bool)>> {
             let room = (umem.frame_size - headroom) as usize;
             let parts = frame.len().div_ceil(room).max(1);
             let (fp, fc) = self.fill.indices();
             if (fp.wrapping_sub(fc) as usize) < parts || (self.rx.room() as usize) < parts {
-                return false;
+                return None;
             }
-            for (n, part) in frame.chunks(room).chain(frame.is_empty().then_some(&[][..])).enumerate() {
+            let mut descs = Vec::with_capacity(parts);
+            for n in 0..parts {
+                let part = &frame[(n * room).min(frame.len())..((n + 1) * room).min(frame.len())];
                 let (chunk, _) = self.fill.consume().expect("counted above");
                 assert!(chunk + u64::from(umem.frame_size) <= umem.map.len as u64);
                 // SAFETY: the chunk is inside the UMEM (checked) and the fill
@@ -1053,13 +1074,13 @@ pub(crate) mod in_memory {
                         part.len(),
                     );
                 }
-                let more = n + 1 < parts;
-                let ok = self
-                    .rx
-                    .produce_part(chunk + u64::from(headroom), part.len() as u32, more);
-                assert!(ok, "counted above");
+                descs.push((
+                    chunk + u64::from(headroom),
+                    part.len() as u32,
+                    n + 1 < parts,
+                ));
             }
-            true
+            Some(descs)
         }
 
         /// Transmits the next packet of the TX ring as the kernel does:
