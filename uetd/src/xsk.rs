@@ -277,7 +277,24 @@ impl XskSet {
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or_else(|| io::Error::other("no mode")))
+        let e = last.unwrap_or_else(|| io::Error::other("no mode"));
+        if max_frags > 1 {
+            // The MTU needs multi-buffer sockets (XDP_USE_SG: Linux 6.6+
+            // in copy mode; in zero-copy mode only drivers that declare
+            // it), and the kernel refused them.
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "{e}: an MTU of {} needs {max_frags} UMEM frames per packet \
+                     (multi-buffer AF_XDP, XDP_USE_SG), which this kernel or driver \
+                     refused; an MTU of at most {} fits one {}-byte frame",
+                    info.mtu,
+                    cfg.frame_size - headroom - L2_ALLOWANCE,
+                    cfg.frame_size
+                ),
+            ));
+        }
+        Err(e)
     }
 
     fn open_mode(
@@ -1143,7 +1160,7 @@ impl XdpIo {
             }
             chain.push(f);
             if more && chain.len() as u32 >= self.set.max_frags {
-                self.set.free.extend(chain.drain(..));
+                self.set.free.append(chain);
                 *discarding = true;
                 self.stats.rx_dropped += 1;
                 self.extra.rx_chain_too_long += 1;
@@ -1200,7 +1217,7 @@ impl XdpIo {
                 frame: f,
                 rest: Default::default(),
             };
-            if let Err(l) = self.hand_off(owner, lent, b) {
+            if let Some(l) = self.hand_off(owner, lent, b) {
                 if let Some(t) = tap {
                     t.frame(Direction::Rx, self.umem.data(&l.frame));
                 }
@@ -1251,7 +1268,7 @@ impl XdpIo {
                     frame,
                     rest,
                 };
-                if let Err(l) = self.hand_off(o, lent, b) {
+                if let Some(l) = self.hand_off(o, lent, b) {
                     if let Some(t) = tap.as_deref_mut() {
                         t.frame(Direction::Rx, &self.scratch[..n]);
                     }
@@ -1261,30 +1278,30 @@ impl XdpIo {
                 }
             }
             _ => {
-                if let Some(t) = tap.as_deref_mut() {
+                if let Some(t) = tap {
                     t.frame(Direction::Rx, data);
                 }
             }
         }
-        self.set.free.extend(self.rx_chains[s].0.drain(..));
+        self.set.free.append(&mut self.rx_chains[s].0);
     }
 
     /// Lends a packet's frames to worker `owner` (descriptors only); when
-    /// its inbox is full the packet comes back, counted as dropped, for the
-    /// caller to capture and free.
-    fn hand_off(&mut self, owner: usize, lent: Lent, b: &mut RxBatch) -> Result<(), Lent> {
+    /// its inbox is full the packet comes back (`Some`), counted as
+    /// dropped, for the caller to capture and free.
+    fn hand_off(&mut self, owner: usize, lent: Lent, b: &mut RxBatch) -> Option<Lent> {
         let frames = lent.frames().count() as u32;
         match self.hub.slots[owner].inbox.push(lent) {
             Ok(()) => {
                 self.set.lent += frames;
                 self.stats.handed_off += 1;
                 b.wake |= 1 << owner;
-                Ok(())
+                None
             }
             Err(l) => {
                 self.stats.rx_dropped += 1;
                 self.extra.handoff_full += 1;
-                Err(l)
+                Some(l)
             }
         }
     }
@@ -1444,7 +1461,7 @@ impl XdpIo {
             let Some((eth, ip, transport)) = self.headers_for(&t) else {
                 continue;
             };
-            let n = match emit_frame(
+            let Ok(n) = emit_frame(
                 &eth,
                 &ip,
                 &transport,
@@ -1452,12 +1469,9 @@ impl XdpIo {
                 t.len,
                 &mut self.scratch,
                 |_| {},
-            ) {
-                Ok(n) => n,
-                Err(_) => {
-                    self.stats.tx_dropped += 1;
-                    continue;
-                }
+            ) else {
+                self.stats.tx_dropped += 1;
+                continue;
             };
             let pkt = &self.scratch[..n];
             if let Some(t) = tap.as_mut() {

@@ -82,7 +82,10 @@ fn uet_stats_shows_drops_at_the_socket() {
         if v["workers"][0]["io"]["rx_dropped"].as_u64().unwrap() > 0 {
             break;
         }
-        assert!(Instant::now() < deadline, "the first datagram never arrived: {v}");
+        assert!(
+            Instant::now() < deadline,
+            "the first datagram never arrived: {v}"
+        );
         std::thread::yield_now();
     }
 
@@ -112,8 +115,14 @@ fn uet_stats_shows_drops_at_the_socket() {
     assert!(got <= 1 + 64 + 128, "{after}");
     assert!(x["rx_dropped"].as_u64().unwrap() + x["rx_ring_full"].as_u64().unwrap() > 0);
     let prom = uet(&socket, &["stats", "--prometheus"]);
-    assert!(prom.contains("uet_xsk_rx_ring_full{worker=\"0\"}"), "{prom}");
-    assert!(prom.contains("uet_xsk_rx_fill_ring_empty_descs{worker=\"0\"}"), "{prom}");
+    assert!(
+        prom.contains("uet_xsk_rx_ring_full{worker=\"0\"}"),
+        "{prom}"
+    );
+    assert!(
+        prom.contains("uet_xsk_rx_fill_ring_empty_descs{worker=\"0\"}"),
+        "{prom}"
+    );
     d.signal("-TERM");
     assert_eq!(d.wait_exit(Duration::from_secs(10)), Some(0));
     let _ = std::fs::remove_dir_all(&dir);
