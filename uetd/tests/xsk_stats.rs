@@ -90,29 +90,49 @@ fn uet_stats_shows_drops_at_the_socket() {
     }
 
     // The worker cannot take anything while stopped: 1000 datagrams to the
-    // UET port overrun its 64 RX slots and 128 fill frames.
-    d.signal("-STOP");
-    send(1000);
-    d.signal("-CONT");
-
-    // The counters are published while the worker runs; poll for them.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let after = loop {
-        let v: serde_json::Value = serde_json::from_str(&uet(&socket, &["stats"])).unwrap();
-        let x = &v["workers"][0]["xsk"];
-        let full = x["rx_ring_full"].as_u64().unwrap();
-        let empty = x["rx_fill_ring_empty_descs"].as_u64().unwrap();
-        if full + empty > 0 {
-            break v;
-        }
-        assert!(Instant::now() < deadline, "no drops at the socket: {v}");
-        std::thread::yield_now();
+    // UET port overrun its 64 RX slots and 128 fill frames. The counters
+    // are published once it runs again. A burst the link itself cut
+    // short (veth's own queue) is repeated, a bounded number of times.
+    let pid = d.child.id();
+    let stopped = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|t| t.trim_start().starts_with('T'))
+        })
     };
+    let mut after = None;
+    for _round in 0..5 {
+        d.signal("-STOP");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !stopped() {
+            assert!(Instant::now() < deadline, "uetd did not stop");
+            std::thread::yield_now();
+        }
+        send(1000);
+        d.signal("-CONT");
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            let v: serde_json::Value = serde_json::from_str(&uet(&socket, &["stats"])).unwrap();
+            let x = &v["workers"][0]["xsk"];
+            let full = x["rx_ring_full"].as_u64().unwrap();
+            let empty = x["rx_fill_ring_empty_descs"].as_u64().unwrap();
+            if full + empty > 0 {
+                after = Some(v);
+                break;
+            }
+            std::thread::yield_now();
+        }
+        if after.is_some() {
+            break;
+        }
+    }
+    let after = after.expect("no drops at the socket in five bursts");
     let x = &after["workers"][0]["xsk"];
     // What the socket could not take is the kernel's count, not the
     // daemon's: the daemon saw at most what fitted its rings.
     let got = after["workers"][0]["io"]["rx_dropped"].as_u64().unwrap();
-    assert!(got <= 1 + 64 + 128, "{after}");
+    assert!(got <= 1 + 5 * (64 + 128), "{after}");
     assert!(x["rx_dropped"].as_u64().unwrap() + x["rx_ring_full"].as_u64().unwrap() > 0);
     let prom = uet(&socket, &["stats", "--prometheus"]);
     assert!(
