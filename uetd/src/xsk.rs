@@ -123,7 +123,9 @@ pub struct FrameCounts {
     /// Given to the kernel for receiving (fill ring, or taken from it and
     /// not yet in the RX ring).
     pub fill: u32,
-    /// Taken from the RX ring and not yet recycled (zero between calls).
+    /// Taken from the RX ring and not yet recycled: between calls, the
+    /// first frames of a multi-buffer packet whose last frame the kernel
+    /// has not published yet (zero otherwise).
     pub rx_held: u32,
     /// Given to the kernel for sending (TX ring, in flight, or in the
     /// completion ring).
