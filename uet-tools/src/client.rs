@@ -425,7 +425,7 @@ pub fn stats(socket: &Path, prometheus: bool) -> Result<String> {
     if let Some(ws) = v["workers"].as_array() {
         for w in ws {
             let id = &w["worker"];
-            for layer in ["io", "pds", "ses"] {
+            for layer in ["io", "xsk", "pds", "ses"] {
                 if let Some(m) = w[layer].as_object() {
                     flatten(
                         &mut out,

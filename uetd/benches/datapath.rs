@@ -153,8 +153,13 @@ fn main() {
         return;
     }
     let pair = Pair::new(90, o.mtu);
-    let dgram = o.mtu as usize - 28;
-    let frame = o.mtu as usize + 14;
+    // uetd's data packets are at most a 4 KiB payload behind its headers
+    // (MAX_SES_LEN), however large the MTU: the ceilings are measured at
+    // the frame size uetd sends (a multi-buffer chain of UMEM frames above
+    // 3840 bytes).
+    let uetd_frame = 14 + 20 + 8 + uet_wire::pds::req::CC_HEADER_LEN + uetd::daemon::MAX_SES_LEN;
+    let frame = (o.mtu as usize + 14).min(uetd_frame);
+    let dgram = frame - 14 - 28;
     let mut rows: Vec<(String, Vec<f64>)> = vec![
         (
             format!("kernel UDP ceiling, {dgram} B datagrams (payload)"),

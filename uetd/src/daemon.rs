@@ -250,7 +250,8 @@ impl Daemon {
             let mut pds = PdsConfig {
                 max_ses_len: io
                     .max_uet_len()
-                    .saturating_sub(uet_wire::pds::req::CC_HEADER_LEN),
+                    .saturating_sub(uet_wire::pds::req::CC_HEADER_LEN)
+                    .min(MAX_SES_LEN),
                 ..PdsConfig::default()
             };
             pds.mp_range = cfg.mp_range;
@@ -706,6 +707,14 @@ pub fn owner_of(peer: IpAddr, workers: usize) -> usize {
     peer.hash(&mut h);
     (h.finish() % workers.max(1) as u64) as usize
 }
+
+/// Largest SES header + payload per packet: UET's 4 KiB payload (the
+/// UEC models' MSS, docs/protocol-notes.md §0) behind a standard SES header.
+/// An MTU of 4200 and above carries it whole; a jumbo MTU of 9000 too, one
+/// 4 KiB payload per packet rather than two, so a packet stays the unit the
+/// congestion control and the receiver's buffers are sized for. Smaller
+/// MTUs carry what fits.
+pub const MAX_SES_LEN: usize = uet_wire::ses::SES_STANDARD_HEADER_LEN + 4096;
 
 fn interface_mtu(name: &str) -> Option<usize> {
     std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))

@@ -103,6 +103,12 @@ pub trait PacketIo {
 
     /// Counters.
     fn stats(&self) -> IoStats;
+
+    /// The AF_XDP sockets' counters (kernel and multi-buffer), for the
+    /// stats path; `None` for backends without AF_XDP sockets.
+    fn xsk_counters(&self) -> Option<crate::xsk::XskCounters> {
+        None
+    }
 }
 
 /// Where an IP destination's Ethernet frames go: the AF_XDP backend writes

@@ -1,7 +1,9 @@
 //! The daemon's counters per layer: backend rx/tx packets and
 //! bytes and drops, PDS drops by reason, retransmits, RTOs, NACKs by code,
-//! ECN-CE received, SES operations, and per destination the congestion
-//! context's window, bytes in flight and RCCC credit. Rendered as JSON
+//! ECN-CE received, SES operations, per destination the congestion
+//! context's window, bytes in flight and RCCC credit, and for the xdp
+//! backend the AF_XDP sockets' counters (`xsk`: the kernel's
+//! `XDP_STATISTICS` and the multi-buffer ones). Rendered as JSON
 //! (`uetd --stats`, the lab's timelines) — one object per worker.
 //!
 //! On the control socket the document goes out whole however long it is
@@ -52,7 +54,7 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                     })
                 })
                 .collect();
-            json!({
+            let mut w = json!({
                 "worker": i,
                 "io": {
                     "rx_packets": s.io.rx_packets,
@@ -98,7 +100,27 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                 "ccc": cccs,
                 "loop": { "iterations": s.iterations, "sleeps": s.sleeps },
                 "ring": { "ops": s.ring_ops, "refused": s.ring_refused },
-            })
+            });
+            if let Some(x) = &s.xsk {
+                // Added for the xdp backend only; readers of older documents
+                // find no `xsk` object.
+                w["xsk"] = json!({
+                    "rx_dropped": x.kernel.rx_dropped,
+                    "rx_invalid_descs": x.kernel.rx_invalid_descs,
+                    "tx_invalid_descs": x.kernel.tx_invalid_descs,
+                    "rx_ring_full": x.kernel.rx_ring_full,
+                    "rx_fill_ring_empty_descs": x.kernel.rx_fill_ring_empty_descs,
+                    "tx_ring_empty_descs": x.kernel.tx_ring_empty_descs,
+                    "rx_multi_buffer": x.extra.rx_multi_buffer,
+                    "tx_multi_buffer": x.extra.tx_multi_buffer,
+                    "rx_chain_too_long": x.extra.rx_chain_too_long,
+                    "rx_not_for_us": x.extra.rx_not_for_us,
+                    "handoff_full": x.extra.handoff_full,
+                    "tx_no_frame": x.extra.tx_no_frame,
+                    "tx_kicks": x.extra.tx_kicks,
+                });
+            }
+            w
         })
         .collect();
     match neigh {

@@ -244,6 +244,8 @@ pub struct CccSnapshot {
 pub struct WorkerStats {
     /// The backend's.
     pub io: IoStats,
+    /// The AF_XDP sockets' (xdp backend only).
+    pub xsk: Option<crate::xsk::XskCounters>,
     /// The packet delivery sublayer's.
     pub pds: PdsCounters,
     /// The semantic sublayer's.
@@ -711,6 +713,7 @@ fn publish(
         s.ring_refused = rings.refused;
         s.ring_ops = rings.ops;
         s.io = io.stats();
+        s.xsk = io.xsk_counters();
         s.pds = ep.pds().counters().clone();
         s.ses = ep.counters();
         s.in_flight = ep.in_flight();

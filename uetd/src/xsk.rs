@@ -73,6 +73,12 @@ pub struct XskConfig {
     pub umem_headroom: u32,
     /// Bind with `XDP_USE_NEED_WAKEUP` (kick only when the kernel asks).
     pub need_wakeup: bool,
+    /// Most UMEM frames one packet may span, 1..=[`MAX_CHAIN`]; 0 derives
+    /// it from the interface's MTU (what the largest frame the kernel may
+    /// hand over needs). Above 1 the sockets are bound with `XDP_USE_SG`
+    /// (multi-buffer AF_XDP): longer packets arrive and leave as chains of
+    /// descriptors. A received chain longer than this is a counted drop.
+    pub max_frags: u32,
 }
 
 impl Default for XskConfig {
@@ -87,8 +93,24 @@ impl Default for XskConfig {
             fill_size: 2048,
             umem_headroom: 0,
             need_wakeup: true,
+            max_frags: 0,
         }
     }
+}
+
+/// Most frames one packet may span: enough for an MTU of 9216 in 2048-byte
+/// frames (9234 bytes in 1792-byte rooms), well under the kernel's own
+/// limit of `MAX_SKB_FRAGS + 1` (18) buffers per packet.
+pub const MAX_CHAIN: u32 = 6;
+
+/// Room for a VLAN tag beyond the Ethernet header when sizing the frames a
+/// packet of the MTU needs.
+const L2_ALLOWANCE: u32 = 14 + 4;
+
+/// Frames of `room` bytes a frame of `mtu` (plus Ethernet header and a
+/// VLAN tag) needs.
+const fn frags_for_mtu(mtu: u32, room: u32) -> u32 {
+    (mtu + L2_ALLOWANCE).div_ceil(room)
 }
 
 /// Where a worker's UMEM frames are.
@@ -101,7 +123,9 @@ pub struct FrameCounts {
     /// Given to the kernel for receiving (fill ring, or taken from it and
     /// not yet in the RX ring).
     pub fill: u32,
-    /// Taken from the RX ring and not yet recycled (zero between calls).
+    /// Taken from the RX ring and not yet recycled: between calls, the
+    /// first frames of a multi-buffer packet whose last frame the kernel
+    /// has not published yet (zero otherwise).
     pub rx_held: u32,
     /// Given to the kernel for sending (TX ring, in flight, or in the
     /// completion ring).
@@ -135,6 +159,21 @@ pub struct XskKernelStats {
     pub tx_ring_empty_descs: u64,
 }
 
+/// A worker's AF_XDP socket counters: the kernel's and the multi-buffer
+/// ones of the backend (what `uet stats` shows as `xsk`), so a drop at the
+/// socket can be told from a drop on the wire.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XskCounters {
+    /// `XDP_STATISTICS`, summed over the worker's sockets.
+    pub kernel: XskKernelStats,
+    /// The backend's counters beyond [`IoStats`].
+    pub extra: XdpExtraStats,
+}
+
+/// How long a read of the kernel's counters is reused: they are read for
+/// the stats path (a syscall per socket), never per packet.
+const KERNEL_STATS_TTL: Duration = Duration::from_millis(10);
+
 impl XskKernelStats {
     fn add(&mut self, s: &libc::xdp_statistics) {
         self.rx_dropped += s.rx_dropped;
@@ -162,9 +201,34 @@ pub struct XskSet {
     zero_copy: bool,
     need_wakeup: bool,
     headroom: u32,
+    max_frags: u32,
     ifindex: u32,
     mac: EthernetAddress,
     mtu: u32,
+}
+
+/// Resolves [`XskConfig::max_frags`] against the interface's MTU: the
+/// configured bound, or (0) what the MTU needs; an error when the MTU needs
+/// more than [`MAX_CHAIN`] frames or more than the configured bound allows.
+fn resolve_max_frags(cfg: &XskConfig, headroom: u32, mtu: u32) -> io::Result<u32> {
+    let room = cfg.frame_size - headroom;
+    let need = frags_for_mtu(mtu, room);
+    let n = if cfg.max_frags == 0 {
+        need
+    } else {
+        cfg.max_frags
+    };
+    if n > MAX_CHAIN {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "an MTU of {mtu} needs {need} UMEM frames of {} bytes per packet; \
+                 at most {MAX_CHAIN} are supported (use 4096-byte frames or a smaller MTU)",
+                cfg.frame_size
+            ),
+        ));
+    }
+    Ok(n.max(1))
 }
 
 fn check_pow2(what: &str, v: u32) -> io::Result<()> {
@@ -202,6 +266,7 @@ impl XskSet {
             ));
         }
         let info = sys::if_info(&cfg.ifname)?;
+        let max_frags = resolve_max_frags(cfg, headroom, info.mtu)?;
         let modes: &[bool] = match cfg.mode {
             XskMode::Auto => &[true, false],
             XskMode::ZeroCopy => &[true],
@@ -209,15 +274,38 @@ impl XskSet {
         };
         let mut last = None;
         for &zc in modes {
-            match Self::open_mode(cfg, info, zc, headroom) {
+            match Self::open_mode(cfg, info, zc, headroom, max_frags) {
                 Ok(s) => return Ok(s),
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or_else(|| io::Error::other("no mode")))
+        let e = last.unwrap_or_else(|| io::Error::other("no mode"));
+        if max_frags > 1 {
+            // The MTU needs multi-buffer sockets (XDP_USE_SG: Linux 6.6+
+            // in copy mode; in zero-copy mode only drivers that declare
+            // it), and the kernel refused them.
+            return Err(io::Error::new(
+                e.kind(),
+                format!(
+                    "{e}: an MTU of {} needs {max_frags} UMEM frames per packet \
+                     (multi-buffer AF_XDP, XDP_USE_SG), which this kernel or driver \
+                     refused; an MTU of at most {} fits one {}-byte frame",
+                    info.mtu,
+                    cfg.frame_size - headroom - L2_ALLOWANCE,
+                    cfg.frame_size
+                ),
+            ));
+        }
+        Err(e)
     }
 
-    fn open_mode(cfg: &XskConfig, info: sys::IfInfo, zc: bool, headroom: u32) -> io::Result<Self> {
+    fn open_mode(
+        cfg: &XskConfig,
+        info: sys::IfInfo,
+        zc: bool,
+        headroom: u32,
+        max_frags: u32,
+    ) -> io::Result<Self> {
         let (umem, free) = UmemArea::new(cfg.frame_size, cfg.frame_count)?;
         let sizes = RingSizes {
             rx: cfg.ring_size,
@@ -228,6 +316,7 @@ impl XskSet {
         let flags = BindFlags {
             zero_copy: zc,
             need_wakeup: cfg.need_wakeup,
+            multi_buffer: max_frags > 1,
         };
         let mut socks: Vec<XskSocket> = Vec::with_capacity(cfg.queues.len());
         for &q in &cfg.queues {
@@ -250,7 +339,7 @@ impl XskSet {
             free,
             socks,
             zero_copy,
-            headroom,
+            (headroom, max_frags),
             (info.index, EthernetAddress(info.mac), info.mtu),
         ))
     }
@@ -262,7 +351,7 @@ impl XskSet {
         free: Vec<Frame>,
         socks: Vec<XskSocket>,
         zero_copy: bool,
-        headroom: u32,
+        (headroom, max_frags): (u32, u32),
         (ifindex, mac, mtu): (u32, EthernetAddress, u32),
     ) -> Self {
         // Half the frames wait in the fill rings, the rest are for sending.
@@ -280,6 +369,7 @@ impl XskSet {
             zero_copy,
             need_wakeup: cfg.need_wakeup,
             headroom,
+            max_frags,
             ifindex,
             mac,
             mtu,
@@ -291,6 +381,11 @@ impl XskSet {
     /// Whether the sockets run in zero-copy mode.
     pub const fn zero_copy(&self) -> bool {
         self.zero_copy
+    }
+
+    /// Most frames one packet may span (1: single-buffer sockets).
+    pub const fn max_frags(&self) -> u32 {
+        self.max_frags
     }
 
     /// The interface's index, MAC and MTU.
@@ -420,28 +515,55 @@ impl XskSet {
         Ok(())
     }
 
-    /// Queues up to `n` free frames, as written by [`Self::write_free_frames`]
-    /// and `len` bytes long, on the first socket's TX ring and kicks the
-    /// kernel; returns how many were queued. Completions are reclaimed
-    /// first.
+    /// Frames a packet of `len` bytes spans (each carries
+    /// [`Self::frame_room`] bytes).
+    pub fn frames_per_packet(&self, len: u32) -> u32 {
+        len.div_ceil(self.umem.frame_size() - self.headroom).max(1)
+    }
+
+    /// Queues up to `n` packets of `len` bytes from free frames, as written
+    /// by [`Self::write_free_frames`], on the first socket's TX ring and
+    /// kicks the kernel; returns how many packets were queued. A packet
+    /// longer than a frame goes out as a chain of
+    /// [`Self::frames_per_packet`] frames (`XDP_PKT_CONTD`), queued only
+    /// whole: a chain that does not fit the ring or the free list waits.
+    /// Completions are reclaimed first.
     pub fn resend_free_frames(&mut self, n: u32, len: u32) -> io::Result<u32> {
         self.reclaim();
+        let room = self.umem.frame_size() - self.headroom;
+        let k = self.frames_per_packet(len);
+        if k > self.max_frags {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a {len}-byte packet needs {k} frames, more than the sockets allow"),
+            ));
+        }
         let mut sent = 0;
-        if n > 0 && self.socks[0].tx.free(n) > 0 {
-            while sent < n {
-                let Some(mut f) = self.free.pop() else { break };
-                // A completed frame comes back without its length.
-                self.umem.set_span(&mut f, self.headroom, len);
-                if let Err(f) = self.socks[0].tx.push(f) {
-                    self.free.push(f);
-                    break;
+        let mut frames = 0;
+        if n > 0 {
+            let mut slots = self.socks[0].tx.free(n * k);
+            while sent < n && slots >= k && self.free.len() >= k as usize {
+                let mut left = len;
+                for i in 0..k {
+                    let Some(mut f) = self.free.pop() else {
+                        unreachable!("counted above")
+                    };
+                    // A completed frame comes back without its length.
+                    let part = left.min(room);
+                    left -= part;
+                    self.umem.set_span(&mut f, self.headroom, part);
+                    if let Err(f) = self.socks[0].tx.push_part(f, i + 1 < k) {
+                        unreachable!("slot counted above: {f:?}");
+                    }
                 }
+                slots -= k;
+                frames += k;
                 sent += 1;
             }
         }
         if sent > 0 {
             self.socks[0].tx.submit();
-            self.tx += sent;
+            self.tx += frames;
         }
         if self.socks[0].tx.in_kernel() > 0 {
             self.kick_tx(0)?;
@@ -462,24 +584,27 @@ impl XskSet {
     }
 
     /// Takes every received frame off the RX rings unread, refills the
-    /// fill rings and returns (frames, bytes).
+    /// fill rings and returns (packets, bytes): a chain of frames
+    /// (`XDP_PKT_CONTD`) is one packet, counted at its last frame.
     pub fn recycle_received(&mut self) -> (u32, u64) {
         let mut got = 0u32;
         let mut bytes = 0u64;
+        let mut frames = 0u32;
         for s in 0..self.socks.len() {
             let mut popped = 0;
-            while let Some(f) = self.socks[s].rx.pop() {
+            while let Some((f, more)) = self.socks[s].rx.pop_part() {
                 bytes += u64::from(f.len());
                 self.free.push(f);
                 popped += 1;
+                got += u32::from(!more);
             }
             if popped > 0 {
                 self.socks[s].rx.release();
                 self.fill[s] -= popped;
-                got += popped;
+                frames += popped;
             }
         }
-        if got > 0 {
+        if frames > 0 {
             self.refill();
         }
         (got, bytes)
@@ -509,12 +634,36 @@ pub fn set_tx_checksum_offload(ifname: &str, on: bool) -> io::Result<()> {
     Ok(sys::set_tx_checksum(ifname, on)?)
 }
 
-/// The descriptor of a frame lent to another worker: the origin worker
-/// (whose UMEM holds it), its address and length. No bytes are copied.
+/// The descriptors of a packet lent to another worker: the origin worker
+/// (whose UMEM holds it), its frame, and the further frames of a
+/// multi-buffer packet in order. No bytes are copied.
 #[derive(Debug)]
 struct Lent {
     origin: u16,
     frame: Frame,
+    rest: [Option<Frame>; MAX_CHAIN as usize - 1],
+}
+
+impl Lent {
+    fn frames(&self) -> impl Iterator<Item = &Frame> {
+        std::iter::once(&self.frame).chain(self.rest.iter().flatten())
+    }
+}
+
+/// Copies the data of `frames` one after the other into `scratch`; returns
+/// the length. `scratch` holds [`MAX_CHAIN`] frames, the longest chain.
+fn gather<'a>(
+    scratch: &mut [u8],
+    umem: &UmemArea,
+    frames: impl Iterator<Item = &'a Frame>,
+) -> usize {
+    let mut at = 0;
+    for f in frames {
+        let d = umem.data(f);
+        scratch[at..at + d.len()].copy_from_slice(d);
+        at += d.len();
+    }
+    at
 }
 
 #[derive(Debug)]
@@ -647,6 +796,13 @@ pub struct XdpExtraStats {
     pub tx_no_frame: u64,
     /// TX kicks (syscalls).
     pub tx_kicks: u64,
+    /// Packets received as a chain of frames (multi-buffer).
+    pub rx_multi_buffer: u64,
+    /// Of `rx_dropped`: chains longer than the bound
+    /// ([`XskConfig::max_frags`]).
+    pub rx_chain_too_long: u64,
+    /// Packets sent as a chain of frames (multi-buffer).
+    pub tx_multi_buffer: u64,
 }
 
 /// The AF_XDP [`PacketIo`] of one worker.
@@ -664,8 +820,18 @@ pub struct XdpIo {
     capture: Option<Arc<Capture>>,
     hdr_len: usize,
     max_uet: usize,
+    /// Frames the largest packet spans on TX (1: written in place).
+    tx_frags: u32,
+    /// Per socket: the frames of a multi-buffer packet taken off its RX
+    /// ring so far (counted in `rx_held`), and whether the rest of a chain
+    /// found too long is being dropped.
+    rx_chains: Vec<(Vec<Frame>, bool)>,
+    /// A multi-buffer packet gathered (RX) or built (TX) in one piece.
+    scratch: Box<[u8]>,
     stats: IoStats,
     extra: XdpExtraStats,
+    /// The kernel's counters as last read, and when.
+    kernel: std::cell::Cell<Option<(Instant, XskKernelStats)>>,
 }
 
 impl std::fmt::Debug for XdpIo {
@@ -821,9 +987,15 @@ impl XdpIo {
             .map_err(|_| io::Error::new(io::ErrorKind::AlreadyExists, "worker registered twice"))?;
         let hdr_len = header_len(cfg.local_ip, cfg.native_ip);
         let mtu = cfg.mtu.unwrap_or(set.mtu) as usize;
-        let by_frame = (umem.frame_size() - set.headroom) as usize - hdr_len;
+        let room = (umem.frame_size() - set.headroom) as usize;
+        let by_frame = set.max_frags as usize * room - hdr_len;
         let by_mtu = mtu.saturating_sub(hdr_len - 14);
         let max_uet = by_frame.min(by_mtu).saturating_sub(cfg.encap.trailer_len());
+        let tx_frags = (hdr_len + max_uet + cfg.encap.trailer_len()).div_ceil(room) as u32;
+        let rx_chains = (0..set.socks.len())
+            .map(|_| (Vec::with_capacity(MAX_CHAIN as usize), false))
+            .collect();
+        let scratch = vec![0; MAX_CHAIN as usize * umem.frame_size() as usize].into_boxed_slice();
         Ok(Self {
             set,
             umem,
@@ -840,8 +1012,12 @@ impl XdpIo {
             capture: None,
             hdr_len,
             max_uet,
+            tx_frags,
+            rx_chains,
+            scratch,
             stats: IoStats::default(),
             extra: XdpExtraStats::default(),
+            kernel: std::cell::Cell::new(None),
         })
     }
 
@@ -852,7 +1028,9 @@ impl XdpIo {
 
     /// Where this worker's frames are.
     pub fn frame_counts(&self) -> FrameCounts {
-        self.set.counts()
+        let mut c = self.set.counts();
+        c.rx_held = self.rx_chains.iter().map(|(c, _)| c.len() as u32).sum();
+        c
     }
 
     /// Counters beyond [`IoStats`].
@@ -904,7 +1082,8 @@ impl XdpIo {
 impl XdpIo {
     /// Frames other workers received for peers this worker owns: captured
     /// here (the receiving worker handed them on uncaptured), delivered,
-    /// and returned to their origin's UMEM.
+    /// and returned to their origin's UMEM. A multi-buffer packet is
+    /// gathered into this worker's scratch buffer first.
     fn recv_handed_in(
         &mut self,
         b: &mut RxBatch,
@@ -916,7 +1095,12 @@ impl XdpIo {
             let Some(l) = inbox.pop() else { break };
             b.left -= 1;
             let reg = self.hub.umem(l.origin);
-            let data = reg.umem.data(&l.frame);
+            let data = if l.rest[0].is_some() {
+                let n = gather(&mut self.scratch, &reg.umem, l.frames());
+                &self.scratch[..n]
+            } else {
+                reg.umem.data(&l.frame)
+            };
             self.extra.handed_in += 1;
             if let Some(t) = tap.as_deref_mut() {
                 t.frame(Direction::Rx, data);
@@ -933,14 +1117,21 @@ impl XdpIo {
                 b.delivered += 1;
             }
             // The return queue holds every frame of the origin's UMEM.
-            let _ = reg.returns.push(l.frame);
+            let Lent { frame, rest, .. } = l;
+            for f in std::iter::once(frame).chain(rest.into_iter().flatten()) {
+                let _ = reg.returns.push(f);
+            }
             b.wake |= 1 << l.origin;
         }
     }
 
-    /// Frames of socket `s`'s RX ring: each parsed, then delivered here
-    /// when this worker owns its peer, handed to the owner otherwise, or
-    /// dropped; the ring's slots go back to the kernel in one release.
+    /// Frames of socket `s`'s RX ring: each packet (one frame, or a chain
+    /// of frames marked `XDP_PKT_CONTD`) parsed, then delivered here when
+    /// this worker owns its peer, handed to the owner otherwise, or
+    /// dropped; the ring's slots go back to the kernel in one release. The
+    /// budget counts packets, and a chain begun is taken whole; a chain
+    /// longer than the bound is dropped (counted once) with the rest of
+    /// its frames.
     fn recv_ring(
         &mut self,
         s: usize,
@@ -949,24 +1140,111 @@ impl XdpIo {
         mut tap: Option<&mut Tap<'_>>,
     ) {
         let mut popped = 0;
-        while b.left > 0 {
-            let Some(f) = self.set.socks[s].rx.pop() else {
+        loop {
+            let (chain, discarding) = &self.rx_chains[s];
+            if b.left == 0 && chain.is_empty() && !discarding {
+                break;
+            }
+            let Some((f, more)) = self.set.socks[s].rx.pop_part() else {
                 break;
             };
-            b.left -= 1;
             popped += 1;
-            let data = self.umem.data(&f);
-            let Some(p) = self.wire.parse(&mut self.stats, &mut self.extra, data) else {
-                // Seen and dropped (malformed, not for us): captured,
-                // since that is what a capture is for.
-                if let Some(t) = tap.as_deref_mut() {
-                    t.frame(Direction::Rx, data);
-                }
+            let (chain, discarding) = &mut self.rx_chains[s];
+            if *discarding {
                 self.set.free.push(f);
+                *discarding = more;
                 continue;
+            }
+            if !more && chain.is_empty() {
+                b.left = b.left.saturating_sub(1);
+                self.recv_frame(f, b, sink, tap.as_deref_mut());
+                continue;
+            }
+            chain.push(f);
+            if more && chain.len() as u32 >= self.set.max_frags {
+                self.set.free.append(chain);
+                *discarding = true;
+                self.stats.rx_dropped += 1;
+                self.extra.rx_chain_too_long += 1;
+                b.left = b.left.saturating_sub(1);
+                continue;
+            }
+            if !more {
+                b.left = b.left.saturating_sub(1);
+                self.recv_chain(s, b, sink, tap.as_deref_mut());
+            }
+        }
+        if popped > 0 {
+            self.set.fill[s] -= popped;
+            self.set.socks[s].rx.release();
+        }
+    }
+
+    /// One received single-frame packet, read in place.
+    fn recv_frame(
+        &mut self,
+        f: Frame,
+        b: &mut RxBatch,
+        sink: &mut dyn FnMut(&RxMeta, &[u8]),
+        tap: Option<&mut Tap<'_>>,
+    ) {
+        let data = self.umem.data(&f);
+        let Some(p) = self.wire.parse(&mut self.stats, &mut self.extra, data) else {
+            // Seen and dropped (malformed, not for us): captured, since
+            // that is what a capture is for.
+            if let Some(t) = tap {
+                t.frame(Direction::Rx, data);
+            }
+            self.set.free.push(f);
+            return;
+        };
+        let owner = self.hub.owner_of(p.0.src);
+        if owner == self.worker {
+            if let Some(t) = tap {
+                t.frame(Direction::Rx, data);
+            }
+            deliver(
+                &mut self.hints,
+                &*self.next_hop,
+                &mut self.stats,
+                p,
+                data,
+                sink,
+            );
+            b.delivered += 1;
+            self.set.free.push(f);
+        } else {
+            let lent = Lent {
+                origin: self.worker as u16,
+                frame: f,
+                rest: Default::default(),
             };
-            let owner = self.hub.owner_of(p.0.src);
-            if owner == self.worker {
+            if let Some(l) = self.hand_off(owner, lent, b) {
+                if let Some(t) = tap {
+                    t.frame(Direction::Rx, self.umem.data(&l.frame));
+                }
+                self.set.free.push(l.frame);
+            }
+        }
+    }
+
+    /// The multi-buffer packet collected in socket `s`'s chain: gathered
+    /// into the scratch buffer, parsed there, delivered or handed off (as
+    /// the chain of descriptors) or dropped.
+    fn recv_chain(
+        &mut self,
+        s: usize,
+        b: &mut RxBatch,
+        sink: &mut dyn FnMut(&RxMeta, &[u8]),
+        mut tap: Option<&mut Tap<'_>>,
+    ) {
+        self.extra.rx_multi_buffer += 1;
+        let n = gather(&mut self.scratch, &self.umem, self.rx_chains[s].0.iter());
+        let data = &self.scratch[..n];
+        let parsed = self.wire.parse(&mut self.stats, &mut self.extra, data);
+        let owner = parsed.as_ref().map(|p| self.hub.owner_of(p.0.src));
+        match (parsed, owner) {
+            (Some(p), Some(o)) if o == self.worker => {
                 if let Some(t) = tap.as_deref_mut() {
                     t.frame(Direction::Rx, data);
                 }
@@ -979,39 +1257,253 @@ impl XdpIo {
                     sink,
                 );
                 b.delivered += 1;
-                self.set.free.push(f);
-            } else {
-                self.hand_off(owner, f, b, tap.as_deref_mut());
+            }
+            (Some(_), Some(o)) => {
+                let mut chain = self.rx_chains[s].0.drain(..);
+                let frame = chain.next().expect("a chain has frames");
+                let mut rest: [Option<Frame>; MAX_CHAIN as usize - 1] = Default::default();
+                for (slot, f) in rest.iter_mut().zip(chain) {
+                    *slot = Some(f);
+                }
+                let lent = Lent {
+                    origin: self.worker as u16,
+                    frame,
+                    rest,
+                };
+                if let Some(l) = self.hand_off(o, lent, b) {
+                    if let Some(t) = tap.as_deref_mut() {
+                        t.frame(Direction::Rx, &self.scratch[..n]);
+                    }
+                    let Lent { frame, rest, .. } = l;
+                    self.set.free.push(frame);
+                    self.set.free.extend(rest.into_iter().flatten());
+                }
+            }
+            _ => {
+                if let Some(t) = tap {
+                    t.frame(Direction::Rx, data);
+                }
             }
         }
-        if popped > 0 {
-            self.set.fill[s] -= popped;
-            self.set.socks[s].rx.release();
-        }
+        self.set.free.append(&mut self.rx_chains[s].0);
     }
 
-    /// Lends frame `f` to worker `owner` (descriptor only); when its inbox
-    /// is full the frame is captured here and dropped (counted).
-    fn hand_off(&mut self, owner: usize, f: Frame, b: &mut RxBatch, tap: Option<&mut Tap<'_>>) {
-        let lent = Lent {
-            origin: self.worker as u16,
-            frame: f,
-        };
+    /// Lends a packet's frames to worker `owner` (descriptors only); when
+    /// its inbox is full the packet comes back (`Some`), counted as
+    /// dropped, for the caller to capture and free.
+    fn hand_off(&mut self, owner: usize, lent: Lent, b: &mut RxBatch) -> Option<Lent> {
+        let frames = lent.frames().count() as u32;
         match self.hub.slots[owner].inbox.push(lent) {
             Ok(()) => {
-                self.set.lent += 1;
+                self.set.lent += frames;
                 self.stats.handed_off += 1;
                 b.wake |= 1 << owner;
+                None
             }
             Err(l) => {
-                if let Some(t) = tap {
-                    t.frame(Direction::Rx, self.umem.data(&l.frame));
-                }
                 self.stats.rx_dropped += 1;
                 self.extra.handoff_full += 1;
-                self.set.free.push(l.frame);
+                Some(l)
             }
         }
+    }
+}
+
+impl XdpIo {
+    /// The Ethernet, IP and transport headers of `t`, or `None` (counted)
+    /// when it cannot be sent: not a valid IP pair, longer than the MTU
+    /// allows, or no next hop yet (one is requested).
+    fn headers_for(&mut self, t: &Transmit) -> Option<(EthernetRepr, IpRepr, Transport)> {
+        let Some(ip) = self.ip_repr(t).filter(|_| t.len <= self.max_uet) else {
+            self.stats.tx_dropped += 1;
+            return None;
+        };
+        let Some(dst_mac) = self.mac_for(t.dst) else {
+            self.stats.tx_dropped += 1;
+            self.stats.tx_no_neighbour += 1;
+            self.next_hop.request(t.dst);
+            return None;
+        };
+        let eth = EthernetRepr {
+            dst: dst_mac,
+            src: self.set.mac,
+            vlan: None,
+            ethertype: EtherType::Ipv4,
+        };
+        let transport = if self.wire.native_ip {
+            Transport::Entropy(t.ev)
+        } else {
+            Transport::udp(t.ev, &self.wire.encap)
+        };
+        Some((eth, ip, transport))
+    }
+
+    /// Kicks socket `s` when its TX ring holds descriptors.
+    fn finish_send(&mut self, s: usize) -> io::Result<()> {
+        if self.set.socks[s].tx.in_kernel() > 0 {
+            self.extra.tx_kicks += 1;
+            self.set.kick_tx(s)?;
+        }
+        Ok(())
+    }
+
+    /// [`PacketIo::send`] when every packet fits one frame: the source
+    /// writes the UET bytes in place in the frame.
+    fn send_frames(
+        &mut self,
+        max: usize,
+        source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
+        mut tap: Option<Tap<'_>>,
+    ) -> io::Result<usize> {
+        let s = 0;
+        let room = self.set.socks[s].tx.free(max as u32).min(max as u32) as usize;
+        if room == 0 {
+            self.stats.tx_ring_full += 1;
+            self.set.kick_tx(s)?;
+            return Ok(0);
+        }
+        let hr = self.set.headroom as usize;
+        // A handle of its own (one count per call), so the frame's bytes
+        // are not a borrow of `self`.
+        let umem = Arc::clone(&self.umem);
+        let uet_at = hr + self.hdr_len;
+        let mut sent = 0;
+        // Every datagram the source produces counts against `max`, sent or
+        // dropped, so a source that only yields undeliverable ones ends.
+        for _ in 0..room {
+            let Some(mut f) = self.set.free.pop() else {
+                self.stats.tx_ring_full += 1;
+                self.extra.tx_no_frame += 1;
+                break;
+            };
+            let chunk = umem.chunk_mut(&mut f);
+            let Some(t) = source(&mut chunk[uet_at..uet_at + self.max_uet]) else {
+                self.set.free.push(f);
+                break;
+            };
+            let Some((eth, ip, transport)) = self.headers_for(&t) else {
+                self.set.free.push(f);
+                continue;
+            };
+            // The UET bytes are in place: emit_frame writes the headers in
+            // front, the checksum and the trailer.
+            match emit_frame(
+                &eth,
+                &ip,
+                &transport,
+                &self.wire.encap,
+                t.len,
+                &mut chunk[hr..],
+                |_| {},
+            ) {
+                Ok(n) => {
+                    if let Some(t) = tap.as_mut() {
+                        t.frame(Direction::Tx, &chunk[hr..hr + n]);
+                    }
+                    umem.set_span(&mut f, hr as u32, n as u32);
+                    if let Err(f) = self.set.socks[s].tx.push(f) {
+                        // Cannot happen (room was reserved); keep the frame.
+                        self.set.free.push(f);
+                        self.stats.tx_dropped += 1;
+                        continue;
+                    }
+                    self.stats.tx_packets += 1;
+                    self.stats.tx_bytes += n as u64;
+                    sent += 1;
+                }
+                Err(_) => {
+                    self.stats.tx_dropped += 1;
+                    self.set.free.push(f);
+                }
+            }
+        }
+        if sent > 0 {
+            self.set.socks[s].tx.submit();
+            self.set.tx += sent as u32;
+        }
+        self.finish_send(s)?;
+        Ok(sent)
+    }
+
+    /// [`PacketIo::send`] when the largest packet spans several frames:
+    /// each packet is built whole in the scratch buffer, then copied into
+    /// as many frames as it needs and queued as one chain (`XDP_PKT_CONTD`
+    /// on all but its last descriptor). The source is asked for a packet
+    /// only while the TX ring and the free list can take the largest
+    /// chain, so no chain is ever cut short.
+    fn send_chains(
+        &mut self,
+        max: usize,
+        source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
+        mut tap: Option<Tap<'_>>,
+    ) -> io::Result<usize> {
+        let s = 0;
+        let k_max = self.tx_frags;
+        let mut slots = self.set.socks[s].tx.free(max as u32 * k_max);
+        if slots < k_max {
+            self.stats.tx_ring_full += 1;
+            self.set.kick_tx(s)?;
+            return Ok(0);
+        }
+        let hr = self.set.headroom;
+        let room = (self.umem.frame_size() - hr) as usize;
+        let mut sent = 0;
+        let mut frames = 0;
+        for _ in 0..max {
+            if slots < k_max {
+                break;
+            }
+            if self.set.free.len() < k_max as usize {
+                self.stats.tx_ring_full += 1;
+                self.extra.tx_no_frame += 1;
+                break;
+            }
+            let uet = &mut self.scratch[self.hdr_len..self.hdr_len + self.max_uet];
+            let Some(t) = source(uet) else { break };
+            let Some((eth, ip, transport)) = self.headers_for(&t) else {
+                continue;
+            };
+            let Ok(n) = emit_frame(
+                &eth,
+                &ip,
+                &transport,
+                &self.wire.encap,
+                t.len,
+                &mut self.scratch,
+                |_| {},
+            ) else {
+                self.stats.tx_dropped += 1;
+                continue;
+            };
+            let pkt = &self.scratch[..n];
+            if let Some(t) = tap.as_mut() {
+                t.frame(Direction::Tx, pkt);
+            }
+            let k = n.div_ceil(room);
+            for (i, part) in pkt.chunks(room).enumerate() {
+                let Some(mut f) = self.set.free.pop() else {
+                    unreachable!("k_max free frames were checked")
+                };
+                self.umem.chunk_mut(&mut f)[hr as usize..hr as usize + part.len()]
+                    .copy_from_slice(part);
+                self.umem.set_span(&mut f, hr, part.len() as u32);
+                if let Err(f) = self.set.socks[s].tx.push_part(f, i + 1 < k) {
+                    unreachable!("k_max slots were reserved: {f:?}");
+                }
+            }
+            slots -= k as u32;
+            frames += k as u32;
+            sent += 1;
+            self.stats.tx_packets += 1;
+            self.stats.tx_bytes += n as u64;
+            self.extra.tx_multi_buffer += u64::from(k > 1);
+        }
+        if frames > 0 {
+            self.set.socks[s].tx.submit();
+            self.set.tx += frames;
+        }
+        self.finish_send(s)?;
+        Ok(sent)
     }
 }
 
@@ -1048,94 +1540,16 @@ impl PacketIo for XdpIo {
     ) -> io::Result<usize> {
         self.take_returns();
         self.set.reclaim();
-        let mut tap = self.capture.as_deref().and_then(Capture::tap);
-        let s = 0;
-        let room = self.set.socks[s].tx.free(max as u32).min(max as u32) as usize;
-        if room == 0 {
-            self.stats.tx_ring_full += 1;
-            self.set.kick_tx(s)?;
-            return Ok(0);
-        }
-        let hr = self.set.headroom as usize;
-        let uet_at = hr + self.hdr_len;
-        let mut sent = 0;
-        // Every datagram the source produces counts against `max`, sent or
-        // dropped, so a source that only yields undeliverable ones ends.
-        for _ in 0..room {
-            let Some(mut f) = self.set.free.pop() else {
-                self.stats.tx_ring_full += 1;
-                self.extra.tx_no_frame += 1;
-                break;
-            };
-            let chunk = self.umem.chunk_mut(&mut f);
-            let Some(t) = source(&mut chunk[uet_at..uet_at + self.max_uet]) else {
-                self.set.free.push(f);
-                break;
-            };
-            let Some(ip) = self.ip_repr(&t).filter(|_| t.len <= self.max_uet) else {
-                self.stats.tx_dropped += 1;
-                self.set.free.push(f);
-                continue;
-            };
-            let Some(dst_mac) = self.mac_for(t.dst) else {
-                self.stats.tx_dropped += 1;
-                self.stats.tx_no_neighbour += 1;
-                self.next_hop.request(t.dst);
-                self.set.free.push(f);
-                continue;
-            };
-            let eth = EthernetRepr {
-                dst: dst_mac,
-                src: self.set.mac,
-                vlan: None,
-                ethertype: EtherType::Ipv4,
-            };
-            let transport = if self.wire.native_ip {
-                Transport::Entropy(t.ev)
-            } else {
-                Transport::udp(t.ev, &self.wire.encap)
-            };
-            // The UET bytes are in place: emit_frame writes the headers in
-            // front, the checksum and the trailer.
-            match emit_frame(
-                &eth,
-                &ip,
-                &transport,
-                &self.wire.encap,
-                t.len,
-                &mut chunk[hr..],
-                |_| {},
-            ) {
-                Ok(n) => {
-                    if let Some(t) = tap.as_mut() {
-                        t.frame(Direction::Tx, &chunk[hr..hr + n]);
-                    }
-                    self.umem.set_span(&mut f, hr as u32, n as u32);
-                    if let Err(f) = self.set.socks[s].tx.push(f) {
-                        // Cannot happen (room was reserved); keep the frame.
-                        self.set.free.push(f);
-                        self.stats.tx_dropped += 1;
-                        continue;
-                    }
-                    self.stats.tx_packets += 1;
-                    self.stats.tx_bytes += n as u64;
-                    sent += 1;
-                }
-                Err(_) => {
-                    self.stats.tx_dropped += 1;
-                    self.set.free.push(f);
-                }
-            }
-        }
-        if sent > 0 {
-            self.set.socks[s].tx.submit();
-            self.set.tx += sent as u32;
-        }
-        if self.set.socks[s].tx.in_kernel() > 0 {
-            self.extra.tx_kicks += 1;
-            self.set.kick_tx(s)?;
-        }
-        Ok(sent)
+        // Moved out for the call, as in `recv`.
+        let capture = self.capture.take();
+        let tap = capture.as_deref().and_then(Capture::tap);
+        let r = if self.tx_frags > 1 {
+            self.send_chains(max, source, tap)
+        } else {
+            self.send_frames(max, source, tap)
+        };
+        self.capture = capture;
+        r
     }
 
     fn wait(&mut self, timeout: Option<Duration>, wake: BorrowedFd<'_>) -> io::Result<()> {
@@ -1179,6 +1593,25 @@ impl PacketIo for XdpIo {
     fn stats(&self) -> IoStats {
         self.stats
     }
+
+    fn xsk_counters(&self) -> Option<XskCounters> {
+        let now = Instant::now();
+        let kernel = match self.kernel.get() {
+            Some((at, k)) if now.duration_since(at) < KERNEL_STATS_TTL => k,
+            last => match self.set.kernel_stats() {
+                Ok(k) => {
+                    self.kernel.set(Some((now, k)));
+                    k
+                }
+                // Keep the last reading: counters never go back.
+                Err(_) => last.map(|(_, k)| k).unwrap_or_default(),
+            },
+        };
+        Some(XskCounters {
+            kernel,
+            extra: self.extra,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -1220,6 +1653,11 @@ mod tests {
     /// A set whose rings are in plain memory (indices from `start`), with
     /// the kernel's end of each socket.
     fn in_memory(cfg: &XskConfig, start: u32) -> (XskSet, Vec<Kernel>) {
+        in_memory_at(cfg, start, 1500)
+    }
+
+    /// [`in_memory`] on an interface of MTU `mtu`.
+    fn in_memory_at(cfg: &XskConfig, start: u32, mtu: u32) -> (XskSet, Vec<Kernel>) {
         let (umem, free) = UmemArea::new(cfg.frame_size, cfg.frame_count).unwrap();
         let sizes = RingSizes {
             rx: cfg.ring_size,
@@ -1233,7 +1671,16 @@ mod tests {
             .map(|_| XskSocket::in_memory(&umem, sizes, start))
             .unzip();
         let headroom = XDP_PACKET_HEADROOM + cfg.umem_headroom;
-        let set = XskSet::assemble(cfg, umem, free, socks, false, headroom, (1, MAC, 1500));
+        let max_frags = resolve_max_frags(cfg, headroom, mtu).unwrap();
+        let set = XskSet::assemble(
+            cfg,
+            umem,
+            free,
+            socks,
+            false,
+            (headroom, max_frags),
+            (1, MAC, mtu),
+        );
         (set, kernels)
     }
 
@@ -1307,8 +1754,21 @@ mod tests {
     }
 
     fn io(worker: usize, local: IpAddr, hub: &Arc<Handoff>) -> (XdpIo, Kernel) {
-        let cfg = io_cfg(local);
-        let (set, mut k) = in_memory(&cfg.xsk, 0);
+        io_at(worker, local, hub, 1500, 0)
+    }
+
+    /// [`io`] on an interface of MTU `mtu`, packets bounded to `max_frags`
+    /// frames (0: what the MTU needs).
+    fn io_at(
+        worker: usize,
+        local: IpAddr,
+        hub: &Arc<Handoff>,
+        mtu: u32,
+        max_frags: u32,
+    ) -> (XdpIo, Kernel) {
+        let mut cfg = io_cfg(local);
+        cfg.xsk.max_frags = max_frags;
+        let (set, mut k) = in_memory_at(&cfg.xsk, 0, mtu);
         let io = XdpIo::with_set(worker, set, &cfg, Arc::clone(hub), Arc::new(OneHop)).unwrap();
         (io, k.remove(0))
     }
@@ -1316,24 +1776,40 @@ mod tests {
     /// Frames `io` sends to `dst`, as the kernel takes them off its TX ring:
     /// UET bytes `[tag; 80]`.
     fn sent_frames(io: &mut XdpIo, k: &Kernel, dst: IpAddr, tags: &[u8]) -> Vec<Vec<u8>> {
-        let mut next = tags.iter();
-        let n = io
-            .send(tags.len(), &mut |buf: &mut [u8]| {
-                let &tag = next.next()?;
-                buf[..80].fill(tag);
-                Some(Transmit {
-                    dst,
-                    ev: EntropyValue::from_masked(u16::from(tag)),
-                    dscp: Dscp::from_masked(0),
-                    ecn: Ecn::NotEct,
-                    len: 80,
-                })
-            })
-            .unwrap();
+        sent_frames_of(io, k, dst, tags, 80)
+    }
+
+    /// [`sent_frames`] with UET bytes `[tag; len]`.
+    fn sent_frames_of(
+        io: &mut XdpIo,
+        k: &Kernel,
+        dst: IpAddr,
+        tags: &[u8],
+        len: usize,
+    ) -> Vec<Vec<u8>> {
+        let n = queue(io, dst, tags, len);
         assert_eq!(n, tags.len());
         let frames: Vec<_> = std::iter::from_fn(|| k.transmit(&io.umem)).collect();
         io.flush().unwrap();
         frames
+    }
+
+    /// Offers `io` one datagram `[tag; len]` to `dst` per tag, in one send
+    /// call; returns how many it sent.
+    fn queue(io: &mut XdpIo, dst: IpAddr, tags: &[u8], len: usize) -> usize {
+        let mut next = tags.iter();
+        io.send(tags.len(), &mut |buf: &mut [u8]| {
+            let &tag = next.next()?;
+            buf[..len].fill(tag);
+            Some(Transmit {
+                dst,
+                ev: EntropyValue::from_masked(u16::from(tag)),
+                dscp: Dscp::from_masked(0),
+                ecn: Ecn::NotEct,
+                len,
+            })
+        })
+        .unwrap()
     }
 
     #[test]
@@ -1377,5 +1853,160 @@ mod tests {
         let c = w0.frame_counts();
         assert_eq!((c.lent, c.fill, c.free), (0, 16, 48));
         assert!(c.accounted());
+    }
+
+    /// UET datagrams of 4000 bytes at MTU 4200 in 2048-byte frames (1792
+    /// bytes of room): three frames each.
+    const BIG: usize = 4000;
+
+    #[test]
+    fn a_packet_longer_than_a_frame_goes_out_and_comes_in_as_a_chain() {
+        let (mut a, ka) = io_at(0, A, &Handoff::single().unwrap(), 4200, 0);
+        let (mut b, kb) = io_at(0, B, &Handoff::single().unwrap(), 4200, 0);
+        assert_eq!((a.set.max_frags(), a.tx_frags), (3, 3));
+        assert!(a.max_uet_len() >= BIG);
+        // Every TX descriptor but each packet's last says "more follows".
+        assert_eq!(queue(&mut a, B, &[1, 2], BIG), 2);
+        let descs: Vec<_> = std::iter::from_fn(|| ka.tx.consume_part()).collect();
+        let more: Vec<bool> = descs.iter().map(|d| d.2).collect();
+        assert_eq!(more, [true, true, false, true, true, false]);
+        for (addr, _, _) in &descs {
+            assert!(ka.comp.produce(*addr, 0));
+        }
+        a.flush().unwrap();
+        assert_eq!(a.frame_counts(), counts(48, 16, 0, 0));
+        assert_eq!(a.extra.tx_multi_buffer, 2);
+
+        let frames = sent_frames_of(&mut a, &ka, B, &[3, 4], BIG);
+        assert_eq!(frames.len(), 2);
+        for f in &frames {
+            assert_eq!(f.len(), 42 + BIG);
+            assert!(kb.receive(&b.set.umem, b.set.headroom, f));
+        }
+        let mut got = Vec::new();
+        let n = b
+            .recv(64, &mut |m, uet| {
+                got.push((m.src, uet.len(), uet.iter().all(|&x| x == uet[0]), uet[0]));
+            })
+            .unwrap();
+        assert_eq!(n, 2);
+        assert_eq!(got, [(A, BIG, true, 3), (A, BIG, true, 4)]);
+        assert_eq!(b.extra.rx_multi_buffer, 2);
+        assert_eq!(b.stats.rx_bytes, 2 * (42 + BIG as u64));
+        // The six frames went back to the fill ring.
+        assert_eq!(b.frame_counts(), counts(48, 16, 0, 0));
+    }
+
+    #[test]
+    fn a_chain_cut_short_by_the_ring_is_held_and_completed_by_the_next_call() {
+        let (mut a, ka) = io_at(0, A, &Handoff::single().unwrap(), 4200, 0);
+        let (mut b, kb) = io_at(0, B, &Handoff::single().unwrap(), 4200, 0);
+        let frames = sent_frames_of(&mut a, &ka, B, &[7], BIG);
+        let descs = kb.place(&b.set.umem, b.set.headroom, &frames[0]).unwrap();
+        assert_eq!(descs.len(), 3);
+        // The kernel has published two of the three descriptors.
+        for &(addr, len, more) in &descs[..2] {
+            assert!(kb.rx.produce_part(addr, len, more));
+        }
+        let mut got = Vec::new();
+        assert_eq!(b.recv(64, &mut |_, uet| got.push(uet.len())).unwrap(), 0);
+        // Two frames are held; the fill ring got two others (the third of
+        // the chain is still the kernel's, counted in `fill`).
+        let c = b.frame_counts();
+        assert_eq!((c.rx_held, c.fill, c.free), (2, 16, 46));
+        assert!(c.accounted(), "{c:?}");
+        let (addr, len, more) = descs[2];
+        assert!(kb.rx.produce_part(addr, len, more));
+        assert_eq!(b.recv(64, &mut |_, uet| got.push(uet.len())).unwrap(), 1);
+        assert_eq!(got, [BIG]);
+        assert_eq!(b.frame_counts(), counts(48, 16, 0, 0));
+    }
+
+    #[test]
+    fn a_chain_longer_than_the_bound_is_dropped_counted_and_its_frames_return() {
+        let (mut a, ka) = io_at(0, A, &Handoff::single().unwrap(), 4200, 0);
+        // B takes packets of at most two frames.
+        let (mut b, kb) = io_at(0, B, &Handoff::single().unwrap(), 4200, 2);
+        let frames = sent_frames_of(&mut a, &ka, B, &[1, 2], BIG);
+        let small = sent_frames_of(&mut a, &ka, B, &[3], 100);
+        assert!(kb.receive(&b.set.umem, b.set.headroom, &frames[0]));
+        assert!(kb.receive(&b.set.umem, b.set.headroom, &small[0]));
+        // The second long one's last frame arrives in a later call.
+        let descs = kb.place(&b.set.umem, b.set.headroom, &frames[1]).unwrap();
+        for &(addr, len, more) in &descs[..2] {
+            assert!(kb.rx.produce_part(addr, len, more));
+        }
+        let mut got = Vec::new();
+        assert_eq!(b.recv(64, &mut |_, uet| got.push(uet[0])).unwrap(), 1);
+        assert_eq!(got, [3]);
+        assert_eq!((b.stats.rx_dropped, b.extra.rx_chain_too_long), (2, 2));
+        let (addr, len, more) = descs[2];
+        assert!(kb.rx.produce_part(addr, len, more));
+        assert_eq!(b.recv(64, &mut |_, uet| got.push(uet[0])).unwrap(), 0);
+        assert_eq!(
+            b.stats.rx_dropped, 2,
+            "the rest of a dropped chain is not a packet"
+        );
+        assert_eq!(b.frame_counts(), counts(48, 16, 0, 0));
+        // The next packet is taken as usual.
+        assert!(kb.receive(&b.set.umem, b.set.headroom, &small[0]));
+        assert_eq!(b.recv(64, &mut |_, uet| got.push(uet[0])).unwrap(), 1);
+    }
+
+    #[test]
+    fn chains_are_queued_only_whole_when_the_tx_ring_runs_short() {
+        let (mut a, ka) = io_at(0, A, &Handoff::single().unwrap(), 4200, 0);
+        // 16 TX slots hold five chains of three; the sixth waits.
+        assert_eq!(queue(&mut a, B, &[1, 2, 3, 4, 5, 6, 7], BIG), 5);
+        let c = a.frame_counts();
+        assert_eq!((c.tx, c.free), (15, 33));
+        assert!(c.accounted());
+        // One slot is left: nothing more fits, nothing is cut.
+        assert_eq!(queue(&mut a, B, &[8], BIG), 0);
+        assert_eq!(a.stats.tx_ring_full, 1);
+        let sent: Vec<_> = std::iter::from_fn(|| ka.transmit(&a.umem)).collect();
+        assert_eq!(sent.len(), 5);
+        assert!(sent.iter().all(|f| f.len() == 42 + BIG));
+        a.flush().unwrap();
+        assert_eq!(a.frame_counts(), counts(48, 16, 0, 0));
+    }
+
+    #[test]
+    fn a_chain_for_another_workers_peer_is_lent_whole_and_comes_back() {
+        let hub = Handoff::new(2, 8, Box::new(|p| usize::from(p == A1))).unwrap();
+        let (mut w0, k0) = io_at(0, B, &hub, 4200, 0);
+        let (mut w1, _k1) = io_at(1, B, &hub, 4200, 0);
+        let (mut a1, ka1) = io_at(0, A1, &Handoff::single().unwrap(), 4200, 0);
+        for f in sent_frames_of(&mut a1, &ka1, B, &[5, 6], BIG) {
+            assert!(k0.receive(&w0.set.umem, w0.set.headroom, &f));
+        }
+        assert_eq!(w0.recv(64, &mut |_, _| panic!("not ours")).unwrap(), 0);
+        assert_eq!(w0.frame_counts().lent, 6);
+        let mut got = Vec::new();
+        assert_eq!(
+            w1.recv(64, &mut |m, uet| got.push((m.src, uet.len(), uet[BIG - 1])))
+                .unwrap(),
+            2
+        );
+        assert_eq!(got, [(A1, BIG, 5), (A1, BIG, 6)]);
+        w0.flush().unwrap();
+        assert_eq!(w0.frame_counts(), counts(48, 16, 0, 0));
+    }
+
+    #[test]
+    fn the_frames_a_packet_needs_follow_the_mtu() {
+        let cfg = XskConfig::default(); // 4096-byte frames: 3840 bytes of room
+        let hr = XDP_PACKET_HEADROOM;
+        assert_eq!(resolve_max_frags(&cfg, hr, 1500).unwrap(), 1);
+        assert_eq!(resolve_max_frags(&cfg, hr, 3498).unwrap(), 1);
+        assert_eq!(resolve_max_frags(&cfg, hr, 4200).unwrap(), 2);
+        assert_eq!(resolve_max_frags(&cfg, hr, 9000).unwrap(), 3);
+        let small = XskConfig {
+            frame_size: 2048,
+            ..XskConfig::default()
+        };
+        assert_eq!(resolve_max_frags(&small, hr, 9216).unwrap(), 6);
+        let e = resolve_max_frags(&small, hr + 1024, 9216).unwrap_err();
+        assert!(e.to_string().contains("at most 6"), "{e}");
     }
 }

@@ -15,7 +15,9 @@ fn bytes() -> String {
     std::env::var("UET_E2E_BYTES").unwrap_or_else(|_| "1GiB".into())
 }
 
-fn transfer(pair: &Pair, a_backend: &str, b_backend: &str) {
+/// Writes `bytes()` from `a` to `b` and checks it landed; returns the
+/// writer's counters.
+fn transfer(pair: &Pair, a_backend: &str, b_backend: &str) -> serde_json::Value {
     let size = bytes();
     if a_backend != b_backend {
         // A kernel UDP datagram leaves a veth with its checksum unfinished
@@ -96,33 +98,59 @@ fn transfer(pair: &Pair, a_backend: &str, b_backend: &str) {
     eprintln!("{a_backend}->{b_backend}: {written}");
     target.signal("-TERM");
     assert_eq!(target.wait_exit(Duration::from_secs(10)), Some(0));
+    v
 }
 
 #[test]
 fn udp_to_udp_write_lands_byte_exact() {
     let pair = Pair::new(81, 1500);
-    transfer(&pair, "udp", "udp");
+    let _ = transfer(&pair, "udp", "udp");
 }
 
 #[test]
 fn xdp_to_xdp_write_lands_byte_exact_and_the_program_is_detached_after_exit() {
     let pair = Pair::new(84, 1500);
-    transfer(&pair, "xdp", "xdp");
+    let _ = transfer(&pair, "xdp", "xdp");
     for (ns, ifname) in [(&pair.a, "v0"), (&pair.b, "v1")] {
         assert!(!xdp_attached(ns, ifname), "XDP left on {ifname}");
     }
 }
 
+/// An xdp-to-xdp write at MTU `mtu` that carries UET's 4 KiB payloads:
+/// every data packet (4096 bytes of payload, a 4198-byte frame) spans two
+/// 4 KiB UMEM frames, sent and received as multi-buffer chains.
+fn xdp_write_with_4k_payloads(subnet: u8, mtu: u32) {
+    let pair = Pair::new(subnet, mtu);
+    let stats = transfer(&pair, "xdp", "xdp");
+    let w = &stats["workers"][0];
+    let data = w["pds"]["tx_data"].as_u64().unwrap();
+    let chains = w["xsk"]["tx_multi_buffer"].as_u64().unwrap();
+    assert!(chains >= data, "every data packet a chain: {stats}");
+    let bytes = w["io"]["tx_bytes"].as_u64().unwrap();
+    assert!(bytes >= data * 4096, "4 KiB payloads: {stats}");
+    assert_eq!(w["xsk"]["rx_chain_too_long"], 0);
+}
+
+#[test]
+fn xdp_to_xdp_write_at_mtu_9000_carries_4k_payloads_byte_exact() {
+    xdp_write_with_4k_payloads(87, 9000);
+}
+
+#[test]
+fn xdp_to_xdp_write_at_mtu_4200_carries_4k_payloads_byte_exact() {
+    xdp_write_with_4k_payloads(88, 4200);
+}
+
 #[test]
 fn xdp_to_udp_write_lands_byte_exact() {
     let pair = Pair::new(85, 1500);
-    transfer(&pair, "xdp", "udp");
+    let _ = transfer(&pair, "xdp", "udp");
 }
 
 #[test]
 fn udp_to_xdp_write_lands_byte_exact() {
     let pair = Pair::new(86, 1500);
-    transfer(&pair, "udp", "xdp");
+    let _ = transfer(&pair, "udp", "xdp");
 }
 
 fn xdp_attached(ns: &uet_lab::netns::NetNs, ifname: &str) -> bool {

@@ -115,16 +115,28 @@ fn attaches_in_generic_mode_when_forced() {
 }
 
 #[test]
-fn auto_mode_falls_back_to_generic_when_native_is_refused() {
-    // veth refuses native single-buffer XDP above MTU 3498 (docs/architecture.md §5).
+fn attaches_natively_on_veth_at_mtu_9000() {
+    // veth takes native XDP above MTU 3498 only from a frags-aware program
+    // (docs/architecture.md §5); the steering program is one.
     let (a, b) = lab(9000);
-    assert!(attach_in(&b, "v1", XdpMode::Native).is_err());
-    let steer = attach_in(&b, "v1", XdpMode::Auto).unwrap();
-    assert_eq!(steer.mode(), AttachedMode::Generic);
-    assert_eq!(xdp_on(&b, "v1").map(|(m, _)| m), Some(2));
+    let steer = attach_in(&b, "v1", XdpMode::Native).unwrap();
+    assert_eq!(steer.mode(), AttachedMode::Native);
+    assert_eq!(xdp_on(&b, "v1").map(|(m, _)| m), Some(1));
     ping(&a, "10.77.0.2");
     drop(steer);
     eventually("the program to be detached", || xdp_on(&b, "v1").is_none());
+}
+
+#[test]
+fn auto_mode_falls_back_to_generic_when_native_is_refused() {
+    // Loopback has no native XDP.
+    let (_a, b) = lab(1500);
+    assert!(attach_in(&b, "lo", XdpMode::Native).is_err());
+    let steer = attach_in(&b, "lo", XdpMode::Auto).unwrap();
+    assert_eq!(steer.mode(), AttachedMode::Generic);
+    assert_eq!(xdp_on(&b, "lo").map(|(m, _)| m), Some(2));
+    drop(steer);
+    eventually("the program to be detached", || xdp_on(&b, "lo").is_none());
 }
 
 #[test]

@@ -165,8 +165,10 @@ pub const CLANG_VERSION: &str = env!("XDP_PROG_CLANG_VERSION");
 /// The program (C function) name, as the kernel shows it (`bpftool prog`).
 pub const PROGRAM_NAME: &str = "uet_steer";
 
-/// The ELF section of the program (`ip link set … obj F sec xdp`).
-pub const SECTION: &str = "xdp";
+/// The ELF section of the program (`ip link set … obj F sec xdp.frags`):
+/// frags-aware, so it is loaded with `BPF_F_XDP_HAS_FRAGS` and multi-buffer
+/// frames (MTU above a page on veth, jumbo frames) reach it.
+pub const SECTION: &str = "xdp.frags";
 
 /// `BPF_MAP_TYPE_XSKMAP`: RX queue index → AF_XDP socket.
 pub const XSKS_MAP: &str = "xsks";

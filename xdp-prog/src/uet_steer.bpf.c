@@ -30,9 +30,15 @@
 //             protocol number. A frame with extension headers passes (to the
 //             kernel, which handles them).
 //   UDP       8 bytes; only the destination port is read.
-// The deepest read is therefore 18 + 60 + 8 = 86 bytes into the frame, inside
-// the first buffer of any frame (the program is single-buffer: it does not set
-// BPF_F_XDP_HAS_FRAGS, so native XDP on veth needs MTU <= 3498).
+// The deepest read is therefore 18 + 60 + 8 = 86 bytes into the frame.
+//
+// Multi-buffer frames: the program is frags-aware (section "xdp.frags", loaded
+// with BPF_F_XDP_HAS_FRAGS), so a frame larger than a page arrives as a first
+// buffer plus fragments (native XDP on veth with an MTU above 3498, jumbo
+// frames on a NIC). data..data_end is the first buffer only. The headers are
+// read there; when they do not all fit in it (a first buffer shorter than the
+// headers, which drivers avoid but need not), the first HDR_COPY (96) bytes
+// are copied out with bpf_xdp_load_bytes and parsed from that copy instead.
 //
 // Counters (per CPU, indexed by enum uet_counter; the loader sums the CPUs):
 //   SEEN        every frame the program ran on.
@@ -193,7 +199,24 @@ static __always_inline enum verdict classify(void *data, void *data_end,
 	return VERDICT_PASS; /* ARP, LLDP, … */
 }
 
-SEC("xdp")
+/* The most header bytes classify() reads (86), rounded up. */
+#define HDR_COPY 96
+
+/* classify() on a copy of the frame's first HDR_COPY bytes, for a frame whose
+ * headers straddle its first buffer; VERDICT_MALFORMED when the whole frame is
+ * shorter than that (a frame with fragments never is). */
+static __noinline enum verdict classify_copy(struct xdp_md *ctx,
+					     const struct uet_steer_config *cfg)
+{
+	__u8 hdr[HDR_COPY];
+
+	if (bpf_xdp_get_buff_len(ctx) < HDR_COPY ||
+	    bpf_xdp_load_bytes(ctx, 0, hdr, HDR_COPY))
+		return VERDICT_MALFORMED;
+	return classify(hdr, hdr + HDR_COPY, cfg);
+}
+
+SEC("xdp.frags")
 int uet_steer(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
@@ -211,6 +234,9 @@ int uet_steer(struct xdp_md *ctx)
 	}
 
 	v = classify(data, data_end, cfg);
+	if (v == VERDICT_MALFORMED &&
+	    bpf_xdp_get_buff_len(ctx) > (__u64)(data_end - data))
+		v = classify_copy(ctx, cfg);
 	if (v == VERDICT_MALFORMED) {
 		count(UET_CNT_MALFORMED);
 		return XDP_PASS;

@@ -100,7 +100,9 @@ pub fn blast(cfg: &BlastConfig, stop: &AtomicBool) -> io::Result<RawReport> {
         ..EncapConfig::default()
     };
     let hdr = 14 + ip.header_len() + 8;
-    let room = set.frame_room();
+    // A frame longer than a UMEM frame goes out as a multi-buffer chain,
+    // as uetd sends it at the same MTU.
+    let room = set.frame_room() * set.max_frags() as usize;
     if cfg.frame_len < hdr || cfg.frame_len > room {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -108,25 +110,33 @@ pub fn blast(cfg: &BlastConfig, stop: &AtomicBool) -> io::Result<RawReport> {
         ));
     }
     let payload = cfg.frame_len - hdr;
-    // Write the frame into every frame we send from, once.
+    let per_packet = u64::from(set.frames_per_packet(cfg.frame_len as u32));
+    // Write the frame's start into every frame we send from, once (a
+    // chain's later frames carry whatever start they hold: the sink does
+    // not read payloads).
+    let mut whole = vec![0u8; cfg.frame_len];
     set.write_free_frames(|i, buf| {
         let t = Transport::udp(
             EntropyValue::from_masked(0xc000 | (i as u16 & 0xff)),
             &encap,
         );
-        emit_frame(&eth, &ip, &t, &encap, payload, buf, |p| {
+        emit_frame(&eth, &ip, &t, &encap, payload, &mut whole, |p| {
             p.fill(0x5a);
         })
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        Ok(cfg.frame_len as u32)
+        let n = buf.len().min(whole.len());
+        buf[..n].copy_from_slice(&whole[..n]);
+        Ok(n as u32)
     })?;
     let batch = cfg.batch.max(1);
     let limit = cfg.count.unwrap_or(u64::MAX);
     let mut submitted = 0u64;
     let mut completed = 0u64;
     let mut start = None;
+    // Frames still with the kernel, in packets (whole chains complete).
+    let outstanding = |set: &mut XskSet| u64::from(set.tx_outstanding()).div_ceil(per_packet);
     while completed < limit && !stop.load(Ordering::Relaxed) {
-        completed = submitted - u64::from(set.tx_outstanding());
+        completed = submitted - outstanding(&mut set);
         let want = batch.min((limit - submitted).min(u64::from(batch)) as u32);
         let n = set.resend_free_frames(want, cfg.frame_len as u32)?;
         if n > 0 {
@@ -141,7 +151,7 @@ pub fn blast(cfg: &BlastConfig, stop: &AtomicBool) -> io::Result<RawReport> {
         }
         set.kick()?;
     }
-    completed = submitted - u64::from(set.tx_outstanding());
+    completed = submitted - outstanding(&mut set);
     let elapsed = start.map_or(Duration::ZERO, |s| s.elapsed());
     Ok(RawReport {
         packets: completed,

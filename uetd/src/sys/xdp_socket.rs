@@ -333,6 +333,15 @@ impl ProdRing {
     /// Writes a frame into the next slot (not yet visible to the kernel:
     /// see [`Self::submit`]). Gives the frame back when the ring is full.
     pub(crate) fn push(&mut self, f: Frame) -> std::result::Result<(), Frame> {
+        self.push_part(f, false)
+    }
+
+    /// [`Self::push`] for one buffer of a multi-buffer packet: `more` sets
+    /// `XDP_PKT_CONTD` (another buffer of the same packet follows; TX ring
+    /// only). The caller makes sure the ring has room for the whole chain
+    /// before it pushes the first buffer (the kernel must never see a chain
+    /// without its last buffer).
+    pub(crate) fn push_part(&mut self, f: Frame, more: bool) -> std::result::Result<(), Frame> {
         if f.umem != self.umem || self.free(1) == 0 {
             return Err(f);
         }
@@ -341,7 +350,7 @@ impl ProdRing {
             let d = libc::xdp_desc {
                 addr: f.addr,
                 len: f.len,
-                options: 0,
+                options: if more { libc::XDP_PKT_CONTD } else { 0 },
             };
             // SAFETY: slot i < size lies in the descriptor array of the
             // mapping; the slot is ours (between the kernel's consumer
@@ -428,11 +437,17 @@ impl ConsRing {
     /// Takes the next entry; its slot is handed back to the kernel by
     /// [`Self::release`].
     pub(crate) fn pop(&mut self) -> Option<Frame> {
+        self.pop_part().map(|(f, _)| f)
+    }
+
+    /// [`Self::pop`] with the RX descriptor's `XDP_PKT_CONTD`: true when
+    /// the next descriptor continues the same packet (multi-buffer RX).
+    pub(crate) fn pop_part(&mut self) -> Option<(Frame, bool)> {
         if self.available() == 0 {
             return None;
         }
         let i = (self.cached_cons & (self.ring.size - 1)) as usize;
-        let (addr, len) = if self.desc {
+        let (addr, len, more) = if self.desc {
             // SAFETY: slot i < size is in the descriptor array and between
             // our consumer index and the producer index we acquired, so the
             // kernel has finished writing it and will not touch it before
@@ -445,18 +460,21 @@ impl ConsRing {
                     .add(i)
                     .read()
             };
-            (d.addr, d.len)
+            (d.addr, d.len, d.options & libc::XDP_PKT_CONTD != 0)
         } else {
             // SAFETY: as above, for a completion ring's u64 address.
             let a = unsafe { self.ring.desc.cast::<u64>().as_ptr().add(i).read() };
-            (a, 0)
+            (a, 0, false)
         };
         self.cached_cons = self.cached_cons.wrapping_add(1);
-        Some(Frame {
-            umem: self.umem,
-            addr,
-            len,
-        })
+        Some((
+            Frame {
+                umem: self.umem,
+                addr,
+                len,
+            },
+            more,
+        ))
     }
 
     /// Hands the slots of every popped entry back (one release store).
@@ -481,6 +499,10 @@ pub(crate) struct RingSizes {
 pub(crate) struct BindFlags {
     pub(crate) zero_copy: bool,
     pub(crate) need_wakeup: bool,
+    /// `XDP_USE_SG`: packets larger than a chunk arrive and leave as
+    /// chains of descriptors (`XDP_PKT_CONTD`); without it the kernel drops
+    /// them.
+    pub(crate) multi_buffer: bool,
 }
 
 /// An AF_XDP socket with its rings, bound to one queue.
@@ -608,6 +630,9 @@ impl XskSocket {
                 };
                 if flags.need_wakeup {
                     sa.sxdp_flags |= libc::XDP_USE_NEED_WAKEUP;
+                }
+                if flags.multi_buffer {
+                    sa.sxdp_flags |= libc::XDP_USE_SG;
                 }
             }
         }
@@ -873,6 +898,11 @@ pub(crate) mod in_memory {
         /// Takes the next entry the process published: (address, length;
         /// 0 for an address ring).
         pub(crate) fn consume(&self) -> Option<(u64, u32)> {
+            self.consume_part().map(|(a, l, _)| (a, l))
+        }
+
+        /// [`Self::consume`] with the descriptor's `XDP_PKT_CONTD`.
+        pub(crate) fn consume_part(&self) -> Option<(u64, u32, bool)> {
             let cons = self.ring.consumer().load(Ordering::Relaxed);
             let prod = self.ring.producer().load(Ordering::Acquire);
             if cons == prod {
@@ -890,6 +920,12 @@ pub(crate) mod in_memory {
 
         /// Publishes one entry for the process; false when the ring is full.
         pub(crate) fn produce(&self, addr: u64, len: u32) -> bool {
+            self.produce_part(addr, len, false)
+        }
+
+        /// [`Self::produce`] of one buffer of a packet: `more` sets
+        /// `XDP_PKT_CONTD`.
+        pub(crate) fn produce_part(&self, addr: u64, len: u32, more: bool) -> bool {
             let prod = self.ring.producer().load(Ordering::Relaxed);
             let cons = self.ring.consumer().load(Ordering::Acquire);
             if prod.wrapping_sub(cons) == self.ring.size {
@@ -898,11 +934,17 @@ pub(crate) mod in_memory {
             let i = (prod & (self.ring.size - 1)) as usize;
             // SAFETY: slot i < size lies in the descriptor array, and the
             // process released it (it is outside producer..consumer).
-            unsafe { self.write(i, addr, len) };
+            unsafe { self.write(i, addr, len, more) };
             self.ring
                 .producer()
                 .store(prod.wrapping_add(1), Ordering::Release);
             true
+        }
+
+        /// Free slots.
+        pub(crate) fn room(&self) -> u32 {
+            let (p, c) = self.indices();
+            self.ring.size - p.wrapping_sub(c)
         }
 
         /// Sets or clears `XDP_RING_NEED_WAKEUP`.
@@ -925,7 +967,7 @@ pub(crate) mod in_memory {
 
         /// # Safety
         /// `i < size`, and the slot is not being written.
-        unsafe fn read(&self, i: usize) -> (u64, u32) {
+        unsafe fn read(&self, i: usize) -> (u64, u32, bool) {
             // SAFETY: per the caller, within the descriptor array.
             unsafe {
                 if self.is_desc() {
@@ -936,23 +978,27 @@ pub(crate) mod in_memory {
                         .as_ptr()
                         .add(i)
                         .read();
-                    (d.addr, d.len)
+                    (d.addr, d.len, d.options & libc::XDP_PKT_CONTD != 0)
                 } else {
-                    (self.ring.desc.cast::<u64>().as_ptr().add(i).read(), 0)
+                    (
+                        self.ring.desc.cast::<u64>().as_ptr().add(i).read(),
+                        0,
+                        false,
+                    )
                 }
             }
         }
 
         /// # Safety
         /// `i < size`, and the process does not read the slot.
-        unsafe fn write(&self, i: usize, addr: u64, len: u32) {
+        unsafe fn write(&self, i: usize, addr: u64, len: u32, more: bool) {
             // SAFETY: per the caller, within the descriptor array.
             unsafe {
                 if self.is_desc() {
                     let d = libc::xdp_desc {
                         addr,
                         len,
-                        options: 0,
+                        options: if more { libc::XDP_PKT_CONTD } else { 0 },
                     };
                     self.ring
                         .desc
@@ -978,54 +1024,95 @@ pub(crate) mod in_memory {
 
     impl Kernel {
         /// Receives `frame` as the kernel does: into the next chunk of the
-        /// fill ring, after `headroom` bytes, then an RX descriptor. False
-        /// when the fill ring is empty or the RX ring full (the frame is
-        /// dropped, as the kernel would).
+        /// fill ring, after `headroom` bytes, then an RX descriptor; a
+        /// frame longer than a chunk's room spans several chunks, every
+        /// descriptor but the last with `XDP_PKT_CONTD` (the kernel's
+        /// multi-buffer copy mode). False when the fill ring has too few
+        /// chunks or the RX ring too few slots for the whole frame (the
+        /// frame is dropped, as the kernel would).
         pub(crate) fn receive(&self, umem: &UmemArea, headroom: u32, frame: &[u8]) -> bool {
-            let Some((chunk, _)) = self.fill.consume() else {
+            let Some(descs) = self.place(umem, headroom, frame) else {
                 return false;
             };
-            assert!(
-                headroom as usize + frame.len() <= umem.frame_size as usize,
-                "frame larger than a chunk"
-            );
-            assert!(chunk + u64::from(umem.frame_size) <= umem.map.len as u64);
-            // SAFETY: the chunk is inside the UMEM (checked) and the fill
-            // ring gave it to the kernel, so no Frame token exists for it.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    frame.as_ptr(),
-                    umem.map
-                        .ptr
-                        .as_ptr()
-                        .add((chunk + u64::from(headroom)) as usize),
-                    frame.len(),
-                );
+            for (addr, len, more) in descs {
+                assert!(self.rx.produce_part(addr, len, more), "counted in place");
             }
-            let ok = self
-                .rx
-                .produce(chunk + u64::from(headroom), frame.len() as u32);
-            assert!(ok, "RX ring full: more fill entries than RX slots");
-            ok
+            true
         }
 
-        /// Transmits the next TX descriptor as the kernel does: reads the
-        /// frame and completes its chunk. `None` when the TX ring is empty.
-        pub(crate) fn transmit(&self, umem: &UmemArea) -> Option<Vec<u8>> {
-            let (addr, len) = self.tx.consume()?;
-            assert!(addr + u64::from(len) <= umem.map.len as u64);
-            let mut out = vec![0; len as usize];
-            // SAFETY: in the UMEM (checked); the TX ring gave the chunk to
-            // the kernel, so no Frame token exists for it.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    umem.map.ptr.as_ptr().add(addr as usize),
-                    out.as_mut_ptr(),
-                    len as usize,
-                );
+        /// The first half of [`Self::receive`]: copies `frame` into chunks
+        /// taken from the fill ring and returns the RX descriptors
+        /// (address, length, `XDP_PKT_CONTD`) without publishing them, so
+        /// a test can publish a chain in pieces.
+        pub(crate) fn place(
+            &self,
+            umem: &UmemArea,
+            headroom: u32,
+            frame: &[u8],
+        ) -> Option<Vec<(u64, u32, bool)>> {
+            let room = (umem.frame_size - headroom) as usize;
+            let parts = frame.len().div_ceil(room).max(1);
+            let (fp, fc) = self.fill.indices();
+            if (fp.wrapping_sub(fc) as usize) < parts || (self.rx.room() as usize) < parts {
+                return None;
             }
-            assert!(self.comp.produce(addr, 0), "completion ring full");
-            Some(out)
+            let mut descs = Vec::with_capacity(parts);
+            for n in 0..parts {
+                let part = &frame[(n * room).min(frame.len())..((n + 1) * room).min(frame.len())];
+                let (chunk, _) = self.fill.consume().expect("counted above");
+                assert!(chunk + u64::from(umem.frame_size) <= umem.map.len as u64);
+                // SAFETY: the chunk is inside the UMEM (checked) and the fill
+                // ring gave it to the kernel, so no Frame token exists for it;
+                // the part fits after the headroom (room).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        part.as_ptr(),
+                        umem.map
+                            .ptr
+                            .as_ptr()
+                            .add((chunk + u64::from(headroom)) as usize),
+                        part.len(),
+                    );
+                }
+                descs.push((
+                    chunk + u64::from(headroom),
+                    part.len() as u32,
+                    n + 1 < parts,
+                ));
+            }
+            Some(descs)
+        }
+
+        /// Transmits the next packet of the TX ring as the kernel does:
+        /// reads its descriptors (several when chained with
+        /// `XDP_PKT_CONTD`) and completes each chunk. `None` when the TX
+        /// ring is empty.
+        pub(crate) fn transmit(&self, umem: &UmemArea) -> Option<Vec<u8>> {
+            let mut out = Vec::new();
+            let mut first = true;
+            loop {
+                let Some((addr, len, more)) = self.tx.consume_part() else {
+                    assert!(first, "a chain without its last descriptor");
+                    return None;
+                };
+                first = false;
+                assert!(addr + u64::from(len) <= umem.map.len as u64);
+                let at = out.len();
+                out.resize(at + len as usize, 0);
+                // SAFETY: in the UMEM (checked); the TX ring gave the chunk
+                // to the kernel, so no Frame token exists for it.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        umem.map.ptr.as_ptr().add(addr as usize),
+                        out[at..].as_mut_ptr(),
+                        len as usize,
+                    );
+                }
+                assert!(self.comp.produce(addr, 0), "completion ring full");
+                if !more {
+                    return Some(out);
+                }
+            }
         }
     }
 
