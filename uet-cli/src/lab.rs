@@ -7,7 +7,7 @@
 //! uet lab sample --name NAME --hz 1000 --count 5000
 //! uet lab down --name NAME        # or --all
 //! uet lab demo
-//! uet lab bench --mtu 1500,3498 --repeats 3 --json bench.json
+//! uet lab bench --mtu 1500,3498,9000 --repeats 3 --json bench.json
 //! ```
 //!
 //! Ctrl-C (or SIGTERM) while a command builds or runs a lab removes it
@@ -202,7 +202,7 @@ pub(crate) struct DemoArgs {
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
     /// IP MTUs of the veth pair, comma-separated (one column each).
-    #[arg(long, value_delimiter = ',', default_values_t = [1500u32, 3498])]
+    #[arg(long, value_delimiter = ',', default_values_t = [1500u32, 3498, 9000])]
     pub mtu: Vec<u32>,
     /// Interleaved repeats of every row (medians over them).
     #[arg(long, default_value_t = 3)]

@@ -67,7 +67,7 @@ pub struct BenchOpts {
 impl Default for BenchOpts {
     fn default() -> Self {
         Self {
-            mtus: vec![1500, 3498],
+            mtus: vec![1500, 3498, 9000],
             repeats: 3,
             bytes: 1 << 30,
             seconds: Duration::from_secs(2),
@@ -555,7 +555,10 @@ fn perf(lab: &mut Lab, size: u32, depth: usize, time: Duration) -> Result<PerfRo
     })
 }
 
-/// Raw AF_XDP frames from host 1 to host 0, MTU-sized.
+/// Raw AF_XDP frames from host 1 to host 0, at the size of uetd's largest
+/// data frame: MTU-sized, but never more than a 4 KiB SES payload behind
+/// uetd's headers (`uetd::daemon::MAX_SES_LEN`), so above MTU 4,200 the
+/// ceiling is measured with the same multi-buffer chains uetd sends.
 fn raw(lab: &Lab, mtu: u32, time: Duration) -> Result<RawRow> {
     let cfg = |ifname: &str| uetd::xsk::XskConfig {
         ifname: ifname.into(),
@@ -563,7 +566,8 @@ fn raw(lab: &Lab, mtu: u32, time: Duration) -> Result<RawRow> {
         fill_size: 4096,
         ..uetd::xsk::XskConfig::default()
     };
-    let frame_len = mtu as usize + 14;
+    let uetd_frame = 14 + 20 + 8 + uet_wire::pds::req::CC_HEADER_LEN + uetd::daemon::MAX_SES_LEN;
+    let frame_len = (mtu as usize + 14).min(uetd_frame);
     let (_tx, rx, busy) = crate::ceiling::veth_ceiling_cpu(
         lab.host(1),
         cfg("eth0"),

@@ -102,7 +102,8 @@ pub struct LabConfig {
     pub ecn: Option<(u64, u64)>,
     /// The virtual queue drains at R · `gamma`.
     pub gamma: f64,
-    /// IP MTU of every link (native XDP on veth needs ≤ 3498).
+    /// IP MTU of every link (above 3498 the daemons' packets span several
+    /// UMEM frames: multi-buffer AF_XDP).
     pub mtu: u32,
     /// The daemons' datapath.
     #[serde(serialize_with = "backend_name")]
@@ -180,11 +181,6 @@ impl LabConfig {
         require((576..=9000).contains(&self.mtu), WHAT, || {
             format!("MTU {} out of range", self.mtu)
         })?;
-        if self.backend == Backend::Xdp {
-            require(self.mtu <= 3498, WHAT, || {
-                format!("native XDP on veth needs an MTU ≤ 3498 (got {})", self.mtu)
-            })?;
-        }
         require(
             self.ecn.is_none() || self.bottleneck.is_some(),
             WHAT,
