@@ -938,14 +938,23 @@ impl Pds {
             }
             let resent_hi = p.ledger.resent_hi();
             // The answer reports only the PSNs its cumulative ACK and SACK
-            // bitmap cover: it says nothing of a packet past the bitmap.
-            let reported = match a.ext {
-                PdsAckExt::Cc(cc) => cack.offset(cc.sack_psn_offset).add(63),
-                _ => cack,
+            // bitmap cover. A PSN past the cumulative ACK and outside the
+            // bitmap may well have arrived: the answer says nothing of it,
+            // however far behind the highest delivered PSN it lies (a
+            // guaranteed response holds the target's CACK back, and the
+            // packets of the messages after it arrive meanwhile, §3). Only
+            // a 0 bit inside the bitmap tells that a packet had not arrived.
+            let Some((lo, hi)) = (match a.ext {
+                PdsAckExt::Cc(cc) => {
+                    let base = cack.offset(cc.sack_psn_offset);
+                    Some((base, base.add(63)))
+                }
+                _ => None,
+            }) else {
+                return 0;
             };
             let by_probe = |e: &TxEntry<TxItem>| {
                 tail_answer.is_some_and(|t| t.next_tx.wrapping_sub(e.tx_seq) as i32 > 0)
-                    && !e.psn.is_after(reported)
             };
             let rack = cfg.rack_window;
             let by_order = |e: &TxEntry<TxItem>| {
@@ -955,17 +964,18 @@ impl Pds {
             let behind = |e: &TxEntry<TxItem>| by_order(e) || by_probe(e);
             // Entries sent once have growing PSNs and transmission numbers:
             // past the highest PSN ever resent, the first one not behind
-            // ends the search. In the usual case (the oldest entry is not
-            // behind and nothing was resent) the ledger is not even
-            // borrowed for writing.
+            // ends the search. In the usual case (the bitmap's first
+            // unacknowledged entry is not behind and nothing was resent)
+            // the ledger is not even borrowed for writing.
             let done =
                 |e: &TxEntry<TxItem>| !behind(e) && resent_hi.is_none_or(|h| e.psn.is_after(h));
-            if p.ledger.iter().next().is_some_and(|e| !done(e)) {
-                for e in p.ledger.iter_mut() {
+            let first = if lo.is_after(cack) { lo } else { cack.next() };
+            if p.ledger.get(first).is_some_and(|e| !done(e)) {
+                for e in p.ledger.range_mut(first, hi) {
                     if done(e) {
                         break;
                     }
-                    if !behind(e) {
+                    if e.sacked || !behind(e) {
                         continue;
                     }
                     // A packet never resent was sent no later than any higher

@@ -216,16 +216,6 @@ impl Pds {
             return None;
         }
         let cack = rx.cack();
-        let sack_base = cack.next();
-        // PSNs holding an uncleared guaranteed response are not SACKed: the
-        // initiator must fetch the response (§3).
-        let mut bitmap = rx.win.sack_bitmap(sack_base);
-        for k in rx.gtd.keys() {
-            let d = Psn(*k).diff(sack_base);
-            if (0..64).contains(&d) {
-                bitmap &= !(1u64 << d);
-            }
-        }
         // Bounded: a peer replaying duplicates cannot grow the queue.
         while rx.responses.len() > 256 {
             rx.responses.pop_front();
@@ -235,13 +225,31 @@ impl Pds {
             Some((psn, _)) => (NextHeader::Response, Some(psn)),
             None => (NextHeader::None, None),
         };
-        let ack_field = match rx.probe.take() {
-            Some(o) => PdsAckPsnField::ProbeOpaque(o),
+        let (ack_field, sack_base) = match rx.probe.take() {
+            // A probe asks what has arrived since the CACK: the bitmap
+            // starts there (a lost tail lies just past it).
+            Some(o) => (PdsAckPsnField::ProbeOpaque(o), cack.next()),
             None => {
+                // The ACK names the packet its response answers, but its
+                // bitmap reports the newest arrivals whatever it names.
                 let trig = resp_psn.unwrap_or(rx.trigger);
-                PdsAckPsnField::Offset(trig.offset_from(cack).unwrap_or(0))
+                (
+                    PdsAckPsnField::Offset(trig.offset_from(cack).unwrap_or(0)),
+                    sack_base(cack, rx.trigger),
+                )
             }
         };
+        let sack_off = sack_base.offset_from(cack).unwrap_or(1);
+        let sack_base = cack.offset(sack_off);
+        // PSNs holding an uncleared guaranteed response are not SACKed: the
+        // initiator must fetch the response (§3).
+        let mut bitmap = rx.win.sack_bitmap(sack_base);
+        for k in rx.gtd.keys() {
+            let d = Psn(*k).diff(sack_base);
+            if (0..64).contains(&d) {
+                bitmap &= !(1u64 << d);
+            }
+        }
         // An RCCC source gets its cumulative credit in the ACK (cc_type
         // CREDIT); everyone else NSCC state: rcvd_bytes in 256-B units and
         // the service time since the triggering packet arrived (§2.7).
@@ -277,7 +285,7 @@ impl Pds {
             ext: PdsAckExt::Cc(PdsAckCc {
                 cc_flags: PdsCcFlags::from_masked(0),
                 mpr,
-                sack_psn_offset: 1,
+                sack_psn_offset: sack_off,
                 sack_bitmap: bitmap,
                 state: PdsAckState::Cc(state),
             }),
@@ -647,6 +655,21 @@ impl Pds {
             }
         }
     }
+}
+
+/// The SACK bitmap's base for an ACK when the CACK is `cack` and `trigger`
+/// is the packet that arrived last: the bitmap ends at that packet, and starts no lower than
+/// just past the CACK (HTSIM's `max(psn − 63, cack + 1)`, §3). A CACK held
+/// back by an uncleared guaranteed response (§3) can trail the PSNs
+/// arriving by far more than the bitmap's 64; a bitmap fixed at the CACK
+/// would then never report them, and the initiator, unable to tell that
+/// they arrived, could neither move CLEAR_PSN past them nor stop their
+/// timers. Each packet is the newest, or among the 63 before it, for
+/// several consecutive ACKs, so every arrival is reported.
+#[inline]
+pub(super) fn sack_base(cack: Psn, trigger: Psn) -> Psn {
+    let lo = trigger.sub(63);
+    if lo.is_after(cack) { lo } else { cack.next() }
 }
 
 /// The `req_cc_state` of a request when the CCC runs RCCC (a credit
