@@ -771,7 +771,7 @@ impl Pds {
         }
         let mut acked = core::mem::take(&mut self.scratch_acked);
         acked.clear();
-        p.ledger.ack_cumulative(cack, |e| match e.token {
+        let una_moved = p.ledger.ack_cumulative(cack, |e| match e.token {
             TxItem::Data(pkt) => {
                 if let CcShare::Rtx(b) = CcShare::of(cfg, e) {
                     cancelled_bytes += b;
@@ -820,7 +820,10 @@ impl Pds {
             PdsAckRequest::Close => p.close_requested = true,
             _ => {}
         }
-        let reschedule = p.clear_needed;
+        // The PSN window moved: queued data it held back may go now, even
+        // when this ACK delivered nothing new (every packet it covers was
+        // SACKed before, the CACK having waited for a CLEAR, §3).
+        let reschedule = p.clear_needed || (una_moved && !p.queue.is_empty());
         let ccc_ix = Self::ccc_ix(&self.cccs, p);
         // CC feedback: NSCC state (rcvd_bytes → newly received bytes,
         // service time, DFC) or CREDIT state (RCCC cumulative credit), §2.7.

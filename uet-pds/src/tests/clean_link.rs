@@ -138,3 +138,37 @@ fn what_no_bitmap_reported_is_not_presumed_lost() {
     assert_eq!(re.iter().map(psn_of).collect::<Vec<_>>(), [p0.add(85)]);
     assert_eq!(a.pds.counters().sack_inferred, 1);
 }
+
+#[test]
+fn a_cack_over_packets_sacked_before_reopens_the_psn_window() {
+    // A PSN window of 128, all of it in flight, 72 more packets queued.
+    let cfg = PdsConfig {
+        mp_range: 128,
+        ..wide()
+    };
+    let mut a = host(A, 1, cfg);
+    let mut b = host(B, 2, wide());
+    let (pdc, now) = established(&mut a, &mut b);
+    a.pds.enqueue(now, pdc, pkts(2, 200, 100)).unwrap();
+    let p = drain(&mut a, now);
+    assert_eq!(p.len(), 128, "the PSN window holds 128");
+    deliver(&mut b, now, &p[127]);
+    let template = drain(&mut b, now).pop().unwrap();
+    let p0 = psn_of(&p[0]);
+    // Two ACKs SACK all 128 while the CACK waits (for a CLEAR, say); the
+    // window stays full.
+    let now = now + Duration::from_micros(10);
+    for base in [p0, p0.add(64)] {
+        let d = ack(&template, p0.sub(1), base.add(63), base, u64::MAX);
+        deliver(&mut a, now, &d);
+    }
+    assert!(drain(&mut a, now).is_empty(), "the window is full");
+    // Then the CACK covers them all and reports nothing new: the window
+    // is open again, and the queued packets go.
+    let last = p0.add(127);
+    let d = ack(&template, last, last, last.next(), 0);
+    deliver(&mut a, now, &d);
+    let more = drain(&mut a, now);
+    assert_eq!(more.len(), 72);
+    assert_eq!(psn_of(&more[0]), last.next());
+}
