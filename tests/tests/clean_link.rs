@@ -33,7 +33,7 @@ fn daemon_like(rate_bps: u64, rtt: Duration, window: u64, ses_len: usize) -> Pds
     pds
 }
 
-fn assert_no_resends(s: &Summary, bytes: u64, what: &str) {
+fn assert_no_resends(s: &Summary, bytes: u64, senders: u64, what: &str) {
     eprintln!("{what}: {}", s.to_json());
     assert!(s.finished, "{what}: did not finish");
     assert!(s.verified, "{what}: {} bytes differ", s.mismatched_bytes);
@@ -42,7 +42,7 @@ fn assert_no_resends(s: &Summary, bytes: u64, what: &str) {
         "{what}: {:?}",
         s.completions_err
     );
-    assert_eq!(s.bytes_placed, bytes, "{what}");
+    assert_eq!(s.bytes_placed, bytes * senders, "{what}");
     assert_eq!(s.queue_drops, 0, "{what}: the link must stay clean");
     assert_eq!(s.retransmits, 0, "{what}: retransmissions on a clean link");
     assert_eq!(s.rtos, 0, "{what}: RTOs on a clean link");
@@ -70,6 +70,30 @@ fn pipelined_64k_writes_on_a_clean_link_resend_nothing() {
             ..Writes::default()
         };
         let s = run_writes(&w);
-        assert_no_resends(&s, bytes, &format!("64 KiB x 16, MTU {mtu}"));
+        assert_no_resends(&s, bytes, 1, &format!("64 KiB x 16, MTU {mtu}"));
     }
+}
+
+/// A fixed window far beyond the path's BDP becomes a standing queue: two
+/// senders with 2 MiB windows into one 1 Gb/s port queue up to 4 MiB,
+/// 34 ms of data, several times RTO_INIT (5 ms), on a path whose idle
+/// round trip is 20 µs. The RTO follows the measured round trip, so the
+/// queue is not taken for loss.
+#[test]
+fn a_standing_queue_longer_than_rto_init_fires_no_rto() {
+    let rtt = Duration::from_micros(20);
+    let rate = 1_000_000_000;
+    let bytes = total(64 << 20);
+    let w = Writes {
+        senders: 2,
+        bytes_per_sender: bytes,
+        msg_size: (1 << 20, 1 << 20),
+        region: 8 << 20,
+        in_flight: 4,
+        link: LinkParams::new(rate, rtt / 4, 64 << 20),
+        pds: daemon_like(rate, rtt, 2 << 20, 1456),
+        ..Writes::default()
+    };
+    let s = run_writes(&w);
+    assert_no_resends(&s, bytes, 2, "2 x 2 MiB windows into 1 Gb/s");
 }

@@ -333,6 +333,7 @@ impl Pds {
                         clear_needed: false,
                         forced_at: None,
                         clear_sent: None,
+                        clear_out: None,
                         closing: false,
                         rod_ev: meta.ev,
                         rx: None,
@@ -344,6 +345,7 @@ impl Pds {
                         probe: None,
                         rcvd: RcvdBytesTracker::new(),
                         tail: TailProbe::default(),
+                        rtt: crate::rto::RttEstimator::default(),
                         pending: true,
                         created: now,
                         reopens: 0,
@@ -798,6 +800,7 @@ impl Pds {
         if let Some(t) = rtt_from {
             p.ledger.note_delivered_once(t);
             p.tail.on_delivery(now, t);
+            p.rtt.on_sample(now - t);
         }
         if newest_delivered.is_some() {
             p.tail.on_progress(now);

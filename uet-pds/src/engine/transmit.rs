@@ -465,6 +465,7 @@ impl Pds {
                 if p.clear_psn().diff(p.ledger.una()) >= 0 || p.clear_needed {
                     p.clear_needed = false;
                     p.clear_sent = Some(p.clear_psn());
+                    p.note_clear(now, p.clear_psn());
                     let clear = PdsCpRepr {
                         payload: CpPayload::Clear {
                             clear_psn: p.clear_psn(),
@@ -500,10 +501,24 @@ impl Pds {
                 upper,
             );
         }
-        // 2. A CLEAR the target asked for and no request to carry it.
-        if p.clear_needed && p.queue.is_empty() {
+        // 2. A CLEAR the target asked for and no request to carry it: none
+        // queued, or none that may leave now. The target's CACK waits for
+        // the CLEAR (§3), and the PSN window moves only with the CACK: a
+        // window full of packets the target has all answered would
+        // otherwise wait for an RTO to carry the CLEAR.
+        let data_blocked = |p: &Pdc, ccc: &mut uet_cms::Ccc| match p.queue.front() {
+            None => true,
+            Some(pkt) => {
+                let next = p.ledger.next_psn();
+                next.diff(p.ledger.una()) as u32 >= range
+                    || (!p.established && next.diff(p.start) >= SynPsnOffset::MAX as i32)
+                    || !ccc.can_send(now, self.config.nominal(pkt.len))
+            }
+        };
+        if p.clear_needed && data_blocked(p, ccc) {
             p.clear_needed = false;
             p.clear_sent = Some(p.clear_psn());
+            p.note_clear(now, p.clear_psn());
             let repr = PdsRepr::Cp(PdsCpRepr {
                 mode: p.mode,
                 retx: false,
@@ -642,9 +657,10 @@ impl Pds {
                     let head = buf.first_chunk_mut::<HEADER_LEN>()?;
                     repr.emit(&mut Packet::new_unchecked(head));
                 }
-                if p.clear_needed && clear_off != i16::MIN {
+                if clear_off != i16::MIN {
                     // The request carried the CLEAR.
                     p.clear_needed = false;
+                    p.note_clear(now, clear);
                 }
                 let mut t = Transmit::data(config, p.peer, ev, hl + pkt.len as usize);
                 if retx && let Some(d) = config.dscp_data_rtx {
