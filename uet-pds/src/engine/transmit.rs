@@ -250,6 +250,19 @@ impl Pds {
                 bitmap &= !(1u64 << d);
             }
         }
+        // Such a 0 below reported arrivals reads as a loss to the source.
+        // Shown only once its response has left, it reads so only if that
+        // response was lost (the resend then fetches it again): the bitmap
+        // ends below the first response still waiting for its ACK.
+        if let Some(d) = rx
+            .responses
+            .iter()
+            .map(|(psn, _)| psn.diff(sack_base))
+            .filter(|d| (0..64).contains(d))
+            .min()
+        {
+            bitmap &= (1u64 << d) - 1;
+        }
         // An RCCC source gets its cumulative credit in the ACK (cc_type
         // CREDIT); everyone else NSCC state: rcvd_bytes in 256-B units and
         // the service time since the triggering packet arrived (§2.7).

@@ -172,3 +172,33 @@ fn a_cack_over_packets_sacked_before_reopens_the_psn_window() {
     assert_eq!(more.len(), 72);
     assert_eq!(psn_of(&more[0]), last.next());
 }
+
+#[test]
+fn a_response_still_to_go_is_no_hole_in_the_bitmap_before_it() {
+    let mut a = host(A, 1, wide());
+    let mut b = host(B, 2, wide());
+    let (pdc, now) = established(&mut a, &mut b);
+    let (p, now) = burst(&mut a, pdc, now, 40);
+    let p0 = psn_of(&p[0]);
+    // Two messages end at p0 + 9 and p0 + 19; all 40 packets arrive in
+    // one batch, so the two responses leave in two ACKs, one each.
+    b.up.complete_at = vec![p0.add(9), p0.add(19)];
+    for d in &p {
+        deliver(&mut b, now, d);
+    }
+    let acks = drain(&mut b, now);
+    assert_eq!(acks.len(), 2);
+    // The first ACK must not show p0 + 19 (its response not yet sent, so
+    // not SACKed) as a hole below the packets SACKed after it.
+    deliver(&mut a, now, &acks[0]);
+    assert_eq!(a.pds.counters().sack_inferred, 0);
+    deliver(&mut a, now, &acks[1]);
+    assert!(
+        drain(&mut a, now)
+            .iter()
+            .all(|d| !matches!(d.pds(), PdsRepr::Request(_)))
+    );
+    assert_eq!(a.pds.counters().sack_inferred, 0);
+    assert_eq!(a.pds.counters().tx_retransmits, 0);
+    assert_eq!(a.up.responses.len(), 2);
+}
