@@ -74,6 +74,28 @@ fn pipelined_64k_writes_on_a_clean_link_resend_nothing() {
     }
 }
 
+/// 4 KiB writes, 64 in flight (`uet perf` 4 KiB × 64): every message of
+/// one or two packets ends in a guaranteed completion.
+#[test]
+fn pipelined_4k_writes_on_a_clean_link_resend_nothing() {
+    for (ses_len, mtu) in [(1456, 1500), (3454, 3498)] {
+        let rtt = Duration::from_millis(1);
+        let rate = 4_000_000_000;
+        let bytes = total(64 << 20);
+        let w = Writes {
+            bytes_per_sender: bytes,
+            msg_size: (4 << 10, 4 << 10),
+            region: 4 << 20,
+            in_flight: 64,
+            link: LinkParams::new(rate, rtt / 4, 64 << 20),
+            pds: daemon_like(rate, rtt, 2 << 20, ses_len),
+            ..Writes::default()
+        };
+        let s = run_writes(&w);
+        assert_no_resends(&s, bytes, 1, &format!("4 KiB x 64, MTU {mtu}"));
+    }
+}
+
 /// A fixed window far beyond the path's BDP becomes a standing queue: two
 /// senders with 2 MiB windows into one 1 Gb/s port queue up to 4 MiB,
 /// 34 ms of data, several times RTO_INIT (5 ms), on a path whose idle
