@@ -144,7 +144,10 @@ impl PdsConfig {
     /// at `rto_max` (`docs/protocol-notes.md` §3 "Loss recovery").
     #[must_use]
     pub fn rto(&self, retries: u32) -> Duration {
-        RttEstimator::default().rto(self.rto_init, self.ack_delay, self.rto_max, retries)
+        self.rto_init
+            .checked_mul(1u32 << retries.min(20))
+            .unwrap_or(self.rto_max)
+            .min(self.rto_max)
     }
 
     /// The RTO of a PDC whose round trip `rtt` measured, after `retries`

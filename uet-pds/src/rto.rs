@@ -36,53 +36,61 @@
 
 use uet_wire::time::Duration;
 
-/// SRTT and RTTVAR of one PDC.
+/// SRTT and RTTVAR of one PDC, in nanoseconds (integer arithmetic: a
+/// sample is taken on every ACK).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RttEstimator {
-    srtt: Option<Duration>,
-    rttvar: Duration,
+    /// 0 before the first sample.
+    srtt_ns: u64,
+    rttvar_ns: u64,
 }
 
 impl RttEstimator {
     /// Takes one round-trip sample.
+    #[inline]
     pub fn on_sample(&mut self, rtt: Duration) {
-        match self.srtt {
-            None => {
-                self.srtt = Some(rtt);
-                self.rttvar = rtt / 2;
-            }
-            Some(srtt) => {
-                let err = srtt.abs_diff(rtt);
-                self.rttvar = (self.rttvar * 3 + err) / 4;
-                self.srtt = Some((srtt * 7 + rtt) / 8);
-            }
+        let r = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX / 8).max(1);
+        if self.srtt_ns == 0 {
+            self.srtt_ns = r;
+            self.rttvar_ns = r / 2;
+        } else {
+            let err = self.srtt_ns.abs_diff(r);
+            self.rttvar_ns = (self.rttvar_ns.saturating_mul(3).saturating_add(err)) / 4;
+            self.srtt_ns = (self.srtt_ns.saturating_mul(7).saturating_add(r)) / 8;
         }
     }
 
     /// The smoothed round trip, once sampled.
     #[must_use]
     pub fn srtt(&self) -> Option<Duration> {
-        self.srtt
+        (self.srtt_ns > 0).then(|| Duration::from_nanos(self.srtt_ns))
     }
 
     /// The round-trip variation.
     #[must_use]
     pub fn rttvar(&self) -> Duration {
-        self.rttvar
+        Duration::from_nanos(self.rttvar_ns)
     }
 
     /// The RTO after `retries` timeouts: max(`floor`, SRTT + max(`g`,
-    /// 4 · RTTVAR)) · 2^`retries` (just `floor` · 2^`retries` before the
-    /// first sample), at most `max`.
+    /// 4 · max(RTTVAR, SRTT/16))) · 2^`retries` (just `floor` ·
+    /// 2^`retries` before the first sample), at most `max`.
     #[must_use]
+    #[inline]
     pub fn rto(&self, floor: Duration, g: Duration, max: Duration, retries: u32) -> Duration {
-        let base = match self.srtt {
-            Some(srtt) => (srtt + g.max(self.rttvar.max(srtt / 16) * 4)).max(floor),
-            None => floor,
+        let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let floor_ns = ns(floor);
+        let base = if self.srtt_ns == 0 {
+            floor_ns
+        } else {
+            let var = self.rttvar_ns.max(self.srtt_ns / 16).saturating_mul(4);
+            self.srtt_ns.saturating_add(ns(g).max(var)).max(floor_ns)
         };
-        base.checked_mul(1u32 << retries.min(20))
-            .unwrap_or(max)
-            .min(max)
+        let max_ns = ns(max);
+        let rto = base
+            .checked_mul(1u64 << retries.min(20))
+            .map_or(max_ns, |x| x.min(max_ns));
+        Duration::from_nanos(rto)
     }
 }
 
