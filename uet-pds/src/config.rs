@@ -6,6 +6,8 @@ use uet_wire::time::Duration;
 
 use uet_cms::{CccConfig, RcccConfig};
 
+use crate::rto::RttEstimator;
+
 /// Configuration of one PDS engine.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PdsConfig {
@@ -28,10 +30,16 @@ pub struct PdsConfig {
     pub ack_gen_trigger: u32,
     /// Minimum a packet adds to the ACK trigger (`ACK_Gen_Min_Pkt_Add`, 1024).
     pub ack_gen_min_pkt_add: u32,
-    /// First retransmission timeout (`RTO_INIT_TIME`).
+    /// First retransmission timeout (`RTO_INIT_TIME`), and the least RTO
+    /// once the round trip is measured (`rto.rs`).
     pub rto_init: Duration,
-    /// SesHooks bound of the backed-off RTO (spec range 0–8 s).
+    /// Upper bound of the RTO, measured and backed off (the spec's range
+    /// ends at 8 s).
     pub rto_max: Duration,
+    /// The RTO follows each PDC's measured round trip (SRTT/RTTVAR,
+    /// `rto.rs`), so a standing queue longer than `rto_init` is not taken
+    /// for loss. Off: `rto_init` doubled per timeout, whatever the path.
+    pub rto_follows_rtt: bool,
     /// Retransmissions by timeout before the PDC closes in error
     /// (`Max_RTO_Retx_Cnt`; REFPROV 5).
     pub max_rto_retx: u32,
@@ -95,6 +103,7 @@ impl Default for PdsConfig {
             ack_gen_min_pkt_add: 1024,
             rto_init: Duration::from_millis(5),
             rto_max: Duration::from_secs(8),
+            rto_follows_rtt: true,
             max_rto_retx: 5,
             max_nack_retx: 64,
             idle_timeout: Duration::from_secs(2),
@@ -139,6 +148,18 @@ impl PdsConfig {
             .checked_mul(1u32 << retries.min(20))
             .unwrap_or(self.rto_max)
             .min(self.rto_max)
+    }
+
+    /// The RTO of a PDC whose round trip `rtt` measured, after `retries`
+    /// timeouts: SRTT + max(`ack_delay`, 4 · RTTVAR), never below
+    /// `rto_init`, doubled per timeout, at most `rto_max` (`rto.rs`). With
+    /// `rto_follows_rtt` off, [`PdsConfig::rto`].
+    #[must_use]
+    pub fn rto_for(&self, rtt: &RttEstimator, retries: u32) -> Duration {
+        if !self.rto_follows_rtt {
+            return self.rto(retries);
+        }
+        rtt.rto(self.rto_init, self.ack_delay, self.rto_max, retries)
     }
 }
 

@@ -20,6 +20,7 @@ pub mod engine;
 mod pdc_table;
 mod pkt_queue;
 mod pkt_ref;
+pub mod rto;
 pub mod rx_window;
 mod tail_probe;
 pub mod tx_ledger;

@@ -18,6 +18,7 @@ use crate::engine::{
 };
 use crate::{DropReason, PdsConfig};
 
+mod clean_link;
 mod inflight;
 mod loss_detection;
 mod offpath;
@@ -37,6 +38,9 @@ struct Rec {
     responses: Vec<(PktRef, ReturnCode)>,
     /// Answer every request with this guaranteed response.
     reply_error: Option<ReturnCode>,
+    /// Answer the requests of these PSNs with a guaranteed `RC_OK` (a
+    /// message's completion at its last packet).
+    complete_at: Vec<Psn>,
 }
 
 impl SesHooks for Rec {
@@ -54,6 +58,18 @@ impl SesHooks for Rec {
                     list: ListKind::Expected,
                     opcode: ResponseOpcode::Response,
                     return_code: rc,
+                    message_id: MessageId::from_masked(1),
+                    ri_generation: RiGeneration::from_masked(0),
+                    job_id: JobId::from_masked(1),
+                    modified_length: 0,
+                },
+                guaranteed: true,
+            },
+            None if self.complete_at.contains(&rx.psn) => Reply::Response {
+                response: SesResponseRepr {
+                    list: ListKind::Expected,
+                    opcode: ResponseOpcode::Response,
+                    return_code: ReturnCode::Ok,
                     message_id: MessageId::from_masked(1),
                     ri_generation: RiGeneration::from_masked(0),
                     job_id: JobId::from_masked(1),

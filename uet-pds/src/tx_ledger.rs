@@ -178,6 +178,16 @@ impl<T> TxLedger<T> {
         self.entries.iter_mut()
     }
 
+    /// Iterates mutably, in PSN order, over the entries from `from` to
+    /// `to` inclusive (those of them still in the ledger).
+    pub fn range_mut(&mut self, from: Psn, to: Psn) -> impl Iterator<Item = &mut TxEntry<T>> {
+        let len = self.entries.len();
+        let lo = from.diff(self.una).clamp(0, len as i32) as usize;
+        let hi = (to.diff(self.una) + 1).clamp(0, len as i32) as usize;
+        self.rtx_maybe = true;
+        self.entries.range_mut(lo..hi.max(lo))
+    }
+
     /// Applies a cumulative ACK: every PSN up to and including `cack` is
     /// acknowledged and removed; `f` sees each removed entry (already-SACKed
     /// ones too, flagged by `sacked`). A `cack` before `una` or beyond what

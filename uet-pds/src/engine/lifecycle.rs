@@ -45,6 +45,7 @@ impl Pds {
             clear_needed: false,
             forced_at: None,
             clear_sent: None,
+            clear_out: None,
             closing: false,
             rod_ev,
             rx: None,
@@ -56,6 +57,7 @@ impl Pds {
             probe: None,
             rcvd: RcvdBytesTracker::new(),
             tail: TailProbe::default(),
+            rtt: crate::rto::RttEstimator::default(),
             pending: false,
             created: now,
             reopens: 0,
@@ -340,6 +342,7 @@ impl Pds {
         p.nacked = false;
         p.clear_needed = false;
         p.clear_sent = None;
+        p.clear_out = None;
         p.forced_at = None;
         let rccc_key = p.rx.take().and_then(|rx| rx.rccc);
         p.probe = None;

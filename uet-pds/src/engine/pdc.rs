@@ -14,6 +14,7 @@ use uet_wire::time::Instant;
 use uet_wire::{EntropyValue, PdcId, Psn, TrafficClass};
 
 use crate::pkt_queue::PktQueue;
+use crate::rto::RttEstimator;
 use crate::rx_window::RxWindow;
 use crate::tail_probe::TailProbe;
 use crate::tx_ledger::TxLedger;
@@ -147,6 +148,11 @@ pub(super) struct Pdc {
     /// The last CLEAR_PSN sent in a CLEAR CP: another is sent only when
     /// CLEAR_PSN moves past it.
     pub(super) clear_sent: Option<Psn>,
+    /// The highest CLEAR_PSN any packet carried, and when the first packet
+    /// carrying it left: the CACK of a packet answered with a guaranteed
+    /// response cannot move before that CLEAR arrives (§3), so the timer
+    /// that asks for an overdue CACK runs from then (`Pdc::rto_deadline`).
+    pub(super) clear_out: Option<(Psn, Instant)>,
     pub(super) closing: bool,
     pub(super) rod_ev: EntropyValue,
     // Receive half (created by the first packet from the peer).
@@ -165,6 +171,8 @@ pub(super) struct Pdc {
     /// Tail loss probing: min RTT, the PTO, the probe on its way, the
     /// episode.
     pub(super) tail: TailProbe,
+    /// SRTT and RTTVAR of the send half: its RTO (`rto.rs`).
+    pub(super) rtt: RttEstimator,
     /// A target's PDC opened by a SYN whose initiator has not yet shown it
     /// heard our answer (no packet addressed by our PDC ID has arrived):
     /// anyone can open one with a forged source, so these are bounded and
@@ -203,6 +211,39 @@ impl Pdc {
     /// packets count as delivered.
     pub(super) fn clear_psn(&self) -> Psn {
         self.ledger.first_unsacked_psn().sub(1)
+    }
+
+    /// Records that a packet carrying CLEAR_PSN `clear` leaves now.
+    #[inline]
+    pub(super) fn note_clear(&mut self, now: Instant, clear: Psn) {
+        if self.clear_out.is_none_or(|(c, _)| clear.is_after(c)) {
+            self.clear_out = Some((clear, now));
+        }
+    }
+
+    /// When the RTO of ledger entry `e` expires. A SACKed entry's RTO asks
+    /// for the CACK that should have covered it (an ACK_REQ); when the
+    /// CACK waits for our CLEAR (a guaranteed response, §3), it is
+    /// overdue only an RTO after the CLEAR covering the entry left, not
+    /// after the entry did: behind a standing queue that is two round
+    /// trips after the entry left.
+    #[inline]
+    pub(super) fn rto_deadline(
+        &self,
+        cfg: &crate::PdsConfig,
+        e: &crate::tx_ledger::TxEntry<TxItem>,
+    ) -> Instant {
+        let from = match self.clear_out {
+            Some((c, at)) if e.sacked && !e.psn.is_after(c) => e.sent_at.max(at),
+            _ => e.sent_at,
+        };
+        from + self.rto(cfg, e.rto_count)
+    }
+
+    /// The RTO of a packet of this PDC after `retries` timeouts.
+    #[inline]
+    pub(super) fn rto(&self, cfg: &crate::PdsConfig, retries: u32) -> uet_wire::time::Duration {
+        cfg.rto_for(&self.rtt, retries)
     }
 
     #[inline]

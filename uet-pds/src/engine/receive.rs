@@ -333,6 +333,7 @@ impl Pds {
                         clear_needed: false,
                         forced_at: None,
                         clear_sent: None,
+                        clear_out: None,
                         closing: false,
                         rod_ev: meta.ev,
                         rx: None,
@@ -344,6 +345,7 @@ impl Pds {
                         probe: None,
                         rcvd: RcvdBytesTracker::new(),
                         tail: TailProbe::default(),
+                        rtt: crate::rto::RttEstimator::default(),
                         pending: true,
                         created: now,
                         reopens: 0,
@@ -771,7 +773,7 @@ impl Pds {
         }
         let mut acked = core::mem::take(&mut self.scratch_acked);
         acked.clear();
-        p.ledger.ack_cumulative(cack, |e| match e.token {
+        let una_moved = p.ledger.ack_cumulative(cack, |e| match e.token {
             TxItem::Data(pkt) => {
                 if let CcShare::Rtx(b) = CcShare::of(cfg, e) {
                     cancelled_bytes += b;
@@ -798,6 +800,7 @@ impl Pds {
         if let Some(t) = rtt_from {
             p.ledger.note_delivered_once(t);
             p.tail.on_delivery(now, t);
+            p.rtt.on_sample(now - t);
         }
         if newest_delivered.is_some() {
             p.tail.on_progress(now);
@@ -820,7 +823,10 @@ impl Pds {
             PdsAckRequest::Close => p.close_requested = true,
             _ => {}
         }
-        let reschedule = p.clear_needed;
+        // The PSN window moved: queued data it held back may go now, even
+        // when this ACK delivered nothing new (every packet it covers was
+        // SACKed before, the CACK having waited for a CLEAR, §3).
+        let reschedule = p.clear_needed || (una_moved && !p.queue.is_empty());
         let ccc_ix = Self::ccc_ix(&self.cccs, p);
         // CC feedback: NSCC state (rcvd_bytes → newly received bytes,
         // service time, DFC) or CREDIT state (RCCC cumulative credit), §2.7.
@@ -938,14 +944,23 @@ impl Pds {
             }
             let resent_hi = p.ledger.resent_hi();
             // The answer reports only the PSNs its cumulative ACK and SACK
-            // bitmap cover: it says nothing of a packet past the bitmap.
-            let reported = match a.ext {
-                PdsAckExt::Cc(cc) => cack.offset(cc.sack_psn_offset).add(63),
-                _ => cack,
+            // bitmap cover. A PSN past the cumulative ACK and outside the
+            // bitmap may well have arrived: the answer says nothing of it,
+            // however far behind the highest delivered PSN it lies (a
+            // guaranteed response holds the target's CACK back, and the
+            // packets of the messages after it arrive meanwhile, §3). Only
+            // a 0 bit inside the bitmap tells that a packet had not arrived.
+            let Some((lo, hi)) = (match a.ext {
+                PdsAckExt::Cc(cc) => {
+                    let base = cack.offset(cc.sack_psn_offset);
+                    Some((base, base.add(63)))
+                }
+                _ => None,
+            }) else {
+                return 0;
             };
             let by_probe = |e: &TxEntry<TxItem>| {
                 tail_answer.is_some_and(|t| t.next_tx.wrapping_sub(e.tx_seq) as i32 > 0)
-                    && !e.psn.is_after(reported)
             };
             let rack = cfg.rack_window;
             let by_order = |e: &TxEntry<TxItem>| {
@@ -955,17 +970,18 @@ impl Pds {
             let behind = |e: &TxEntry<TxItem>| by_order(e) || by_probe(e);
             // Entries sent once have growing PSNs and transmission numbers:
             // past the highest PSN ever resent, the first one not behind
-            // ends the search. In the usual case (the oldest entry is not
-            // behind and nothing was resent) the ledger is not even
-            // borrowed for writing.
+            // ends the search. In the usual case (the bitmap's first
+            // unacknowledged entry is not behind and nothing was resent)
+            // the ledger is not even borrowed for writing.
             let done =
                 |e: &TxEntry<TxItem>| !behind(e) && resent_hi.is_none_or(|h| e.psn.is_after(h));
-            if p.ledger.iter().next().is_some_and(|e| !done(e)) {
-                for e in p.ledger.iter_mut() {
+            let first = if lo.is_after(cack) { lo } else { cack.next() };
+            if p.ledger.get(first).is_some_and(|e| !done(e)) {
+                for e in p.ledger.range_mut(first, hi) {
                     if done(e) {
                         break;
                     }
-                    if !behind(e) {
+                    if e.sacked || !behind(e) {
                         continue;
                     }
                     // A packet never resent was sent no later than any higher

@@ -50,7 +50,7 @@ impl Pds {
         let mut t: Option<Instant> = None;
         let mut at = |x: Instant| t = Some(t.map_or(x, |y| y.min(x)));
         if let Some(e) = p.ledger.rto_guard() {
-            at(e.sent_at + self.config.rto(e.rto_count));
+            at(p.rto_deadline(&self.config, e));
         }
         if let Some(d) = Self::tail_probe_due(&self.config, self.rccc_source, p) {
             at(d);
@@ -275,10 +275,12 @@ impl Pds {
             // [HTSIM: an RTO without credit sends at most one RTS per RTT].
             // The oldest packet stays guarded by its own RTO, so a source
             // that is never answered keeps retrying it.
-            let may_force = p.forced_at.is_none_or(|t| now >= t + cfg.rto(0));
-            if let Some(e) = p.ledger.rto_guard_mut()
-                && now >= e.sent_at + cfg.rto(e.rto_count)
-            {
+            let may_force = p.forced_at.is_none_or(|t| now >= t + p.rto(cfg, 0));
+            let expired = p
+                .ledger
+                .rto_guard()
+                .is_some_and(|e| now >= p.rto_deadline(cfg, e));
+            if expired && let Some(e) = p.ledger.rto_guard_mut() {
                 if e.rto_count >= max {
                     fail = true;
                 } else {

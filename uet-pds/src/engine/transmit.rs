@@ -216,16 +216,6 @@ impl Pds {
             return None;
         }
         let cack = rx.cack();
-        let sack_base = cack.next();
-        // PSNs holding an uncleared guaranteed response are not SACKed: the
-        // initiator must fetch the response (§3).
-        let mut bitmap = rx.win.sack_bitmap(sack_base);
-        for k in rx.gtd.keys() {
-            let d = Psn(*k).diff(sack_base);
-            if (0..64).contains(&d) {
-                bitmap &= !(1u64 << d);
-            }
-        }
         // Bounded: a peer replaying duplicates cannot grow the queue.
         while rx.responses.len() > 256 {
             rx.responses.pop_front();
@@ -235,13 +225,44 @@ impl Pds {
             Some((psn, _)) => (NextHeader::Response, Some(psn)),
             None => (NextHeader::None, None),
         };
-        let ack_field = match rx.probe.take() {
-            Some(o) => PdsAckPsnField::ProbeOpaque(o),
+        let (ack_field, sack_base) = match rx.probe.take() {
+            // A probe asks what has arrived since the CACK: the bitmap
+            // starts there (a lost tail lies just past it).
+            Some(o) => (PdsAckPsnField::ProbeOpaque(o), cack.next()),
             None => {
+                // The ACK names the packet its response answers, but its
+                // bitmap reports the newest arrivals whatever it names.
                 let trig = resp_psn.unwrap_or(rx.trigger);
-                PdsAckPsnField::Offset(trig.offset_from(cack).unwrap_or(0))
+                (
+                    PdsAckPsnField::Offset(trig.offset_from(cack).unwrap_or(0)),
+                    sack_base(cack, rx.trigger),
+                )
             }
         };
+        let sack_off = sack_base.offset_from(cack).unwrap_or(1);
+        let sack_base = cack.offset(sack_off);
+        // PSNs holding an uncleared guaranteed response are not SACKed: the
+        // initiator must fetch the response (§3).
+        let mut bitmap = rx.win.sack_bitmap(sack_base);
+        for k in rx.gtd.keys() {
+            let d = Psn(*k).diff(sack_base);
+            if (0..64).contains(&d) {
+                bitmap &= !(1u64 << d);
+            }
+        }
+        // Such a 0 below reported arrivals reads as a loss to the source.
+        // Shown only once its response has left, it reads so only if that
+        // response was lost (the resend then fetches it again): the bitmap
+        // ends below the first response still waiting for its ACK.
+        if let Some(d) = rx
+            .responses
+            .iter()
+            .map(|(psn, _)| psn.diff(sack_base))
+            .filter(|d| (0..64).contains(d))
+            .min()
+        {
+            bitmap &= (1u64 << d) - 1;
+        }
         // An RCCC source gets its cumulative credit in the ACK (cc_type
         // CREDIT); everyone else NSCC state: rcvd_bytes in 256-B units and
         // the service time since the triggering packet arrived (§2.7).
@@ -277,7 +298,7 @@ impl Pds {
             ext: PdsAckExt::Cc(PdsAckCc {
                 cc_flags: PdsCcFlags::from_masked(0),
                 mpr,
-                sack_psn_offset: 1,
+                sack_psn_offset: sack_off,
                 sack_bitmap: bitmap,
                 state: PdsAckState::Cc(state),
             }),
@@ -457,6 +478,7 @@ impl Pds {
                 if p.clear_psn().diff(p.ledger.una()) >= 0 || p.clear_needed {
                     p.clear_needed = false;
                     p.clear_sent = Some(p.clear_psn());
+                    p.note_clear(now, p.clear_psn());
                     let clear = PdsCpRepr {
                         payload: CpPayload::Clear {
                             clear_psn: p.clear_psn(),
@@ -492,10 +514,24 @@ impl Pds {
                 upper,
             );
         }
-        // 2. A CLEAR the target asked for and no request to carry it.
-        if p.clear_needed && p.queue.is_empty() {
+        // 2. A CLEAR the target asked for and no request to carry it: none
+        // queued, or none that may leave now. The target's CACK waits for
+        // the CLEAR (§3), and the PSN window moves only with the CACK: a
+        // window full of packets the target has all answered would
+        // otherwise wait for an RTO to carry the CLEAR.
+        let data_blocked = |p: &Pdc, ccc: &mut uet_cms::Ccc| match p.queue.front() {
+            None => true,
+            Some(pkt) => {
+                let next = p.ledger.next_psn();
+                next.diff(p.ledger.una()) as u32 >= range
+                    || (!p.established && next.diff(p.start) >= SynPsnOffset::MAX as i32)
+                    || !ccc.can_send(now, self.config.nominal(pkt.len))
+            }
+        };
+        if p.clear_needed && data_blocked(p, ccc) {
             p.clear_needed = false;
             p.clear_sent = Some(p.clear_psn());
+            p.note_clear(now, p.clear_psn());
             let repr = PdsRepr::Cp(PdsCpRepr {
                 mode: p.mode,
                 retx: false,
@@ -634,9 +670,10 @@ impl Pds {
                     let head = buf.first_chunk_mut::<HEADER_LEN>()?;
                     repr.emit(&mut Packet::new_unchecked(head));
                 }
-                if p.clear_needed && clear_off != i16::MIN {
+                if clear_off != i16::MIN {
                     // The request carried the CLEAR.
                     p.clear_needed = false;
+                    p.note_clear(now, clear);
                 }
                 let mut t = Transmit::data(config, p.peer, ev, hl + pkt.len as usize);
                 if retx && let Some(d) = config.dscp_data_rtx {
@@ -647,6 +684,21 @@ impl Pds {
             }
         }
     }
+}
+
+/// The SACK bitmap's base for an ACK when the CACK is `cack` and `trigger`
+/// is the packet that arrived last: the bitmap ends at that packet, and starts no lower than
+/// just past the CACK (HTSIM's `max(psn − 63, cack + 1)`, §3). A CACK held
+/// back by an uncleared guaranteed response (§3) can trail the PSNs
+/// arriving by far more than the bitmap's 64; a bitmap fixed at the CACK
+/// would then never report them, and the initiator, unable to tell that
+/// they arrived, could neither move CLEAR_PSN past them nor stop their
+/// timers. Each packet is the newest, or among the 63 before it, for
+/// several consecutive ACKs, so every arrival is reported.
+#[inline]
+pub(super) fn sack_base(cack: Psn, trigger: Psn) -> Psn {
+    let lo = trigger.sub(63);
+    if lo.is_after(cack) { lo } else { cack.next() }
 }
 
 /// The `req_cc_state` of a request when the CCC runs RCCC (a credit

@@ -1,0 +1,204 @@
+//! A CACK held back by a guaranteed response (§3 "CACK / CLEAR /
+//! guaranteed delivery") while many more packets arrive: the target's
+//! SACK bitmap still reports the newest arrivals, and the source infers
+//! no loss from what no bitmap reported.
+
+use super::*;
+use uet_wire::pds::PdsAckPsnField;
+
+/// Sends `n` packets of 100 B on an established PDC A→B and returns them
+/// with the time after the last left.
+fn burst(a: &mut Host, pdc: uet_wire::PdcId, now: Instant, n: u32) -> (Vec<Dgram>, Instant) {
+    a.pds.enqueue(now, pdc, pkts(2, n, 100)).unwrap();
+    let mut out = vec![];
+    let mut at = now;
+    while out.len() < n as usize {
+        at += Duration::from_micros(1);
+        let got = drain(a, at);
+        assert!(!got.is_empty() || out.len() < n as usize);
+        out.extend(got);
+    }
+    assert_eq!(out.len(), n as usize);
+    (out, at)
+}
+
+fn psn_of(d: &Dgram) -> Psn {
+    match d.pds() {
+        PdsRepr::Request(r) => r.psn,
+        other => panic!("not a request: {other:?}"),
+    }
+}
+
+/// A source with a PSN window large enough for 200 packets in flight.
+fn wide() -> PdsConfig {
+    let mut c = PdsConfig {
+        mp_range: 1024,
+        ..PdsConfig::default()
+    };
+    c.ccc.algorithm = uet_cms::Algorithm::Fixed { window: 1 << 30 };
+    c
+}
+
+#[test]
+fn the_sack_bitmap_follows_the_newest_arrivals_past_a_held_back_cack() {
+    let mut a = host(A, 1, wide());
+    let mut b = host(B, 2, wide());
+    let (pdc, now) = established(&mut a, &mut b);
+    let (p, now) = burst(&mut a, pdc, now, 200);
+    let p0 = psn_of(&p[0]);
+    // The first message ends at p0 + 9: its completion is guaranteed, and
+    // no CLEAR for it comes while the other 190 packets arrive.
+    b.up.complete_at = vec![p0.add(9)];
+    // B sends its ACKs as they fall due (every ACK_Gen_Trigger bytes).
+    let mut acks = vec![];
+    for d in &p {
+        deliver(&mut b, now, d);
+        acks.extend(drain(&mut b, now));
+    }
+    let PdsRepr::Ack(last) = acks.last().unwrap().pds() else {
+        panic!("not an ACK")
+    };
+    assert_eq!(last.cack_psn, p0.add(8), "CACK waits for the CLEAR");
+    let PdsAckExt::Cc(cc) = last.ext else {
+        panic!("no SACK")
+    };
+    let base = last.cack_psn.offset(cc.sack_psn_offset);
+    let newest = p0.add(199);
+    assert_eq!(
+        base.add(63),
+        newest,
+        "the bitmap ends at the packet that triggered the ACK"
+    );
+    assert_eq!(cc.sack_bitmap, u64::MAX, "and reports all 64 as arrived");
+    // Every packet was reported by some ACK: the source resends nothing,
+    // and its CLEAR_PSN covers all 200.
+    for d in &acks {
+        deliver(&mut a, now, d);
+    }
+    let out = drain(&mut a, now);
+    assert_eq!(a.pds.counters().tx_retransmits, 0);
+    assert_eq!(a.pds.counters().sack_inferred, 0);
+    let clear = out
+        .iter()
+        .find_map(|d| match d.pds() {
+            PdsRepr::Cp(c) => match c.payload {
+                CpPayload::Clear { clear_psn } => Some(clear_psn),
+                _ => None,
+            },
+            _ => None,
+        })
+        .expect("a CLEAR");
+    assert_eq!(clear, newest);
+}
+
+/// An ACK from B to A with CACK `cack`, naming `trigger`, whose bitmap
+/// starts at `base`: B's last real ACK with those fields replaced.
+fn ack(template: &Dgram, cack: Psn, trigger: Psn, base: Psn, bitmap: u64) -> Dgram {
+    let PdsRepr::Ack(mut a) = template.pds() else {
+        panic!("not an ACK")
+    };
+    let PdsAckExt::Cc(mut cc) = a.ext else {
+        panic!("no SACK")
+    };
+    a.cack_psn = cack;
+    a.next_hdr = NextHeader::None;
+    a.req = PdsAckRequest::None;
+    a.ack_psn_offset = PdsAckPsnField::Offset(trigger.offset_from(cack).unwrap());
+    cc.sack_psn_offset = base.offset_from(cack).unwrap();
+    cc.sack_bitmap = bitmap;
+    a.ext = PdsAckExt::Cc(cc);
+    let repr = PdsRepr::Ack(a);
+    let mut bytes = vec![0; repr.buffer_len()];
+    repr.emit(&mut bytes);
+    Dgram {
+        bytes,
+        ..template.clone()
+    }
+}
+
+#[test]
+fn what_no_bitmap_reported_is_not_presumed_lost() {
+    let mut a = host(A, 1, wide());
+    let mut b = host(B, 2, wide());
+    let (pdc, now) = established(&mut a, &mut b);
+    let (p, now) = burst(&mut a, pdc, now, 100);
+    // The last packet asks for an ACK: its header is the template.
+    deliver(&mut b, now, &p[99]);
+    let template = drain(&mut b, now).pop().unwrap();
+    let p0 = psn_of(&p[0]);
+    // CACK before p0; the bitmap covers p80..p99, all arrived but p85.
+    // p0..p79 lie outside it: this ACK says nothing of them. A 0 bit
+    // inside a bitmap is a packet that had not arrived: p85, with p86..p99
+    // delivered after it, is presumed lost, and only it.
+    let now = now + Duration::from_micros(50);
+    let bitmap = ((1 << 20) - 1) & !(1 << 5);
+    let d = ack(&template, p0.sub(1), p0.add(99), p0.add(80), bitmap);
+    deliver(&mut a, now, &d);
+    let re = drain(&mut a, now);
+    assert_eq!(re.iter().map(psn_of).collect::<Vec<_>>(), [p0.add(85)]);
+    assert_eq!(a.pds.counters().sack_inferred, 1);
+}
+
+#[test]
+fn a_cack_over_packets_sacked_before_reopens_the_psn_window() {
+    // A PSN window of 128, all of it in flight, 72 more packets queued.
+    let cfg = PdsConfig {
+        mp_range: 128,
+        ..wide()
+    };
+    let mut a = host(A, 1, cfg);
+    let mut b = host(B, 2, wide());
+    let (pdc, now) = established(&mut a, &mut b);
+    a.pds.enqueue(now, pdc, pkts(2, 200, 100)).unwrap();
+    let p = drain(&mut a, now);
+    assert_eq!(p.len(), 128, "the PSN window holds 128");
+    deliver(&mut b, now, &p[127]);
+    let template = drain(&mut b, now).pop().unwrap();
+    let p0 = psn_of(&p[0]);
+    // Two ACKs SACK all 128 while the CACK waits (for a CLEAR, say); the
+    // window stays full.
+    let now = now + Duration::from_micros(10);
+    for base in [p0, p0.add(64)] {
+        let d = ack(&template, p0.sub(1), base.add(63), base, u64::MAX);
+        deliver(&mut a, now, &d);
+    }
+    assert!(drain(&mut a, now).is_empty(), "the window is full");
+    // Then the CACK covers them all and reports nothing new: the window
+    // is open again, and the queued packets go.
+    let last = p0.add(127);
+    let d = ack(&template, last, last, last.next(), 0);
+    deliver(&mut a, now, &d);
+    let more = drain(&mut a, now);
+    assert_eq!(more.len(), 72);
+    assert_eq!(psn_of(&more[0]), last.next());
+}
+
+#[test]
+fn a_response_still_to_go_is_no_hole_in_the_bitmap_before_it() {
+    let mut a = host(A, 1, wide());
+    let mut b = host(B, 2, wide());
+    let (pdc, now) = established(&mut a, &mut b);
+    let (p, now) = burst(&mut a, pdc, now, 40);
+    let p0 = psn_of(&p[0]);
+    // Two messages end at p0 + 9 and p0 + 19; all 40 packets arrive in
+    // one batch, so the two responses leave in two ACKs, one each.
+    b.up.complete_at = vec![p0.add(9), p0.add(19)];
+    for d in &p {
+        deliver(&mut b, now, d);
+    }
+    let acks = drain(&mut b, now);
+    assert_eq!(acks.len(), 2);
+    // The first ACK must not show p0 + 19 (its response not yet sent, so
+    // not SACKed) as a hole below the packets SACKed after it.
+    deliver(&mut a, now, &acks[0]);
+    assert_eq!(a.pds.counters().sack_inferred, 0);
+    deliver(&mut a, now, &acks[1]);
+    assert!(
+        drain(&mut a, now)
+            .iter()
+            .all(|d| !matches!(d.pds(), PdsRepr::Request(_)))
+    );
+    assert_eq!(a.pds.counters().sack_inferred, 0);
+    assert_eq!(a.pds.counters().tx_retransmits, 0);
+    assert_eq!(a.up.responses.len(), 2);
+}
