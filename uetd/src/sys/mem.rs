@@ -29,7 +29,11 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// `len` bytes of zeroed anonymous shared memory.
+    /// `len` bytes of zeroed anonymous shared memory, populated now
+    /// (`MAP_POPULATE`): the daemon's own exposed regions are registered
+    /// memory, and a page first touched by a remote write would cost the
+    /// worker a fault and a page to zero (`uet_api::Region::new` allocates
+    /// a client's region up front for the same reason).
     pub fn anonymous(len: usize) -> Result<Self> {
         Self::map(len, None)
     }
@@ -46,7 +50,7 @@ impl Mapping {
         let (flags, raw) = match fd {
             Some(fd) => (libc::MAP_SHARED, fd.as_raw_fd()),
             None => (
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_POPULATE,
                 -1,
             ),
         };
