@@ -134,9 +134,9 @@ struct PerfArgs {
     /// Submit over the control socket instead of the shared-memory ring.
     #[arg(long)]
     no_ring: bool,
-    /// Microseconds a ring wait polls before it sleeps (a spinning client
-    /// only pays off with a core to spare).
-    #[arg(long, default_value_t = 50)]
+    /// Microseconds a ring wait polls before it sleeps (default 0: a
+    /// spinning client only pays off with a core to spare).
+    #[arg(long, default_value_t = 0)]
     spin_us: u64,
     /// One JSON object per size.
     #[arg(long)]

@@ -526,10 +526,10 @@ fn perf(lab: &mut Lab, size: u32, depth: usize, time: Duration) -> Result<PerfRo
             iters: None,
             duration: time,
             depth,
-            // Through the shared-memory ring, polling as `uet perf` does
+            // Through the shared-memory ring, waiting as `uet perf` does
             // by default.
             ring: true,
-            ring_spin: Duration::from_micros(50),
+            ring_spin: client::DEFAULT_RING_SPIN,
         },
     )
     .map_err(|source| Error::Tool {

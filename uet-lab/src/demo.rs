@@ -231,7 +231,7 @@ pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
             duration: opts.perf_time,
             depth: opts.perf_depth,
             ring: true,
-            ring_spin: Duration::from_micros(50),
+            ring_spin: client::DEFAULT_RING_SPIN,
         },
     )
     .map_err(|source| Error::Tool {
