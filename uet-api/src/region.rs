@@ -23,25 +23,40 @@ pub struct Region {
 
 impl Region {
     /// A zero-filled region of `len` bytes (`memfd_create` + `ftruncate` +
-    /// `fallocate` + `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`).
-    ///
-    /// Its memory is allocated now, as an RDMA registration pins its pages:
-    /// otherwise the daemon's worker would take a page fault, and zero a
-    /// fresh page, for every 4 KiB a remote write first touches — a
-    /// quarter of a core at 8 Gb/s, and now and then a stall in reclaim
-    /// long enough for the sender's retransmission timer. The pages are
-    /// the application's (its memory cgroup pays for them).
+    /// `F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`). Its pages are allocated
+    /// as they are first written; see [`Region::allocated`] for a region
+    /// remote writes will land in.
     ///
     /// # Errors
     ///
-    /// The kernel's error (`EMFILE`, `ENOMEM`, `ENOSPC`, `EFBIG`…).
+    /// The kernel's error (`EMFILE`, `ENOMEM`, `EFBIG`…).
     pub fn new(len: u64) -> io::Result<Self> {
+        Self::create(len, false)
+    }
+
+    /// A zero-filled region of `len` bytes whose memory is allocated now
+    /// (`fallocate`), as an RDMA registration pins its pages. Remote writes
+    /// into a sparse region make the daemon's worker fault in and zero a
+    /// page for every 4 KiB they first touch — a quarter of a core at
+    /// 8 Gb/s, and now and then a stall in reclaim longer than the sender's
+    /// retransmission timer. The pages are the application's (its memory
+    /// cgroup pays for them).
+    ///
+    /// # Errors
+    ///
+    /// The kernel's error (`ENOMEM`, `ENOSPC` when the memory is not there,
+    /// `EMFILE`, `EFBIG`…).
+    pub fn allocated(len: u64) -> io::Result<Self> {
+        Self::create(len, true)
+    }
+
+    fn create(len: u64, allocate: bool) -> io::Result<Self> {
         let fd = rustix::fs::memfd_create(
             "uet-region",
             MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
         )?;
         rustix::fs::ftruncate(&fd, len)?;
-        if len > 0 {
+        if allocate && len > 0 {
             rustix::fs::fallocate(&fd, rustix::fs::FallocateFlags::empty(), 0, len)?;
         }
         rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
@@ -194,4 +209,29 @@ pub fn check_region_fd(fd: impl AsFd, len: u64) -> Result<u64, RegionFdError> {
         return Err(RegionFdError::TooShort { size, len });
     }
     Ok(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes of memory the region's memfd holds now.
+    fn resident(r: &Region) -> u64 {
+        rustix::fs::fstat(r.file()).unwrap().st_blocks as u64 * 512
+    }
+
+    #[test]
+    fn an_allocated_region_holds_its_memory_and_a_plain_one_does_not() {
+        let len = 8 << 20;
+        let plain = Region::new(len).unwrap();
+        let allocated = Region::allocated(len).unwrap();
+        assert_eq!(resident(&plain), 0);
+        assert!(resident(&allocated) >= len, "{}", resident(&allocated));
+        // Both read as zeros and keep their seals.
+        let mut b = [1u8; 16];
+        allocated.read_at(len - 16, &mut b).unwrap();
+        assert_eq!(b, [0; 16]);
+        assert_eq!(check_region_fd(allocated.file(), len).unwrap(), len);
+        assert!(Region::allocated(0).unwrap().is_empty());
+    }
 }

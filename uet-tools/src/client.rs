@@ -73,7 +73,7 @@ pub fn serve(socket: &Path, size: u64, count: Option<u64>) -> Result<()> {
     }
     let mut c = connect(socket, "uet serve")?;
     let region = c
-        .create_region(size)
+        .create_allocated_region(size)
         .map_err(Error::io("creating the region to serve"))?;
     let reg = c
         .register(&region, Access::REMOTE_WRITE | Access::REMOTE_READ, None)
@@ -219,7 +219,7 @@ pub fn read(
     }
     let mut c = connect(socket, "uet read")?;
     let region = c
-        .create_region(len)
+        .create_allocated_region(len)
         .map_err(Error::io("creating the destination region"))?;
     let local = c
         .register_local(&region)

@@ -104,6 +104,16 @@ impl Client {
         Region::new(len)
     }
 
+    /// A new memfd-backed region of `len` bytes with its memory allocated
+    /// now ([`Region::allocated`]): for a region remote writes land in.
+    ///
+    /// # Errors
+    ///
+    /// The kernel's error (`ENOMEM`/`ENOSPC` when the memory is not there).
+    pub fn create_allocated_region(&self, len: u64) -> io::Result<Region> {
+        Region::allocated(len)
+    }
+
     /// Registers all of `region` for remote access with `access`, under
     /// `key` or one the daemon picks (`ri << 52 | generation << 44 | 44
     /// random bits`, the layout libfabric peers read the RI and

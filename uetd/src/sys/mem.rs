@@ -32,8 +32,8 @@ impl Mapping {
     /// `len` bytes of zeroed anonymous shared memory, populated now
     /// (`MAP_POPULATE`): the daemon's own exposed regions are registered
     /// memory, and a page first touched by a remote write would cost the
-    /// worker a fault and a page to zero (`uet_api::Region::new` allocates
-    /// a client's region up front for the same reason).
+    /// worker a fault and a page to zero (`uet_api::Region::allocated` is
+    /// the client's way to the same).
     pub fn anonymous(len: usize) -> Result<Self> {
         Self::map(len, None)
     }
