@@ -164,22 +164,9 @@ pub struct WriteRow {
 /// `uet perf` through the daemons.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PerfRow {
-    /// Message size, bytes.
-    pub size: u32,
-    /// Writes in flight.
-    pub depth: usize,
-    /// Messages completed.
-    pub messages: u64,
-    /// Seconds it ran.
-    pub seconds: f64,
-    /// Goodput, Gb/s.
-    pub gbps: f64,
-    /// Messages per second.
-    pub msg_rate: f64,
-    /// Completion latency p50, µs.
-    pub p50_us: f64,
-    /// p99, µs.
-    pub p99_us: f64,
+    /// What `uet perf` reported (the fields the demo shows too).
+    #[serde(flatten)]
+    pub perf: crate::demo::PerfSummary,
     /// Data packets the writer's daemon sent.
     pub tx_data: u64,
     /// Of them resent (retransmits).
@@ -541,14 +528,7 @@ fn perf(lab: &mut Lab, size: u32, depth: usize, time: Duration) -> Result<PerfRo
         format!("no {size} B write completed in {:.2} s", r.seconds)
     })?;
     Ok(PerfRow {
-        size,
-        depth,
-        messages: r.messages,
-        seconds: r.seconds,
-        gbps: r.gbps,
-        msg_rate: r.msg_rate,
-        p50_us: r.latency_us[0],
-        p99_us: r.latency_us[1],
+        perf: crate::demo::PerfSummary::new(&r, depth),
         tx_data: delta(&before, &after, "tx_data"),
         resends: delta(&before, &after, "tx_retransmits"),
         rtos: delta(&before, &after, "rtos"),
@@ -904,10 +884,10 @@ fn summarise<'a>(mtu: u32, runs: impl Iterator<Item = &'a Run> + Clone) -> MtuSu
         write_xdp_cpu_s_per_gb: m(r(), |r| &r.write_xdp, |v| v.cpu_s_per_gb),
         write_udp_gbps: m(r(), |r| &r.write_udp, |v| v.gbps),
         write_udp_cpu_s_per_gb: m(r(), |r| &r.write_udp, |v| v.cpu_s_per_gb),
-        perf_64k_gbps: m(r(), |r| &r.perf_64k, |v| v.gbps),
-        perf_4k_gbps: m(r(), |r| &r.perf_4k, |v| v.gbps),
-        latency_p50_us: m(r(), |r| &r.latency_64b, |v| v.p50_us),
-        latency_p99_us: m(r(), |r| &r.latency_64b, |v| v.p99_us),
+        perf_64k_gbps: m(r(), |r| &r.perf_64k, |v| v.perf.gbps),
+        perf_4k_gbps: m(r(), |r| &r.perf_4k, |v| v.perf.gbps),
+        latency_p50_us: m(r(), |r| &r.latency_64b, |v| v.perf.p50_us),
+        latency_p99_us: m(r(), |r| &r.latency_64b, |v| v.perf.p99_us),
         udp_rtt_p50_us: m(r(), |r| &r.udp_rtt, |v| v.p50_us),
         udp_rtt_p99_us: m(r(), |r| &r.udp_rtt, |v| v.p99_us),
     };
@@ -1046,7 +1026,7 @@ impl BenchReport {
                     num(s.ratios.perf_64k_over_raw, 2),
                     all(
                         runs,
-                        |r| r.perf_64k.value.as_ref().map(|v| v.gbps),
+                        |r| r.perf_64k.value.as_ref().map(|v| v.perf.gbps),
                         |r| &r.perf_64k.error
                     ),
                     resends(runs, |r| &r.perf_64k),
@@ -1059,7 +1039,7 @@ impl BenchReport {
                     num(s.ratios.perf_4k_over_raw, 2),
                     all(
                         runs,
-                        |r| r.perf_4k.value.as_ref().map(|v| v.gbps),
+                        |r| r.perf_4k.value.as_ref().map(|v| v.perf.gbps),
                         |r| &r.perf_4k.error
                     ),
                     resends(runs, |r| &r.perf_4k),
@@ -1124,7 +1104,7 @@ impl BenchReport {
                         num(s.medians.udp_rtt_p99_us, 1),
                         all(
                             runs,
-                            |r| r.latency_64b.value.as_ref().map(|v| v.p50_us),
+                            |r| r.latency_64b.value.as_ref().map(|v| v.perf.p50_us),
                             |r| &r.latency_64b.error
                         )
                     )

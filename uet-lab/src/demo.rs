@@ -80,7 +80,7 @@ pub struct PerfSummary {
 }
 
 impl PerfSummary {
-    fn new(r: &PerfReport, depth: usize) -> Self {
+    pub(crate) fn new(r: &PerfReport, depth: usize) -> Self {
         Self {
             size: r.size,
             depth,
