@@ -546,8 +546,7 @@ fn raw(lab: &Lab, mtu: u32, time: Duration) -> Result<RawRow> {
         fill_size: 4096,
         ..uetd::xsk::XskConfig::default()
     };
-    let uetd_frame = 14 + 20 + 8 + uet_wire::pds::req::CC_HEADER_LEN + uetd::daemon::MAX_SES_LEN;
-    let frame_len = (mtu as usize + 14).min(uetd_frame);
+    let frame_len = uetd::daemon::max_data_frame_len(mtu as usize);
     let (_tx, rx, busy) = crate::ceiling::veth_ceiling_cpu(
         lab.host(1),
         cfg("eth0"),

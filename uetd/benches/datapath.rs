@@ -157,8 +157,7 @@ fn main() {
     // (MAX_SES_LEN), however large the MTU: the ceilings are measured at
     // the frame size uetd sends (a multi-buffer chain of UMEM frames above
     // 3840 bytes).
-    let uetd_frame = 14 + 20 + 8 + uet_wire::pds::req::CC_HEADER_LEN + uetd::daemon::MAX_SES_LEN;
-    let frame = (o.mtu as usize + 14).min(uetd_frame);
+    let frame = uetd::daemon::max_data_frame_len(o.mtu as usize);
     let dgram = frame - 14 - 28;
     let mut rows: Vec<(String, Vec<f64>)> = vec![
         (

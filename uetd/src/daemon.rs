@@ -716,6 +716,16 @@ pub fn owner_of(peer: IpAddr, workers: usize) -> usize {
 /// MTUs carry what fits.
 pub const MAX_SES_LEN: usize = uet_wire::ses::SES_STANDARD_HEADER_LEN + 4096;
 
+/// The largest Ethernet frame of an IPv4/UDP data packet uetd sends at IP
+/// MTU `mtu`: MTU-sized, but never more than [`MAX_SES_LEN`] behind the
+/// headers (a `*_CC_REQ` PDS header), so above MTU 4,200 it stays 4,198
+/// bytes. Ceilings meant to compare with uetd are measured at this size.
+#[must_use]
+pub fn max_data_frame_len(mtu: usize) -> usize {
+    let largest = 14 + 20 + 8 + uet_wire::pds::req::CC_HEADER_LEN + MAX_SES_LEN;
+    (mtu + 14).min(largest)
+}
+
 fn interface_mtu(name: &str) -> Option<usize> {
     std::fs::read_to_string(format!("/sys/class/net/{name}/mtu"))
         .ok()?
@@ -756,4 +766,18 @@ fn software_pacer(pds: &mut PdsConfig, link_rate_bps: u64, base_rtt: Duration) {
     r.max_burst_slices = r
         .max_burst_slices
         .max(u32::try_from(slices).unwrap_or(u32::MAX));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_largest_data_frame_follows_the_mtu_up_to_a_4k_payload() {
+        assert_eq!(max_data_frame_len(1500), 1514);
+        assert_eq!(max_data_frame_len(3498), 3512);
+        // 14 + 20 + 8 (Ethernet, IPv4, UDP) + 16 (RUD_CC_REQ) + 44 + 4096.
+        assert_eq!(max_data_frame_len(4200), 4198);
+        assert_eq!(max_data_frame_len(9000), 4198);
+    }
 }

@@ -8,22 +8,8 @@ mod common;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Uetd, field};
+use common::{Uetd, field, uet};
 use uet_lab::{Lab, LabConfig};
-
-fn uet(socket: &str, args: &[&str]) -> String {
-    let out = Command::new(uet_lab::uet_bin().expect("the uet binary"))
-        .args(args)
-        .args(["--socket", socket])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "uet {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 #[test]
 fn serve_write_read_perf_and_stats() {

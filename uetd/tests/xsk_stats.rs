@@ -7,24 +7,9 @@
 mod common;
 
 use std::net::UdpSocket;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Pair, Uetd};
-
-fn uet(socket: &str, args: &[&str]) -> String {
-    let out = Command::new(uet_lab::uet_bin().expect("the uet binary"))
-        .args(args)
-        .args(["--socket", socket])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "uet {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use common::{Pair, Uetd, uet};
 
 #[test]
 fn uet_stats_shows_drops_at_the_socket() {

@@ -170,3 +170,19 @@ pub fn connect(path: &str) -> uet_api::Client {
         }
     }
 }
+
+/// Runs the `uet` CLI against the daemon at `socket` and returns its
+/// stdout, asserting that it succeeded.
+pub fn uet(socket: &str, args: &[&str]) -> String {
+    let out = Command::new(uet_lab::uet_bin().expect("the uet binary"))
+        .args(args)
+        .args(["--socket", socket])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "uet {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
