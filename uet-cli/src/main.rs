@@ -383,9 +383,18 @@ fn run_decode(args: &DecodeArgs) -> Result<()> {
         if link != pcap_file::DataLink::ETHERNET {
             bail!("{}: link type {link:?} is not Ethernet", path.display());
         }
-        while let Some(pkt) = reader.next_packet() {
+        // Raw records: a frame cut by the snap length (orig_len > incl_len)
+        // is decoded as far as it was captured.
+        while let Some(pkt) = reader.next_raw_packet() {
             let pkt = pkt.with_context(|| format!("reading {}", path.display()))?;
-            emit(&mut out, &pkt.data, &cfg, args.json)?;
+            let orig_len = usize::try_from(pkt.orig_len).unwrap_or(usize::MAX);
+            if args.json {
+                let v = decode::captured_frame_json(&pkt.data, orig_len, &cfg);
+                writeln!(out, "{v}")?;
+            } else {
+                let t = decode::captured_frame_text(&pkt.data, orig_len, &cfg);
+                writeln!(out, "{t}")?;
+            }
         }
     }
     out.flush()?;

@@ -23,6 +23,15 @@
 //! | `payload_len` | always | bytes after the SES header, before the trailer |
 //! | `trimmed` | trimmed packet (DSCP) | `"TRIMMED"` or `"TRIMMED_LASTHOP"` |
 //! | `crc32c` | CRC trailer verified (`--crc`) | the trailer, as a hex string |
+//! | `captured_len` | the capture kept less than the frame | bytes captured; `frame_len` is then the length on the wire |
+//!
+//! A frame cut by a capture's snap length ([`captured_frame_json`]) is
+//! decoded as far as it was captured: every header that lies wholly inside
+//! the captured bytes, and the lengths (`payload_len`, `transport_pktsize`,
+//! …) as the headers give them. What lies beyond the cut is not checked —
+//! the UDP checksum and the CRC trailer — so `crc32c` is absent. A cut
+//! inside the headers is an error: `capture: headers cut by the snap length
+//! (captured M of N bytes) at byte M`.
 //!
 //! Conventions: enumerations are strings in their spec spelling (their
 //! `Display`, so a reserved value keeps its number, e.g.
@@ -35,8 +44,8 @@
 //! `serde_json` map is ordered by key).
 
 use serde_json::{Map, Value, json};
-use uet_wire::encap::{EncapConfig, Transport, Trim};
-use uet_wire::inet::{EthernetRepr, IpRepr};
+use uet_wire::encap::{EncapConfig, Transport, Trim, append_crc_trailer};
+use uet_wire::inet::{EtherType, EthernetPacket, EthernetRepr, IpRepr, Ipv4Packet, Ipv6Packet};
 use uet_wire::pds::TssRepr;
 use uet_wire::{Frame, parse_frame_with};
 
@@ -67,6 +76,109 @@ pub fn frame_text(frame: &[u8], cfg: &EncapConfig) -> String {
         Ok(f) => f.to_string(),
         Err(e) => format!("error: {e}"),
     }
+}
+
+/// Decodes a frame of which a capture kept the first `data.len()` of its
+/// `orig_len` bytes (a pcap record's `incl_len` and `orig_len`): the frame
+/// as [`frame_json`] when it is whole, else as far as it was captured, with
+/// `captured_len` (see the module docs).
+#[must_use]
+pub fn captured_frame_json(data: &[u8], orig_len: usize, cfg: &EncapConfig) -> Value {
+    if orig_len <= data.len() {
+        return frame_json(data, cfg);
+    }
+    let padded = pad_cut_frame(data, orig_len, cfg);
+    match parse_cut(&padded, data.len(), cfg) {
+        Ok(f) => {
+            let mut v = frame_to_json(&f, orig_len);
+            if let Some(o) = v.as_object_mut() {
+                put(o, "captured_len", data.len());
+            }
+            v
+        }
+        Err(e) => json!({ "error": e }),
+    }
+}
+
+/// [`captured_frame_json`] as one line of text: [`frame_text`] of a whole
+/// frame; for a cut one the decoded headers and ` | captured M of N bytes`.
+#[must_use]
+pub fn captured_frame_text(data: &[u8], orig_len: usize, cfg: &EncapConfig) -> String {
+    if orig_len <= data.len() {
+        return frame_text(data, cfg);
+    }
+    let padded = pad_cut_frame(data, orig_len, cfg);
+    match parse_cut(&padded, data.len(), cfg) {
+        Ok(f) => format!("{f} | captured {} of {orig_len} bytes", data.len()),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// Parses a cut frame filled by [`pad_cut_frame`]: the frame when every
+/// header lies inside the `captured` bytes (its trailer, never captured,
+/// left out), else the error message.
+fn parse_cut<'a>(
+    padded: &'a [u8],
+    captured: usize,
+    cfg: &EncapConfig,
+) -> Result<Frame<'a>, String> {
+    match parse_frame_with(padded, cfg) {
+        Ok(mut f) if f.payload_offset() <= captured => {
+            f.headers.trailer = None;
+            Ok(f)
+        }
+        Ok(_) => Err(cut_error(captured, padded.len())),
+        Err(e) if e.offset >= captured => Err(cut_error(captured, padded.len())),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn cut_error(captured: usize, orig_len: usize) -> String {
+    format!(
+        "capture: headers cut by the snap length (captured {captured} of {orig_len} bytes) at byte {captured}"
+    )
+}
+
+/// The captured bytes of a cut frame, zero-filled to its length on the
+/// wire, so the frame parser sees the lengths the headers announce. The
+/// checks over bytes that were not captured are neutralised: the UDP
+/// checksum is set to zero (which means "not computed") and, with a trailer
+/// configured, the trailer is recomputed over the filled frame. Headers the
+/// parser then reads from the fill are refused by the caller (they end
+/// beyond `data.len()`).
+fn pad_cut_frame(data: &[u8], orig_len: usize, cfg: &EncapConfig) -> Vec<u8> {
+    let mut b = data.to_vec();
+    b.resize(orig_len, 0);
+    let Ok(eth) = EthernetPacket::new_checked(&b[..]) else {
+        return b;
+    };
+    let l3 = eth.header_len();
+    let (l4, protocol, ip_end) = match eth.ethertype() {
+        EtherType::Ipv4 => match Ipv4Packet::new_checked(&b[l3..]) {
+            Ok(p) => (
+                l3 + p.header_len(),
+                p.protocol(),
+                l3 + usize::from(p.total_len()),
+            ),
+            Err(_) => return b,
+        },
+        EtherType::Ipv6 => match Ipv6Packet::new_checked(&b[l3..]) {
+            Ok(p) => (
+                l3 + 40,
+                p.next_header(),
+                l3 + 40 + usize::from(p.payload_len()),
+            ),
+            Err(_) => return b,
+        },
+        _ => return b,
+    };
+    if protocol == 17 && l4 + 8 <= data.len() {
+        b[l4 + 6..l4 + 8].fill(0);
+    }
+    if cfg.crc_trailer {
+        let _ = append_crc_trailer(&mut b[l3..ip_end]);
+    }
+    b
 }
 
 /// The error object of a frame that does not parse.
