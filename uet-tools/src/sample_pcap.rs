@@ -36,6 +36,28 @@
 //! | 23 | IPv6, 802.1Q VLAN 100: SYN ROD_REQ + UET_TAGGED_SEND |
 //! | 24 | UET directly over IP (protocol 253, entropy header): SYN RUD_REQ + UET_ATOMIC (SUM, UINT64) |
 //! | 25 | malformed: RUD_CC_REQ whose standard request header is cut after 20 of 44 bytes |
+//!
+//! Then one frame for each header the story does not need, so that the
+//! sample holds every PDS type and SES header (`docs/protocol-notes.md` §2,
+//! §4) for the decoders to be checked against:
+//!
+//! | # | frame |
+//! |---|---|
+//! | 26 | ROD_CC_REQ + UET_FETCHING_ATOMIC with the compare-and-swap extension (CSWAP, UINT32) |
+//! | 27 | ACK_CCX + UET_HDR_RESPONSE_DATA_SMALL carrying the fetched value |
+//! | 28 | NACK_CCX RCVR_INFER_LOSS |
+//! | 29 | NACK of a RUDI packet (`nt`), an unknown code |
+//! | 30 | ACK with EPSN (16 bytes, `expected_psn`), `req` CLOSE |
+//! | 31 | CP NOOP on a ROD PDC, SYN form with `use_rsv_pdc` |
+//! | 32 | CP CLEAR_REQ |
+//! | 33 | CP CLOSE_REQ |
+//! | 34 | CP NEGOTIATION |
+//! | 35 | CP of reserved type 12 |
+//! | 36 | RUD_REQ + UET_RENDEZVOUS_SEND with the rendezvous extension |
+//! | 37 | TSS (with SSI) + RUD_REQ: the SES part is ciphertext, then the 16-byte tag |
+//! | 38 | ACK_CC with a reserved `cc_type` |
+//! | 39 | RUDI_RESP (`m`) + UET_NO_RESPONSE, overflow list, BAD_MKEY |
+//! | 40 | UUD_REQ + medium UET_TAGGED_SEND (match bits, buffer offset) |
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
@@ -48,16 +70,17 @@ use uet_wire::inet::{
     VlanTag,
 };
 use uet_wire::pds::{
-    AckCcState, CpPayload, CreditState, CwndPenalty, DpdcidField, NackCode, NackTarget, NextHeader,
-    NsccState, PdcInfo, PdsAckCc, PdsAckExt, PdsAckPsnField, PdsAckRepr, PdsAckRequest,
-    PdsAckState, PdsCcFlags, PdsCpRepr, PdsNackRepr, PdsRepr, PdsRequestRepr, PdsRudiRepr,
-    PdsUudRepr, ReliableMode, ReqCcState, RudiKind, SynPsnOffset,
+    AckCcState, AckCcxState, CcxType, CpPayload, CreditState, CwndPenalty, DpdcidField,
+    NackCcxState, NackCcxState1, NackCode, NackTarget, NextHeader, NsccState, PdcInfo, PdsAckCc,
+    PdsAckExt, PdsAckPsnField, PdsAckRepr, PdsAckRequest, PdsAckState, PdsCcFlags, PdsCpRepr,
+    PdsNackRepr, PdsRepr, PdsRequestRepr, PdsRudiRepr, PdsUudRepr, ReliableMode, ReqCcState,
+    ReservedCtlType, RudiKind, Sdi, SynPsnOffset, Tsc, TssPacket, TssRepr, UnknownCcType,
 };
 use uet_wire::ses::{
     AtomicDatatype, AtomicOpcode, HeaderDataOrOffset, ListKind, Opcode, RequestFlags,
-    ResponseOpcode, ReturnCode, SesAtomicExtRepr, SesExtRepr, SesMediumRepr, SesRepr,
-    SesResponseDataRepr, SesResponseRepr, SesSmallRepr, SesStandardRepr, SomFields,
-    StandardRequest,
+    ResponseOpcode, ReturnCode, SesAtomicExtRepr, SesCasExtRepr, SesExtRepr, SesMediumRepr,
+    SesRendezvousExtRepr, SesRepr, SesResponseDataRepr, SesResponseDataSmallRepr, SesResponseRepr,
+    SesSmallRepr, SesStandardRepr, SomFields, StandardRequest,
 };
 use uet_wire::{
     CccId, Credit24, Dscp, Ecn, EntropyValue, JobId, Len14, MessageId, PdcId, PidOnFep, Psn,
@@ -727,7 +750,250 @@ pub fn frames() -> Vec<Vec<u8>> {
     out.push(frame(&numbered(&i2t, out.len()), &udp(0xc00c), &cfg, &uet));
 
     debug_assert_eq!(out.len(), MALFORMED_INDEX + 1);
+    every_other_header(&mut out);
     out
+}
+
+/// Frames 26-40: the headers the story above does not use.
+fn every_other_header(out: &mut Vec<Vec<u8>>) {
+    let cfg = EncapConfig::default();
+    let i2t = v4(INI, TGT, DSCP_MSG, Ecn::Ect0);
+    let i2t_ctl = v4(INI, TGT, DSCP_ACK, Ecn::Ect0);
+    let t2i = v4(TGT, INI, DSCP_ACK, Ecn::Ect0);
+    let est = DpdcidField::Dpdcid(pdc(TGT_PDC));
+    let mut push = |l3: &L3, ev: u16, uet: Vec<u8>| {
+        let l3 = numbered(l3, out.len());
+        out.push(frame(&l3, &udp(ev), &cfg, &uet));
+    };
+
+    // 26-27: a fetching compare-and-swap on a ROD PDC with CC state, and
+    // the ACK_CCX carrying the fetched value in a small data response.
+    let PdsRepr::Request(mut rod) = rud_cc(400, 399, est, true, NextHeader::RequestStd) else {
+        unreachable!("rud_cc builds a request")
+    };
+    rod.mode = ReliableMode::Rod;
+    let cas = SesCasExtRepr {
+        atomic: SesAtomicExtRepr {
+            opcode: AtomicOpcode::Cswap,
+            datatype: AtomicDatatype::Uint32,
+            cacheable: false,
+            cpu_coherent: true,
+        },
+        compare: 0x0102_0304,
+        swap: 0x0a0b_0c0d_0000_0000_0000_0000_0000_0001,
+    };
+    let mut h = std_req(Opcode::FetchingAtomic, 6, som(), true, 4);
+    h.buffer_offset = 0x80;
+    let ses = std_ses(h, Some(SesExtRepr::CompareSwap(cas)));
+    push(&i2t, 0xc010, uet_bytes(&rod.into(), Some(&ses), &[]));
+    let ccx = PdsAckCc {
+        cc_flags: PdsCcFlags::default(),
+        mpr: 2,
+        sack_psn_offset: 0,
+        sack_bitmap: 0x1,
+        state: PdsAckState::Ccx(AckCcxState {
+            ccx_type: CcxType::from_masked(14),
+            raw: *b"ccx-state-16-byt",
+        }),
+    };
+    let a = ack(400, 400, NextHeader::ResponseDataSmall, Some(ccx));
+    let rds = SesResponseDataSmallRepr {
+        list: ListKind::Expected,
+        opcode: ResponseOpcode::ResponseWithData,
+        return_code: ReturnCode::Ok,
+        payload_length: Len14::from_masked(4),
+        job_id: JobId::from_masked(JOB),
+        original_request_psn: Psn(400),
+    };
+    push(
+        &t2i,
+        0xc010,
+        uet_bytes(&a.into(), Some(&rds.into()), &0x0102_0304u32.to_be_bytes()),
+    );
+
+    // 28-29: NACK_CCX, and a NACK of a RUDI packet with an unknown code.
+    let n = PdsNackRepr {
+        next_hdr: NextHeader::None,
+        m: true,
+        retx: false,
+        target: NackTarget::Psn(Psn(401)),
+        code: NackCode::RcvrInferLoss,
+        vendor_code: 0x42,
+        spdcid: pdc(TGT_PDC),
+        dpdcid: pdc(INI_PDC),
+        payload: 402,
+        ccx: Some(NackCcxState {
+            nccx_type: CcxType::from_masked(15),
+            state1: NackCcxState1::from_masked(0x0abc_def0_1234_5678),
+            state2: 0x1122_3344_5566_7788,
+        }),
+    };
+    push(&t2i, 0xc011, uet_bytes(&n.into(), None, &[]));
+    let n = PdsNackRepr {
+        next_hdr: NextHeader::None,
+        m: false,
+        retx: true,
+        target: NackTarget::PktId(7002),
+        code: NackCode::from_u8(0x1b),
+        vendor_code: 0,
+        spdcid: None,
+        dpdcid: None,
+        payload: 0,
+        ccx: None,
+    };
+    push(&t2i, 0xd003, uet_bytes(&n.into(), None, &[]));
+
+    // 30: the closing ACK of a secure PDC (REFPROV's EPSN form).
+    let mut a = ack(402, 402, NextHeader::None, None);
+    a.ext = PdsAckExt::Plain {
+        expected_psn: Some(Psn(403)),
+    };
+    a.req = PdsAckRequest::Close;
+    push(&t2i, 0xc012, uet_bytes(&a.into(), None, &[]));
+
+    // 31-35: the control packets the story does not send.
+    let PdsRepr::Cp(mut noop) = cp(500, false, CpPayload::Noop, false) else {
+        unreachable!("cp builds a CP")
+    };
+    noop.mode = ReliableMode::Rod;
+    noop.dpdcid = DpdcidField::Syn {
+        pdc_info: PdcInfo::USE_RSV_PDC,
+        psn_offset: SynPsnOffset::new(3).expect("a 12-bit offset"),
+    };
+    push(&i2t_ctl, 0xc013, uet_bytes(&noop.into(), None, &[]));
+    let clear_req = CpPayload::ClearReq { psn: Psn(402) };
+    push(
+        &t2i,
+        0xc013,
+        uet_bytes(&cp(0, false, clear_req, true), None, &[]),
+    );
+    push(
+        &t2i,
+        0xc013,
+        uet_bytes(&cp(403, true, CpPayload::CloseReq, true), None, &[]),
+    );
+    let nego = CpPayload::Negotiation { raw: 0x0001_0002 };
+    push(
+        &i2t_ctl,
+        0xc014,
+        uet_bytes(&cp(404, true, nego, false), None, &[]),
+    );
+    let reserved = CpPayload::Reserved {
+        ctl_type: ReservedCtlType::new(12).expect("a reserved control type"),
+        raw: 0xdead_beef,
+    };
+    push(
+        &i2t_ctl,
+        0xc014,
+        uet_bytes(&cp(405, false, reserved, false), None, &[]),
+    );
+
+    // 36: a rendezvous send: the eager part and where to read the rest.
+    let rud = PdsRequestRepr {
+        mode: ReliableMode::Rud,
+        next_hdr: NextHeader::RequestStd,
+        retx: false,
+        ar: false,
+        clear_psn_offset: 0,
+        psn: Psn(406),
+        spdcid: pdc(INI_PDC),
+        dpdcid: est,
+        cc: None,
+    };
+    let rdv = SesRendezvousExtRepr {
+        eager_length: 64,
+        ri_generation: RiGeneration::from_masked(2),
+        pid_on_fep: PidOnFep::from_masked(4),
+        resource_index: ResourceIndex::from_masked(13),
+        read_offset: 0x1_0000_0000,
+        read_memory_key: 0xbeef,
+    };
+    let h = std_req(Opcode::RendezvousSend, 7, som(), false, 4096);
+    let ses = std_ses(h, Some(SesExtRepr::Rendezvous(rdv)));
+    push(
+        &i2t,
+        0xc015,
+        uet_bytes(&rud.into(), Some(&ses), &data(64, 9)),
+    );
+
+    // 37: a secured packet: TSS with SSI, the PDS header in the clear, then
+    // ciphertext and the 16-byte integrity tag.
+    let tss = TssRepr {
+        an: true,
+        sdi: Sdi::from_masked(0x00_1234),
+        ssi: Some(0xcafe),
+        epoch: 3,
+        tsc: Tsc::from_masked(0x0102_0304_0506),
+    };
+    let mut uet = vec![0u8; tss.buffer_len()];
+    tss.emit(&mut TssPacket::new_unchecked(&mut uet[..]));
+    let PdsRepr::Request(mut sec) = PdsRepr::from(rud) else {
+        unreachable!("a request")
+    };
+    sec.psn = Psn(407);
+    uet.extend(uet_bytes(&sec.into(), None, &data(48 + 16, 10)));
+    push(&i2t, 0xc016, uet);
+
+    // 38: ACK_CC whose cc_type (3) this version does not define.
+    let other = AckCcState::Other {
+        cc_type: UnknownCcType::new(3).expect("a reserved cc_type"),
+        raw: 0x0011_2233_4455_6677,
+    };
+    let a = ack(
+        407,
+        407,
+        NextHeader::None,
+        Some(ack_cc(407, 407, 0x1, other)),
+    );
+    push(&t2i, 0xc016, uet_bytes(&a.into(), None, &[]));
+
+    // 39-40: a RUDI response refusing a key, and a tagged medium send.
+    let resp = PdsRudiRepr {
+        kind: RudiKind::Response { m: true },
+        next_hdr: NextHeader::Response,
+        retx: false,
+        pkt_id: 7003,
+    };
+    let refused = SesResponseRepr {
+        list: ListKind::Overflow,
+        opcode: ResponseOpcode::NoResponse,
+        return_code: ReturnCode::BadMkey,
+        message_id: MessageId::from_masked(0),
+        ri_generation: RiGeneration::from_masked(1),
+        job_id: JobId::from_masked(JOB),
+        modified_length: 0,
+    };
+    push(
+        &t2i,
+        0xd004,
+        uet_bytes(&resp.into(), Some(&refused.into()), &[]),
+    );
+    let uud = PdsUudRepr {
+        next_hdr: NextHeader::RequestMedium,
+    };
+    let tagged = SesMediumRepr {
+        opcode: Opcode::TaggedSend,
+        flags: RequestFlags {
+            dc: true,
+            ie: false,
+            rel: false,
+            eom: true,
+        },
+        som: true,
+        request_length: Len14::from_masked(16),
+        ri_generation: RiGeneration::from_masked(1),
+        job_id: JobId::from_masked(JOB),
+        pid_on_fep: PidOnFep::from_masked(3),
+        resource_index: ResourceIndex::from_masked(5),
+        data_or_offset: HeaderDataOrOffset::BufferOffset(0x200),
+        initiator: 2,
+        memory_key: 0x7777,
+    };
+    push(
+        &i2t,
+        0xd005,
+        uet_bytes(&uud.into(), Some(&tagged.into()), &data(16, 11)),
+    );
 }
 
 /// The sample as pcap bytes: little-endian, microsecond timestamps,

@@ -1133,8 +1133,58 @@ fn every_sample_frame_decodes_as_documented() {
             "ROD_REQ",
             "RUD_REQ",
             "error",
+            "ROD_CC_REQ",
+            "ACK_CCX",
+            "NACK_CCX",
+            "NACK",
+            "ACK",
+            "CP NOOP",
+            "CP CLEAR_REQ",
+            "CP CLOSE_REQ",
+            "CP NEGOTIATION",
+            "CP RESERVED(12)",
+            "RUD_REQ",
+            "RUD_REQ",
+            "ACK_CC",
+            "RUDI_RESP",
+            "UUD_REQ",
         ]
     );
+    // Every PDS type, SES header and extension is in the sample.
+    let all: Vec<Value> = frames.iter().map(|f| decode(f)).collect();
+    let has = |f: &dyn Fn(&Value) -> bool| all.iter().any(f);
+    for t in [
+        "RUD_REQ",
+        "ROD_REQ",
+        "RUDI_REQ",
+        "RUDI_RESP",
+        "UUD_REQ",
+        "ACK",
+        "ACK_CC",
+        "ACK_CCX",
+        "NACK",
+        "CP",
+        "NACK_CCX",
+        "RUD_CC_REQ",
+        "ROD_CC_REQ",
+    ] {
+        assert!(has(&|v| v["pds"]["type"] == t), "no {t}");
+    }
+    assert!(has(&|v| v.get("tss").is_some()), "no TSS");
+    for nh in 1..=6u8 {
+        let name = uet_wire::pds::NextHeader::from_u8(nh).unwrap().name();
+        assert!(
+            has(&|v| v["pds"]["next_hdr"] == name && v.get("ses").is_some()),
+            "no {name}"
+        );
+    }
+    for ext in ["atomic", "compare-and-swap", "rendezvous"] {
+        assert!(
+            has(&|v| v["ses"]["ext"]["type"] == ext),
+            "no {ext} extension"
+        );
+    }
+    assert!(has(&|v| v["pds"]["flags"]["epsn"] == true), "no EPSN ACK");
     assert_eq!(decode(&frames[8])["trimmed"], "TRIMMED");
     assert_eq!(decode(&frames[23])["ip"]["version"], 6);
     assert!(decode(&frames[24]).get("udp").is_none());
