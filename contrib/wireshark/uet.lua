@@ -409,7 +409,7 @@ function Walk:need(tree, off, n, what)
         tree:add_proto_expert_info(ef.snapped, string.format(
             "%s: the capture holds %d of its %d bytes", what,
             math.max(self.cap - off, 0), n))
-        self.error = true
+        self.error, self.cut = true, true
         return false
     end
     return true
@@ -885,6 +885,17 @@ function uet.dissector(tvb, pinfo, tree)
     pinfo.cols.protocol = "UET"
     local root = tree:add(uet, tvb())
     local w = setmetatable({ cap = cap, uend = rep }, Walk)
+    local info = {}
+    -- The Info column and the tree's summary, also when a header is bad.
+    local function finish()
+        if w.cut then
+            info[#info + 1] = "[Cut by the snap length]"
+        elseif w.error then
+            info[#info + 1] = "[Malformed]"
+        end
+        root:append_text(", " .. table.concat(info, " | "))
+        pinfo.cols.info = table.concat(info, " | ")
+    end
     local start, pktsize
     if over_udp then
         start = 0
@@ -895,7 +906,7 @@ function uet.dissector(tvb, pinfo, tree)
     else
         start = 4
         pktsize = rep
-        if not w:need(root, 0, 4, "Entropy header") then return end
+        if not w:need(root, 0, 4, "Entropy header") then return finish() end
         add(root, "entropy", tvb(0, 2), tvb(0, 2):uint())
     end
     gen(root, "transport_pktsize", tvb(0, 0), pktsize)
@@ -906,23 +917,22 @@ function uet.dissector(tvb, pinfo, tree)
     if uet.prefs.crc and not trimmed then
         if rep - start < 4 then
             w:bad(root, "Trailer: truncated (need 4 bytes)")
-            return
+            return finish()
         end
         w.uend = rep - 4
         if cap >= rep then crc_range = tvb(rep - 4, 4) end
     end
 
-    local info = {}
     local o = start
     local tss_len
     if w:need(root, o, 1, "PDS") and bits(tvb(o, 1):uint(), 3, 5) == 1 then
         tss_len = w:tss(root, tvb, o)
-        if not tss_len then return end
+        if not tss_len then return finish() end
         o = o + tss_len
     end
-    if w.error then return end
+    if w.error then return finish() end
     local pds_len, nh = w:pds(root, tvb, o, info)
-    if not pds_len then return end
+    if not pds_len then return finish() end
     o = o + pds_len
 
     local payload_off, payload_len = o, math.max(w.uend - o, 0)
@@ -933,7 +943,7 @@ function uet.dissector(tvb, pinfo, tree)
         payload_len = 0
     elseif nh and nh ~= 0 then
         local ses_len, ses_name = w:ses(root, tvb, o, nh)
-        if not ses_len then return end
+        if not ses_len then return finish() end
         info[#info + 1] = ses_name
         payload_off = o + ses_len
         payload_len = math.max(w.uend - payload_off, 0)
@@ -974,8 +984,7 @@ function uet.dissector(tvb, pinfo, tree)
             w.error = true
         end
     end
-    root:append_text(", " .. table.concat(info, " | "))
-    pinfo.cols.info = table.concat(info, " | ")
+    finish()
 end
 
 -------------------------------------------------------------------------------
