@@ -1225,3 +1225,78 @@ proptest! {
         prop_assert!(v.get("error").is_some() || v.get("pds").is_some(), "{}", v);
     }
 }
+
+// ---------------------------------------------------------------------------
+// Frames cut by a capture's snap length
+
+#[test]
+fn a_whole_frame_decodes_as_without_a_snap_length() {
+    let f = &sample::frames()[0];
+    assert_eq!(captured_frame_json(f, f.len(), &cfg()), decode(f));
+    assert_eq!(
+        captured_frame_text(f, f.len(), &cfg()),
+        frame_text(f, &cfg())
+    );
+}
+
+#[test]
+fn a_frame_cut_after_its_headers_decodes_them() {
+    // Frame 0: 358 bytes, headers end at 14 + 20 + 8 + 16 + 44 = 102.
+    let f = &sample::frames()[0];
+    let v = captured_frame_json(&f[..128], f.len(), &cfg());
+    let mut whole = decode(f);
+    whole["captured_len"] = json!(128);
+    assert_eq!(v, whole, "every field as in the whole frame, and the cut");
+    assert_eq!(v["payload_len"], 256);
+    let t = captured_frame_text(&f[..128], f.len(), &cfg());
+    assert_eq!(
+        t,
+        format!("{} | captured 128 of 358 bytes", frame_text(f, &cfg()))
+    );
+}
+
+#[test]
+fn a_cut_frame_with_a_trailer_decodes_without_checking_it() {
+    let crc = EncapConfig {
+        crc_trailer: true,
+        ..cfg()
+    };
+    let l3 = sample::v4(INI, TGT, 0, Ecn::Ect0);
+    let pds = rud_req(100);
+    let uet = sample::uet_bytes(&pds.into(), None, &[7; 300]);
+    let f = sample::frame(&l3, &sample::udp(0xc001), &crc, &uet);
+    let whole = frame_json(&f, &crc);
+    assert!(whole.get("crc32c").is_some(), "{whole}");
+    let v = captured_frame_json(&f[..64], f.len(), &crc);
+    assert!(v.get("crc32c").is_none(), "{v}");
+    assert_eq!(v["payload_len"], whole["payload_len"]);
+    assert_eq!(v["pds"], whole["pds"]);
+    // The UDP checksum of a frame without trailer covers what was not
+    // captured either.
+    let f = frame_of(&pds.into(), None, &[7; 300]);
+    assert_ne!(&f[40..42], &[0, 0], "a real UDP checksum");
+    let v = captured_frame_json(&f[..64], f.len(), &cfg());
+    assert_eq!(v["pds"], decode(&f)["pds"]);
+}
+
+#[test]
+fn a_cut_inside_the_headers_is_an_error_and_other_errors_stay() {
+    let f = &sample::frames()[0];
+    let v = captured_frame_json(&f[..100], f.len(), &cfg());
+    assert_eq!(
+        err(&v),
+        "capture: headers cut by the snap length (captured 100 of 358 bytes) at byte 100"
+    );
+    assert_eq!(
+        captured_frame_text(&f[..100], f.len(), &cfg()),
+        "error: capture: headers cut by the snap length (captured 100 of 358 bytes) at byte 100"
+    );
+    // Cut inside the IP header.
+    let v = captured_frame_json(&f[..20], f.len(), &cfg());
+    assert!(err(&v).starts_with("capture: headers cut"), "{v}");
+    // An error in the captured bytes is that error.
+    let mut bad = f.clone();
+    bad[24] ^= 0xff;
+    let v = captured_frame_json(&bad[..128], f.len(), &cfg());
+    assert_eq!(err(&v), err(&decode(&bad)));
+}
