@@ -1172,7 +1172,7 @@ fn every_sample_frame_decodes_as_documented() {
     }
     assert!(has(&|v| v.get("tss").is_some()), "no TSS");
     for nh in 1..=6u8 {
-        let name = uet_wire::pds::NextHeader::from_u8(nh).unwrap().name();
+        let name = NextHeader::from_u8(nh).unwrap().name();
         assert!(
             has(&|v| v["pds"]["next_hdr"] == name && v.get("ses").is_some()),
             "no {name}"
