@@ -84,6 +84,23 @@ pub struct Writes {
     /// Record every congestion-control state change of the senders and
     /// the receiver's downlink queue into [`Summary::trace`].
     pub trace: bool,
+    /// A victim: one more host that writes small messages to the same
+    /// receiver one at a time (a ping-pong crossing the senders'
+    /// bottleneck, `docs/congestion-evaluation.md` metric 9).
+    pub victim: Option<Victim>,
+}
+
+/// The victim ping-pong of [`Writes::victim`]: from time zero it writes
+/// `size` bytes, waits for the write's completion, and writes again, while
+/// any sender still has work and until it has completed `min_pings`
+/// writes. Each write's latency (submission to completion) lands in
+/// [`Summary::victim_latency_ns`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Victim {
+    /// Bytes per write.
+    pub size: u32,
+    /// Writes to complete even when no sender has work (the latency alone).
+    pub min_pings: u64,
 }
 
 impl Default for Writes {
@@ -108,6 +125,7 @@ impl Default for Writes {
             random_ties: false,
             start_at: Vec::new(),
             trace: false,
+            victim: None,
         }
     }
 }
@@ -155,6 +173,9 @@ pub struct Summary {
     /// With [`Writes::trace`]: the senders' congestion-control state
     /// changes and the bottleneck queue, in time order.
     pub trace: Vec<TraceRow>,
+    /// With [`Writes::victim`]: the latency of each of its completed
+    /// writes, in order, ns.
+    pub victim_latency_ns: Vec<u64>,
 }
 
 /// One row of a scenario trace ([`Writes::trace`]).
@@ -331,9 +352,42 @@ fn err_name(e: &OpError) -> String {
     }
 }
 
+/// The victim's state in [`run_writes`].
+struct VictimState {
+    ep: Rc<RefCell<Ep>>,
+    local: uet_ses::types::LocalRegion,
+    region: RegionAddr,
+    /// The write in flight and when it was submitted.
+    pending: Option<(u64, Instant)>,
+}
+
+/// Registers region `ri` with key `0x1000 + index` on `receiver`.
+fn target_region(receiver: &RefCell<Ep>, index: usize, len: usize) -> RegionAddr {
+    let region = RegionAddr {
+        job: JobId::from_masked(1),
+        pid: PidOnFep::from_masked(1),
+        ri: ResourceIndex::from_masked(index as u16 + 1),
+    };
+    receiver
+        .borrow_mut()
+        .register(
+            RegionSpec {
+                addr: region,
+                key: MemoryKey(0x1000 + index as u64),
+                access: Access::REMOTE_WRITE,
+                base: 0,
+            },
+            vec![0u8; len],
+        )
+        .ok();
+    region
+}
+
 /// Runs a many-writes scenario.
 pub fn run_writes(p: &Writes) -> Summary {
-    let recv_addr = crate::topology::host_addr(p.senders);
+    // Hosts: the senders, then the victim if any, then the receiver.
+    let victim_slot = p.senders;
+    let recv_addr = crate::topology::host_addr(p.senders + usize::from(p.victim.is_some()));
     let cfg = EndpointConfig {
         pds: p.pds.clone(),
         ..EndpointConfig::default()
@@ -341,23 +395,7 @@ pub fn run_writes(p: &Writes) -> Summary {
     let receiver = Rc::new(RefCell::new(Ep::new(cfg.clone(), p.seed)));
     let mut senders = Vec::new();
     for s in 0..p.senders {
-        let region = RegionAddr {
-            job: JobId::from_masked(1),
-            pid: PidOnFep::from_masked(1),
-            ri: ResourceIndex::from_masked(s as u16 + 1),
-        };
-        receiver
-            .borrow_mut()
-            .register(
-                RegionSpec {
-                    addr: region,
-                    key: MemoryKey(0x1000 + s as u64),
-                    access: Access::REMOTE_WRITE,
-                    base: 0,
-                },
-                vec![0u8; p.region],
-            )
-            .ok();
+        let region = target_region(&receiver, s, p.region);
         let mut ep = Ep::new(cfg.clone(), p.seed + 1 + s as u64);
         let local = ep.register_local(pattern(p.seed, s, p.region));
         senders.push(Sender {
@@ -372,6 +410,18 @@ pub fn run_writes(p: &Writes) -> Summary {
             last_completion: Instant::ZERO,
         });
     }
+    let mut victim = p.victim.map(|v| {
+        let len = v.size.max(1) as usize;
+        let region = target_region(&receiver, victim_slot, len);
+        let mut ep = Ep::new(cfg.clone(), p.seed + 1 + victim_slot as u64);
+        let local = ep.register_local(pattern(p.seed, victim_slot, len));
+        VictimState {
+            ep: Rc::new(RefCell::new(ep)),
+            local,
+            region,
+            pending: None,
+        }
+    });
     let mut link = p.link.clone();
     link.impair = p.impair.clone();
     link.trim = p.trim;
@@ -389,8 +439,16 @@ pub fn run_writes(p: &Writes) -> Summary {
             )) as Box<dyn crate::fabric::Host>
         })
         .collect();
+    if let Some(v) = &victim {
+        hosts.push(Box::new(SimHost::new(
+            v.ep.clone(),
+            crate::topology::host_addr(victim_slot),
+            enc,
+        )));
+    }
     hosts.push(Box::new(SimHost::new(receiver.clone(), recv_addr, enc)));
     let built = single_switch(&mut fabric, hosts, &link);
+    let victim_node = victim.as_ref().map(|_| built.hosts[victim_slot].0);
     // Node → sender index (the receiver is the last host).
     let sender_of: BTreeMap<usize, usize> = built
         .hosts
@@ -416,6 +474,7 @@ pub fn run_writes(p: &Writes) -> Summary {
     // Only senders the fabric touched since the last step can have new
     // completions (or room for more work): the first step looks at all.
     let mut first = true;
+    let mut victim_due = true;
     let mut busy = senders.len();
     let mut idle = vec![false; senders.len()];
     let finished = fabric.run_while(deadline, |f| {
@@ -440,7 +499,11 @@ pub fn run_writes(p: &Writes) -> Summary {
             first = false;
             (0..senders.len()).collect()
         } else {
-            f.take_touched()
+            let touched = f.take_touched();
+            if victim_node.is_some_and(|v| touched.contains(&v)) {
+                victim_due = true;
+            }
+            touched
                 .iter()
                 .filter_map(|id| sender_of.get(&id.0).copied())
                 .collect()
@@ -501,7 +564,50 @@ pub fn run_writes(p: &Writes) -> Summary {
                 busy -= 1;
             }
         }
-        busy == 0
+        let mut victim_done = true;
+        if let (Some(v), Some(spec), Some(node)) = (&mut victim, p.victim, victim_node) {
+            if victim_due {
+                victim_due = false;
+                let mut ep = v.ep.borrow_mut();
+                while let Some(c) = ep.poll_completion() {
+                    if let Some((id, at)) = v.pending
+                        && id == c.op.0
+                    {
+                        v.pending = None;
+                        match &c.status {
+                            Ok(()) => summary
+                                .victim_latency_ns
+                                .push(now.as_nanos() - at.as_nanos()),
+                            Err(e) => *summary.completions_err.entry(err_name(e)).or_default() += 1,
+                        }
+                    }
+                }
+                let pings = summary.victim_latency_ns.len() as u64;
+                if v.pending.is_none() && (busy > 0 || pings < spec.min_pings) {
+                    let op = Operation::Write {
+                        dst: RemoteAddr {
+                            region: v.region,
+                            generation: uet_wire::RiGeneration::from_masked(0),
+                            key: MemoryKey(0x1000 + victim_slot as u64),
+                            offset: 0,
+                        },
+                        src: LocalBuf {
+                            region: v.local,
+                            offset: 0,
+                        },
+                        len: spec.size.max(1),
+                        header_data: None,
+                    };
+                    let tc = TrafficClass::from_masked(0);
+                    if let Ok(id) = ep.submit_with(now, recv_addr, op, p.mode, tc) {
+                        v.pending = Some((id.0, now));
+                        f.touch(node);
+                    }
+                }
+            }
+            victim_done = summary.victim_latency_ns.len() as u64 >= spec.min_pings;
+        }
+        busy == 0 && victim_done
     });
     summary.trace.sort_by_key(|r| r.t_ns);
     // Verify every byte a completed write covered.
@@ -535,6 +641,11 @@ pub fn run_writes(p: &Writes) -> Summary {
             .push(snd.last_completion.as_nanos());
     }
     let mut eps: Vec<std::cell::Ref<'_, Ep>> = senders.iter().map(|s| s.ep.borrow()).collect();
+    if let Some(v) = &victim {
+        let ep = v.ep.borrow();
+        summary.data_packets += ep.pds().counters().tx_data;
+        eps.push(ep);
+    }
     eps.push(recv);
     for e in &eps {
         let c = e.pds().counters();
@@ -643,6 +754,58 @@ pub struct IncastReport {
     /// The trace, when [`IncastOptions::trace`] asked for it (not in the
     /// JSON).
     pub trace: Vec<TraceRow>,
+    /// The victim ping-pong, when [`IncastOptions::victim`] asked for one.
+    pub victim: Option<VictimReport>,
+}
+
+/// A victim ping-pong's latency during the incast against the same
+/// ping-pong alone (`docs/congestion-evaluation.md` metric 9).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VictimReport {
+    /// Bytes per write.
+    pub size: u32,
+    /// Writes completed during the incast.
+    pub pings: usize,
+    /// Latency during the incast: mean, p50, p99, max, ns.
+    pub incast_ns: [f64; 4],
+    /// Latency alone (no incast senders, same fabric): mean, p50, p99,
+    /// max, ns.
+    pub alone_ns: [f64; 4],
+    /// CIF of the mean: mean during the incast ÷ mean alone.
+    pub cif_mean: f64,
+    /// CIF of the p99: p99 during the incast ÷ p99 alone.
+    pub cif_p99: f64,
+}
+
+impl VictimReport {
+    /// Pings the victim completes alone to measure its uncongested latency.
+    pub const ALONE_PINGS: u64 = 64;
+
+    /// Mean, p50, p99 and max of `lat` (nearest rank), ns; zeros if empty.
+    #[must_use]
+    pub fn stats(lat: &[u64]) -> [f64; 4] {
+        if lat.is_empty() {
+            return [0.0; 4];
+        }
+        let mut v = lat.to_vec();
+        v.sort_unstable();
+        let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1] as f64;
+        let mean = v.iter().map(|x| *x as f64).sum::<f64>() / v.len() as f64;
+        [mean, rank(0.50), rank(0.99), v[v.len() - 1] as f64]
+    }
+
+    /// As JSON.
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "size": self.size,
+            "pings": self.pings,
+            "incast_mean_p50_p99_max_ns": self.incast_ns,
+            "alone_mean_p50_p99_max_ns": self.alone_ns,
+            "cif_mean": self.cif_mean,
+            "cif_p99": self.cif_p99,
+        })
+    }
 }
 
 impl IncastReport {
@@ -667,6 +830,7 @@ impl IncastReport {
             "ok": self.ok,
             "fct_min_p50_max_ns": self.fct_ns,
             "rccc": self.rccc.to_json(),
+            "victim": self.victim.map(|v| v.to_json()),
         })
     }
 }
@@ -771,6 +935,9 @@ pub struct IncastOptions {
     pub jitter_t0: bool,
     /// Record the trace ([`Writes::trace`]) into [`IncastReport::trace`].
     pub trace: bool,
+    /// Add a victim ping-pong of this many bytes per write
+    /// ([`Writes::victim`]) and report its CIF ([`IncastReport::victim`]).
+    pub victim: Option<u32>,
 }
 
 /// [`run_incast_cc`] with `opts`.
@@ -837,6 +1004,7 @@ fn run_incast_with(
         seed,
         random_ties: opts.random_ties,
         trace: opts.trace,
+        victim: opts.victim.map(|size| Victim { size, min_pings: 0 }),
         start_at: if opts.jitter_t0 {
             jittered_starts(senders, base_rtt(link, pds), seed)
         } else {
@@ -845,6 +1013,30 @@ fn run_incast_with(
         ..Writes::default()
     };
     let s = run_writes(&w);
+    let victim = opts.victim.map(|size| {
+        // The same ping-pong on the same fabric with no incast senders.
+        let alone = run_writes(&Writes {
+            senders: 0,
+            trace: false,
+            start_at: Vec::new(),
+            victim: Some(Victim {
+                size,
+                min_pings: VictimReport::ALONE_PINGS,
+            }),
+            ..w.clone()
+        });
+        let incast_ns = VictimReport::stats(&s.victim_latency_ns);
+        let alone_ns = VictimReport::stats(&alone.victim_latency_ns);
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+        VictimReport {
+            size,
+            pings: s.victim_latency_ns.len(),
+            incast_ns,
+            alone_ns,
+            cif_mean: ratio(incast_ns[0], alone_ns[0]),
+            cif_p99: ratio(incast_ns[2], alone_ns[2]),
+        }
+    });
     let rate = link.rate_bps as f64;
     let pkts = size.div_ceil(payload);
     let wire_per_flow = pkts * (payload + WRITE_OVERHEAD) - (pkts * payload - size);
@@ -912,6 +1104,7 @@ fn run_incast_with(
         fct_ns,
         rccc: s.rccc,
         trace: s.trace,
+        victim,
     }
 }
 
