@@ -475,6 +475,7 @@ pub fn run_writes(p: &Writes) -> Summary {
     // completions (or room for more work): the first step looks at all.
     let mut first = true;
     let mut victim_due = true;
+    let mut victim_granted = 0u64;
     let mut busy = senders.len();
     let mut idle = vec![false; senders.len()];
     let finished = fabric.run_while(deadline, |f| {
@@ -569,6 +570,12 @@ pub fn run_writes(p: &Writes) -> Summary {
             if victim_due {
                 victim_due = false;
                 let mut ep = v.ep.borrow_mut();
+                if p.trace {
+                    let t = &mut summary.trace;
+                    ep.drain_cc_traces(|_, _, e| {
+                        t.extend(TraceRow::from_cc(victim_slot, e, &mut victim_granted));
+                    });
+                }
                 while let Some(c) = ep.poll_completion() {
                     if let Some((id, at)) = v.pending
                         && id == c.op.0

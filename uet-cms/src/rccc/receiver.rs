@@ -350,27 +350,30 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             0
         };
         self.heard(now, sender, credit_target, extra);
-        // Every data byte that arrives settles credit, a trimmed packet's
-        // too (it spent its credit and is no longer in flight). Speculative
-        // bytes were sent on the initial window, which was never counted:
-        // they settle only down to zero. They used to take the balance
-        // below it, by up to the whole initial window, and a sender's
-        // negative balance takes grants that `outstanding` does not count:
-        // with many speculating senders the bound stopped bounding. 1 Gb/s
-        // 32:1 drop-tail held its 32 KiB queue full for 2 ms, dropping
-        // paced packets, 59 RTOs (11 with the fix, seed 1) [I].
+        // Every paced or retransmitted byte that arrives settles credit, a
+        // trimmed packet's too (it spent its credit and is no longer in
+        // flight). Speculative bytes were sent on the initial window, which
+        // was never counted as outstanding, so they settle nothing. They
+        // used to take the balance below zero, and a sender's negative
+        // balance takes grants that `outstanding` does not count (1 Gb/s
+        // 32:1 drop-tail held its 32 KiB queue full for 2 ms, 59 RTOs).
+        // Settling them down to zero only was not enough: the first windows
+        // of an incast drain from the bottleneck for several round trips
+        // after the pacer starts, and each late speculative packet settled
+        // a paced grant still in flight. The pacer then granted the link
+        // rate on top of the draining first windows, and the queue they
+        // built stood for the whole incast (100 Gb/s 8:1 × 1 MiB: ~740 KB,
+        // seven BDPs, from start to end; ~0.35 BDP with this) [I].
         if arrival == Arrival::Speculative && !trimmed_last_hop {
             self.stats.speculative_bytes = self.stats.speculative_bytes.saturating_add(bytes);
             self.add_service(sender, bytes);
         }
         let back = match arrival {
             Arrival::Retransmission => bytes.saturating_mul(2),
-            Arrival::Speculative | Arrival::Paced => bytes,
-        };
-        let floor = match arrival {
             Arrival::Speculative => 0,
-            Arrival::Retransmission | Arrival::Paced => self.balance_floor(),
+            Arrival::Paced => bytes,
         };
+        let floor = self.balance_floor();
         self.settle(sender, back, floor);
     }
 
