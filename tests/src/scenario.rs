@@ -945,6 +945,10 @@ pub struct IncastOptions {
     /// Add a victim ping-pong of this many bytes per write
     /// ([`Writes::victim`]) and report its CIF ([`IncastReport::victim`]).
     pub victim: Option<u32>,
+    /// Replace RCCC's speculative first window (sources and receiver)
+    /// with this many bytes instead of the mode's (one BDP), to measure
+    /// what the first window costs and buys.
+    pub rccc_initial_window: Option<u64>,
 }
 
 /// [`run_incast_cc`] with `opts`.
@@ -962,6 +966,16 @@ pub fn run_incast_cc_with(
     let rtt = base_rtt(&link, &pds);
     let rate = link.rate_bps;
     configure_cc(cc, &mut pds, &mut link, rate, rtt);
+    if let Some(w) = opts.rccc_initial_window {
+        if let uet_cms::Algorithm::Rccc(r) | uet_cms::Algorithm::NsccRccc(_, r) =
+            &mut pds.ccc.algorithm
+        {
+            r.initial_window = w;
+        }
+        if let Some(r) = &mut pds.rccc_receiver {
+            r.initial_window = w;
+        }
+    }
     run_incast_with(senders, size, &link, &pds, seed, opts)
 }
 
