@@ -84,6 +84,9 @@ pub struct Writes {
     /// Record every congestion-control state change of the senders and
     /// the receiver's downlink queue into [`Summary::trace`].
     pub trace: bool,
+    /// Drops after this time count as late
+    /// ([`Summary::late_queue_drops`]).
+    pub late_drops_after: Option<Duration>,
     /// A victim: one more host that writes small messages to the same
     /// receiver one at a time (a ping-pong crossing the senders'
     /// bottleneck, `docs/congestion-evaluation.md` metric 9).
@@ -126,6 +129,7 @@ impl Default for Writes {
             start_at: Vec::new(),
             trace: false,
             victim: None,
+            late_drops_after: None,
         }
     }
 }
@@ -147,6 +151,8 @@ pub struct Summary {
     pub rtos: u64,
     /// Packets dropped by switch queues.
     pub queue_drops: u64,
+    /// Of those, the ones dropped after [`Writes::late_drops_after`].
+    pub late_queue_drops: u64,
     /// Packets lost, duplicated or corrupted by impairments.
     pub impaired: u64,
     /// Peak switch queue in bytes.
@@ -427,6 +433,7 @@ pub fn run_writes(p: &Writes) -> Summary {
     link.trim = p.trim;
     let mut fabric = Fabric::new(UetFrameOps::default(), p.seed);
     fabric.random_ties = p.random_ties;
+    fabric.late_drops_after = p.late_drops_after.map(|d| Instant::ZERO + d);
     let enc = EncapConfig::default();
     let mut hosts: Vec<Box<dyn crate::fabric::Host>> = senders
         .iter()
@@ -688,6 +695,7 @@ pub fn run_writes(p: &Writes) -> Summary {
     }
     let st = fabric.total_stats();
     summary.queue_drops = st.drops;
+    summary.late_queue_drops = st.late_drops;
     summary.impaired = st.impaired;
     summary.peak_queue = st.peak_queue;
     summary.trimmed = st.trimmed;
@@ -744,6 +752,10 @@ pub struct IncastReport {
     pub jain: f64,
     /// Packets dropped by switch queues.
     pub drops: u64,
+    /// Packets dropped after the first round trip: later than two idle
+    /// round trips (2 · T0) after the last sender's start, when every
+    /// speculative first window has arrived.
+    pub drops_after_first_rtt: u64,
     /// Retransmissions per data packet sent.
     pub retransmits_per_packet: f64,
     /// Retransmission timeouts.
@@ -830,6 +842,7 @@ impl IncastReport {
             "spread": self.spread,
             "jain": self.jain,
             "drops": self.drops,
+            "drops_after_first_rtt": self.drops_after_first_rtt,
             "retransmits_per_packet": self.retransmits_per_packet,
             "rtos": self.rtos,
             "peak_queue_bytes": self.peak_queue_bytes,
@@ -1033,6 +1046,11 @@ fn run_incast_with(
         },
         ..Writes::default()
     };
+    let last_start = w.start_at.iter().copied().max().unwrap_or_default();
+    let w = Writes {
+        late_drops_after: Some(last_start + base_rtt(link, pds) * 2),
+        ..w
+    };
     let s = run_writes(&w);
     let victim = opts.victim.map(|size| {
         // The same ping-pong on the same fabric with no incast senders.
@@ -1113,6 +1131,7 @@ fn run_incast_with(
         spread: if min > 0.0 { max / min } else { f64::INFINITY },
         jain,
         drops: s.queue_drops,
+        drops_after_first_rtt: s.late_queue_drops,
         retransmits_per_packet: s.retransmits as f64 / s.data_packets.max(1) as f64,
         rtos: s.rtos,
         peak_queue_bytes: s.peak_queue,
