@@ -180,6 +180,8 @@ pub struct PortStats {
     pub tx_bytes: u64,
     /// Packets dropped because the queue was full.
     pub drops: u64,
+    /// Of those, the ones dropped after [`Fabric::late_drops_after`].
+    pub late_drops: u64,
     /// Packets marked CE.
     pub ecn_marked: u64,
     /// Packets trimmed.
@@ -261,6 +263,9 @@ pub struct Fabric<O: FrameOps> {
     /// real switch arbitrates between its ingress ports. Off by default:
     /// the published tables and CI use scheduling order.
     pub random_ties: bool,
+    /// Drops after this instant also count as [`PortStats::late_drops`]
+    /// (an incast's drops after its first round trip).
+    pub late_drops_after: Option<Instant>,
     /// Per node: the host's timer as last read, and its bookkeeping.
     slots: Vec<HostSlot>,
     /// Host timers, earliest first: (when, node index).
@@ -311,6 +316,7 @@ impl<O: FrameOps> Fabric<O> {
             unroutable: 0,
             nic_queue_bytes: 2 * 9_000,
             random_ties: false,
+            late_drops_after: None,
             slots: Vec::new(),
             timers: BTreeSet::new(),
             dirty: Vec::new(),
@@ -472,6 +478,7 @@ impl<O: FrameOps> Fabric<O> {
             t.tx_packets += p.stats.tx_packets;
             t.tx_bytes += p.stats.tx_bytes;
             t.drops += p.stats.drops;
+            t.late_drops += p.stats.late_drops;
             t.ecn_marked += p.stats.ecn_marked;
             t.trimmed += p.stats.trimmed;
             t.impaired += p.stats.impaired;
@@ -697,6 +704,9 @@ impl<O: FrameOps> Fabric<O> {
             p.prio += 1;
         } else if over && !p.queue.is_empty() {
             p.stats.drops += 1;
+            if self.late_drops_after.is_some_and(|t| self.now > t) {
+                p.stats.late_drops += 1;
+            }
             return;
         } else {
             let mark = match p.params.ecn {

@@ -84,6 +84,26 @@ pub struct Writes {
     /// Record every congestion-control state change of the senders and
     /// the receiver's downlink queue into [`Summary::trace`].
     pub trace: bool,
+    /// Drops after this time count as late
+    /// ([`Summary::late_queue_drops`]).
+    pub late_drops_after: Option<Duration>,
+    /// A victim: one more host that writes small messages to the same
+    /// receiver one at a time (a ping-pong crossing the senders'
+    /// bottleneck, `docs/congestion-evaluation.md` metric 9).
+    pub victim: Option<Victim>,
+}
+
+/// The victim ping-pong of [`Writes::victim`]: from time zero it writes
+/// `size` bytes, waits for the write's completion, and writes again, while
+/// any sender still has work and until it has completed `min_pings`
+/// writes. Each write's latency (submission to completion) lands in
+/// [`Summary::victim_latency_ns`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Victim {
+    /// Bytes per write.
+    pub size: u32,
+    /// Writes to complete even when no sender has work (the latency alone).
+    pub min_pings: u64,
 }
 
 impl Default for Writes {
@@ -108,6 +128,8 @@ impl Default for Writes {
             random_ties: false,
             start_at: Vec::new(),
             trace: false,
+            victim: None,
+            late_drops_after: None,
         }
     }
 }
@@ -129,6 +151,8 @@ pub struct Summary {
     pub rtos: u64,
     /// Packets dropped by switch queues.
     pub queue_drops: u64,
+    /// Of those, the ones dropped after [`Writes::late_drops_after`].
+    pub late_queue_drops: u64,
     /// Packets lost, duplicated or corrupted by impairments.
     pub impaired: u64,
     /// Peak switch queue in bytes.
@@ -155,6 +179,9 @@ pub struct Summary {
     /// With [`Writes::trace`]: the senders' congestion-control state
     /// changes and the bottleneck queue, in time order.
     pub trace: Vec<TraceRow>,
+    /// With [`Writes::victim`]: the latency of each of its completed
+    /// writes, in order, ns.
+    pub victim_latency_ns: Vec<u64>,
 }
 
 /// One row of a scenario trace ([`Writes::trace`]).
@@ -331,9 +358,42 @@ fn err_name(e: &OpError) -> String {
     }
 }
 
+/// The victim's state in [`run_writes`].
+struct VictimState {
+    ep: Rc<RefCell<Ep>>,
+    local: uet_ses::types::LocalRegion,
+    region: RegionAddr,
+    /// The write in flight and when it was submitted.
+    pending: Option<(u64, Instant)>,
+}
+
+/// Registers region `ri` with key `0x1000 + index` on `receiver`.
+fn target_region(receiver: &RefCell<Ep>, index: usize, len: usize) -> RegionAddr {
+    let region = RegionAddr {
+        job: JobId::from_masked(1),
+        pid: PidOnFep::from_masked(1),
+        ri: ResourceIndex::from_masked(index as u16 + 1),
+    };
+    receiver
+        .borrow_mut()
+        .register(
+            RegionSpec {
+                addr: region,
+                key: MemoryKey(0x1000 + index as u64),
+                access: Access::REMOTE_WRITE,
+                base: 0,
+            },
+            vec![0u8; len],
+        )
+        .ok();
+    region
+}
+
 /// Runs a many-writes scenario.
 pub fn run_writes(p: &Writes) -> Summary {
-    let recv_addr = crate::topology::host_addr(p.senders);
+    // Hosts: the senders, then the victim if any, then the receiver.
+    let victim_slot = p.senders;
+    let recv_addr = crate::topology::host_addr(p.senders + usize::from(p.victim.is_some()));
     let cfg = EndpointConfig {
         pds: p.pds.clone(),
         ..EndpointConfig::default()
@@ -341,23 +401,7 @@ pub fn run_writes(p: &Writes) -> Summary {
     let receiver = Rc::new(RefCell::new(Ep::new(cfg.clone(), p.seed)));
     let mut senders = Vec::new();
     for s in 0..p.senders {
-        let region = RegionAddr {
-            job: JobId::from_masked(1),
-            pid: PidOnFep::from_masked(1),
-            ri: ResourceIndex::from_masked(s as u16 + 1),
-        };
-        receiver
-            .borrow_mut()
-            .register(
-                RegionSpec {
-                    addr: region,
-                    key: MemoryKey(0x1000 + s as u64),
-                    access: Access::REMOTE_WRITE,
-                    base: 0,
-                },
-                vec![0u8; p.region],
-            )
-            .ok();
+        let region = target_region(&receiver, s, p.region);
         let mut ep = Ep::new(cfg.clone(), p.seed + 1 + s as u64);
         let local = ep.register_local(pattern(p.seed, s, p.region));
         senders.push(Sender {
@@ -372,11 +416,24 @@ pub fn run_writes(p: &Writes) -> Summary {
             last_completion: Instant::ZERO,
         });
     }
+    let mut victim = p.victim.map(|v| {
+        let len = v.size.max(1) as usize;
+        let region = target_region(&receiver, victim_slot, len);
+        let mut ep = Ep::new(cfg.clone(), p.seed + 1 + victim_slot as u64);
+        let local = ep.register_local(pattern(p.seed, victim_slot, len));
+        VictimState {
+            ep: Rc::new(RefCell::new(ep)),
+            local,
+            region,
+            pending: None,
+        }
+    });
     let mut link = p.link.clone();
     link.impair = p.impair.clone();
     link.trim = p.trim;
     let mut fabric = Fabric::new(UetFrameOps::default(), p.seed);
     fabric.random_ties = p.random_ties;
+    fabric.late_drops_after = p.late_drops_after.map(|d| Instant::ZERO + d);
     let enc = EncapConfig::default();
     let mut hosts: Vec<Box<dyn crate::fabric::Host>> = senders
         .iter()
@@ -389,8 +446,16 @@ pub fn run_writes(p: &Writes) -> Summary {
             )) as Box<dyn crate::fabric::Host>
         })
         .collect();
+    if let Some(v) = &victim {
+        hosts.push(Box::new(SimHost::new(
+            v.ep.clone(),
+            crate::topology::host_addr(victim_slot),
+            enc,
+        )));
+    }
     hosts.push(Box::new(SimHost::new(receiver.clone(), recv_addr, enc)));
     let built = single_switch(&mut fabric, hosts, &link);
+    let victim_node = victim.as_ref().map(|_| built.hosts[victim_slot].0);
     // Node → sender index (the receiver is the last host).
     let sender_of: BTreeMap<usize, usize> = built
         .hosts
@@ -416,6 +481,8 @@ pub fn run_writes(p: &Writes) -> Summary {
     // Only senders the fabric touched since the last step can have new
     // completions (or room for more work): the first step looks at all.
     let mut first = true;
+    let mut victim_due = true;
+    let mut victim_granted = 0u64;
     let mut busy = senders.len();
     let mut idle = vec![false; senders.len()];
     let finished = fabric.run_while(deadline, |f| {
@@ -440,7 +507,11 @@ pub fn run_writes(p: &Writes) -> Summary {
             first = false;
             (0..senders.len()).collect()
         } else {
-            f.take_touched()
+            let touched = f.take_touched();
+            if victim_node.is_some_and(|v| touched.contains(&v)) {
+                victim_due = true;
+            }
+            touched
                 .iter()
                 .filter_map(|id| sender_of.get(&id.0).copied())
                 .collect()
@@ -501,7 +572,56 @@ pub fn run_writes(p: &Writes) -> Summary {
                 busy -= 1;
             }
         }
-        busy == 0
+        let mut victim_done = true;
+        if let (Some(v), Some(spec), Some(node)) = (&mut victim, p.victim, victim_node) {
+            if victim_due {
+                victim_due = false;
+                let mut ep = v.ep.borrow_mut();
+                if p.trace {
+                    let t = &mut summary.trace;
+                    ep.drain_cc_traces(|_, _, e| {
+                        t.extend(TraceRow::from_cc(victim_slot, e, &mut victim_granted));
+                    });
+                }
+                while let Some(c) = ep.poll_completion() {
+                    if let Some((id, at)) = v.pending
+                        && id == c.op.0
+                    {
+                        v.pending = None;
+                        match &c.status {
+                            Ok(()) => summary
+                                .victim_latency_ns
+                                .push(now.as_nanos() - at.as_nanos()),
+                            Err(e) => *summary.completions_err.entry(err_name(e)).or_default() += 1,
+                        }
+                    }
+                }
+                let pings = summary.victim_latency_ns.len() as u64;
+                if v.pending.is_none() && (busy > 0 || pings < spec.min_pings) {
+                    let op = Operation::Write {
+                        dst: RemoteAddr {
+                            region: v.region,
+                            generation: uet_wire::RiGeneration::from_masked(0),
+                            key: MemoryKey(0x1000 + victim_slot as u64),
+                            offset: 0,
+                        },
+                        src: LocalBuf {
+                            region: v.local,
+                            offset: 0,
+                        },
+                        len: spec.size.max(1),
+                        header_data: None,
+                    };
+                    let tc = TrafficClass::from_masked(0);
+                    if let Ok(id) = ep.submit_with(now, recv_addr, op, p.mode, tc) {
+                        v.pending = Some((id.0, now));
+                        f.touch(node);
+                    }
+                }
+            }
+            victim_done = summary.victim_latency_ns.len() as u64 >= spec.min_pings;
+        }
+        busy == 0 && victim_done
     });
     summary.trace.sort_by_key(|r| r.t_ns);
     // Verify every byte a completed write covered.
@@ -535,6 +655,11 @@ pub fn run_writes(p: &Writes) -> Summary {
             .push(snd.last_completion.as_nanos());
     }
     let mut eps: Vec<std::cell::Ref<'_, Ep>> = senders.iter().map(|s| s.ep.borrow()).collect();
+    if let Some(v) = &victim {
+        let ep = v.ep.borrow();
+        summary.data_packets += ep.pds().counters().tx_data;
+        eps.push(ep);
+    }
     eps.push(recv);
     for e in &eps {
         let c = e.pds().counters();
@@ -570,6 +695,7 @@ pub fn run_writes(p: &Writes) -> Summary {
     }
     let st = fabric.total_stats();
     summary.queue_drops = st.drops;
+    summary.late_queue_drops = st.late_drops;
     summary.impaired = st.impaired;
     summary.peak_queue = st.peak_queue;
     summary.trimmed = st.trimmed;
@@ -626,6 +752,10 @@ pub struct IncastReport {
     pub jain: f64,
     /// Packets dropped by switch queues.
     pub drops: u64,
+    /// Packets dropped after the first round trip: later than two idle
+    /// round trips (2 · T0) after the last sender's start, when every
+    /// speculative first window has arrived.
+    pub drops_after_first_rtt: u64,
     /// Retransmissions per data packet sent.
     pub retransmits_per_packet: f64,
     /// Retransmission timeouts.
@@ -643,6 +773,58 @@ pub struct IncastReport {
     /// The trace, when [`IncastOptions::trace`] asked for it (not in the
     /// JSON).
     pub trace: Vec<TraceRow>,
+    /// The victim ping-pong, when [`IncastOptions::victim`] asked for one.
+    pub victim: Option<VictimReport>,
+}
+
+/// A victim ping-pong's latency during the incast against the same
+/// ping-pong alone (`docs/congestion-evaluation.md` metric 9).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VictimReport {
+    /// Bytes per write.
+    pub size: u32,
+    /// Writes completed during the incast.
+    pub pings: usize,
+    /// Latency during the incast: mean, p50, p99, max, ns.
+    pub incast_ns: [f64; 4],
+    /// Latency alone (no incast senders, same fabric): mean, p50, p99,
+    /// max, ns.
+    pub alone_ns: [f64; 4],
+    /// CIF of the mean: mean during the incast ÷ mean alone.
+    pub cif_mean: f64,
+    /// CIF of the p99: p99 during the incast ÷ p99 alone.
+    pub cif_p99: f64,
+}
+
+impl VictimReport {
+    /// Pings the victim completes alone to measure its uncongested latency.
+    pub const ALONE_PINGS: u64 = 64;
+
+    /// Mean, p50, p99 and max of `lat` (nearest rank), ns; zeros if empty.
+    #[must_use]
+    pub fn stats(lat: &[u64]) -> [f64; 4] {
+        if lat.is_empty() {
+            return [0.0; 4];
+        }
+        let mut v = lat.to_vec();
+        v.sort_unstable();
+        let rank = |q: f64| v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1] as f64;
+        let mean = v.iter().map(|x| *x as f64).sum::<f64>() / v.len() as f64;
+        [mean, rank(0.50), rank(0.99), v[v.len() - 1] as f64]
+    }
+
+    /// As JSON.
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "size": self.size,
+            "pings": self.pings,
+            "incast_mean_p50_p99_max_ns": self.incast_ns,
+            "alone_mean_p50_p99_max_ns": self.alone_ns,
+            "cif_mean": self.cif_mean,
+            "cif_p99": self.cif_p99,
+        })
+    }
 }
 
 impl IncastReport {
@@ -660,6 +842,7 @@ impl IncastReport {
             "spread": self.spread,
             "jain": self.jain,
             "drops": self.drops,
+            "drops_after_first_rtt": self.drops_after_first_rtt,
             "retransmits_per_packet": self.retransmits_per_packet,
             "rtos": self.rtos,
             "peak_queue_bytes": self.peak_queue_bytes,
@@ -667,6 +850,7 @@ impl IncastReport {
             "ok": self.ok,
             "fct_min_p50_max_ns": self.fct_ns,
             "rccc": self.rccc.to_json(),
+            "victim": self.victim.map(|v| v.to_json()),
         })
     }
 }
@@ -771,6 +955,13 @@ pub struct IncastOptions {
     pub jitter_t0: bool,
     /// Record the trace ([`Writes::trace`]) into [`IncastReport::trace`].
     pub trace: bool,
+    /// Add a victim ping-pong of this many bytes per write
+    /// ([`Writes::victim`]) and report its CIF ([`IncastReport::victim`]).
+    pub victim: Option<u32>,
+    /// Replace RCCC's speculative first window (sources and receiver)
+    /// with this many bytes instead of the mode's (one BDP), to measure
+    /// what the first window costs and buys.
+    pub rccc_initial_window: Option<u64>,
 }
 
 /// [`run_incast_cc`] with `opts`.
@@ -788,6 +979,16 @@ pub fn run_incast_cc_with(
     let rtt = base_rtt(&link, &pds);
     let rate = link.rate_bps;
     configure_cc(cc, &mut pds, &mut link, rate, rtt);
+    if let Some(w) = opts.rccc_initial_window {
+        if let uet_cms::Algorithm::Rccc(r) | uet_cms::Algorithm::NsccRccc(_, r) =
+            &mut pds.ccc.algorithm
+        {
+            r.initial_window = w;
+        }
+        if let Some(r) = &mut pds.rccc_receiver {
+            r.initial_window = w;
+        }
+    }
     run_incast_with(senders, size, &link, &pds, seed, opts)
 }
 
@@ -837,6 +1038,7 @@ fn run_incast_with(
         seed,
         random_ties: opts.random_ties,
         trace: opts.trace,
+        victim: opts.victim.map(|size| Victim { size, min_pings: 0 }),
         start_at: if opts.jitter_t0 {
             jittered_starts(senders, base_rtt(link, pds), seed)
         } else {
@@ -844,7 +1046,36 @@ fn run_incast_with(
         },
         ..Writes::default()
     };
+    let last_start = w.start_at.iter().copied().max().unwrap_or_default();
+    let w = Writes {
+        late_drops_after: Some(last_start + base_rtt(link, pds) * 2),
+        ..w
+    };
     let s = run_writes(&w);
+    let victim = opts.victim.map(|size| {
+        // The same ping-pong on the same fabric with no incast senders.
+        let alone = run_writes(&Writes {
+            senders: 0,
+            trace: false,
+            start_at: Vec::new(),
+            victim: Some(Victim {
+                size,
+                min_pings: VictimReport::ALONE_PINGS,
+            }),
+            ..w.clone()
+        });
+        let incast_ns = VictimReport::stats(&s.victim_latency_ns);
+        let alone_ns = VictimReport::stats(&alone.victim_latency_ns);
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+        VictimReport {
+            size,
+            pings: s.victim_latency_ns.len(),
+            incast_ns,
+            alone_ns,
+            cif_mean: ratio(incast_ns[0], alone_ns[0]),
+            cif_p99: ratio(incast_ns[2], alone_ns[2]),
+        }
+    });
     let rate = link.rate_bps as f64;
     let pkts = size.div_ceil(payload);
     let wire_per_flow = pkts * (payload + WRITE_OVERHEAD) - (pkts * payload - size);
@@ -900,6 +1131,7 @@ fn run_incast_with(
         spread: if min > 0.0 { max / min } else { f64::INFINITY },
         jain,
         drops: s.queue_drops,
+        drops_after_first_rtt: s.late_queue_drops,
         retransmits_per_packet: s.retransmits as f64 / s.data_packets.max(1) as f64,
         rtos: s.rtos,
         peak_queue_bytes: s.peak_queue,
@@ -912,6 +1144,7 @@ fn run_incast_with(
         fct_ns,
         rccc: s.rccc,
         trace: s.trace,
+        victim,
     }
 }
 

@@ -411,3 +411,52 @@ fn rccc_with_a_jittered_start(link: &LinkParams, max_ses_len: usize, seed: u64) 
     };
     run_incast_cc_with(32, 256 << 10, CcMode::Rccc, link, &pds, seed, o)
 }
+
+/// A victim ping-pong (64 B writes, one in flight) to the incast's
+/// receiver, with RCCC (docs/congestion-evaluation.md metric 9; target CIF
+/// p99 ≤ 2). The victim's every write after its first needs credit, so it
+/// crosses the bottleneck twice per write (request, then data); its latency
+/// under the incast stays within twice its latency alone when the pacer
+/// keeps the queue short after the first round trip and serves a sender
+/// that was idle at its next tick.
+fn rccc_victim(n: usize, size: u64, link: &LinkParams, max_ses_len: usize) -> IncastReport {
+    use uet_tests::scenario::{IncastOptions, run_incast_cc_with};
+    let pds = incast_pds_config(link, max_ses_len);
+    let o = IncastOptions {
+        victim: Some(64),
+        ..IncastOptions::default()
+    };
+    let r = run_incast_cc_with(n, size, CcMode::Rccc, link, &pds, 1, o);
+    eprintln!("{n}:1 x {size} with a victim: {}", r.to_json());
+    assert!(r.ok);
+    assert_eq!(r.rtos, 0);
+    assert!(r.ict_over_ideal <= 1.05, "ICT {:.3}", r.ict_over_ideal);
+    r
+}
+
+/// 100 Gb/s 8:1 × 1 MiB: the first windows (8 BDP into a 10-BDP buffer)
+/// must drain instead of standing under line-rate credit for the whole
+/// incast (the victim's mean was 7 × its latency alone while they stood).
+/// The p99 is the victim's write during that first drain.
+#[test]
+fn rccc_victim_latency_after_the_first_windows_drain() {
+    let link = LinkParams::new(100_000_000_000, Duration::from_micros(2), 1 << 20);
+    let v = rccc_victim(8, 1 << 20, &link, 4096).victim.expect("victim");
+    assert!(v.pings >= 20, "{} pings", v.pings);
+    assert!(v.cif_mean <= 1.5, "CIF mean {:.2}", v.cif_mean);
+}
+
+/// 100 Gb/s 128:1 × 256 KiB and 1 Gb/s 32:1 × 256 KiB: CIF p99 ≤ 2.
+#[test]
+fn rccc_victim_cif_p99_at_most_two() {
+    let fast = LinkParams::new(100_000_000_000, Duration::from_micros(2), 1 << 20);
+    let slow = LinkParams::new(1_000_000_000, Duration::from_micros(6), 32 << 10);
+    for (n, link, mtu) in [(128, fast, 4096), (32, slow, 1446)] {
+        let v = rccc_victim(n, 256 << 10, &link, mtu)
+            .victim
+            .expect("victim");
+        assert!(v.pings >= 100, "{n}:1: {} pings", v.pings);
+        assert!(v.cif_mean <= 1.5, "{n}:1: CIF mean {:.2}", v.cif_mean);
+        assert!(v.cif_p99 <= 2.0, "{n}:1: CIF p99 {:.2}", v.cif_p99);
+    }
+}

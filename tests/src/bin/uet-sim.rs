@@ -99,6 +99,16 @@ struct IncastArgs {
     /// buffer drains, UEC's simulator's rule; at least 200 µs).
     #[arg(long)]
     rto_us: Option<u64>,
+    /// Add a victim: one more host writing this many bytes at a time to
+    /// the receiver, one write in flight, for as long as the incast runs;
+    /// reports its latency against the same ping-pong alone (CIF,
+    /// `docs/congestion-evaluation.md` metric 9) under `victim`.
+    #[arg(long, value_parser = parse_size)]
+    victim: Option<u64>,
+    /// RCCC's speculative first window in bytes, instead of the mode's
+    /// one BDP (sources and receiver).
+    #[arg(long, value_parser = parse_size)]
+    rccc_initial_window: Option<u64>,
     /// Print JSON (the only format; accepted for scripts).
     #[arg(long)]
     json: bool,
@@ -272,6 +282,8 @@ fn incast(a: &IncastArgs) -> ExitCode {
         random_ties: a.random_ties,
         jitter_t0: a.jitter_t0,
         trace: a.trace.is_some(),
+        victim: a.victim.map(|v| v.clamp(1, 1 << 20) as u32),
+        rccc_initial_window: a.rccc_initial_window,
     };
     let r = uet_tests::scenario::run_incast_cc_with(
         a.senders.max(1),

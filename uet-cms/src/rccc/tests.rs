@@ -870,6 +870,36 @@ fn speculative_bytes_do_not_hide_later_grants_from_the_outstanding_bound() {
     assert_eq!(rx.outstanding(), paced.saturating_sub(4160));
 }
 
+/// Speculative packets that were queued behind other senders' first
+/// windows arrive after the pacer has granted: they were sent on the
+/// initial window, not on those grants, so they must not settle them.
+/// When they did, every late speculative packet took one paced grant off
+/// `outstanding`, and the pacer granted the link rate on top of the first
+/// windows draining: a 100 Gb/s 8:1 incast held its speculative queue
+/// (about seven BDPs) for the whole incast, and a victim ping-pong waited
+/// behind it on every crossing.
+#[test]
+fn late_speculative_packets_do_not_settle_paced_credit() {
+    let cfg = RcccConfig {
+        pacing_ppm: 1_000_000,
+        ..RcccConfig::default()
+    };
+    let t0 = Instant::ZERO;
+    let (mut rx, initial) = unpaid_arrivals(cfg, 1, 4160, Arrival::Speculative);
+    rx.handle_timeout(t0 + Duration::from_micros(1));
+    assert!(rx.poll_grant().is_some(), "a grant");
+    let paced = rx.granted(1).unwrap() - initial;
+    assert!(paced >= 4160);
+    // The rest of the initial window arrives after the grant.
+    for _ in 0..3 {
+        rx.on_data(t0, 1, wire24(1_000_000), 4160, false, Arrival::Speculative);
+    }
+    assert_eq!(rx.outstanding(), paced, "the grant is still out");
+    assert_eq!(rx.stats().speculative_bytes, 4 * 4160);
+    rx.on_data(t0, 1, wire24(1_000_000), 4160, false, Arrival::Paced);
+    assert_eq!(rx.outstanding(), paced - 4160);
+}
+
 /// A sender that sent past its credit (packets forced by RTOs or a probe's
 /// answer) owes the receiver: the grants that fill the deficit cannot be
 /// answered with data, and must not get it evicted as idle.
