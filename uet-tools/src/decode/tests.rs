@@ -297,20 +297,23 @@ fn tss_is_shown_and_the_rest_is_ciphertext() {
     };
     let mut uet = vec![0u8; tss.buffer_len()];
     tss.emit(&mut TssPacket::new_unchecked(&mut uet[..]));
-    let pds = PdsUudRepr {
-        next_hdr: NextHeader::RequestSmall,
-    };
-    uet.extend(sample::uet_bytes(&pds.into(), None, &[0xee; 5]));
+    // Everything after the TSS header is ciphertext (here: bytes that would
+    // not even parse as a PDS header), then the ICV.
+    uet.extend([0xee; 9]);
     uet.extend([0xaa; 16]); // ICV
     let l3 = sample::v4(INI, TGT, 0, Ecn::Ect0);
-    let v = decode(&sample::frame(&l3, &sample::udp(0xc001), &cfg(), &uet));
+    let f = sample::frame(&l3, &sample::udp(0xc001), &cfg(), &uet);
+    let v = decode(&f);
     assert_eq!(
         v["tss"],
-        json!({ "sdi": 0x0102, "sp": true, "ssi": 0xdead_beef_u32, "an": true, "epoch": 2, "tsc": 3, "header_len": 16 })
+        json!({ "sdi": 0x0102, "sp": true, "ssi": 0xdead_beef_u32, "an": true, "epoch": 2, "tsc": 3, "header_len": 16, "ciphertext_len": 9 })
     );
-    assert_eq!(v["pds"]["type"], "UUD_REQ");
+    assert!(v.get("pds").is_none(), "{v}");
     assert!(v.get("ses").is_none(), "{v}");
-    assert_eq!(v["payload_len"], 5);
+    assert_eq!(v["udp"]["src_port"], 0xc001);
+    let line = frame_text(&f, &cfg());
+    assert!(line.ends_with("| ciphertext 9"), "{line}");
+    assert!(line.contains("TSS sdi=258"), "{line}");
 }
 
 // ---------------------------------------------------------------------------
