@@ -71,6 +71,7 @@ def("tss.an", B, "AN")
 def("tss.epoch", U16, "Epoch", DEC)
 def("tss.tsc", U64, "TSC", DEC)
 def("tss.header_len", U8, "Header length", DEC)
+def("tss.ciphertext_len", U32, "Ciphertext length", DEC)
 
 -- PDS (§2).
 def("pds", N, "Packet delivery header")
@@ -674,8 +675,9 @@ function Walk:pds(tree, tvb, o, info)
     return len, nh
 end
 
--- The TSS header (§2.13): 12 bytes, 16 with SSI. The SES part behind it is
--- ciphertext.
+-- The TSS header (§2.13): 12 bytes, 16 with SSI. Everything behind it (PDS,
+-- SES, payload) is ciphertext up to the 16-byte integrity tag (ICV), which
+-- takes the CRC trailer's place.
 function Walk:tss(tree, tvb, o)
     if not self:need(tree, o, 1, "TSS") then return nil end
     local sp = bit(tvb(o, 1):uint(), 0x04)
@@ -691,6 +693,12 @@ function Walk:tss(tree, tvb, o)
     add(t, "tss.epoch", tvb(et, 2), tvb(et, 2):uint())
     add(t, "tss.tsc", tvb(et + 2, 6), tvb(et + 2, 6):uint64())
     gen(t, "tss.header_len", tvb(o, len), len)
+    local ct = self.uend - (o + len) - 16
+    if ct < 0 then
+        self:bad(t, "TSS: truncated (need " .. (len + 16) .. " bytes with the ICV)")
+        return nil
+    end
+    gen(t, "tss.ciphertext_len", tvb(o, len), ct)
     return len
 end
 
@@ -911,6 +919,15 @@ function uet.dissector(tvb, pinfo, tree)
     end
     gen(root, "transport_pktsize", tvb(0, 0), pktsize)
 
+    -- A secured packet: the TSS header in the clear, the rest ciphertext
+    -- and the ICV (no CRC trailer behind TSS).
+    if w:need(root, start, 1, "PDS") and bits(tvb(start, 1):uint(), 3, 5) == 1 then
+        w:tss(root, tvb, start)
+        info[#info + 1] = "TSS"
+        return finish()
+    end
+    if w.error then return finish() end
+
     -- The CRC32C trailer: the last 4 bytes when configured, not on trimmed
     -- packets (the switch cut it off).
     local crc_range
@@ -924,22 +941,12 @@ function uet.dissector(tvb, pinfo, tree)
     end
 
     local o = start
-    local tss_len
-    if w:need(root, o, 1, "PDS") and bits(tvb(o, 1):uint(), 3, 5) == 1 then
-        tss_len = w:tss(root, tvb, o)
-        if not tss_len then return finish() end
-        o = o + tss_len
-    end
-    if w.error then return finish() end
     local pds_len, nh = w:pds(root, tvb, o, info)
     if not pds_len then return finish() end
     o = o + pds_len
 
     local payload_off, payload_len = o, math.max(w.uend - o, 0)
-    if tss_len then
-        -- Ciphertext, then the 16-byte integrity tag.
-        payload_len = math.max(w.uend - o - 16, 0)
-    elseif trimmed then
+    if trimmed then
         payload_len = 0
     elseif nh and nh ~= 0 then
         local ses_len, ses_name = w:ses(root, tvb, o, nh)

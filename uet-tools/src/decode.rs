@@ -17,10 +17,10 @@
 //! | `udp` | UET over UDP | `src_port`, `dst_port` |
 //! | `entropy` | always | the entropy value: the UDP source port, or the entropy header of UET directly over IP (§1) |
 //! | `transport_pktsize` | always | §1: UDP length, or entropy header to trailer end |
-//! | `tss` | TSS present | `sdi`, `sp`, `ssi`, `an`, `epoch`, `tsc`, `header_len`; the SES part is ciphertext and not decoded |
-//! | `pds` | always | see [`pds`] |
+//! | `tss` | TSS present | `sdi`, `sp`, `ssi`, `an`, `epoch`, `tsc`, `header_len`, `ciphertext_len`; everything after the TSS header (PDS, SES, payload) is ciphertext and not decoded |
+//! | `pds` | no TSS | see [`pds`] |
 //! | `ses` | an SES header follows | see [`ses`] |
-//! | `payload_len` | always | bytes after the SES header, before the trailer |
+//! | `payload_len` | no TSS | bytes after the SES header, before the trailer |
 //! | `trimmed` | trimmed packet (DSCP) | `"TRIMMED"` or `"TRIMMED_LASTHOP"` |
 //! | `crc32c` | CRC trailer verified (`--crc`) | the trailer, as a hex string |
 //! | `captured_len` | the capture kept less than the frame | bytes captured; `frame_len` is then the length on the wire |
@@ -44,10 +44,10 @@
 //! `serde_json` map is ordered by key).
 
 use serde_json::{Map, Value, json};
-use uet_wire::encap::{EncapConfig, Transport, Trim, append_crc_trailer};
+use uet_wire::encap::{EncapConfig, Transport, Trim, append_crc_trailer, parse_l2_l4};
 use uet_wire::inet::{EtherType, EthernetPacket, EthernetRepr, IpRepr, Ipv4Packet, Ipv6Packet};
 use uet_wire::pds::TssRepr;
-use uet_wire::{Frame, parse_frame_with};
+use uet_wire::{Frame, SealedFrame, is_tss, parse_frame_with, parse_sealed_frame};
 
 pub mod pds;
 pub mod ses;
@@ -62,6 +62,12 @@ type Obj = Map<String, Value>;
 /// or `{"error": …}` when it does not parse.
 #[must_use]
 pub fn frame_json(frame: &[u8], cfg: &EncapConfig) -> Value {
+    if sealed(frame, cfg) {
+        return match parse_sealed_frame(frame, cfg) {
+            Ok(s) => sealed_to_json(&s, frame.len()),
+            Err(e) => error_json(&e),
+        };
+    }
     match parse_frame_with(frame, cfg) {
         Ok(f) => frame_to_json(&f, frame.len()),
         Err(e) => error_json(&e),
@@ -72,10 +78,41 @@ pub fn frame_json(frame: &[u8], cfg: &EncapConfig) -> Value {
 /// [`uet_wire::Frame`], or `error: <layer>: <what> at byte <n>`.
 #[must_use]
 pub fn frame_text(frame: &[u8], cfg: &EncapConfig) -> String {
+    if sealed(frame, cfg) {
+        return match parse_sealed_frame(frame, cfg) {
+            Ok(s) => format!(
+                "{} | {} | ciphertext {}",
+                s.headers,
+                s.tss,
+                s.layout.ciphertext.len()
+            ),
+            Err(e) => format!("error: {e}"),
+        };
+    }
     match parse_frame_with(frame, cfg) {
         Ok(f) => f.to_string(),
         Err(e) => format!("error: {e}"),
     }
+}
+
+/// Whether the frame is UET whose bytes begin with a TSS header: as
+/// captured, everything behind that header is ciphertext.
+fn sealed(frame: &[u8], cfg: &EncapConfig) -> bool {
+    parse_l2_l4(frame, cfg).is_ok_and(|(_, r)| frame.get(r).is_some_and(is_tss))
+}
+
+/// The JSON object of a secured frame: the headers in the clear and the
+/// TSS header; the rest is ciphertext.
+#[must_use]
+pub fn sealed_to_json(s: &SealedFrame, frame_len: usize) -> Value {
+    let mut o = Obj::new();
+    headers_json(&mut o, &s.headers, frame_len);
+    let mut t = tss_json(&s.tss);
+    if let Value::Object(m) = &mut t {
+        put(m, "ciphertext_len", s.layout.ciphertext.len());
+    }
+    put(&mut o, "tss", t);
+    Value::Object(o)
 }
 
 /// Decodes a frame of which a capture kept the first `data.len()` of its
@@ -88,6 +125,19 @@ pub fn captured_frame_json(data: &[u8], orig_len: usize, cfg: &EncapConfig) -> V
         return frame_json(data, cfg);
     }
     let padded = pad_cut_frame(data, orig_len, cfg);
+    if sealed(&padded, cfg) {
+        return match parse_sealed_frame(&padded, cfg) {
+            Ok(s) if s.layout.ciphertext.start <= data.len() => {
+                let mut v = sealed_to_json(&s, orig_len);
+                if let Some(o) = v.as_object_mut() {
+                    put(o, "captured_len", data.len());
+                }
+                v
+            }
+            Ok(_) => json!({ "error": cut_error(data.len(), orig_len) }),
+            Err(e) => error_json(&e),
+        };
+    }
     match parse_cut(&padded, data.len(), cfg) {
         Ok(f) => {
             let mut v = frame_to_json(&f, orig_len);
@@ -193,18 +243,7 @@ pub fn error_json(e: &uet_wire::Error) -> Value {
 pub fn frame_to_json(f: &Frame<'_>, frame_len: usize) -> Value {
     let h = &f.headers;
     let mut o = Obj::new();
-    put(&mut o, "frame_len", frame_len);
-    put(&mut o, "eth", eth_json(&h.ethernet));
-    put(&mut o, "ip", ip_json(&h.ip));
-    if let Transport::Udp { src_port, dst_port } = h.transport {
-        put(
-            &mut o,
-            "udp",
-            json!({ "src_port": src_port, "dst_port": dst_port }),
-        );
-    }
-    put(&mut o, "entropy", h.entropy.get());
-    put(&mut o, "transport_pktsize", h.transport_pktsize);
+    headers_json(&mut o, h, frame_len);
     if let Some(t) = &f.uet.tss {
         put(&mut o, "tss", tss_json(t));
     }
@@ -220,6 +259,23 @@ pub fn frame_to_json(f: &Frame<'_>, frame_len: usize) -> Value {
         put(&mut o, "crc32c", format!("{crc:#010x}"));
     }
     Value::Object(o)
+}
+
+/// The keys every frame has: `frame_len`, `eth`, `ip`, `udp`, `entropy`,
+/// `transport_pktsize`.
+fn headers_json(o: &mut Obj, h: &uet_wire::encap::Headers, frame_len: usize) {
+    put(o, "frame_len", frame_len);
+    put(o, "eth", eth_json(&h.ethernet));
+    put(o, "ip", ip_json(&h.ip));
+    if let Transport::Udp { src_port, dst_port } = h.transport {
+        put(
+            o,
+            "udp",
+            json!({ "src_port": src_port, "dst_port": dst_port }),
+        );
+    }
+    put(o, "entropy", h.entropy.get());
+    put(o, "transport_pktsize", h.transport_pktsize);
 }
 
 /// The spec-style name of a trim state (after the NACK codes `UET_TRIMMED`

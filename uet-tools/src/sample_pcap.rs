@@ -54,7 +54,7 @@
 //! | 34 | CP NEGOTIATION |
 //! | 35 | CP of reserved type 12 |
 //! | 36 | RUD_REQ + UET_RENDEZVOUS_SEND with the rendezvous extension |
-//! | 37 | TSS (with SSI) + RUD_REQ: the SES part is ciphertext, then the 16-byte tag |
+//! | 37 | TSS (with SSI): everything behind it is ciphertext (60 bytes, here stand-in bytes), the last 16 the tag |
 //! | 38 | ACK_CC with a reserved `cc_type` |
 //! | 39 | RUDI_RESP (`m`) + UET_NO_RESPONSE, overflow list, BAD_MKEY |
 //! | 40 | UUD_REQ + medium UET_TAGGED_SEND (match bits, buffer offset) |
@@ -916,8 +916,10 @@ fn every_other_header(out: &mut Vec<Vec<u8>>) {
         uet_bytes(&rud.into(), Some(&ses), &data(64, 9)),
     );
 
-    // 37: a secured packet: TSS with SSI, the PDS header in the clear, then
-    // ciphertext and the 16-byte integrity tag.
+    // 37: a secured packet: TSS with SSI, then ciphertext (PDS, SES and
+    // payload are all encrypted) ending in the 16-byte integrity tag. The
+    // stand-in ciphertext bytes are those of a RUD_REQ; a decoder must not
+    // read them as one.
     let tss = TssRepr {
         an: true,
         sdi: Sdi::from_masked(0x00_1234),

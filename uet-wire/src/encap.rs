@@ -103,6 +103,9 @@ pub struct EncapConfig {
     pub ip_protocol: u8,
     /// Whether every UET packet without TSS ends in a CRC32C trailer (default
     /// false). The presence of the CRC is a configuration choice, not guessed.
+    /// A packet with TSS never has one (its ICV takes the trailer's place):
+    /// the parser does not look for it there, and a TSS frame is built with
+    /// `crc_trailer: false` and the ICV counted in the UET bytes.
     pub crc_trailer: bool,
     /// DSCP a switch writes into a packet it trimmed (`DSCP_TRIMMED`, §7;
     /// default 16, the ASTERIA example value). `None`: trimming not deployed.
@@ -688,7 +691,11 @@ pub fn parse_l2_l4(buf: &[u8], config: &EncapConfig) -> Result<(Headers, Range<u
         }
     };
 
-    let (uet_end, trailer) = if config.crc_trailer && trimmed.is_none() {
+    // Behind TSS the 16-byte ICV takes the place of the CRC trailer
+    // (REFPROV `uet_parse_pkt`: "CRC is auto enabled when security is not
+    // used"; `docs/protocol-notes.md` §1, §2.13).
+    let secured = buf.get(uet_start).is_some_and(|b| b >> 3 == 1);
+    let (uet_end, trailer) = if config.crc_trailer && trimmed.is_none() && !secured {
         let have = l4_end - uet_start;
         if have < CRC_TRAILER_LEN {
             return Err(Error::truncated(Layer::Trailer, CRC_TRAILER_LEN, have).at(uet_start));
@@ -1249,6 +1256,12 @@ pub(crate) mod tests {
     proptest! {
         #[test]
         fn builder_round_trip((eth, ip, t, cfg, uet) in arb_frame(), slack in 0usize..8) {
+            // A packet with TSS never carries the CRC trailer (its ICV does
+            // the job), so with the trailer on the UET bytes are not TSS.
+            let mut uet = uet;
+            if cfg.crc_trailer && uet.first().is_some_and(|b| b >> 3 == 1) {
+                uet[0] ^= 0x10;
+            }
             let n = frame_len(&eth, &ip, &t, &cfg, uet.len());
             let mut buf = vec![0u8; n + slack];
             let written = emit_frame(&eth, &ip, &t, &cfg, uet.len(), &mut buf, |u| {

@@ -13,13 +13,14 @@ use crate::error::Result;
 use crate::pds::ack;
 use crate::pds::prologue::NextHeader;
 use crate::pds::req::{self, ReliableMode};
+use crate::pds::tss::{self, SealedLayout};
 use crate::pds::{PdsRepr, PdsType, TssRepr, parse_with_tss};
 use crate::ses::request::STANDARD_HEADER_LEN;
 use crate::ses::{SesRepr, StandardView};
 
 /// Length of the TSS integrity tag that ends an encrypted packet (REFPROV
 /// AES-GCM ICV, `docs/protocol-notes.md` §2.13).
-pub const TSS_ICV_LEN: usize = 16;
+pub const TSS_ICV_LEN: usize = tss::ICV_LEN;
 
 /// The UET part of a packet: PDS header, SES header and payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,10 +30,9 @@ pub struct UetPacket<'a> {
     /// The PDS header.
     pub pds: PdsRepr,
     /// The SES header, when `next_hdr` announces one and it is readable
-    /// (absent for trimmed packets and behind TSS, whose SES part is
-    /// ciphertext).
+    /// (absent for trimmed packets).
     pub ses: Option<SesRepr>,
-    /// The payload after the SES header (or the ciphertext behind TSS).
+    /// The payload after the SES header (the ICV of a TSS packet excluded).
     pub payload: &'a [u8],
     /// Offset of the PDS header within the UET bytes.
     pub pds_offset: usize,
@@ -46,10 +46,13 @@ pub struct UetPacket<'a> {
 /// trailer). `truncated` says the packet was trimmed by a switch: only the
 /// PDS header is expected to be whole, and the SES part is not read.
 ///
-/// With TSS, the PDS header is in the clear and what follows is ciphertext
-/// ending in a 16-byte ICV \[I: REFPROV encrypts from the SES header on,
-/// using the PDS header as additional data]; it is returned as `payload`
-/// (ICV excluded) without decryption.
+/// Bytes that begin with a TSS header are read as an **opened** packet:
+/// the header, then the PDS header, SES header and payload in the clear, and
+/// the 16-byte ICV at the end left out. REFPROV encrypts everything after
+/// the TSS header, the PDS header included (`docs/protocol-notes.md`
+/// §2.13), so a packet as it arrives must first be opened by `uet-tss`; to
+/// look at a sealed packet without opening it, use [`parse_sealed_frame`]
+/// or [`tss::split`], which read only what is in the clear.
 #[inline]
 pub fn parse_uet(bytes: &[u8], truncated: bool) -> Result<UetPacket<'_>> {
     // One first step at a time, each result wrapped where it is made: an
@@ -176,21 +179,21 @@ fn parse_uet_general(bytes: &[u8], truncated: bool) -> Result<UetPacket<'_>> {
     let (tss, pds) = parse_with_tss(bytes)?;
     let pds_offset = tss.map_or(0, |t| t.buffer_len());
     let ses_offset = pds_offset + pds.header_len();
+    // An opened TSS packet ends in the (now meaningless) ICV, not in payload.
+    let bytes = if tss.is_some() && !truncated {
+        let need = ses_offset + TSS_ICV_LEN;
+        if bytes.len() < need {
+            return Err(crate::error::Error::truncated(
+                crate::error::Layer::Tss,
+                need,
+                bytes.len(),
+            ));
+        }
+        bytes.get(..bytes.len() - TSS_ICV_LEN).unwrap_or_default()
+    } else {
+        bytes
+    };
     let rest = bytes.get(ses_offset..).unwrap_or_default();
-    if tss.is_some() {
-        let body = rest
-            .get(..rest.len().saturating_sub(TSS_ICV_LEN))
-            .unwrap_or_default();
-        return Ok(UetPacket {
-            tss,
-            pds,
-            ses: None,
-            payload: body,
-            pds_offset,
-            ses_offset,
-            payload_offset: ses_offset,
-        });
-    }
     if truncated {
         return Ok(UetPacket {
             tss,
@@ -273,6 +276,50 @@ pub fn parse_frame_with<'a>(buf: &'a [u8], config: &EncapConfig) -> Result<Frame
         uet,
         uet_range: range,
     })
+}
+
+/// A secured frame as it arrives: the headers in the clear, the TSS header,
+/// and where the authenticated, encrypted and tag bytes lie. Nothing behind
+/// the TSS header is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedFrame {
+    /// Ethernet, IP, UDP or entropy header (no CRC trailer: the ICV takes
+    /// its place).
+    pub headers: Headers,
+    /// The TSS header.
+    pub tss: TssRepr,
+    /// The AAD, ciphertext and tag ranges within the frame.
+    pub layout: SealedLayout,
+    /// The UET bytes' range in the frame (TSS header through ICV).
+    pub uet_range: Range<usize>,
+}
+
+/// Parses the clear part of a secured frame: L2-L4 as [`parse_frame_with`]
+/// does (a configured CRC trailer is not expected behind TSS), then the TSS
+/// header and the split of [`SealedLayout`]. Errors carry offsets within
+/// `buf`; UET bytes that do not begin with a TSS header are
+/// `Layer::Tss`, `OutOfRange` at their first byte.
+pub fn parse_sealed_frame(buf: &[u8], config: &EncapConfig) -> Result<SealedFrame> {
+    let (headers, range) = parse_l2_l4(buf, config)?;
+    let uet_bytes = buf.get(range.clone()).unwrap_or_default();
+    let (t, _, _) = tss::split(uet_bytes).map_err(|e| e.at(range.start))?;
+    let l3 = headers.ethernet.buffer_len();
+    let l4 = range.start - headers.transport.header_len();
+    let ipv6 = matches!(headers.ip, crate::inet::IpRepr::V6(_));
+    let layout = SealedLayout::new(l3, ipv6, l4, range.clone(), t.buffer_len())?;
+    Ok(SealedFrame {
+        headers,
+        tss: t,
+        layout,
+        uet_range: range,
+    })
+}
+
+/// Whether UET bytes begin with a TSS header (prologue type 1).
+#[inline]
+#[must_use]
+pub fn is_tss(uet: &[u8]) -> bool {
+    uet.first().is_some_and(|b| b >> 3 == PdsType::Tss.code())
 }
 
 impl fmt::Display for UetPacket<'_> {
@@ -434,21 +481,85 @@ mod tests {
         assert!(fr.payload().is_empty());
     }
 
-    #[test]
-    fn tss_is_recognised_and_skipped() {
+    /// An opened TSS packet (header, plaintext, stale ICV) as the
+    /// receive path sees it after `uet-tss` has opened it in place.
+    fn opened_tss_uet() -> Vec<u8> {
         // TSS (type 1, SP=0, AN=1, SDI 0x000102, epoch 2, TSC 3), then a UUD
-        // request in the clear, then 5 bytes of ciphertext and the 16 B ICV.
+        // request with a small SES request (opcode UET_WRITE, som|eom,
+        // job 7, pid 3, ri 12, buffer_offset 0x40), 5 payload bytes, ICV.
         let mut uet = vec![0x09, 0x00, 0x01, 0x02, 0x00, 0x02, 0, 0, 0, 0, 0, 3];
         uet.extend_from_slice(&[0x30, 0x80, 0, 0]); // UUD_REQ, nh = small request
+        uet.extend_from_slice(&[
+            0x01, 0x03, 0x00, 0x05, 0x00, 0x00, 0x00, 0x07, 0x00, 0x03, 0x00, 0x0c, //
+            0, 0, 0, 0, 0, 0, 0, 0x40,
+        ]);
         uet.extend_from_slice(&[0xee; 5]);
         uet.extend_from_slice(&[0xaa; TSS_ICV_LEN]);
+        uet
+    }
+
+    #[test]
+    fn opened_tss_packet_is_read_behind_the_header() {
+        let uet = opened_tss_uet();
         let u = parse_uet(&uet, false).unwrap();
-        assert!(u.tss.is_some());
+        let t = u.tss.unwrap();
+        assert_eq!(
+            (t.sdi.get(), t.epoch, t.tsc.get(), t.an),
+            (0x102, 2, 3, true)
+        );
         assert_eq!(u.pds.ty(), PdsType::UudReq);
         assert_eq!(u.pds.next_hdr(), Some(NextHeader::RequestSmall));
-        assert_eq!(u.ses, None);
+        assert!(matches!(u.ses, Some(SesRepr::Small(_))), "{:?}", u.ses);
+        // The ICV is not payload.
         assert_eq!(u.payload, &[0xee; 5]);
-        assert_eq!(u.pds_offset, 12);
+        assert_eq!((u.pds_offset, u.ses_offset, u.payload_offset), (12, 16, 36));
+        // Too short to hold the PDS header and an ICV.
+        let e = parse_uet(&uet[..12 + 4 + 15], false).unwrap_err();
+        assert_eq!(
+            (e.layer, e.kind),
+            (Layer::Tss, ErrorKind::Truncated { need: 32 })
+        );
+    }
+
+    #[test]
+    fn sealed_frame_splits_into_aad_ciphertext_and_tag() {
+        let uet = opened_tss_uet();
+        // With a CRC trailer configured the TSS frame has none (the ICV
+        // takes its place): the builder is told no trailer, the parser does
+        // not look for one behind TSS.
+        let f = wrap(&uet, 0);
+        let crc_cfg = EncapConfig {
+            crc_trailer: true,
+            ..EncapConfig::default()
+        };
+        for cfg in [EncapConfig::default(), crc_cfg] {
+            let s = parse_sealed_frame(&f, &cfg).unwrap();
+            assert_eq!(s.headers.trailer, None);
+            assert_eq!(s.tss.sdi.get(), 0x102);
+            // 14 Ethernet + 20 IPv4 + 8 UDP = 42.
+            assert_eq!(s.uet_range, 42..42 + uet.len());
+            assert_eq!(s.layout.addrs, 26..34);
+            assert_eq!(s.layout.flow, 34..38);
+            assert_eq!(s.layout.header, 42..54);
+            assert_eq!(s.layout.ciphertext, 54..54 + 4 + 20 + 5);
+            assert_eq!(s.layout.tag, f.len() - 16..f.len());
+            let mut buf = [0u8; tss::MAX_AAD_LEN];
+            let aad = s.layout.aad(&f, &mut buf);
+            // 10.0.0.1, 10.0.0.2, UDP ports 0xc001 > 4793, the TSS header.
+            let want: [u8; 24] = [
+                10, 0, 0, 1, 10, 0, 0, 2, 0xc0, 0x01, 0x12, 0xb9, //
+                0x09, 0x00, 0x01, 0x02, 0x00, 0x02, 0, 0, 0, 0, 0, 3,
+            ];
+            assert_eq!(aad, &want[..]);
+            assert_eq!(s.layout.aad_len(), 24);
+        }
+        // A frame without TSS is not a sealed frame.
+        let e = parse_sealed_frame(&wrap(&UET_WRITE, 0), &EncapConfig::default()).unwrap_err();
+        assert_eq!(
+            (e.layer, e.kind, e.offset),
+            (Layer::Tss, ErrorKind::OutOfRange, 42)
+        );
+        assert!(is_tss(&uet) && !is_tss(&UET_WRITE) && !is_tss(&[]));
     }
 
     #[test]

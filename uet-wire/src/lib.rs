@@ -46,8 +46,8 @@ pub mod types;
 pub use access::Access;
 pub use error::{Error, ErrorKind, Layer, Result};
 pub use frame::{
-    Frame, RequestView, UetPacket, parse_ack_view, parse_frame, parse_frame_with,
-    parse_request_view, parse_uet,
+    Frame, RequestView, SealedFrame, UetPacket, is_tss, parse_ack_view, parse_frame,
+    parse_frame_with, parse_request_view, parse_sealed_frame, parse_uet,
 };
 pub use types::{
     CccId, Credit24, DeliveryMode, Dscp, Ecn, EntropyValue, JobId, Len14, MessageId, OutOfRange,

@@ -297,20 +297,23 @@ fn tss_is_shown_and_the_rest_is_ciphertext() {
     };
     let mut uet = vec![0u8; tss.buffer_len()];
     tss.emit(&mut TssPacket::new_unchecked(&mut uet[..]));
-    let pds = PdsUudRepr {
-        next_hdr: NextHeader::RequestSmall,
-    };
-    uet.extend(sample::uet_bytes(&pds.into(), None, &[0xee; 5]));
+    // Everything after the TSS header is ciphertext (here: bytes that would
+    // not even parse as a PDS header), then the ICV.
+    uet.extend([0xee; 9]);
     uet.extend([0xaa; 16]); // ICV
     let l3 = sample::v4(INI, TGT, 0, Ecn::Ect0);
-    let v = decode(&sample::frame(&l3, &sample::udp(0xc001), &cfg(), &uet));
+    let f = sample::frame(&l3, &sample::udp(0xc001), &cfg(), &uet);
+    let v = decode(&f);
     assert_eq!(
         v["tss"],
-        json!({ "sdi": 0x0102, "sp": true, "ssi": 0xdead_beef_u32, "an": true, "epoch": 2, "tsc": 3, "header_len": 16 })
+        json!({ "sdi": 0x0102, "sp": true, "ssi": 0xdead_beef_u32, "an": true, "epoch": 2, "tsc": 3, "header_len": 16, "ciphertext_len": 9 })
     );
-    assert_eq!(v["pds"]["type"], "UUD_REQ");
+    assert!(v.get("pds").is_none(), "{v}");
     assert!(v.get("ses").is_none(), "{v}");
-    assert_eq!(v["payload_len"], 5);
+    assert_eq!(v["udp"]["src_port"], 0xc001);
+    let line = frame_text(&f, &cfg());
+    assert!(line.ends_with("| ciphertext 9"), "{line}");
+    assert!(line.contains("TSS sdi=258"), "{line}");
 }
 
 // ---------------------------------------------------------------------------
@@ -1088,6 +1091,9 @@ fn every_sample_frame_decodes_as_documented() {
         let v = decode(f);
         if i == sample::MALFORMED_INDEX {
             assert_eq!(err(&v), "SES: truncated header (need 44 bytes) at byte 78");
+        } else if v.get("tss").is_some() {
+            assert!(v.get("pds").is_none(), "frame {i}: {v}");
+            assert!(v["tss"]["ciphertext_len"].is_u64(), "frame {i}: {v}");
         } else {
             assert!(v.get("error").is_none(), "frame {i}: {v}");
             assert!(v["pds"]["type"].is_string(), "frame {i}: {v}");
@@ -1098,6 +1104,7 @@ fn every_sample_frame_decodes_as_documented() {
         .map(|f| {
             let v = decode(f);
             match (v["pds"]["type"].as_str(), v["pds"]["ctl_type"].as_str()) {
+                _ if v.get("tss").is_some() => "TSS".to_owned(),
                 (Some("CP"), Some(c)) => format!("CP {c}"),
                 (Some(t), _) => t.to_owned(),
                 _ => "error".to_owned(),
@@ -1144,7 +1151,7 @@ fn every_sample_frame_decodes_as_documented() {
             "CP NEGOTIATION",
             "CP RESERVED(12)",
             "RUD_REQ",
-            "RUD_REQ",
+            "TSS",
             "ACK_CC",
             "RUDI_RESP",
             "UUD_REQ",

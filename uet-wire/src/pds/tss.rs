@@ -1,6 +1,7 @@
 //! The TSS security header (prologue type 1), REFPROV layout
 //! (`docs/protocol-notes.md` §2.13; WS's older 20-byte layout is not followed,
-//! §9 item 9).
+//! §9 item 9), and how a secured frame splits into what is authenticated,
+//! what is encrypted and the tag.
 //!
 //! ```text
 //! 0      type:5 (= 1) | SP:1 (bit 26, SSI present) | rsvd:1 | AN:1 (bit 24) | SDI:24
@@ -8,12 +9,16 @@
 //! 4/8    epoch:16 | TSC:48
 //! ```
 //!
-//! 12 bytes, or 16 with SSI. The header is recognised and skipped: no
-//! cryptography happens here (the 16-byte AES-GCM tag at the end of the
-//! packet is the frame parser's business). A PDS header follows it; see
+//! 12 bytes, or 16 with SSI. Everything after the header — the PDS header,
+//! the SES header and the payload — is AES-GCM ciphertext, and the packet
+//! ends in a 16-byte tag (ICV) that takes the place of the CRC32C trailer
+//! (§2.13). The header itself is authenticated, never encrypted.
+//! [`SealedLayout`] gives the byte ranges; `uet-tss` does the cryptography.
+//! A PDS header follows the header once the packet has been opened; see
 //! [`super::parse_with_tss`]. Errors carry `Layer::Tss`.
 
 use core::fmt;
+use core::ops::Range;
 
 use crate::error::{Error, ErrorKind, Layer, Result};
 use crate::field::{set_u32, set_u64, u32_at, u64_at};
@@ -234,6 +239,126 @@ impl fmt::Display for Repr {
     }
 }
 
+/// Length of the AES-GCM tag (ICV) that ends a secured packet in place of
+/// the CRC32C trailer (`docs/protocol-notes.md` §2.13).
+pub const ICV_LEN: usize = 16;
+
+/// The largest additional authenticated data: IPv6 addresses (32 B), the
+/// flow bytes (4 B) and a header with SSI (16 B).
+pub const MAX_AAD_LEN: usize = 32 + FLOW_LEN + SSI_HEADER_LEN;
+
+/// Length of the flow bytes in the AAD: the entropy header, or the UDP
+/// source and destination ports.
+pub const FLOW_LEN: usize = 4;
+
+/// Splits UET bytes that begin with a TSS header (after UDP or the entropy
+/// header; the packet's last [`ICV_LEN`] bytes are the tag): the header, the
+/// ciphertext range and the tag range, relative to `uet`.
+///
+/// Errors: not a TSS header (`OutOfRange` at 0), or too short for the header
+/// and the tag (`Truncated`).
+pub fn split(uet: &[u8]) -> Result<(Repr, Range<usize>, Range<usize>)> {
+    let p = Packet::new_checked(uet)?;
+    let r = Repr::parse(&p)?;
+    let hl = r.buffer_len();
+    let need = hl + ICV_LEN;
+    if uet.len() < need {
+        return Err(Error::truncated(Layer::Tss, need, uet.len()));
+    }
+    let tag_start = uet.len() - ICV_LEN;
+    Ok((r, hl..tag_start, tag_start..uet.len()))
+}
+
+/// Where the parts of a secured frame lie, as byte ranges of the frame
+/// (`docs/protocol-notes.md` §2.13, `docs/security.md`).
+///
+/// The additional authenticated data is `addrs ‖ flow ‖ header`; the
+/// ciphertext is everything between the header and the tag. Over native IP
+/// the three AAD parts are adjacent in the frame and the AAD is exactly
+/// REFPROV's: from 12 bytes (IPv4) or 36 bytes (IPv6) before the header
+/// through its end. Over UDP the flow bytes are the UDP source port (the
+/// entropy value) and destination port — the same two 16-bit fields in the
+/// same place as the entropy header's `entropy` and `rsvd` — while the UDP
+/// length and checksum between them and the header are left out: the
+/// checksum is computed after sealing, and the length is implied by the IP
+/// length, which the receiver checks.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SealedLayout {
+    /// Source and destination IP addresses (8 bytes for IPv4, 32 for IPv6).
+    pub addrs: Range<usize>,
+    /// The 4 flow bytes: the entropy header, or the UDP ports.
+    pub flow: Range<usize>,
+    /// The TSS header (12 or 16 bytes).
+    pub header: Range<usize>,
+    /// The ciphertext: PDS header, SES header and payload.
+    pub ciphertext: Range<usize>,
+    /// The 16-byte tag at the end of the UET bytes.
+    pub tag: Range<usize>,
+}
+
+impl SealedLayout {
+    /// The layout of a frame whose IP header starts at `l3` (`ipv6` says
+    /// which version), whose UDP or entropy header starts at `l4`, and whose
+    /// UET bytes (TSS header through tag) are `uet`, with a TSS header of
+    /// `header_len` bytes.
+    ///
+    /// Errors (`Layer::Tss`): `header_len` is not 12 or 16 (`BadLength`);
+    /// the UET bytes are too short for the header and the tag (`Truncated`);
+    /// the offsets do not nest (`BadLength`).
+    pub fn new(
+        l3: usize,
+        ipv6: bool,
+        l4: usize,
+        uet: Range<usize>,
+        header_len: usize,
+    ) -> Result<Self> {
+        if header_len != HEADER_LEN && header_len != SSI_HEADER_LEN {
+            return Err(Error::new(Layer::Tss, ErrorKind::BadLength, 0));
+        }
+        let (addr_off, addr_len) = if ipv6 { (8, 32) } else { (12, 8) };
+        let addrs = l3 + addr_off..l3 + addr_off + addr_len;
+        let flow = l4..l4 + FLOW_LEN;
+        if addrs.end > l4 || flow.end > uet.start || uet.start > uet.end {
+            return Err(Error::new(Layer::Tss, ErrorKind::BadLength, 0));
+        }
+        let need = header_len + ICV_LEN;
+        if uet.len() < need {
+            return Err(Error::truncated(Layer::Tss, need, uet.len()).at(uet.start));
+        }
+        let header = uet.start..uet.start + header_len;
+        let tag = uet.end - ICV_LEN..uet.end;
+        Ok(Self {
+            addrs,
+            flow,
+            ciphertext: header.end..tag.start,
+            header,
+            tag,
+        })
+    }
+
+    /// Length of the additional authenticated data.
+    #[must_use]
+    pub const fn aad_len(&self) -> usize {
+        (self.addrs.end - self.addrs.start)
+            + (self.flow.end - self.flow.start)
+            + (self.header.end - self.header.start)
+    }
+
+    /// Gathers the AAD (`addrs ‖ flow ‖ header`) of `frame` into `out` and
+    /// returns it. Parts outside `frame` are left out rather than panicking
+    /// (the layout of a frame always lies inside it).
+    pub fn aad<'b>(&self, frame: &[u8], out: &'b mut [u8; MAX_AAD_LEN]) -> &'b [u8] {
+        let mut n = 0;
+        for r in [&self.addrs, &self.flow, &self.header] {
+            if let (Some(src), Some(dst)) = (frame.get(r.clone()), out.get_mut(n..n + r.len())) {
+                dst.copy_from_slice(src);
+                n += r.len();
+            }
+        }
+        &out[..n]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,6 +442,54 @@ mod tests {
         let mut out = [0u8; 12];
         r.emit(&mut Packet::new_unchecked(&mut out[..]));
         assert_eq!(out, TSS_PLAIN);
+    }
+
+    #[test]
+    fn split_finds_header_ciphertext_and_tag() {
+        let mut uet = TSS_SSI.to_vec();
+        uet.extend_from_slice(&[0xc7; 7]);
+        uet.extend_from_slice(&[0x1c; ICV_LEN]);
+        let (r, ct, tag) = split(&uet).unwrap();
+        assert_eq!(r.ssi, Some(0xcafe_f00d));
+        assert_eq!((ct, tag), (16..23, 23..39));
+        // Header and tag with nothing between them still split.
+        let (_, ct, tag) = split(&uet[..16]).map_or((None, 0..0, 0..0), |x| (Some(x.0), x.1, x.2));
+        assert_eq!((ct, tag), (0..0, 0..0));
+        assert_eq!(
+            split(&uet[..16 + 15]).unwrap_err(),
+            Error::truncated(Layer::Tss, 32, 31)
+        );
+        let mut not_tss = uet.clone();
+        not_tss[0] = 0x10;
+        assert_eq!(split(&not_tss).unwrap_err().kind, ErrorKind::OutOfRange);
+    }
+
+    #[test]
+    fn native_ip_layouts_are_refprov_aad() {
+        // IPv4 native: Ethernet 14, IPv4 20, entropy header 4. REFPROV's AAD
+        // starts 12 bytes before the header (source address) and runs
+        // through its end: one contiguous range.
+        let l = SealedLayout::new(14, false, 34, 38..38 + 12 + 30 + ICV_LEN, 12).unwrap();
+        assert_eq!(
+            (l.addrs.clone(), l.flow.clone(), l.header.clone()),
+            (26..34, 34..38, 38..50)
+        );
+        assert_eq!(l.addrs.start, l.header.start - 12);
+        assert_eq!((l.ciphertext.clone(), l.tag.clone()), (50..80, 80..96));
+        let frame: Vec<u8> = (0..96u8).collect();
+        let mut buf = [0u8; MAX_AAD_LEN];
+        assert_eq!(l.aad(&frame, &mut buf), &frame[26..50]);
+        // IPv6 native: 36 bytes before the header, with SSI.
+        let l = SealedLayout::new(14, true, 54, 58..58 + 16 + 1 + ICV_LEN, 16).unwrap();
+        assert_eq!(l.addrs.start, l.header.start - 36);
+        assert_eq!((l.header.clone(), l.ciphertext.clone()), (58..74, 74..75));
+        assert_eq!(l.aad_len(), 52);
+        let frame: Vec<u8> = (0..91u8).collect();
+        assert_eq!(l.aad(&frame, &mut buf), &frame[22..74]);
+        // Bad shapes.
+        assert!(SealedLayout::new(14, false, 34, 38..38 + 12 + 15, 12).is_err());
+        assert!(SealedLayout::new(14, false, 34, 38..200, 13).is_err());
+        assert!(SealedLayout::new(14, false, 20, 38..200, 12).is_err());
     }
 
     proptest! {
