@@ -220,12 +220,22 @@ impl Pds {
         while rx.responses.len() > 256 {
             rx.responses.pop_front();
         }
+        // A probe's answer goes after every queued response, in an ACK of
+        // its own (§3 "What uet does"): its `probe_opaque` takes the place
+        // of the ACK_PSN a response is matched by, and its bitmap must end
+        // at no response still to leave, or the source would take the
+        // arrivals past that response, sent before the probe, for losses.
         let response = rx.responses.pop_front();
+        let probe = if response.is_none() {
+            rx.probe.take()
+        } else {
+            None
+        };
         let (next_hdr, resp_psn) = match response {
             Some((psn, _)) => (NextHeader::Response, Some(psn)),
             None => (NextHeader::None, None),
         };
-        let (ack_field, sack_base) = match rx.probe.take() {
+        let (ack_field, sack_base) = match probe {
             // A probe asks what has arrived since the CACK: the bitmap
             // starts there (a lost tail lies just past it).
             Some(o) => (PdsAckPsnField::ProbeOpaque(o), cack.next()),
@@ -323,8 +333,9 @@ impl Pds {
             len += rl;
         }
         let ev = rx.ev;
-        if !rx.responses.is_empty() {
-            // More responses wait: another ACK goes next.
+        if !rx.responses.is_empty() || rx.probe.is_some() {
+            // More responses, or the probe's answer, wait: another ACK
+            // goes next.
             self.acks.push_back(id);
             let dst = p.peer;
             self.counters.tx_acks += 1;

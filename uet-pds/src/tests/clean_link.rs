@@ -202,3 +202,51 @@ fn a_response_still_to_go_is_no_hole_in_the_bitmap_before_it() {
     assert_eq!(a.pds.counters().tx_retransmits, 0);
     assert_eq!(a.up.responses.len(), 2);
 }
+
+#[test]
+fn a_probe_answered_while_responses_wait_condemns_nothing_that_arrived() {
+    let cfg = PdsConfig {
+        tail_probe: Some(Duration::from_micros(5)),
+        ..wide()
+    };
+    let mut a = host(A, 1, cfg);
+    let mut b = host(B, 2, wide());
+    let (pdc, now) = established(&mut a, &mut b);
+    let (p, _) = burst(&mut a, pdc, now, 40);
+    let p0 = psn_of(&p[0]);
+    // Two messages end at p0 + 9 and p0 + 19. A hears nothing for a PTO
+    // (B was descheduled, say) and probes.
+    b.up.complete_at = vec![p0.add(9), p0.add(19)];
+    let when = a.pds.poll_timeout().unwrap();
+    a.pds.handle_timeout(when, &mut a.up);
+    let probe = drain(&mut a, when);
+    assert!(
+        probe.len() == 1
+            && matches!(probe[0].pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::Probe { .. }))
+    );
+    // The 40 packets and the probe behind them reach B in one batch: both
+    // responses and the probe's answer are due at once.
+    let now = when + Duration::from_micros(5);
+    for d in p.iter().chain(&probe) {
+        deliver(&mut b, now, d);
+    }
+    let acks = drain(&mut b, now);
+    // Each ACK, the probe's answer included, is acted upon as it arrives
+    // (a source may send between two of them): every packet arrived, so
+    // none is presumed lost and none resent, and both responses reach A.
+    for d in &acks {
+        deliver(&mut a, now, d);
+        let out = drain(&mut a, now);
+        assert!(
+            out.iter().all(|d| !matches!(d.pds(), PdsRepr::Request(_))),
+            "a resend after {:?}",
+            d.pds()
+        );
+    }
+    let c = a.pds.counters();
+    assert_eq!(
+        (c.tail_probe_lost, c.sack_inferred, c.tx_retransmits),
+        (0, 0, 0)
+    );
+    assert_eq!(a.up.responses.len(), 2, "both responses arrive");
+}
