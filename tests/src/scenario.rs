@@ -84,6 +84,8 @@ pub struct Writes {
     /// Record every congestion-control state change of the senders and
     /// the receiver's downlink queue into [`Summary::trace`].
     pub trace: bool,
+    /// Every host (senders and receiver) loses its CPU now and then.
+    pub pauses: Option<crate::fabric::Pauses>,
 }
 
 impl Default for Writes {
@@ -108,6 +110,7 @@ impl Default for Writes {
             random_ties: false,
             start_at: Vec::new(),
             trace: false,
+            pauses: None,
         }
     }
 }
@@ -127,6 +130,9 @@ pub struct Summary {
     pub retransmits: u64,
     /// Retransmission timeouts (all endpoints).
     pub rtos: u64,
+    /// Tail loss probes sent (all endpoints; not in [`Summary::to_json`],
+    /// whose output the published tables were made from).
+    pub tail_probes: u64,
     /// Packets dropped by switch queues.
     pub queue_drops: u64,
     /// Packets lost, duplicated or corrupted by impairments.
@@ -391,6 +397,11 @@ pub fn run_writes(p: &Writes) -> Summary {
         .collect();
     hosts.push(Box::new(SimHost::new(receiver.clone(), recv_addr, enc)));
     let built = single_switch(&mut fabric, hosts, &link);
+    if let Some(pauses) = p.pauses {
+        for (id, _) in &built.hosts {
+            fabric.pause_host(*id, pauses);
+        }
+    }
     // Node → sender index (the receiver is the last host).
     let sender_of: BTreeMap<usize, usize> = built
         .hosts
@@ -540,6 +551,7 @@ pub fn run_writes(p: &Writes) -> Summary {
         let c = e.pds().counters();
         summary.retransmits += c.tx_retransmits;
         summary.rtos += c.rto_fired;
+        summary.tail_probes += c.tail_probes;
         summary.pdcs_open += e.pds().pdc_count();
     }
     for s in &senders {
