@@ -737,7 +737,9 @@ impl Pds {
 /// would then never report them, and the initiator, unable to tell that
 /// they arrived, could neither move CLEAR_PSN past them nor stop their
 /// timers. Each packet is the newest, or among the 63 before it, for
-/// several consecutive ACKs, so every arrival is reported.
+/// several consecutive ACKs, so every arrival is reported while ACKs keep
+/// up with arrivals; `write_ack` starts lower when they do not (see
+/// `ReceiveState::reported`).
 #[inline]
 pub(super) fn sack_base(cack: Psn, trigger: Psn) -> Psn {
     let lo = trigger.sub(63);
