@@ -135,6 +135,20 @@ pub struct Impairments {
     pub jitter: Duration,
 }
 
+/// A host that loses its CPU now and then, as a vCPU of a busy VM does:
+/// for `length` at a time, at intervals drawn uniformly from
+/// `[0, 2 × every]` (mean `every`), it handles no frame and no timer and
+/// sends nothing. The frames that reach it meanwhile wait in its NIC's
+/// receive ring and are handled in one batch when it runs again, before it
+/// sends anything (what a datapath polling its ring in batches does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pauses {
+    /// The mean interval between pauses.
+    pub every: Duration,
+    /// How long each pause lasts.
+    pub length: Duration,
+}
+
 /// Parameters of one direction of a link.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinkParams {
@@ -238,6 +252,10 @@ enum Event {
     /// The scenario asked to look at a host at this time
     /// ([`Fabric::wake_at`]).
     Wake(NodeId),
+    /// A host with [`Pauses`] stops running.
+    Pause(NodeId),
+    /// A paused host runs again.
+    Resume(NodeId),
 }
 
 /// The fabric.
@@ -274,6 +292,8 @@ pub struct Fabric<O: FrameOps> {
     dirty: Vec<usize>,
     /// Hosts interacted with since the last [`Fabric::take_touched`].
     touched: Vec<usize>,
+    /// Per node: the frames that reached a paused host, in arrival order.
+    held: Vec<Vec<Vec<u8>>>,
 }
 
 /// What the fabric remembers about a host between interactions. A host's
@@ -289,6 +309,10 @@ struct HostSlot {
     /// Polling stopped because its NIC queue was full; the NIC draining
     /// makes it dirty again.
     nic_blocked: bool,
+    /// Its pauses, if it has any ([`Fabric::pause_host`]).
+    pauses: Option<Pauses>,
+    /// Paused: it neither handles frames or timers nor sends.
+    paused: bool,
 }
 
 impl<O: FrameOps> core::fmt::Debug for Fabric<O> {
@@ -321,6 +345,25 @@ impl<O: FrameOps> Fabric<O> {
             timers: BTreeSet::new(),
             dirty: Vec::new(),
             touched: Vec::new(),
+            held: Vec::new(),
+        }
+    }
+
+    /// Gives host `id` [`Pauses`] from now on.
+    pub fn pause_host(&mut self, id: NodeId, pauses: Pauses) {
+        if let Some(slot) = self.slots.get_mut(id.0) {
+            slot.pauses = Some(pauses);
+            self.schedule_pause(id.0);
+        }
+    }
+
+    fn schedule_pause(&mut self, i: usize) {
+        if let Some(p) = self.slots[i].pauses {
+            let gap = self.rng.below(2 * p.every.as_nanos() as u64 + 1);
+            self.schedule(
+                self.now + Duration::from_nanos(gap),
+                Event::Pause(NodeId(i)),
+            );
         }
     }
 
@@ -410,6 +453,7 @@ impl<O: FrameOps> Fabric<O> {
         self.ports[nic.0].owner = Some(id.0);
         self.nodes.push(Node::Host { host, nic });
         self.slots.resize(self.nodes.len(), HostSlot::default());
+        self.held.resize(self.nodes.len(), Vec::new());
         self.mark(id.0);
         let downlink = self.add_port(id, down);
         self.add_route(switch, addr, vec![downlink]);
@@ -606,6 +650,11 @@ impl<O: FrameOps> Fabric<O> {
         // Node order, as when every host was asked in turn.
         due.sort_unstable();
         for i in due {
+            // A paused host's timers wait: it reads them again when it
+            // resumes.
+            if self.slots[i].paused {
+                continue;
+            }
             if let Node::Host { host, .. } = &mut self.nodes[i] {
                 host.handle_timeout(now);
             }
@@ -621,6 +670,10 @@ impl<O: FrameOps> Fabric<O> {
         list.sort_unstable();
         for &i in &list {
             self.slots[i].dirty = false;
+            if self.slots[i].paused {
+                // Polled when it resumes.
+                continue;
+            }
             while let Node::Host { host, nic } = &mut self.nodes[i] {
                 let nic = *nic;
                 if self.ports[nic.0].queued_bytes >= self.nic_queue_bytes {
@@ -646,6 +699,31 @@ impl<O: FrameOps> Fabric<O> {
         match ev {
             Event::TxDone(port) => self.tx_done(port),
             Event::Wake(node) => self.mark(node.0),
+            Event::Pause(node) => {
+                let slot = &mut self.slots[node.0];
+                if let Some(p) = slot.pauses {
+                    slot.paused = true;
+                    self.schedule(self.now + p.length, Event::Resume(node));
+                }
+            }
+            Event::Resume(node) => {
+                self.slots[node.0].paused = false;
+                let held = core::mem::take(&mut self.held[node.0]);
+                if let Node::Host { host, .. } = &mut self.nodes[node.0] {
+                    for mut frame in held {
+                        host.handle_frame(self.now, &mut frame);
+                    }
+                }
+                self.mark(node.0);
+                // Its overdue timers fire at once.
+                self.slots[node.0].timer = None;
+                self.timers.retain(|&(_, i)| i != node.0);
+                self.refresh_timer(node.0);
+                self.schedule_pause(node.0);
+            }
+            Event::Arrive(node, frame) if self.slots.get(node.0).is_some_and(|s| s.paused) => {
+                self.held[node.0].push(frame);
+            }
             Event::Arrive(node, mut frame) => match &mut self.nodes[node.0] {
                 Node::Host { host, .. } => {
                     host.handle_frame(self.now, &mut frame);
@@ -923,6 +1001,35 @@ mod tests {
         assert_eq!(log[0].0, Instant::from_nanos(2_020_000));
         // The second frame queues behind the first on the host NIC.
         assert_eq!(log[1].0, Instant::from_nanos(3_020_000));
+    }
+
+    #[test]
+    fn a_paused_host_handles_what_arrived_meanwhile_in_one_batch_in_order() {
+        // A frame every 1 ms; the sink (node 2) pauses for 3 ms at a time.
+        let l = LinkParams::new(10_000_000, Duration::from_micros(10), 1 << 20);
+        let (mut f, log, _) = line(100, 1250, l.clone(), l);
+        f.pause_host(
+            NodeId(2),
+            Pauses {
+                every: Duration::from_millis(5),
+                length: Duration::from_millis(3),
+            },
+        );
+        let end = Instant::from_nanos(10_000_000_000);
+        assert!(f.run_while(end, |_| log.borrow().len() == 100));
+        let log = log.borrow();
+        let evs: Vec<u16> = log.iter().map(|(_, fr)| f.ops.entropy(fr)).collect();
+        assert_eq!(evs, (0..100).collect::<Vec<u16>>(), "every frame, in order");
+        // Unpaused, frame i is handled at 2.02 ms + i ms; a paused sink
+        // handles it later, together with the frames after it.
+        let mut late = 0;
+        for (i, (t, _)) in log.iter().enumerate() {
+            let due = Instant::from_nanos(2_020_000 + i as u64 * 1_000_000);
+            assert!(*t >= due);
+            late += usize::from(*t > due);
+        }
+        let batches = log.windows(2).filter(|w| w[0].0 == w[1].0).count();
+        assert!(late > 10 && batches > 10, "{late} late, {batches} batched");
     }
 
     #[test]

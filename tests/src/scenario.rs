@@ -91,6 +91,8 @@ pub struct Writes {
     /// receiver one at a time (a ping-pong crossing the senders'
     /// bottleneck, `docs/congestion-evaluation.md` metric 9).
     pub victim: Option<Victim>,
+    /// Every host (senders and receiver) loses its CPU now and then.
+    pub pauses: Option<crate::fabric::Pauses>,
 }
 
 /// The victim ping-pong of [`Writes::victim`]: from time zero it writes
@@ -130,6 +132,7 @@ impl Default for Writes {
             trace: false,
             victim: None,
             late_drops_after: None,
+            pauses: None,
         }
     }
 }
@@ -149,6 +152,9 @@ pub struct Summary {
     pub retransmits: u64,
     /// Retransmission timeouts (all endpoints).
     pub rtos: u64,
+    /// Tail loss probes sent (all endpoints; not in [`Summary::to_json`],
+    /// whose output the published tables were made from).
+    pub tail_probes: u64,
     /// Packets dropped by switch queues.
     pub queue_drops: u64,
     /// Of those, the ones dropped after [`Writes::late_drops_after`].
@@ -456,6 +462,11 @@ pub fn run_writes(p: &Writes) -> Summary {
     hosts.push(Box::new(SimHost::new(receiver.clone(), recv_addr, enc)));
     let built = single_switch(&mut fabric, hosts, &link);
     let victim_node = victim.as_ref().map(|_| built.hosts[victim_slot].0);
+    if let Some(pauses) = p.pauses {
+        for (id, _) in &built.hosts {
+            fabric.pause_host(*id, pauses);
+        }
+    }
     // Node → sender index (the receiver is the last host).
     let sender_of: BTreeMap<usize, usize> = built
         .hosts
@@ -665,6 +676,7 @@ pub fn run_writes(p: &Writes) -> Summary {
         let c = e.pds().counters();
         summary.retransmits += c.tx_retransmits;
         summary.rtos += c.rto_fired;
+        summary.tail_probes += c.tail_probes;
         summary.pdcs_open += e.pds().pdc_count();
     }
     for s in &senders {

@@ -6,7 +6,7 @@
 
 use uet_cms::Algorithm;
 use uet_pds::{CcMode, PdsConfig};
-use uet_tests::fabric::LinkParams;
+use uet_tests::fabric::{LinkParams, Pauses};
 use uet_tests::scenario::{Summary, Writes, run_writes};
 use uet_wire::time::Duration;
 
@@ -118,4 +118,39 @@ fn a_standing_queue_longer_than_rto_init_fires_no_rto() {
     };
     let s = run_writes(&w);
     assert_no_resends(&s, bytes, 2, "2 x 2 MiB windows into 1 Gb/s");
+}
+
+/// Pipelined writes between hosts that lose their CPU now and then, as
+/// the daemons on a busy 2-vCPU VM do: each host pauses for 1 ms about
+/// every 4 ms, fifty times the idle round trip but below RTO_INIT, and
+/// longer than the sender takes to send all it may have in flight (1 MiB,
+/// 0.84 ms at 10 Gb/s). The sender's tail probes fire in the target's
+/// pauses, and the target meets each
+/// probe in one batch with the data before it, whose completions it
+/// answers in the same poll: the probe's answer must report every packet
+/// that arrived (`docs/protocol-notes.md` §3), and nothing is resent.
+#[test]
+fn writes_between_hosts_that_pause_resend_nothing() {
+    for (size, depth) in [(64 << 10, 16), (4 << 10, 64)] {
+        let rtt = Duration::from_micros(20);
+        let rate = 10_000_000_000;
+        let bytes = total(64 << 20);
+        let w = Writes {
+            bytes_per_sender: bytes,
+            msg_size: (size, size),
+            region: 4 << 20,
+            in_flight: depth,
+            link: LinkParams::new(rate, rtt / 4, 64 << 20),
+            pds: daemon_like(rate, rtt, 2 << 20, 3454),
+            pauses: Some(Pauses {
+                every: Duration::from_millis(4),
+                length: Duration::from_millis(1),
+            }),
+            ..Writes::default()
+        };
+        let s = run_writes(&w);
+        let what = format!("{} KiB x {depth}, pausing hosts", size >> 10);
+        assert!(s.tail_probes > 0, "{what}: no probe fired, nothing tested");
+        assert_no_resends(&s, bytes, 1, &what);
+    }
 }

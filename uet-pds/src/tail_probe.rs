@@ -12,7 +12,9 @@
 //! A PDC that has packets in flight and has neither sent nor heard anything
 //! for a probe timeout (PTO) sends a Probe CP (§2.10; HTSIM's SLEEK probes
 //! do the same, `docs/protocol-notes.md` §4). The target answers it with an ACK
-//! carrying its current cumulative and selective acknowledgement. The probe
+//! carrying its current cumulative and selective acknowledgement, sent
+//! after the responses it has queued (§3: a response still to leave would
+//! cut the bitmap short, and the answer cannot carry one). The probe
 //! left after every packet in flight and went the same way (data traffic
 //! class: a control class that overtakes data would prove nothing), so a
 //! packet sent before it that the answer does not acknowledge was lost

@@ -46,6 +46,10 @@ pub(super) struct ReceiveState {
     pub(super) due: AckDue,
     /// The PSN that triggered the pending ACK.
     pub(super) trigger: Psn,
+    /// Every PSN up to this one that had arrived when an ACK left was
+    /// reported by it (a 1 in its bitmap, or its response): the next
+    /// bitmap starts no later than just past it (`write_ack`, §3).
+    pub(super) reported: Psn,
     pub(super) ev: EntropyValue,
     pub(super) ecn: bool,
     /// `retx` of the ACK ("ACK to a retransmission", §2): whether the
@@ -82,6 +86,7 @@ impl ReceiveState {
             ack_bytes: 0,
             due: AckDue::No,
             trigger: start,
+            reported: start.sub(1),
             ev: CONTROL_EV,
             ecn: false,
             retx: false,

@@ -220,12 +220,22 @@ impl Pds {
         while rx.responses.len() > 256 {
             rx.responses.pop_front();
         }
+        // A probe's answer goes after every queued response, in an ACK of
+        // its own (§3 "What uet does"): its `probe_opaque` takes the place
+        // of the ACK_PSN a response is matched by, and its bitmap must end
+        // at no response still to leave, or the source would take the
+        // arrivals past that response, sent before the probe, for losses.
         let response = rx.responses.pop_front();
+        let probe = if response.is_none() {
+            rx.probe.take()
+        } else {
+            None
+        };
         let (next_hdr, resp_psn) = match response {
             Some((psn, _)) => (NextHeader::Response, Some(psn)),
             None => (NextHeader::None, None),
         };
-        let (ack_field, sack_base) = match rx.probe.take() {
+        let (ack_field, sack_base) = match probe {
             // A probe asks what has arrived since the CACK: the bitmap
             // starts there (a lost tail lies just past it).
             Some(o) => (PdsAckPsnField::ProbeOpaque(o), cack.next()),
@@ -233,9 +243,25 @@ impl Pds {
                 // The ACK names the packet its response answers, but its
                 // bitmap reports the newest arrivals whatever it names.
                 let trig = resp_psn.unwrap_or(rx.trigger);
+                // ... but no later than the first arrival no ACK has
+                // reported yet: when more arrive before the ACKs for the
+                // last batch have all left (one ACK per response, and a
+                // send batch ends), the newest 64 would otherwise skip
+                // packets that only the CACK, many CLEAR round trips
+                // later, could report.
+                let unreported = if rx.reported.is_after(cack) {
+                    rx.reported.next()
+                } else {
+                    cack.next()
+                };
+                let base = sack_base(cack, rx.trigger);
                 (
                     PdsAckPsnField::Offset(trig.offset_from(cack).unwrap_or(0)),
-                    sack_base(cack, rx.trigger),
+                    if unreported.is_before(base) {
+                        unreported
+                    } else {
+                        base
+                    },
                 )
             }
         };
@@ -254,6 +280,7 @@ impl Pds {
         // Shown only once its response has left, it reads so only if that
         // response was lost (the resend then fetches it again): the bitmap
         // ends below the first response still waiting for its ACK.
+        let mut reported_to = sack_base.add(63);
         if let Some(d) = rx
             .responses
             .iter()
@@ -262,6 +289,21 @@ impl Pds {
             .min()
         {
             bitmap &= (1u64 << d) - 1;
+            reported_to = sack_base.add(d as u32).sub(1);
+        }
+        // What this bitmap reported of the arrivals so far (it starts no
+        // later than the first unreported one).
+        if rx.win.highest().is_before(reported_to) {
+            reported_to = rx.win.highest();
+        }
+        // Arrivals left unreported (more than 64 past the first, or past
+        // a response still waiting) go in the next ACK at once, unless
+        // this one could report none of them (a base the offset field
+        // cannot express).
+        let mut unreported_left = false;
+        if reported_to.is_after(rx.reported) {
+            rx.reported = reported_to;
+            unreported_left = rx.reported.is_before(rx.win.highest());
         }
         // An RCCC source gets its cumulative credit in the ACK (cc_type
         // CREDIT); everyone else NSCC state: rcvd_bytes in 256-B units and
@@ -323,8 +365,9 @@ impl Pds {
             len += rl;
         }
         let ev = rx.ev;
-        if !rx.responses.is_empty() {
-            // More responses wait: another ACK goes next.
+        if !rx.responses.is_empty() || rx.probe.is_some() || unreported_left {
+            // More responses, the probe's answer or unreported arrivals
+            // wait: another ACK goes next.
             self.acks.push_back(id);
             let dst = p.peer;
             self.counters.tx_acks += 1;
@@ -694,7 +737,9 @@ impl Pds {
 /// would then never report them, and the initiator, unable to tell that
 /// they arrived, could neither move CLEAR_PSN past them nor stop their
 /// timers. Each packet is the newest, or among the 63 before it, for
-/// several consecutive ACKs, so every arrival is reported.
+/// several consecutive ACKs, so every arrival is reported while ACKs keep
+/// up with arrivals; `write_ack` starts lower when they do not (see
+/// `ReceiveState::reported`).
 #[inline]
 pub(super) fn sack_base(cack: Psn, trigger: Psn) -> Psn {
     let lo = trigger.sub(63);

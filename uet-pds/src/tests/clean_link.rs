@@ -202,3 +202,126 @@ fn a_response_still_to_go_is_no_hole_in_the_bitmap_before_it() {
     assert_eq!(a.pds.counters().tx_retransmits, 0);
     assert_eq!(a.up.responses.len(), 2);
 }
+
+#[test]
+fn a_probe_answered_while_responses_wait_condemns_nothing_that_arrived() {
+    let cfg = PdsConfig {
+        tail_probe: Some(Duration::from_micros(5)),
+        ..wide()
+    };
+    let mut a = host(A, 1, cfg);
+    let mut b = host(B, 2, wide());
+    let (pdc, now) = established(&mut a, &mut b);
+    let (p, _) = burst(&mut a, pdc, now, 40);
+    let p0 = psn_of(&p[0]);
+    // Two messages end at p0 + 9 and p0 + 19. A hears nothing for a PTO
+    // (B was descheduled, say) and probes.
+    b.up.complete_at = vec![p0.add(9), p0.add(19)];
+    let when = a.pds.poll_timeout().unwrap();
+    a.pds.handle_timeout(when, &mut a.up);
+    let probe = drain(&mut a, when);
+    assert!(
+        probe.len() == 1
+            && matches!(probe[0].pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::Probe { .. }))
+    );
+    // The 40 packets and the probe behind them reach B in one batch: both
+    // responses and the probe's answer are due at once.
+    let now = when + Duration::from_micros(5);
+    for d in p.iter().chain(&probe) {
+        deliver(&mut b, now, d);
+    }
+    let acks = drain(&mut b, now);
+    // Each ACK, the probe's answer included, is acted upon as it arrives
+    // (a source may send between two of them): every packet arrived, so
+    // none is presumed lost and none resent, and both responses reach A.
+    for d in &acks {
+        deliver(&mut a, now, d);
+        let out = drain(&mut a, now);
+        assert!(
+            out.iter().all(|d| !matches!(d.pds(), PdsRepr::Request(_))),
+            "a resend after {:?}",
+            d.pds()
+        );
+    }
+    let c = a.pds.counters();
+    assert_eq!(
+        (c.tail_probe_lost, c.sack_inferred, c.tx_retransmits),
+        (0, 0, 0)
+    );
+    assert_eq!(a.up.responses.len(), 2, "both responses arrive");
+}
+
+#[test]
+fn arrivals_are_reported_when_more_come_before_the_acks_have_left() {
+    let mut a = host(A, 1, wide());
+    let mut b = host(B, 2, wide());
+    let (pdc, now) = established(&mut a, &mut b);
+    let (p, now) = burst(&mut a, pdc, now, 128);
+    let p0 = psn_of(&p[0]);
+    // Messages of three packets: every third packet ends one with a
+    // guaranteed completion, so B sends one ACK per response, each bitmap
+    // ending below the next response still waiting (§3).
+    b.up.complete_at = (2..128).step_by(3).map(|i| p0.add(i)).collect();
+    for d in &p[..64] {
+        deliver(&mut b, now, d);
+    }
+    // B's send batch ends after 10 of those ACKs; the next 64 packets
+    // arrive before the other ACKs leave, so the newest 64 PSNs start
+    // past the middle packets of the first batch's later messages.
+    let mut buf = [0u8; 9000];
+    let mut acks = vec![];
+    for _ in 0..10 {
+        let t = b
+            .pds
+            .poll_transmit_general(now, &mut buf, &mut b.up)
+            .unwrap();
+        acks.push(Dgram {
+            src: b.addr,
+            ev: t.ev,
+            bytes: buf[..t.len].to_vec(),
+            ecn: t.ecn,
+            dscp: t.dscp,
+            trimmed: None,
+        });
+    }
+    for d in &p[64..] {
+        deliver(&mut b, now, d);
+    }
+    acks.extend(drain(&mut b, now));
+    for d in &acks {
+        deliver(&mut a, now, d);
+    }
+    // Every packet was reported by some ACK (SACKed or answered): none is
+    // left for the CACK to cover one CLEAR round trip per message later,
+    // while its RTO runs.
+    let mut unreported: Vec<u32> = (0..128).collect();
+    unreported.retain(|f| !a.up.acked.iter().any(|k| k.token == 2 && k.frag == *f));
+    assert_eq!(unreported, Vec::<u32>::new());
+    assert_eq!(a.up.responses.len(), 42);
+    assert_eq!(a.pds.counters().tx_retransmits, 0);
+}
+
+#[test]
+fn a_batch_of_arrivals_wider_than_one_bitmap_is_reported_whole() {
+    let mut a = host(A, 1, wide());
+    let mut b = host(B, 2, wide());
+    let (pdc, now) = established(&mut a, &mut b);
+    let (p, now) = burst(&mut a, pdc, now, 200);
+    let p0 = psn_of(&p[0]);
+    // The first message ends at p0 + 9 and holds the CACK back; all 200
+    // packets arrive in one batch (B was descheduled, say) before B sends
+    // anything: the ACKs that follow report every one of them, 64 at a
+    // time, not only the newest 64.
+    b.up.complete_at = vec![p0.add(9)];
+    for d in &p {
+        deliver(&mut b, now, d);
+    }
+    let acks = drain(&mut b, now);
+    // p0 + 9 ..= p0 + 199: three bitmaps.
+    assert_eq!(acks.len(), 3);
+    for d in &acks {
+        deliver(&mut a, now, d);
+    }
+    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 200);
+    assert_eq!(a.up.responses.len(), 1);
+}
