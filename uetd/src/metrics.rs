@@ -741,7 +741,7 @@ fn accept_loop(
             };
             let _ = stream.set_nonblocking(false);
             if active.load(Ordering::Acquire) >= limits.max_connections {
-                busy(stream);
+                busy(stream, limits);
                 continue;
             }
             active.fetch_add(1, Ordering::AcqRel);
@@ -759,13 +759,82 @@ fn accept_loop(
     }
 }
 
-/// Answers 503 to a connection past the limit, without reading it and
-/// without waiting on it.
-fn busy(stream: TcpStream) {
-    let _ = stream.set_nonblocking(true);
-    let _ = (&stream).write_all(
+/// How long a connection past the limit has to send its request before
+/// it is answered 503, and then to take the answer (the accept thread
+/// waits on it, so this is short).
+const BUSY_WAIT: Duration = Duration::from_millis(100);
+
+/// The most bytes read and discarded after an answer.
+const MAX_DRAIN: usize = 1 << 20;
+
+/// Answers 503 to a connection past the limit.
+fn busy(mut stream: TcpStream, limits: ServerLimits) {
+    let until = Instant::now() + BUSY_WAIT;
+    let _ = read_head(&mut stream, limits.max_request, until);
+    let _ = stream.set_write_timeout(Some(BUSY_WAIT));
+    let _ = stream.write_all(
         b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
     );
+    finish(&mut stream, until + BUSY_WAIT);
+}
+
+/// What came of reading a request head.
+enum Head {
+    /// The head, up to its blank line.
+    Complete(Vec<u8>),
+    /// More than the limit without a blank line.
+    TooLong,
+    /// The client closed first.
+    Closed,
+}
+
+/// Reads a request head of at most `max` bytes until `until`.
+fn read_head(stream: &mut TcpStream, max: usize, until: Instant) -> io::Result<Head> {
+    let mut head = vec![0u8; max];
+    let mut len = 0;
+    loop {
+        let got = &head[..len];
+        if got.windows(4).any(|w| w == b"\r\n\r\n") || got.windows(2).any(|w| w == b"\n\n") {
+            head.truncate(len);
+            return Ok(Head::Complete(head));
+        }
+        if len == max {
+            return Ok(Head::TooLong);
+        }
+        stream.set_read_timeout(Some(left(until)?))?;
+        match stream.read(&mut head[len..])? {
+            0 => return Ok(Head::Closed),
+            n => len += n,
+        }
+    }
+}
+
+/// What is left until `until`; an error once it has passed.
+fn left(until: Instant) -> io::Result<Duration> {
+    until
+        .checked_duration_since(Instant::now())
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| io::Error::from(io::ErrorKind::TimedOut))
+}
+
+/// Ends an answered connection: FIN, then what the client still sends is
+/// read and discarded (up to [`MAX_DRAIN`] bytes, until `until`) so that
+/// closing with unread bytes does not reset the connection and lose the
+/// answer on the way.
+fn finish(stream: &mut TcpStream, until: Instant) {
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let mut sink = [0u8; 4096];
+    let mut drained = 0;
+    while drained < MAX_DRAIN {
+        let Ok(t) = left(until) else { return };
+        if stream.set_read_timeout(Some(t)).is_err() {
+            return;
+        }
+        match stream.read(&mut sink) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => drained += n,
+        }
+    }
 }
 
 /// The answer to a request head.
@@ -823,39 +892,16 @@ fn serve_one(
     render: &dyn Fn() -> String,
 ) -> io::Result<()> {
     let deadline = Instant::now() + limits.deadline;
-    let left = || {
-        deadline
-            .checked_duration_since(Instant::now())
-            .filter(|d| !d.is_zero())
-            .ok_or_else(|| io::Error::from(io::ErrorKind::TimedOut))
-    };
     let _ = stream.set_nodelay(true);
-    let mut head = vec![0u8; limits.max_request];
-    let mut len = 0;
-    let complete = loop {
-        if head[..len].windows(4).any(|w| w == b"\r\n\r\n")
-            || head[..len].windows(2).any(|w| w == b"\n\n")
-        {
-            break true;
-        }
-        if len == head.len() {
-            break false;
-        }
-        stream.set_read_timeout(Some(left()?))?;
-        match stream.read(&mut head[len..])? {
-            0 => return Ok(()),
-            n => len += n,
-        }
-    };
-    let a = if complete {
-        answer(&head[..len], render)
-    } else {
-        Answer {
+    let a = match read_head(&mut stream, limits.max_request, deadline)? {
+        Head::Complete(head) => answer(&head, render),
+        Head::TooLong => Answer {
             status: "431 Request Header Fields Too Large",
             extra: "",
             body: format!("request head over {} bytes\n", limits.max_request),
             head_only: false,
-        }
+        },
+        Head::Closed => return Ok(()),
     };
     let content_type = if a.status.starts_with("200") {
         CONTENT_TYPE
@@ -875,12 +921,372 @@ fn serve_one(
     // In pieces, each with what is left of the deadline: a client that
     // reads slowly is cut off at the deadline, not at each write's timeout.
     for piece in out.chunks(64 * 1024) {
-        stream.set_write_timeout(Some(left()?))?;
+        stream.set_write_timeout(Some(left(deadline)?))?;
         stream.write_all(piece)?;
     }
-    let _ = stream.shutdown(std::net::Shutdown::Write);
+    finish(&mut stream, deadline);
     Ok(())
 }
 
 #[cfg(test)]
-mod tests {}
+mod tests {
+    use std::io::{Read as _, Write as _};
+    use std::net::{IpAddr, TcpStream};
+
+    use serde_json::json;
+    use uet_pds::DropReason;
+
+    use super::*;
+    use crate::neigh::NeighCounts;
+    use crate::stats::to_json;
+    use crate::worker::{CccSnapshot, WorkerStats};
+
+    /// The sample lines of `text` (no comments) as (series, value).
+    fn samples(text: &str) -> Vec<(&str, &str)> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| l.rsplit_once(' ').expect("a sample line is `series value`"))
+            .collect()
+    }
+
+    fn value<'a>(text: &'a str, series: &str) -> Option<&'a str> {
+        samples(text)
+            .into_iter()
+            .find(|(s, _)| *s == series)
+            .map(|(_, v)| v)
+    }
+
+    #[test]
+    fn every_drop_reason_nack_code_and_result_is_there_at_zero() {
+        let text = encode(&to_json(&[WorkerStats::default()], None));
+        for r in DropReason::ALL {
+            let series = format!(
+                "uet_pds_drops_total{{reason=\"{}\",worker=\"0\"}}",
+                r.name()
+            );
+            assert_eq!(value(&text, &series), Some("0"), "{series}\n{text}");
+        }
+        let mut codes = 0;
+        for code in nack_code_labels() {
+            for dir in ["tx", "rx"] {
+                let series = format!("uet_pds_{dir}_nacks_total{{code=\"{code}\",worker=\"0\"}}");
+                assert_eq!(value(&text, &series), Some("0"), "{series}");
+            }
+            codes += 1;
+        }
+        // 28 assigned codes (UET 1.0, docs/protocol-notes.md §2.9) and `unknown`.
+        assert_eq!(codes, 29);
+        for result in ["ok", "failed"] {
+            let series = format!("uet_ses_ops_total{{result=\"{result}\",worker=\"0\"}}");
+            assert_eq!(value(&text, &series), Some("0"), "{series}");
+        }
+        assert_eq!(
+            value(&text, "uet_worker_loop_iterations_total{worker=\"0\"}"),
+            Some("0")
+        );
+        assert_eq!(
+            value(&text, "uet_ccc_destinations{worker=\"0\"}"),
+            Some("0")
+        );
+    }
+
+    #[test]
+    fn counters_end_in_total_and_every_family_has_help_and_type() {
+        let mut s = WorkerStats {
+            xsk: Some(crate::xsk::XskCounters::default()),
+            ..WorkerStats::default()
+        };
+        s.cccs.push(CccSnapshot {
+            dst: IpAddr::from([10, 0, 0, 2]),
+            cwnd: 1,
+            inflight: 2,
+            backlog: 3,
+            credit: Some(4),
+        });
+        let text = encode(&to_json(&[s], Some(&NeighCounts::default())));
+        let (mut helps, mut types) = (Vec::new(), Vec::new());
+        for l in text.lines() {
+            if let Some(h) = l.strip_prefix("# HELP ") {
+                helps.push(h.split(' ').next().unwrap());
+            } else if let Some(t) = l.strip_prefix("# TYPE ") {
+                let (name, kind) = t.split_once(' ').unwrap();
+                assert_eq!(kind == "counter", name.ends_with("_total"), "{l}");
+                assert!(matches!(kind, "counter" | "gauge"), "{l}");
+                types.push(name);
+            }
+        }
+        assert_eq!(helps, types);
+        for (series, _) in samples(&text) {
+            let name = series.split('{').next().unwrap();
+            assert!(name.starts_with("uet_"), "{series}");
+            assert!(types.contains(&name), "{series} has no TYPE line");
+        }
+        for family in [
+            "uet_xsk_rx_ring_full_total",
+            "uet_neigh_destinations",
+            "uet_ccc_cwnd_bytes",
+            "uet_ccc_credit_bytes",
+        ] {
+            assert!(types.contains(&family), "{family}");
+        }
+    }
+
+    #[test]
+    fn the_values_are_the_counters() {
+        let mut s = WorkerStats::default();
+        s.pds.tx_data = 7;
+        s.pds.tx_retransmits = 2;
+        s.pds.drop(DropReason::OutOfWindow);
+        s.pds.drop(DropReason::OutOfWindow);
+        s.pds.tx_nack_codes.count(NackCode::PsnOorWindow.code());
+        // Two reserved codes: both count as `unknown`.
+        s.pds.rx_nack_codes.count(0x00);
+        s.pds.rx_nack_codes.count(0x0c);
+        s.ses.ops_ok = 3;
+        s.ses.ops_failed = 1;
+        s.io.rx_bytes = 1 << 40;
+        s.iterations = 99;
+        s.cccs = vec![
+            CccSnapshot {
+                dst: IpAddr::from([10, 0, 0, 2]),
+                cwnd: 65536,
+                inflight: -5,
+                backlog: 0,
+                credit: None,
+            },
+            CccSnapshot {
+                dst: "fd00::3".parse().unwrap(),
+                cwnd: 1,
+                inflight: 2,
+                backlog: 3,
+                credit: Some(4096),
+            },
+        ];
+        let other = WorkerStats {
+            sleeps: 5,
+            ..WorkerStats::default()
+        };
+        let t = encode(&to_json(&[s, other], None));
+        for (series, v) in [
+            ("uet_pds_tx_data_total{worker=\"0\"}", "7"),
+            ("uet_pds_tx_retransmits_total{worker=\"0\"}", "2"),
+            (
+                "uet_pds_drops_total{reason=\"out_of_window\",worker=\"0\"}",
+                "2",
+            ),
+            (
+                "uet_pds_drops_total{reason=\"out_of_window\",worker=\"1\"}",
+                "0",
+            ),
+            (
+                "uet_pds_tx_nacks_total{code=\"psn_oor_window\",worker=\"0\"}",
+                "1",
+            ),
+            ("uet_pds_rx_nacks_total{code=\"unknown\",worker=\"0\"}", "2"),
+            ("uet_ses_ops_total{result=\"ok\",worker=\"0\"}", "3"),
+            ("uet_ses_ops_total{result=\"failed\",worker=\"0\"}", "1"),
+            ("uet_io_rx_bytes_total{worker=\"0\"}", "1099511627776"),
+            ("uet_worker_loop_iterations_total{worker=\"0\"}", "99"),
+            ("uet_worker_loop_sleeps_total{worker=\"1\"}", "5"),
+            ("uet_ccc_destinations{worker=\"0\"}", "2"),
+            (
+                "uet_ccc_cwnd_bytes{peer=\"10.0.0.2\",worker=\"0\"}",
+                "65536",
+            ),
+            (
+                "uet_ccc_inflight_bytes{peer=\"10.0.0.2\",worker=\"0\"}",
+                "-5",
+            ),
+            ("uet_ccc_backlog_bytes{peer=\"fd00::3\",worker=\"0\"}", "3"),
+            (
+                "uet_ccc_credit_bytes{peer=\"fd00::3\",worker=\"0\"}",
+                "4096",
+            ),
+        ] {
+            assert_eq!(value(&t, series), Some(v), "{series}\n{t}");
+        }
+        // No RCCC towards 10.0.0.2: no credit series for it.
+        assert_eq!(
+            value(&t, "uet_ccc_credit_bytes{peer=\"10.0.0.2\",worker=\"0\"}"),
+            None
+        );
+        // The udp backend has neither AF_XDP sockets nor a resolver.
+        assert!(!t.contains("uet_xsk_"));
+        assert!(!t.contains("uet_neigh_"));
+        let version = env!("CARGO_PKG_VERSION");
+        assert!(
+            t.lines().any(|l| l.starts_with("uet_build_info{")
+                && l.contains(&format!("version=\"{version}\""))
+                && l.ends_with(" 1")),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn the_document_sent_over_the_socket_encodes_to_the_same_text() {
+        let mut s = WorkerStats::default();
+        s.pds.rx_data = 12;
+        s.cccs.push(CccSnapshot {
+            dst: IpAddr::from([10, 9, 0, 1]),
+            cwnd: 10,
+            inflight: 20,
+            backlog: 30,
+            credit: Some(-40),
+        });
+        let n = NeighCounts {
+            destinations: 3,
+            ..NeighCounts::default()
+        };
+        let doc = to_json(&[s], Some(&n));
+        let sent: Value = serde_json::from_str(&doc.to_string()).unwrap();
+        assert_eq!(encode(&doc), encode(&sent));
+    }
+
+    #[test]
+    fn a_document_missing_fields_reads_as_zeros() {
+        let t = encode(&json!({ "workers": [ { "worker": 0 } ] }));
+        assert_eq!(value(&t, "uet_pds_tx_data_total{worker=\"0\"}"), Some("0"));
+        assert_eq!(
+            value(&t, "uet_pds_drops_total{reason=\"malformed\",worker=\"0\"}"),
+            Some("0")
+        );
+        assert_eq!(
+            value(
+                &t,
+                "uet_build_info{profile=\"unknown\",version=\"unknown\"}"
+            ),
+            Some("1")
+        );
+        // Not even workers: the build alone.
+        let t = encode(&json!({}));
+        assert_eq!(samples(&t).len(), 1, "{t}");
+    }
+
+    /// Sends `request` to `addr` and returns everything answered before the
+    /// server closed (a 5 s bound).
+    fn http(addr: SocketAddr, request: &[u8]) -> String {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(request).unwrap();
+        let mut out = Vec::new();
+        c.read_to_end(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    fn server(limits: ServerLimits) -> MetricsServer {
+        MetricsListener::bind("127.0.0.1:0".parse().unwrap())
+            .unwrap()
+            .serve(limits, || "uet_test_total 1\n".to_owned())
+            .unwrap()
+    }
+
+    #[test]
+    fn metrics_is_served_and_everything_else_refused() {
+        let s = server(ServerLimits::default());
+        let a = s.local_addr();
+        let ok = http(a, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(
+            ok.contains(&format!("Content-Type: {CONTENT_TYPE}\r\n")),
+            "{ok}"
+        );
+        assert!(ok.contains("Content-Length: 17\r\n"), "{ok}");
+        assert!(ok.ends_with("\r\n\r\nuet_test_total 1\n"), "{ok}");
+        let q = http(a, b"GET /metrics?name[]=x HTTP/1.0\r\n\r\n");
+        assert!(q.starts_with("HTTP/1.1 200 OK"), "{q}");
+        let head = http(a, b"HEAD /metrics HTTP/1.1\r\n\r\n");
+        assert!(
+            head.starts_with("HTTP/1.1 200 OK") && head.ends_with("\r\n\r\n"),
+            "{head}"
+        );
+        for (req, status) in [
+            (&b"GET / HTTP/1.1\r\n\r\n"[..], "404"),
+            (b"GET /metricsx HTTP/1.1\r\n\r\n", "404"),
+            (b"POST /metrics HTTP/1.1\r\n\r\n", "405"),
+            (b"GET /metrics\r\n\r\n", "400"),
+            (b"\x00\xff garbage\r\n\r\n", "400"),
+            (b"GET /metrics SPDY/3\r\n\r\n", "400"),
+        ] {
+            let r = http(a, req);
+            assert!(
+                r.starts_with(&format!("HTTP/1.1 {status} ")),
+                "{req:?}: {r}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_oversized_request_is_refused_and_the_next_one_served() {
+        let s = server(ServerLimits::default());
+        let mut big = b"GET /metrics HTTP/1.1\r\n".to_vec();
+        big.extend(std::iter::repeat_n(b'a', 20_000));
+        let r = http(s.local_addr(), &big);
+        assert!(r.starts_with("HTTP/1.1 431 "), "{r}");
+        let ok = http(s.local_addr(), b"GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
+    }
+
+    #[test]
+    fn a_silent_client_is_cut_off_at_the_deadline_and_holds_up_no_one() {
+        let deadline = Duration::from_millis(500);
+        let s = server(ServerLimits {
+            deadline,
+            ..ServerLimits::default()
+        });
+        let t0 = Instant::now();
+        let mut silent = TcpStream::connect(s.local_addr()).unwrap();
+        // Meanwhile another client is answered at once.
+        let ok = http(s.local_addr(), b"GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK"), "{ok}");
+        assert!(t0.elapsed() < deadline, "{:?}", t0.elapsed());
+        // The silent one is closed once its deadline has passed.
+        silent
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut b = [0u8; 16];
+        let n = silent.read(&mut b).expect("closed, not timed out");
+        assert_eq!(n, 0);
+        let took = t0.elapsed();
+        assert!(
+            took >= deadline && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+    }
+
+    #[test]
+    fn connections_past_the_limit_are_answered_busy_and_slots_come_back() {
+        let s = server(ServerLimits {
+            max_connections: 2,
+            ..ServerLimits::default()
+        });
+        let a = s.local_addr();
+        let silent: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(a).unwrap()).collect();
+        // Once the server has taken both, a third client finds it busy.
+        let until = Instant::now() + Duration::from_secs(4);
+        loop {
+            let r = http(a, b"GET /metrics HTTP/1.1\r\n\r\n");
+            if r.starts_with("HTTP/1.1 503 ") {
+                break;
+            }
+            assert!(r.starts_with("HTTP/1.1 200 "), "{r}");
+            assert!(Instant::now() < until, "never busy with two silent clients");
+        }
+        drop(silent);
+        let until = Instant::now() + Duration::from_secs(4);
+        loop {
+            let r = http(a, b"GET /metrics HTTP/1.1\r\n\r\n");
+            if r.starts_with("HTTP/1.1 200 ") {
+                break;
+            }
+            assert!(Instant::now() < until, "the slots never came back: {r}");
+        }
+    }
+
+    #[test]
+    fn dropping_the_server_closes_its_socket() {
+        let s = server(ServerLimits::default());
+        let a = s.local_addr();
+        drop(s);
+        assert!(TcpStream::connect(a).is_err());
+    }
+}
