@@ -294,59 +294,73 @@ const WORKER_FIELDS: &[Field] = &[
 ];
 
 /// The AF_XDP sockets' counters (xdp backend only), summed over a worker's
-/// sockets: (field, help). The metric is `uet_xsk_<field>_total`.
-const XSK_FIELDS: &[(&str, &str)] = &[
+/// sockets: (field, metric name, help).
+const XSK_FIELDS: &[(&str, &str, &str)] = &[
     (
         "rx_dropped",
+        "uet_xsk_rx_dropped_total",
         "Frames the kernel dropped at the socket (XDP_STATISTICS rx_dropped), never seen by the daemon.",
     ),
     (
         "rx_invalid_descs",
+        "uet_xsk_rx_invalid_descs_total",
         "Invalid fill-ring descriptors (XDP_STATISTICS).",
     ),
     (
         "tx_invalid_descs",
+        "uet_xsk_tx_invalid_descs_total",
         "Invalid TX-ring descriptors (XDP_STATISTICS).",
     ),
     (
         "rx_ring_full",
-        "Frames dropped by the kernel because the RX ring was full (XDP_STATISTICS).",
+        "uet_xsk_rx_ring_full_total",
+        "Frames the kernel dropped because the RX ring was full (XDP_STATISTICS).",
     ),
     (
         "rx_fill_ring_empty_descs",
+        "uet_xsk_rx_fill_ring_empty_descs_total",
         "Times the kernel found the fill ring empty (XDP_STATISTICS).",
     ),
     (
         "tx_ring_empty_descs",
+        "uet_xsk_tx_ring_empty_descs_total",
         "Times the kernel found the TX ring empty (XDP_STATISTICS).",
     ),
     (
         "rx_multi_buffer",
-        "Received packets that spanned more than one frame.",
+        "uet_xsk_rx_multi_buffer_total",
+        "Packets received as a chain of frames (multi-buffer).",
     ),
     (
         "tx_multi_buffer",
-        "Sent packets that spanned more than one frame.",
+        "uet_xsk_tx_multi_buffer_total",
+        "Packets sent as a chain of frames (multi-buffer).",
     ),
     (
         "rx_chain_too_long",
-        "Received frame chains longer than the most a packet may span, dropped.",
+        "uet_xsk_rx_chain_too_long_total",
+        "Of uet_io_rx_dropped_total: frame chains longer than a packet may span.",
     ),
+    // The JSON field's `us` would read as microseconds in a metric name.
     (
         "rx_not_for_us",
-        "Frames the steering program passed that were not UET for this daemon.",
+        "uet_xsk_rx_other_address_total",
+        "Of uet_io_rx_dropped_total: UET frames addressed to another IP address.",
     ),
     (
         "handoff_full",
-        "Frames for another worker dropped at its full hand-off queue.",
+        "uet_xsk_handoff_full_total",
+        "Of uet_io_rx_dropped_total: frames for another worker dropped at its full inbox.",
     ),
     (
         "tx_no_frame",
-        "Transmits deferred for want of a free UMEM frame.",
+        "uet_xsk_tx_no_frame_total",
+        "Of uet_io_tx_ring_full_total: no free UMEM frame to send from.",
     ),
     (
         "tx_kicks",
-        "sendto() calls that woke the kernel's transmit path.",
+        "uet_xsk_tx_kicks_total",
+        "TX kicks: sendto() calls that wake the kernel's transmit path.",
     ),
 ];
 
@@ -403,7 +417,7 @@ const CCC_FIELDS: &[(&str, &str, &str)] = &[
     (
         "cwnd",
         "uet_ccc_cwnd_bytes",
-        "Congestion window towards the peer.",
+        "Congestion window towards the peer (NSCC's; the fixed window with cc none; the credit held with RCCC alone).",
     ),
     (
         "inflight",
@@ -413,12 +427,12 @@ const CCC_FIELDS: &[(&str, &str, &str)] = &[
     (
         "backlog",
         "uet_ccc_backlog_bytes",
-        "Bytes queued for the peer and not yet sent.",
+        "Bytes of new data queued for the peer and not yet sent (waiting retransmissions not included).",
     ),
     (
         "credit",
         "uet_ccc_credit_bytes",
-        "RCCC credit available for the peer (only when RCCC is on).",
+        "RCCC credit balance for the peer (only when RCCC is on; negative after an RTO forced a resend past it).",
     ),
 ];
 
@@ -457,7 +471,7 @@ impl Exposition {
     }
 
     /// A counter or gauge family named `name`, with `labels`.
-    fn set(&self, kind: Kind, name: &str, help: &str, labels: &[&str]) -> Metric {
+    fn family(&self, kind: Kind, name: &str, help: &str, labels: &[&str]) -> Metric {
         match kind {
             Counter => Metric::Counter(self.counter(name, help, labels)),
             Gauge => Metric::Gauge(self.gauge(name, help, labels)),
@@ -514,7 +528,7 @@ pub fn encode(doc: &Value) -> String {
 
     let fields: Vec<Metric> = WORKER_FIELDS
         .iter()
-        .map(|&(_, _, name, kind, help)| x.set(kind, name, help, &["worker"]))
+        .map(|&(_, _, name, kind, help)| x.family(kind, name, help, &["worker"]))
         .collect();
     let drops = x.counter(
         "uet_pds_drops_total",
@@ -557,7 +571,7 @@ pub fn encode(doc: &Value) -> String {
     let xsk: Vec<IntCounterVec> = if has_xsk {
         XSK_FIELDS
             .iter()
-            .map(|&(field, help)| x.counter(&format!("uet_xsk_{field}_total"), help, &["worker"]))
+            .map(|&(_, name, help)| x.counter(name, help, &["worker"]))
             .collect()
     } else {
         Vec::new()
@@ -587,9 +601,10 @@ pub fn encode(doc: &Value) -> String {
         }
         let listed = w["ccc"].as_array().unwrap_or(&empty);
         let omitted = w["ccc_omitted"].as_u64().unwrap_or(0);
+        let count = listed.len() as u64 + omitted;
         ccc_count
             .with_label_values(&[id])
-            .set(as_i64(&Value::from(listed.len() as u64 + omitted)));
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
         for c in listed {
             let peer = label(&c["dst"]);
             for (&(field, ..), g) in CCC_FIELDS.iter().zip(&ccc) {
@@ -601,7 +616,7 @@ pub fn encode(doc: &Value) -> String {
             }
         }
         if has_xsk {
-            for (&(field, _), c) in XSK_FIELDS.iter().zip(&xsk) {
+            for (&(field, ..), c) in XSK_FIELDS.iter().zip(&xsk) {
                 c.with_label_values(&[id])
                     .inc_by(w["xsk"][field].as_u64().unwrap_or(0));
             }
@@ -610,7 +625,7 @@ pub fn encode(doc: &Value) -> String {
 
     if let Some(n) = doc.get("neigh") {
         for &(field, name, kind, help) in NEIGH_FIELDS {
-            x.set(kind, name, help, &[]).put(&[], &n[field]);
+            x.family(kind, name, help, &[]).put(&[], &n[field]);
         }
     }
 
@@ -990,6 +1005,11 @@ mod tests {
         );
     }
 
+    /// What `promtool check metrics` (2.42) takes for abbreviated units.
+    const ABBREVIATED_UNITS: &[&str] = &[
+        "s", "ms", "us", "ns", "sec", "b", "kb", "mb", "gb", "tb", "pb", "m", "h", "d",
+    ];
+
     #[test]
     fn counters_end_in_total_and_every_family_has_help_and_type() {
         let mut s = WorkerStats {
@@ -1011,6 +1031,13 @@ mod tests {
             } else if let Some(t) = l.strip_prefix("# TYPE ") {
                 let (name, kind) = t.split_once(' ').unwrap();
                 assert_eq!(kind == "counter", name.ends_with("_total"), "{l}");
+                // promtool's lint refuses abbreviated units as name parts.
+                for part in name.split('_') {
+                    assert!(
+                        !ABBREVIATED_UNITS.contains(&part),
+                        "{name}: `{part}` reads as a unit"
+                    );
+                }
                 assert!(matches!(kind, "counter" | "gauge"), "{l}");
                 types.push(name);
             }
