@@ -147,7 +147,8 @@ struct PerfArgs {
 
 #[derive(Args, Debug)]
 struct StatsArgs {
-    /// Prometheus text exposition instead of JSON.
+    /// Prometheus text instead of JSON: what `uetd --metrics-addr` serves
+    /// at /metrics (docs/metrics.md).
     #[arg(long)]
     prometheus: bool,
     #[command(flatten)]

@@ -418,7 +418,9 @@ pub fn perf(
     })
 }
 
-/// `uet stats`: the daemon's counters as JSON, or Prometheus text.
+/// `uet stats`: the daemon's counters as JSON, or as the Prometheus text
+/// its metrics endpoint serves (the same encoder over the same document,
+/// `uetd::metrics::encode`).
 pub fn stats(socket: &Path, prometheus: bool) -> Result<String> {
     let mut c = connect(socket, "uet stats")?;
     let json = c.stats().map_err(Error::daemon("reading the counters"))?;
@@ -428,47 +430,7 @@ pub fn stats(socket: &Path, prometheus: bool) -> Result<String> {
     let v: serde_json::Value = serde_json::from_str(&json).map_err(|e| Error::Reply {
         what: format!("the counters are not JSON: {e}"),
     })?;
-    let mut out = String::new();
-    if let Some(ws) = v["workers"].as_array() {
-        for w in ws {
-            let id = &w["worker"];
-            for layer in ["io", "xsk", "pds", "ses"] {
-                if let Some(m) = w[layer].as_object() {
-                    flatten(
-                        &mut out,
-                        &format!("uet_{layer}"),
-                        m,
-                        &format!("worker=\"{id}\""),
-                    );
-                }
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn flatten(
-    out: &mut String,
-    prefix: &str,
-    m: &serde_json::Map<String, serde_json::Value>,
-    labels: &str,
-) {
-    for (k, v) in m {
-        match v {
-            serde_json::Value::Number(n) => {
-                out.push_str(&format!("{prefix}_{k}{{{labels}}} {n}\n"));
-            }
-            serde_json::Value::Object(inner) => {
-                // drops / nacks by name become a label.
-                for (name, n) in inner {
-                    if let Some(n) = n.as_u64() {
-                        out.push_str(&format!("{prefix}_{k}{{{labels},reason=\"{name}\"}} {n}\n"));
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
+    Ok(uetd::metrics::encode(&v))
 }
 
 /// What `uet capture` asks for.

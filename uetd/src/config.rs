@@ -26,6 +26,7 @@
 //! api_max_registrations = 1024
 //! api_max_registered_bytes = "16GiB"
 //! busy_poll_us = 200        # an idle worker polls this long before it sleeps
+//! # metrics_addr = "127.0.0.1:9464"  # serve /metrics (Prometheus) here
 //!
 //! [[expose]]              # regions the daemon itself exposes (tests, demos)
 //! ri = 1
@@ -33,7 +34,7 @@
 //! size = "1GiB"
 //! ```
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 /// Why a configuration was refused. Every culprit is the configuration
@@ -254,6 +255,10 @@ pub struct Config {
     pub seed: Option<u64>,
     /// Control socket path.
     pub socket: PathBuf,
+    /// Where to serve the counters over HTTP at `/metrics`, in the
+    /// Prometheus text format (`docs/metrics.md`); default: not served.
+    /// Port 0 takes a free port (the daemon prints which).
+    pub metrics_addr: Option<SocketAddr>,
     /// The job every application client is granted (clients cannot pick
     /// one; their operations may only address regions of this job).
     pub api_job: u32,
@@ -319,6 +324,7 @@ impl Default for Config {
             rto_init_us: 5_000,
             seed: None,
             socket: PathBuf::from("/run/uet/uetd.sock"),
+            metrics_addr: None,
             api_job: 1,
             api_max_clients: 256,
             api_max_clients_per_uid: 64,
@@ -637,6 +643,24 @@ mod tests {
         )
         .unwrap_err();
         assert!(format!("{err:#}").contains("ip_protocol 17"), "{err:#}");
+    }
+
+    #[test]
+    fn the_metrics_address_is_an_ip_and_port() {
+        let c = Config::parse(r#"address = "10.0.0.1""#).unwrap();
+        assert_eq!(c.metrics_addr, None, "off by default");
+        let c = Config::parse(
+            r#"address = "10.0.0.1"
+            metrics_addr = "127.0.0.1:9464""#,
+        )
+        .unwrap();
+        assert_eq!(c.metrics_addr, Some("127.0.0.1:9464".parse().unwrap()));
+        let e = Config::parse(
+            r#"address = "10.0.0.1"
+            metrics_addr = "localhost""#,
+        )
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("metrics_addr"), "{e:#}");
     }
 
     #[test]

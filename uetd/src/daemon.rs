@@ -503,6 +503,18 @@ impl Daemon {
         self.workers.iter().map(WorkerHandle::stats).collect()
     }
 
+    /// The workers' and the resolver's counters, readable from another
+    /// thread (the metrics endpoint) while the control loop owns `self`.
+    pub fn stats_source(&self) -> crate::stats::StatsSource {
+        crate::stats::StatsSource::new(
+            self.workers
+                .iter()
+                .map(WorkerHandle::published_stats)
+                .collect(),
+            self.neigh.clone(),
+        )
+    }
+
     /// The next-hop resolver's counters (the xdp backend has one).
     pub fn neigh_counts(&self) -> Option<crate::neigh::NeighCounts> {
         self.neigh.as_ref().map(|n| n.counts())

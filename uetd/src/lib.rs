@@ -8,7 +8,8 @@
 //!   (`memio`, in the unit tests); [`neigh`]: next-hop resolution from the
 //!   kernel's tables.
 //! - [`control`]: the control socket applications reach through `uet_api`;
-//!   [`stats`]: counters of every layer; [`capture`]: the workers' frame
+//!   [`stats`]: counters of every layer, [`metrics`]: the same in the
+//!   Prometheus format, served over HTTP; [`capture`]: the workers' frame
 //!   mirror behind `uet capture`.
 //! - [`sys`]: the one place the daemon meets the kernel: every system call
 //!   goes through its safe wrappers, and all `unsafe` lives there.
@@ -24,6 +25,7 @@ pub mod io;
 pub mod mem;
 #[cfg(test)]
 mod memio;
+pub mod metrics;
 pub mod neigh;
 pub mod netlink;
 pub mod packet;

@@ -4,7 +4,9 @@
 //! context's window, bytes in flight and RCCC credit, and for the xdp
 //! backend the AF_XDP sockets' counters (`xsk`: the kernel's
 //! `XDP_STATISTICS` and the multi-buffer ones). Rendered as JSON
-//! (`uetd --stats`, the lab's timelines) — one object per worker.
+//! (`uetd --stats`, the lab's timelines) — one object per worker, with the
+//! daemon's build (`build`) — and from that JSON as Prometheus text
+//! ([`crate::metrics`]). Every metric is described in `docs/metrics.md`.
 //!
 //! On the control socket the document goes out whole however long it is
 //! (thousands of destinations make it megabytes): streamed in `StatsChunk`
@@ -12,24 +14,67 @@
 //! request (each worker's `ccc` list then left empty and counted in
 //! `ccc_omitted`) — never a frame over the protocol's limit.
 
+use std::sync::{Arc, Mutex};
+
 use serde_json::{Map, Value, json};
 use uet_api::proto::{DaemonMsg, HEADER_LEN, MAX_FRAME_LEN, stats_chunks};
 use uet_wire::pds::NackCode;
 
-use crate::neigh::NeighCounts;
+use crate::neigh::{NeighCounts, Neighbours};
 use crate::worker::WorkerStats;
 
+/// The non-zero NACK counts by lower-case spec name; the reserved codes
+/// all count under `unknown`.
 fn nack_map(codes: &uet_pds::NackCounts) -> Value {
     let mut m = Map::new();
     for (code, n) in codes.nonzero() {
-        m.insert(NackCode::from(code).name().to_ascii_lowercase(), json!(n));
+        let name = NackCode::from(code).name().to_ascii_lowercase();
+        let sum = m.get(&name).and_then(Value::as_u64).unwrap_or(0) + n;
+        m.insert(name, json!(sum));
     }
     Value::Object(m)
 }
 
+/// The build of this daemon, as the `build` object of the document:
+/// its version, and whether it was built with optimisations (`release`)
+/// or without (`debug`).
+fn build() -> Value {
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+    })
+}
+
+/// The counters the workers publish (the snapshots the control socket
+/// reads too) and the next-hop resolver's, for readers on other threads —
+/// the metrics endpoint. Reading takes each worker's snapshot lock as
+/// long as a copy takes; the workers' loops are not otherwise touched.
+#[derive(Debug, Clone)]
+pub struct StatsSource {
+    workers: Vec<Arc<Mutex<WorkerStats>>>,
+    neigh: Option<Arc<Neighbours>>,
+}
+
+impl StatsSource {
+    /// The source of the workers' published snapshots and the resolver.
+    pub fn new(workers: Vec<Arc<Mutex<WorkerStats>>>, neigh: Option<Arc<Neighbours>>) -> Self {
+        Self { workers, neigh }
+    }
+
+    /// The document [`to_json`] makes of the latest snapshots.
+    pub fn to_json(&self) -> Value {
+        let stats: Vec<WorkerStats> = self
+            .workers
+            .iter()
+            .map(|s| s.lock().map(|s| s.clone()).unwrap_or_default())
+            .collect();
+        to_json(&stats, self.neigh.as_ref().map(|n| n.counts()).as_ref())
+    }
+}
+
 /// The counters of every worker as one JSON object, with the next-hop
 /// resolver's (`neigh`: destinations held, resolved, and what its bounds
-/// turned away) when the backend has one.
+/// turned away) when the backend has one, and the daemon's `build`.
 pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
     let workers: Vec<Value> = stats
         .iter()
@@ -77,6 +122,7 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                     "tail_probes": s.pds.tail_probes,
                     "tail_probe_lost": s.pds.tail_probe_lost,
                     "tx_acks": s.pds.tx_acks,
+                    "tx_control": s.pds.tx_control,
                     "rx_acks": s.pds.rx_acks,
                     "rx_data": s.pds.rx_data,
                     "rx_ce": s.pds.rx_ce,
@@ -125,6 +171,7 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
         .collect();
     match neigh {
         Some(n) => json!({
+            "build": build(),
             "workers": workers,
             "neigh": {
                 "destinations": n.destinations,
@@ -136,7 +183,7 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                 "requests_dropped": n.requests_dropped,
             },
         }),
-        None => json!({ "workers": workers }),
+        None => json!({ "build": build(), "workers": workers }),
     }
 }
 

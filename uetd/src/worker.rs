@@ -287,6 +287,12 @@ impl WorkerHandle {
         self.stats.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
+    /// Where the worker publishes its counters, for readers on other
+    /// threads ([`crate::stats::StatsSource`]).
+    pub fn published_stats(&self) -> Arc<Mutex<WorkerStats>> {
+        Arc::clone(&self.stats)
+    }
+
     /// Asks the worker to stop and waits for it.
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Release);

@@ -101,6 +101,9 @@ fn serve_write_read_perf_and_stats() {
         "{json}"
     );
     let prom = uet(&s1, &["stats", "--prometheus"]);
-    assert!(prom.contains("uet_pds_tx_data{worker=\"0\"}"), "{prom}");
+    assert!(
+        prom.contains("uet_pds_tx_data_total{worker=\"0\"}"),
+        "{prom}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

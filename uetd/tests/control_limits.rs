@@ -349,7 +349,7 @@ fn stats_stay_whole_with_thousands_of_destinations() {
     );
     assert!(cccs(&cli) >= n as usize);
     let prom = uet_stats(&sock, 0, true).expect("uet stats --prometheus");
-    assert!(prom.contains("uet_pds_tx_data"), "{prom}");
+    assert!(prom.contains("uet_pds_tx_data_total{worker="), "{prom}");
     // The one-frame request of older clients: the counters, with the
     // destinations counted rather than listed.
     let s = UnixStream::connect(&sock).unwrap();

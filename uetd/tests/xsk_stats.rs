@@ -121,11 +121,11 @@ fn uet_stats_shows_drops_at_the_socket() {
     assert!(x["rx_dropped"].as_u64().unwrap() + x["rx_ring_full"].as_u64().unwrap() > 0);
     let prom = uet(&socket, &["stats", "--prometheus"]);
     assert!(
-        prom.contains("uet_xsk_rx_ring_full{worker=\"0\"}"),
+        prom.contains("uet_xsk_rx_ring_full_total{worker=\"0\"}"),
         "{prom}"
     );
     assert!(
-        prom.contains("uet_xsk_rx_fill_ring_empty_descs{worker=\"0\"}"),
+        prom.contains("uet_xsk_rx_fill_ring_empty_descs_total{worker=\"0\"}"),
         "{prom}"
     );
     d.signal("-TERM");

@@ -96,6 +96,10 @@ struct Args {
     /// Seed of the endpoints' randomness.
     #[arg(long)]
     seed: Option<u64>,
+    /// Serve the counters at http://ADDR/metrics in the Prometheus text
+    /// format (e.g. 127.0.0.1:9464; port 0 picks a free port, printed).
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
     /// Run the built-in RMA write test against this peer.
     #[arg(long)]
     write_to: Option<IpAddr>,
@@ -187,6 +191,9 @@ fn config(a: &Args) -> Result<Config> {
     if a.seed.is_some() {
         c.seed = a.seed;
     }
+    if a.metrics_addr.is_some() {
+        c.metrics_addr = a.metrics_addr;
+    }
     if a.profile.is_some() {
         c.profile = a.profile;
     }
@@ -221,7 +228,27 @@ fn main() -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("installing signal handlers")?;
     }
+    let metrics = cfg
+        .metrics_addr
+        .map(|a| {
+            uetd::metrics::MetricsListener::bind(a)
+                .with_context(|| format!("binding the metrics endpoint {a}"))
+        })
+        .transpose()?;
     let mut d = Daemon::start(cfg)?;
+    let _metrics = match metrics {
+        Some(l) => {
+            let src = d.stats_source();
+            let m = l
+                .serve(Default::default(), move || {
+                    uetd::metrics::encode(&src.to_json())
+                })
+                .context("serving metrics")?;
+            println!(r#"{{"event":"metrics","address":"{}"}}"#, m.local_addr());
+            Some(m)
+        }
+        None => None,
+    };
     for e in d.exposed() {
         println!(
             r#"{{"event":"exposed","address":"{}","job":{},"pid":{},"ri":{},"key":"{:#x}","generation":{},"bytes":{}}}"#,
