@@ -672,8 +672,8 @@ impl DaemonSnap {
 enum Target {
     /// A region (writes and reads), of this length.
     Region(RemoteRegion, u64),
-    /// A receiving process (sends).
-    Peer(Peer),
+    /// A receiving process (sends) and the receives it keeps posted.
+    Peer(Peer, u64),
 }
 
 /// The operations of one side: `cfg.depth` in flight until `cfg.iters`
@@ -713,7 +713,7 @@ fn run_ops(
     };
     let slots = match target {
         Target::Region(_, len) => (len / size).max(1),
-        Target::Peer(_) => 1,
+        Target::Peer(..) => 1,
     };
     let mut lat = LatencyRecorder::default();
     let mut peak = PeakMeter::default();
@@ -753,7 +753,7 @@ fn run_ops(
                 _ => c.write(at, r.at(off), cfg.size, None),
             }
             .map_err(Error::daemon("submitting an operation")),
-            (Target::Peer(p), _) => c
+            (Target::Peer(p, _), _) => c
                 .send(at, p, cfg.size, None)
                 .map_err(Error::daemon("submitting a send")),
         }
@@ -813,6 +813,9 @@ fn run_ops(
     }
     let total = last.duration_since(start);
     let seconds = total.as_secs_f64();
+    if let Target::Peer(p, posts) = target {
+        drain(c, p, posts, local.at(0))?;
+    }
     if cfg.interval.is_some() && cur.messages > 0 {
         cur.end = seconds.max(cur.start);
         on_interval(&cur);
@@ -833,6 +836,8 @@ fn run_ops(
 /// own, until told how many to expect; it reports what it received.
 struct Receiver {
     peer: Peer,
+    /// Receives it keeps posted.
+    posts: u64,
     /// `u64::MAX` while the test runs, then the sends to wait for.
     expect: Arc<AtomicU64>,
     thread: std::thread::JoinHandle<Result<(u64, u64)>>,
@@ -840,6 +845,40 @@ struct Receiver {
 
 /// How long a receiver waits for the last sends once told how many came.
 const RECV_DRAIN: Duration = Duration::from_secs(5);
+
+/// Header data of the sends that take a receiver's last posted receives
+/// after a test, so that none outlives its connection: the daemon keeps a
+/// departed client's posted receives, and the next client given its
+/// `pid_on_fep` would see its sends land in them and fail (UNDELIVERABLE).
+const DRAIN_TAG: u64 = 0x7065_7266_6472_6169;
+
+/// After a send test: one 1-byte send carrying [`DRAIN_TAG`] per receive
+/// `peer` keeps posted, each waited for (the receiver does not repost
+/// them).
+fn drain(c: &mut Client, peer: Peer, posts: u64, src: LocalRef) -> Result<()> {
+    let mut open = std::collections::HashSet::new();
+    for _ in 0..posts {
+        let tag = c
+            .send(src, peer, 1, Some(DRAIN_TAG))
+            .map_err(Error::daemon("submitting a draining send"))?;
+        open.insert(tag);
+    }
+    while !open.is_empty() {
+        let ev = c
+            .wait_event(Some(OP_TIMEOUT))
+            .map_err(Error::daemon("waiting for the draining sends"))?;
+        if let Event::Completion(cmp) = &ev
+            && open.remove(&cmp.tag)
+            && cmp.status != Status::Ok
+        {
+            return Err(Error::Operation {
+                tag: cmp.tag.0,
+                status: format!("a draining send ended with {:?}", cmp.status),
+            });
+        }
+    }
+    Ok(())
+}
 
 impl Receiver {
     fn start(socket: &Path, size: u32, depth: usize, region_len: u64) -> Result<Self> {
@@ -856,12 +895,13 @@ impl Receiver {
         let region = c
             .create_allocated_region(posts * u64::from(size))
             .map_err(Error::io("creating the receive buffers"))?;
-        let local = c
-            .register_local(&region)
+        // Receives land in a region registered for them (Access::RECV).
+        let reg = c
+            .register(&region, Access::RECV, None)
             .map_err(Error::daemon("registering the receive buffers"))?;
         let mut slot_of = std::collections::HashMap::new();
         for i in 0..posts {
-            let at = local.at(i * u64::from(size));
+            let at = reg.local(i * u64::from(size));
             let tag = c
                 .post_recv(at, size, None)
                 .map_err(Error::daemon("posting a receive"))?;
@@ -871,13 +911,13 @@ impl Receiver {
         let want = Arc::clone(&expect);
         let thread = std::thread::spawn(move || {
             let _region = region;
-            let (mut msgs, mut bytes) = (0u64, 0u64);
+            let (mut msgs, mut bytes, mut drained) = (0u64, 0u64, 0u64);
             let mut deadline = None;
             loop {
                 let w = want.load(Ordering::Acquire);
                 if w != u64::MAX {
                     let d = *deadline.get_or_insert_with(|| Instant::now() + RECV_DRAIN);
-                    if msgs >= w || Instant::now() > d {
+                    if (msgs >= w && drained >= posts) || Instant::now() > d {
                         break;
                     }
                 }
@@ -887,6 +927,11 @@ impl Receiver {
                     Err(e) => return Err(Error::daemon("waiting for sends")(e)),
                 };
                 let (tag, n) = match ev {
+                    Event::Recv(r) if r.header_data == Some(DRAIN_TAG) => {
+                        slot_of.remove(&r.tag);
+                        drained += 1;
+                        continue;
+                    }
                     Event::Recv(r) => (r.tag, r.bytes),
                     Event::Completion(cmp) if slot_of.contains_key(&cmp.tag) => {
                         return Err(Error::Operation {
@@ -910,6 +955,7 @@ impl Receiver {
         });
         Ok(Self {
             peer,
+            posts,
             expect,
             thread,
         })
@@ -1311,7 +1357,7 @@ impl Exposed {
     fn to_json(&self, len: u64) -> Value {
         match self {
             Self::Region(_, reg) => json!({"region": reg.remote.to_string(), "region_len": len}),
-            Self::Receiver(r) => json!({"peer": peer_json(&r.peer)}),
+            Self::Receiver(r) => json!({"peer": peer_json(&r.peer), "posts": r.posts}),
             Self::Nothing => Value::Null,
         }
     }
@@ -1331,7 +1377,10 @@ fn target_from_json(v: &Value, test: Test) -> Result<Target> {
         what: format!("the peer's address for a {test} test is missing or malformed: {v}"),
     };
     match test {
-        Test::Send => peer_from_json(&v["peer"]).map(Target::Peer).ok_or_else(bad),
+        Test::Send => Ok(Target::Peer(
+            peer_from_json(&v["peer"]).ok_or_else(bad)?,
+            v["posts"].as_u64().ok_or_else(bad)?,
+        )),
         Test::Write | Test::Read => {
             let r: RemoteRegion = v["region"]
                 .as_str()
