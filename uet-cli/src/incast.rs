@@ -14,7 +14,7 @@ use anyhow::Result;
 use clap::Args;
 
 use uet_lab::incast::{self, CC_MODES, IncastOpts};
-use uetd::config::{Backend, Size};
+use uetd::config::{Backend, Rate, Size};
 
 /// `uet lab incast`.
 #[derive(Debug, Args)]
@@ -31,7 +31,7 @@ pub(crate) struct IncastArgs {
     pub cc: Vec<String>,
     /// Bottleneck rate toward the receiver, bits/s.
     #[arg(long, default_value = "1G")]
-    pub bottleneck: Size,
+    pub bottleneck: Rate,
     /// The bottleneck's buffer, bytes (default 5 × the measured BDP).
     #[arg(long)]
     pub buffer: Option<Size>,

@@ -19,7 +19,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 use uet_lab::{Impairment, Lab, LabConfig, LabState, Sampler};
-use uetd::config::{Backend, Encap, Profile, Size};
+use uetd::config::{Backend, Encap, Profile, Rate, Size};
 
 /// `uet lab` subcommands.
 #[derive(Debug, Subcommand)]
@@ -88,7 +88,7 @@ pub(crate) struct UpArgs {
     pub hosts: usize,
     /// Bottleneck rate toward host 0, bits/s (e.g. 1G, 100M).
     #[arg(long)]
-    pub bottleneck: Option<Size>,
+    pub bottleneck: Option<Rate>,
     /// The bottleneck's buffer, bytes (e.g. 256KiB).
     #[arg(long)]
     pub buffer: Option<Size>,

@@ -7,6 +7,7 @@
 mod args;
 mod incast;
 mod lab;
+mod perf;
 
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -36,9 +37,9 @@ enum Command {
     Write(WriteArgs),
     /// Read a remote buffer into a file (RMA read).
     Read(ReadArgs),
-    /// RMA write bandwidth, message rate and latency against a remote
-    /// buffer (ib_write_bw-style).
-    Perf(PerfArgs),
+    /// Bandwidth, message rate and latency of writes, reads or sends
+    /// (perftest's ib_*_bw / ib_*_lat, iperf3-shaped JSON).
+    Perf(perf::PerfArgs),
     /// The local daemon's counters (JSON, or Prometheus text).
     Stats(StatsArgs),
     /// Capture the UET frames the local daemon receives and sends into a
@@ -108,39 +109,6 @@ struct ReadArgs {
     /// Reads in flight.
     #[arg(long, default_value_t = 16)]
     depth: usize,
-    #[command(flatten)]
-    sock: SocketArg,
-}
-
-#[derive(Args, Debug)]
-struct PerfArgs {
-    /// The remote buffer: uet://FEP/JOB/PID/RI/GEN/0xKEY.
-    address: uet_api::RemoteRegion,
-    /// Its length (writes cycle through it).
-    #[arg(long, default_value = "64MiB")]
-    region: uetd::config::Size,
-    /// Message sizes, comma separated (e.g. 4K,64K,1M).
-    #[arg(long, default_value = "65536", value_delimiter = ',')]
-    size: Vec<uetd::config::Size>,
-    /// Messages per size (default: run --duration).
-    #[arg(long)]
-    iters: Option<u64>,
-    /// Seconds per size when --iters is not given.
-    #[arg(long, default_value_t = 3.0)]
-    duration: f64,
-    /// Writes in flight.
-    #[arg(long, default_value_t = 16)]
-    depth: usize,
-    /// Submit over the control socket instead of the shared-memory ring.
-    #[arg(long)]
-    no_ring: bool,
-    /// Microseconds a ring wait polls before it sleeps (default 0: a
-    /// spinning client only pays off with a core to spare).
-    #[arg(long, default_value_t = 0)]
-    spin_us: u64,
-    /// One JSON object per size.
-    #[arg(long)]
-    json: bool,
     #[command(flatten)]
     sock: SocketArg,
 }
@@ -247,7 +215,7 @@ fn main() -> ExitCode {
             println!("{}", transfer_json("read", &t));
             Ok(())
         })(),
-        Command::Perf(a) => run_perf(&a),
+        Command::Perf(a) => perf::run(&a),
         Command::Stats(a) => client::stats(&client::socket_path(a.sock.socket), a.prometheus)
             .map(|s| println!("{}", s.trim_end()))
             .context("reading the daemon's counters"),
@@ -313,43 +281,6 @@ fn run_capture(a: &CaptureArgs) -> Result<()> {
             "reason": r.reason,
         })
     );
-    Ok(())
-}
-
-fn run_perf(a: &PerfArgs) -> Result<()> {
-    let sock = client::socket_path(a.sock.socket.clone());
-    if !a.json {
-        println!(
-            "{:>10} {:>10} {:>9} {:>12} {:>9} {:>9} {:>9}",
-            "bytes", "messages", "Gb/s", "msg/s", "p50 us", "p99 us", "p999 us"
-        );
-    }
-    for size in &a.size {
-        let cfg = client::PerfConfig {
-            size: u32::try_from(size.0).context("size must be < 4 GiB")?,
-            iters: a.iters,
-            duration: std::time::Duration::from_secs_f64(a.duration),
-            depth: a.depth,
-            ring: !a.no_ring,
-            ring_spin: std::time::Duration::from_micros(a.spin_us),
-        };
-        let r = client::perf(&sock, &a.address, a.region.0, &cfg)
-            .with_context(|| format!("uet perf with {}-byte writes to {}", size.0, a.address))?;
-        if a.json {
-            println!("{}", r.to_json());
-        } else {
-            println!(
-                "{:>10} {:>10} {:>9.3} {:>12.0} {:>9.1} {:>9.1} {:>9.1}",
-                r.size,
-                r.messages,
-                r.gbps,
-                r.msg_rate,
-                r.latency_us[0],
-                r.latency_us[1],
-                r.latency_us[2]
-            );
-        }
-    }
     Ok(())
 }
 

@@ -29,7 +29,8 @@ use serde::Serialize;
 
 use crate::error::{Error, Result, require};
 use crate::{Lab, LabConfig, WriteOpts, sum_pds};
-use uet_tools::client::{self, PerfConfig};
+use uet_tools::client;
+use uet_tools::perf::{self as uet_perf, PerfConfig};
 use uetd::config::Backend;
 
 /// Where the kernel UDP round trip comes from.
@@ -504,10 +505,9 @@ fn perf(lab: &mut Lab, size: u32, depth: usize, time: Duration) -> Result<PerfRo
     let to = lab.region(0)?;
     let region = lab.state().config.region_bytes;
     let before = stats(lab, 1)?;
-    let r = client::perf(
+    let r = uet_perf::perf_region(
         &lab.socket(1),
         &to,
-        region,
         &PerfConfig {
             size,
             iters: None,
@@ -517,15 +517,18 @@ fn perf(lab: &mut Lab, size: u32, depth: usize, time: Duration) -> Result<PerfRo
             // by default.
             ring: true,
             ring_spin: client::DEFAULT_RING_SPIN,
+            region_len: region,
+            ..PerfConfig::default()
         },
+        &mut |_| {},
     )
     .map_err(|source| Error::Tool {
         what: format!("uet perf {size} B x depth {depth}"),
         source,
     })?;
     let after = stats(lab, 1)?;
-    require(r.messages > 0, "uet perf", || {
-        format!("no {size} B write completed in {:.2} s", r.seconds)
+    require(r.local.messages > 0, "uet perf", || {
+        format!("no {size} B write completed in {:.2} s", r.local.seconds)
     })?;
     Ok(PerfRow {
         perf: crate::demo::PerfSummary::new(&r, depth),

@@ -1,7 +1,7 @@
 //! `uet lab demo`: a two-host lab (no bottleneck); an RMA write over
 //! AF_XDP through host 1's daemon (its control socket, as an application
 //! writes), checked byte-exact by the target's hash; `uet perf`
-//! ([`client::perf`]) on the same daemons for bandwidth, message rate and
+//! ([`perf::perf_region`]) on the same daemons for bandwidth, message rate and
 //! latency; and the two ceilings of the same path (host 1 → switch →
 //! host 0) — raw AF_XDP frames and kernel UDP — so both read as a
 //! fraction of what the path can carry.
@@ -15,7 +15,8 @@ use serde::Serialize;
 
 use super::{Lab, LabConfig, WriteOpts, WriteResult};
 use crate::error::{Error, Result, require};
-use uet_tools::client::{self, PerfConfig, PerfReport};
+use uet_tools::client;
+use uet_tools::perf::{self, PerfConfig, PerfReport};
 use uetd::config::Backend;
 
 /// What the demo does.
@@ -67,10 +68,20 @@ pub struct PerfSummary {
     pub messages: u64,
     /// Seconds it ran.
     pub seconds: f64,
-    /// Goodput, Gb/s.
+    /// Goodput (BW average), Gb/s.
     pub gbps: f64,
+    /// BW peak (the best 10 ms window), Gb/s.
+    pub peak_gbps: f64,
     /// Messages per second.
     pub msg_rate: f64,
+    /// Completion latency: smallest, µs.
+    pub t_min_us: f64,
+    /// Mean, µs.
+    pub t_avg_us: f64,
+    /// Standard deviation, µs.
+    pub t_stdev_us: f64,
+    /// Largest, µs.
+    pub t_max_us: f64,
     /// Completion latency p50, µs.
     pub p50_us: f64,
     /// p99, µs.
@@ -81,16 +92,22 @@ pub struct PerfSummary {
 
 impl PerfSummary {
     pub(crate) fn new(r: &PerfReport, depth: usize) -> Self {
+        let (m, l) = (&r.local, &r.local.latency);
         Self {
-            size: r.size,
+            size: m.size,
             depth,
-            messages: r.messages,
-            seconds: r.seconds,
-            gbps: r.gbps,
-            msg_rate: r.msg_rate,
-            p50_us: r.latency_us[0],
-            p99_us: r.latency_us[1],
-            p999_us: r.latency_us[2],
+            messages: m.messages,
+            seconds: m.seconds,
+            gbps: m.gbps(),
+            peak_gbps: m.peak_bytes_per_second * 8.0 / 1e9,
+            msg_rate: m.msg_rate(),
+            t_min_us: l.t_min,
+            t_avg_us: l.t_avg,
+            t_stdev_us: l.t_stdev,
+            t_max_us: l.t_max,
+            p50_us: l.t_typical,
+            p99_us: l.p99,
+            p999_us: l.p999,
         }
     }
 }
@@ -164,8 +181,8 @@ impl DemoReport {
             self.write.rtos
         ));
         t.push_str(&format!(
-            "perf:  {} writes in {:.2} s, {:.0} msg/s, latency p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs\n",
-            p.messages, p.seconds, p.msg_rate, p.p50_us, p.p99_us, p.p999_us
+            "perf:  {} writes in {:.2} s, {:.0} msg/s, BW peak {:.2} Gb/s, latency p50 {:.1} µs, p99 {:.1} µs, p99.9 {:.1} µs\n",
+            p.messages, p.seconds, p.msg_rate, p.peak_gbps, p.p50_us, p.p99_us, p.p999_us
         ));
         t
     }
@@ -221,10 +238,9 @@ pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
         opts.perf_time.as_secs_f64()
     );
     let to = lab.region(0)?;
-    let perf = client::perf(
+    let perf = perf::perf_region(
         &lab.socket(1),
         &to,
-        opts.bytes,
         &PerfConfig {
             size: opts.perf_size,
             iters: None,
@@ -232,7 +248,10 @@ pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
             depth: opts.perf_depth,
             ring: true,
             ring_spin: client::DEFAULT_RING_SPIN,
+            region_len: opts.bytes,
+            ..PerfConfig::default()
         },
+        &mut |_| {},
     )
     .map_err(|source| Error::Tool {
         what: "uet perf".into(),

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use serde_json::json;
 use uet_api::{
     Access, CaptureDirection, CaptureEvent, CaptureSpec, Client, ClientError, Event, MAX_SNAPLEN,
@@ -24,7 +23,7 @@ use crate::error::{Error, Result};
 /// Default control socket.
 pub const DEFAULT_SOCKET: &str = "/run/uet/uetd.sock";
 
-fn connect(socket: &Path, name: &str) -> Result<Client> {
+pub(crate) fn connect(socket: &Path, name: &str) -> Result<Client> {
     Client::connect(socket, name).map_err(|source| Error::Connect {
         socket: socket.to_owned(),
         source,
@@ -266,158 +265,6 @@ pub fn read(
     })
 }
 
-/// `uet perf` settings (ib_write_bw-style).
-#[derive(Debug, Clone)]
-pub struct PerfConfig {
-    /// Message size.
-    pub size: u32,
-    /// Messages (`None`: run for `duration`).
-    pub iters: Option<u64>,
-    /// How long to run when `iters` is `None`.
-    pub duration: Duration,
-    /// Writes in flight.
-    pub depth: usize,
-    /// Submit through the shared-memory ring (`uet_api::ring`) rather
-    /// than the socket.
-    pub ring: bool,
-    /// How long a ring wait polls before it sleeps on the ring's futex.
-    pub ring_spin: Duration,
-}
-
-/// `uet perf` results.
-#[derive(Debug, Clone)]
-pub struct PerfReport {
-    /// Message size.
-    pub size: u32,
-    /// Messages completed.
-    pub messages: u64,
-    /// Wall time.
-    pub seconds: f64,
-    /// Goodput, Gb/s.
-    pub gbps: f64,
-    /// Messages per second.
-    pub msg_rate: f64,
-    /// Completion latency percentiles (µs): p50, p99, p99.9, max.
-    pub latency_us: [f64; 4],
-}
-
-impl PerfReport {
-    /// As a JSON object.
-    pub fn to_json(&self) -> serde_json::Value {
-        json!({
-            "size": self.size,
-            "messages": self.messages,
-            "seconds": self.seconds,
-            "gbps": self.gbps,
-            "msg_rate": self.msg_rate,
-            "latency_us": {
-                "p50": self.latency_us[0],
-                "p99": self.latency_us[1],
-                "p999": self.latency_us[2],
-                "max": self.latency_us[3],
-            },
-        })
-    }
-}
-
-/// `uet perf`: RMA writes of `size` bytes into the remote region (cycling
-/// through it), `depth` in flight; bandwidth, message rate and latency.
-pub fn perf(
-    socket: &Path,
-    to: &RemoteRegion,
-    region_len: u64,
-    cfg: &PerfConfig,
-) -> Result<PerfReport> {
-    if u64::from(cfg.size) > region_len || cfg.size == 0 {
-        return Err(Error::Invalid(format!(
-            "size must be 1..={region_len} (the remote region)"
-        )));
-    }
-    let mut c = connect(socket, "uet perf")?;
-    let src = c
-        .create_region(u64::from(cfg.size))
-        .map_err(Error::io("creating the source region"))?;
-    src.write_at(0, &vec![0xa5; cfg.size as usize])
-        .map_err(Error::io("filling the source region"))?;
-    let local = c
-        .register_local(&src)
-        .map_err(Error::daemon("registering the source region"))?;
-    let slots = (region_len / u64::from(cfg.size)).max(1);
-    // Auto-resizing with 3 significant figures: creating it cannot fail,
-    // and recording a u64 can only fail where usize is narrower than 64
-    // bits.
-    let mut hist = Histogram::<u64>::new(3).expect("3 significant figures are valid");
-    let mut started: std::collections::HashMap<Tag, Instant> = std::collections::HashMap::new();
-    let start = Instant::now();
-    let (mut posted, mut done) = (0u64, 0u64);
-    let more = |posted: u64, start: Instant| match cfg.iters {
-        Some(n) => posted < n,
-        None => start.elapsed() < cfg.duration,
-    };
-    let mut ring = if cfg.ring {
-        let n = u32::try_from(cfg.depth.max(1).next_power_of_two())
-            .unwrap_or(uet_api::ring::MAX_RING_ENTRIES)
-            .min(uet_api::ring::MAX_RING_ENTRIES);
-        Some(
-            c.open_ring(to.fep, n, n)
-                .map_err(Error::daemon("opening a ring"))?,
-        )
-    } else {
-        None
-    };
-    let depth = match &ring {
-        Some(r) => cfg.depth.max(1).min(r.sizes().sq() as usize),
-        None => cfg.depth.max(1),
-    };
-    loop {
-        while started.len() < depth && more(posted, start) {
-            let off = (posted % slots) * u64::from(cfg.size);
-            let tag = match &mut ring {
-                Some(r) => r
-                    .write(local.at(0), to.at(off), cfg.size, None)
-                    .map_err(|_| Error::Invalid("the ring is full".into()))?,
-                None => c
-                    .write(local.at(0), to.at(off), cfg.size, None)
-                    .map_err(Error::daemon("submitting a write"))?,
-            };
-            started.insert(tag, Instant::now());
-            posted += 1;
-        }
-        if started.is_empty() {
-            break;
-        }
-        let ev = match &mut ring {
-            // A short spin catches a completion that is a round trip away
-            // without a wake-up; longer waits sleep on the ring's futex.
-            Some(r) => r
-                .wait(cfg.ring_spin, Some(Duration::from_secs(60)))
-                .map(Event::Completion)
-                .map_err(|e| Error::Invalid(format!("waiting on the ring: {e:?}")))?,
-            None => c
-                .wait_event(Some(Duration::from_secs(60)))
-                .map_err(Error::daemon("waiting for completions"))?,
-        };
-        if let Event::Completion(cmp) = &ev
-            && let Some(t0) = started.remove(&cmp.tag)
-        {
-            status_ok(&ev)?;
-            hist.record(t0.elapsed().as_nanos() as u64)
-                .expect("an auto-resizing histogram records any u64");
-            done += 1;
-        }
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    let us = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
-    Ok(PerfReport {
-        size: cfg.size,
-        messages: done,
-        seconds,
-        gbps: done as f64 * f64::from(cfg.size) * 8.0 / seconds / 1e9,
-        msg_rate: done as f64 / seconds,
-        latency_us: [us(0.5), us(0.99), us(0.999), hist.max() as f64 / 1000.0],
-    })
-}
-
 /// `uet stats`: the daemon's counters as JSON, or as the Prometheus text
 /// its metrics endpoint serves (the same encoder over the same document,
 /// `uetd::metrics::encode`).
@@ -656,16 +503,6 @@ mod tests {
         let sock = Path::new("/nonexistent/uetd.sock");
         let out = Path::new("/nonexistent/out.bin");
         let e = read(sock, &region(), 0, 0, out, 4096, 1).unwrap_err();
-        assert!(matches!(e, Error::Invalid(_)), "{e:?}");
-        let cfg = PerfConfig {
-            size: 0,
-            iters: Some(1),
-            duration: Duration::ZERO,
-            depth: 1,
-            ring: true,
-            ring_spin: Duration::ZERO,
-        };
-        let e = perf(sock, &region(), 1 << 20, &cfg).unwrap_err();
         assert!(matches!(e, Error::Invalid(_)), "{e:?}");
     }
 }

@@ -3,6 +3,8 @@
 //! - [`client`]: `serve`, `write`, `read`, `perf`, `stats` and `capture`,
 //!   each a client of the local daemon through `uet_api`, the path an
 //!   application takes.
+//! - [`perf`]: `uet perf`, perftest's bandwidth and latency tests with
+//!   iperf3-shaped JSON, against a served region or a `uet perf --server`.
 //! - [`decode`]: the frame decoder behind `uet decode` (pcap or hex in,
 //!   every header out as text or JSON).
 //! - [`sample_pcap`]: the generator of `samples/uet-sample.pcap`, one frame
@@ -17,6 +19,7 @@ pub mod blast;
 pub mod client;
 pub mod decode;
 mod error;
+pub mod perf;
 pub mod sample_pcap;
 
 pub use error::{Error, Result};

@@ -152,11 +152,20 @@ fn one() -> u32 {
     1
 }
 
-/// A byte count or rate written with an optional suffix (K/M/G = 10^3…,
-/// KiB/MiB/GiB = 2^10…).
+/// A byte count written with an optional suffix. K, M, G and T are powers
+/// of 1024 (as in iperf3's and perftest's sizes), and so are KiB, MiB, GiB
+/// and TiB; a trailing `B` is optional: `4K` = `4KB` = `4KiB` = 4096.
+/// Rates are [`Rate`]s, whose K, M and G are powers of 1000.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "SizeRepr")]
 pub struct Size(pub u64);
+
+/// A rate in bits/s written with an optional suffix: K, M, G and T are
+/// powers of 1000 (`10G` = 10^10 b/s), Ki, Mi, Gi powers of 1024; a
+/// trailing `b`, `b/s` or `bps` is optional.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "SizeRepr")]
+pub struct Rate(pub u64);
 
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -175,27 +184,59 @@ impl TryFrom<SizeRepr> for Size {
     }
 }
 
+impl TryFrom<SizeRepr> for Rate {
+    type Error = String;
+    fn try_from(r: SizeRepr) -> Result<Self, String> {
+        match r {
+            SizeRepr::N(n) => Ok(Self(n)),
+            SizeRepr::S(s) => s.parse(),
+        }
+    }
+}
+
+/// A number and its suffix; `decimal` says whether the bare K/M/G/T
+/// suffixes are powers of 1000 (rates) or of 1024 (byte counts).
+fn parse_scaled(s: &str, decimal: bool) -> Result<u64, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let num: f64 = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    let unit = unit.trim();
+    let unit = unit
+        .strip_suffix("ps")
+        .or_else(|| unit.strip_suffix("/s"))
+        .unwrap_or(unit)
+        .trim_end_matches(['b', 'B']);
+    let base: u64 = if decimal { 1000 } else { 1024 };
+    let exp = match unit {
+        "" => 0,
+        "K" | "k" | "Ki" => 1,
+        "M" | "Mi" => 2,
+        "G" | "g" | "Gi" => 3,
+        "T" | "Ti" => 4,
+        u => return Err(format!("unknown unit {u:?} in {s:?}")),
+    };
+    let mult = if unit.ends_with('i') { 1024u64 } else { base }.pow(exp);
+    let v = num * mult as f64;
+    if !v.is_finite() || v >= u64::MAX as f64 {
+        return Err(format!("{s:?} is too large"));
+    }
+    Ok(v.round() as u64)
+}
+
 impl std::str::FromStr for Size {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        let split = s
-            .find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(s.len());
-        let (num, unit) = s.split_at(split);
-        let num: f64 = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
-        let mult: u64 = match unit.trim().trim_end_matches(['b', 'B', '/', 's']) {
-            "" => 1,
-            "K" | "k" => 1_000,
-            "M" => 1_000_000,
-            "G" | "g" => 1_000_000_000,
-            "T" => 1_000_000_000_000,
-            "Ki" => 1 << 10,
-            "Mi" => 1 << 20,
-            "Gi" => 1 << 30,
-            u => return Err(format!("unknown unit {u:?} in {s:?}")),
-        };
-        Ok(Self((num * mult as f64).round() as u64))
+        parse_scaled(s, false).map(Self)
+    }
+}
+
+impl std::str::FromStr for Rate {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_scaled(s, true).map(Self)
     }
 }
 
@@ -236,7 +277,7 @@ pub struct Config {
     /// Congestion control.
     pub cc: String,
     /// The bottleneck rate congestion control plans for, bits/s.
-    pub link_rate: Size,
+    pub link_rate: Rate,
     /// The idle round trip congestion control plans for, µs.
     pub base_rtt_us: u64,
     /// log2 of the entropy (EV) space.
@@ -316,7 +357,7 @@ impl Default for Config {
             xdp_attach: XdpAttach::Auto,
             xdp_copy: false,
             cc: "none".into(),
-            link_rate: Size(10_000_000_000),
+            link_rate: Rate(10_000_000_000),
             base_rtt_us: 50,
             ev_bits: 4,
             mp_range: 1024,
@@ -537,7 +578,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.backend, Backend::Xdp);
         assert_eq!(c.workers, 2);
-        assert_eq!(c.link_rate, Size(10_000_000_000));
+        assert_eq!(c.link_rate, Rate(10_000_000_000));
         assert_eq!(c.expose[0].size, Size(1 << 30));
         assert_eq!(c.expose[0].job, 1);
         assert_eq!(c.cc_mode().unwrap(), CcMode::Rccc);
@@ -664,12 +705,26 @@ mod tests {
     }
 
     #[test]
-    fn sizes_take_si_and_binary_suffixes() {
-        assert_eq!("1GiB".parse::<Size>().unwrap(), Size(1 << 30));
-        assert_eq!("2.5G".parse::<Size>().unwrap(), Size(2_500_000_000));
-        assert_eq!("64K".parse::<Size>().unwrap(), Size(64_000));
-        assert_eq!("100Mb/s".parse::<Size>().unwrap(), Size(100_000_000));
-        assert_eq!("4096".parse::<Size>().unwrap(), Size(4096));
-        assert!("lots".parse::<Size>().is_err());
+    fn sizes_are_binary_and_rates_decimal() {
+        let size = |s: &str| s.parse::<Size>().map(|v| v.0);
+        assert_eq!(size("1GiB"), Ok(1 << 30));
+        assert_eq!(size("1G"), Ok(1 << 30));
+        assert_eq!(size("4K"), Ok(4096));
+        assert_eq!(size("4KB"), Ok(4096));
+        assert_eq!(size("4KiB"), Ok(4096));
+        assert_eq!(size("64k"), Ok(64 << 10));
+        assert_eq!(size("8M"), Ok(8 << 20));
+        assert_eq!(size("1.5K"), Ok(1536));
+        assert_eq!(size("4096"), Ok(4096));
+        assert!(size("lots").is_err());
+        assert!(size("4X").is_err());
+        assert!(size("99999999999T").is_err());
+        let rate = |s: &str| s.parse::<Rate>().map(|v| v.0);
+        assert_eq!(rate("2.5G"), Ok(2_500_000_000));
+        assert_eq!(rate("10G"), Ok(10_000_000_000));
+        assert_eq!(rate("100Mb/s"), Ok(100_000_000));
+        assert_eq!(rate("100Mbps"), Ok(100_000_000));
+        assert_eq!(rate("64K"), Ok(64_000));
+        assert_eq!(rate("1Gi"), Ok(1 << 30));
     }
 }

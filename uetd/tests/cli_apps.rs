@@ -84,11 +84,11 @@ fn serve_write_read_perf_and_stats() {
         .collect();
     assert_eq!(lines.len(), 2, "{perf}");
     for (l, size) in lines.iter().zip([4096, 65536]) {
-        assert_eq!(l["size"], size);
-        assert_eq!(l["messages"], 200);
-        let p = &l["latency_us"];
+        assert_eq!(l["end"]["sum"]["size"], size);
+        assert_eq!(l["end"]["sum"]["messages"], 200);
+        let p = &l["end"]["latency_us"];
         let (p50, p99, p999) = (
-            p["p50"].as_f64().unwrap(),
+            p["t_typical"].as_f64().unwrap(),
             p["p99"].as_f64().unwrap(),
             p["p999"].as_f64().unwrap(),
         );

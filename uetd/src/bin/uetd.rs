@@ -13,7 +13,7 @@ use std::sync::atomic::AtomicBool;
 use anyhow::{Context, Result};
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
-use uetd::config::{Backend, Config, Encap, Expose, Profile, Size, XdpAttach};
+use uetd::config::{Backend, Config, Encap, Expose, Profile, Rate, Size, XdpAttach};
 use uetd::daemon::Daemon;
 use uetd::worker::WorkerStats;
 
@@ -59,7 +59,7 @@ struct Args {
     cc: Option<String>,
     /// Rate congestion control plans for (e.g. 10G).
     #[arg(long)]
-    link_rate: Option<Size>,
+    link_rate: Option<Rate>,
     /// Idle round trip congestion control plans for, µs.
     #[arg(long)]
     base_rtt_us: Option<u64>,
