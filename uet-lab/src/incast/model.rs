@@ -325,7 +325,7 @@ mod tests {
     fn a_flow_at_line_rate_is_all_of_r_in_wire_bytes() {
         let s = mtu_1500();
         // 4 MiB in full packets and one partial: 2971 packets.
-        let payload = 4 << 20;
+        let payload: u64 = 4 << 20;
         let packets = payload.div_ceil(1412);
         assert_eq!(s.wire_bytes(payload), payload + packets * 102);
         // The TBF sends exactly those wire bytes at R.
