@@ -100,7 +100,12 @@ fn pingpong_reports_latency_percentiles() {
         address.starts_with(&format!("uet://{}/", lab.ip(0))),
         "{address}"
     );
-    let report = run(bin, &sockets[1], &["ping", &address, "200", "64"]);
+    // The pinger's socket by flag; `$UET_SOCKET` names none.
+    let report = run(
+        bin,
+        "/nonexistent/uetd.sock",
+        &["ping", "--socket", &sockets[1], &address, "200", "64"],
+    );
     assert!(ponger.wait().unwrap().success());
     assert!(report.contains("\"pings\":200"), "{report}");
     let pct = |k: &str| -> f64 {

@@ -118,9 +118,14 @@ impl IncastArgs {
 /// Runs `uet lab incast`.
 pub(crate) fn run(a: &IncastArgs) -> Result<()> {
     let command = std::env::args().collect::<Vec<_>>().join(" ");
-    let (report, files) = incast::run(a.opts(), &a.out, &command, |r| {
+    let opts = a.opts();
+    let total = opts.ccs.len() * opts.senders.len() * opts.sizes.len() * opts.seeds;
+    // A bar over the runs on a terminal; the per-run lines print either way.
+    let bar = uet_tools::progress::steps(total as u64, "incast");
+    bar.set_message("building the lab, calibrating");
+    let result = incast::run(opts, &a.out, &command, |r| {
         let ict = r.flows.iter().map(|f| f.end_ns).max().unwrap_or(0);
-        eprintln!(
+        let line = format!(
             "{:>9} N={:<2} size={:<8} seed={} ICT {:.3} ms  drops {}  rtx {}  rtos {}",
             r.cc,
             r.senders,
@@ -131,7 +136,12 @@ pub(crate) fn run(a: &IncastArgs) -> Result<()> {
             r.flows.iter().map(|f| f.retransmits).sum::<u64>(),
             r.flows.iter().map(|f| f.rtos).sum::<u64>(),
         );
-    })?;
+        bar.suspend(|| eprintln!("{line}"));
+        bar.inc(1);
+        bar.set_message(format!("last: {} N={} seed={}", r.cc, r.senders, r.seed));
+    });
+    bar.finish_and_clear();
+    let (report, files) = result?;
     eprintln!(
         "T0 p50 {:.1} µs, BDP {} B, buffer {} B; {} runs",
         report.calibration.t0.p50_ns as f64 / 1e3,

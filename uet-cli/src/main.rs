@@ -240,6 +240,7 @@ fn transfer_json(event: &str, t: &client::Transfer) -> serde_json::Value {
         "bytes": t.bytes,
         "xxh3": format!("{:016x}", t.xxh3),
         "seconds": t.seconds,
+        "staging_bytes": t.staging_bytes,
         "gbps": t.bytes as f64 * 8.0 / t.seconds.max(1e-9) / 1e9,
     })
 }

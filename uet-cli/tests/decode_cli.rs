@@ -345,6 +345,9 @@ fn client_command_errors_name_the_command_and_the_socket() {
         )),
         "{err}"
     );
+    // The cause once, not once per layer that wraps it.
+    let enoent = std::io::Error::from_raw_os_error(2).to_string();
+    assert_eq!(err.matches(&enoent).count(), 1, "{err}");
 
     let missing = dir.join("missing.bin");
     let missing = missing.to_str().unwrap();

@@ -201,6 +201,11 @@ pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
             )
         },
     )?;
+    // Four steps (the write, uet perf, two ceilings) on a bar when stderr
+    // is a terminal; the step lines print either way.
+    let bar = uet_tools::progress::steps(4, "demo");
+    bar.set_message("building the lab");
+    let say = |line: String| bar.suspend(|| eprintln!("{line}"));
     let mut lab = Lab::up(LabConfig {
         hosts: 2,
         mtu: opts.mtu,
@@ -211,11 +216,12 @@ pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
         daemon_args: opts.daemon_args.clone(),
         ..LabConfig::default()
     })?;
-    eprintln!(
+    say(format!(
         "lab {} up; writing {} bytes host 1 → host 0 through host 1's uetd",
         lab.name(),
         opts.bytes
-    );
+    ));
+    bar.set_message(format!("RMA write of {} bytes", opts.bytes));
     let write = lab.write(
         1,
         0,
@@ -231,12 +237,14 @@ pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
             write.target_xxh3, write.xxh3
         )));
     }
-    eprintln!(
+    bar.inc(1);
+    say(format!(
         "running uet perf ({} B writes, depth {}) for {:.1} s",
         opts.perf_size,
         opts.perf_depth,
         opts.perf_time.as_secs_f64()
-    );
+    ));
+    bar.set_message("uet perf");
     let to = lab.region(0)?;
     let perf = perf::perf_region(
         &lab.socket(1),
@@ -261,10 +269,15 @@ pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
     lab.stop_daemon(0)?;
     lab.stop_daemon(1)?;
     let frame_len = opts.mtu as usize + 14;
-    eprintln!("measuring the raw AF_XDP ceiling");
+    bar.inc(1);
+    say("measuring the raw AF_XDP ceiling".into());
+    bar.set_message("raw AF_XDP ceiling");
     let (frame_gbps, payload_gbps) = raw_xdp(&lab, frame_len, opts.ceiling_time)?;
-    eprintln!("measuring the kernel UDP ceiling");
+    bar.inc(1);
+    say("measuring the kernel UDP ceiling".into());
+    bar.set_message("kernel UDP ceiling");
     let udp = kernel_udp(&lab, frame_len - 42, opts.ceiling_time)?;
+    bar.finish_and_clear();
     Ok(DemoReport {
         lab: lab.name().to_owned(),
         write,

@@ -115,11 +115,16 @@ pub struct Transfer {
     pub bytes: u64,
     /// XXH3-64 of them.
     pub xxh3: u64,
-    /// Wall time.
+    /// The wall time the caller waited, all of it: for [`write`] from
+    /// opening the file to the completion of the last write (the file is
+    /// read, hashed and sent in one pass, so the reading is inside); for
+    /// [`read`] from connecting to the last byte written to the file.
     pub seconds: f64,
+    /// Bytes of memory shared with the daemon that carried the data:
+    /// `depth` chunks (fewer for a short transfer), whatever the length.
+    pub staging_bytes: u64,
 }
 
-/// `uet write`: writes `file` into the remote region at `offset` in
 /// How long `uet perf` polls for a completion on the ring before it sleeps
 /// on the ring's futex, by default: not at all. On a two-vCPU machine a
 /// spinning client takes the slice its daemon's worker needs (64 B write
@@ -127,8 +132,25 @@ pub struct Transfer {
 /// 50 µs first); with a core to spare `--spin-us` can do better.
 pub const DEFAULT_RING_SPIN: Duration = Duration::ZERO;
 
+/// How many chunks of `chunk` bytes a transfer of `len` bytes needs, and
+/// how many staging slots (`depth`, no more than there are chunks) carry
+/// them.
+fn plan(len: u64, chunk: u32, depth: usize) -> (u64, u64, u64) {
+    let chunk = u64::from(chunk.max(1));
+    let chunks = len.div_ceil(chunk);
+    let slots = (depth.max(1) as u64).min(chunks);
+    (chunk, chunks, slots)
+}
+
+/// `uet write`: writes `file` into the remote region at `offset` in
 /// `chunk`-byte RMA writes, `depth` in flight; the last write asks the
 /// target to verify (hash) what it received.
+///
+/// The file is streamed: each chunk is read into one of `depth` staging
+/// slots of a region shared with the daemon, hashed on the way, written
+/// from there, and its slot refilled once the write completed. Memory
+/// stays at `depth` × `chunk` (16 MiB by default) whatever the file's
+/// length.
 pub fn write(
     socket: &Path,
     file: &Path,
@@ -137,73 +159,84 @@ pub fn write(
     chunk: u32,
     depth: usize,
 ) -> Result<Transfer> {
-    let data = std::fs::read(file).map_err(Error::file("reading", file))?;
-    let len = data.len() as u64;
+    use std::io::Read as _;
+
+    let start = Instant::now();
+    let mut src = std::fs::File::open(file).map_err(Error::file("reading", file))?;
+    let len = src.metadata().map_err(Error::file("reading", file))?.len();
     if len == 0 {
         return Err(Error::Invalid(format!("{} is empty", file.display())));
     }
+    let (chunk, chunks, slots) = plan(len, chunk, depth);
     let mut c = connect(socket, "uet write")?;
-    let region = c
-        .create_region(len)
-        .map_err(Error::io("creating the source region"))?;
-    region
-        .write_at(0, &data)
-        .map_err(Error::io("filling the source region"))?;
-    drop(data);
+    let staging = c
+        .create_region(slots * chunk)
+        .map_err(Error::io("creating the staging region"))?;
     let local = c
-        .register_local(&region)
-        .map_err(Error::daemon("registering the source region"))?;
-    let hash = xxh3(&region, len)?;
-    let chunk = u64::from(chunk.max(1));
-    let chunks = len.div_ceil(chunk);
-    let start = Instant::now();
-    let mut next = 0;
-    let mut done = 0;
-    let mut in_flight = std::collections::HashSet::new();
-    let progress = Progress::new(len);
+        .register_local(&staging)
+        .map_err(Error::daemon("registering the staging region"))?;
+    let mut buf = vec![0u8; chunk as usize];
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut busy = vec![false; slots as usize];
+    // Tag → (slot, bytes) of each write in flight.
+    let mut in_flight = std::collections::HashMap::<Tag, (usize, u64)>::new();
+    let progress = crate::progress::bytes(len, "write");
+    let (mut next, mut done) = (0u64, 0u64);
     while done < chunks {
-        // All but the last chunk first; the last once the others completed,
-        // carrying the verification request.
-        while in_flight.len() < depth.max(1) && next < chunks - 1 {
+        // Chunks in file order as their slots free up; the last once all
+        // others completed, carrying the verification request, so the
+        // target hashes only after every byte has landed.
+        while next < chunks && !(next == chunks - 1 && done < chunks - 1) {
+            let slot = (next % slots) as usize;
+            if busy[slot] {
+                break;
+            }
             let off = next * chunk;
-            let n = (len - off).min(chunk) as u32;
+            let n = (len - off).min(chunk);
+            let bytes = &mut buf[..n as usize];
+            src.read_exact(bytes)
+                .map_err(Error::file("reading", file))?;
+            hasher.update(bytes);
+            let at = slot as u64 * chunk;
+            staging
+                .write_at(at, bytes)
+                .map_err(Error::io("filling the staging region"))?;
+            let verify = (next == chunks - 1).then_some(VERIFY_TAG | (offset + len));
             let tag = c
-                .write(local.at(off), to.at(offset + off), n, None)
+                .write(local.at(at), to.at(offset + off), n as u32, verify)
                 .map_err(Error::daemon("submitting a write"))?;
-            in_flight.insert(tag);
-            next += 1;
-        }
-        if next == chunks - 1 && done == chunks - 1 {
-            let off = next * chunk;
-            let n = (len - off).min(chunk) as u32;
-            let hd = VERIFY_TAG | (offset + len);
-            let tag = c
-                .write(local.at(off), to.at(offset + off), n, Some(hd))
-                .map_err(Error::daemon("submitting the last write"))?;
-            in_flight.insert(tag);
+            busy[slot] = true;
+            in_flight.insert(tag, (slot, n));
             next += 1;
         }
         let ev = c
             .wait_event(Some(Duration::from_secs(60)))
             .map_err(Error::daemon("waiting for completions"))?;
         if let Event::Completion(cmp) = &ev
-            && in_flight.remove(&cmp.tag)
+            && let Some((slot, n)) = in_flight.remove(&cmp.tag)
         {
             status_ok(&ev)?;
+            busy[slot] = false;
             done += 1;
-            progress.show(done * chunk);
+            progress.inc(n);
         }
     }
-    progress.finish();
+    progress.finish_and_clear();
     Ok(Transfer {
         bytes: len,
-        xxh3: hash,
+        xxh3: hasher.digest(),
         seconds: start.elapsed().as_secs_f64(),
+        staging_bytes: staging.len(),
     })
 }
 
 /// `uet read`: reads `len` bytes of the remote region at `offset` into
-/// `file`.
+/// `file`, in `chunk`-byte RMA reads, `depth` in flight.
+///
+/// Streamed like [`write`]: each read lands in one of `depth` staging
+/// slots, and the chunks are hashed and appended to the file in order as
+/// they arrive, a slot reused once its chunk is in the file. Memory stays
+/// at `depth` × `chunk` whatever `len` is.
 pub fn read(
     socket: &Path,
     from: &RemoteRegion,
@@ -213,55 +246,74 @@ pub fn read(
     chunk: u32,
     depth: usize,
 ) -> Result<Transfer> {
+    use std::io::Write as _;
+
     if len == 0 {
         return Err(Error::Invalid("nothing to read".into()));
     }
-    let mut c = connect(socket, "uet read")?;
-    let region = c
-        .create_allocated_region(len)
-        .map_err(Error::io("creating the destination region"))?;
-    let local = c
-        .register_local(&region)
-        .map_err(Error::daemon("registering the destination region"))?;
-    let chunk = u64::from(chunk.max(1));
-    let chunks = len.div_ceil(chunk);
     let start = Instant::now();
-    let (mut next, mut done) = (0, 0);
-    let mut in_flight = std::collections::HashSet::<Tag>::new();
-    let progress = Progress::new(len);
-    while done < chunks {
-        while in_flight.len() < depth.max(1) && next < chunks {
+    let (chunk, chunks, slots) = plan(len, chunk, depth);
+    let mut c = connect(socket, "uet read")?;
+    let staging = c
+        .create_allocated_region(slots * chunk)
+        .map_err(Error::io("creating the staging region"))?;
+    let local = c
+        .register_local(&staging)
+        .map_err(Error::daemon("registering the staging region"))?;
+    let mut out = std::fs::File::create(file).map_err(Error::file("creating", file))?;
+    let mut buf = vec![0u8; chunk as usize];
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut landed = vec![false; slots as usize];
+    // Tag → slot of each read in flight.
+    let mut in_flight = std::collections::HashMap::<Tag, u64>::new();
+    let progress = crate::progress::bytes(len, "read");
+    // Chunks below `drained` are in the file; those from `drained` to
+    // `next` are in flight or landed in their slots (chunk i in slot
+    // i % slots).
+    let (mut next, mut drained) = (0u64, 0u64);
+    while drained < chunks {
+        while next < chunks && next - drained < slots {
+            let slot = next % slots;
             let off = next * chunk;
             let n = (len - off).min(chunk) as u32;
             let tag = c
-                .read(local.at(off), from.at(offset + off), n)
+                .read(local.at(slot * chunk), from.at(offset + off), n)
                 .map_err(Error::daemon("submitting a read"))?;
-            in_flight.insert(tag);
+            in_flight.insert(tag, slot);
             next += 1;
         }
         let ev = c
             .wait_event(Some(Duration::from_secs(60)))
             .map_err(Error::daemon("waiting for completions"))?;
-        if let Event::Completion(cmp) = &ev
-            && in_flight.remove(&cmp.tag)
-        {
-            status_ok(&ev)?;
-            done += 1;
-            progress.show(done * chunk);
+        let Event::Completion(cmp) = &ev else {
+            continue;
+        };
+        let Some(slot) = in_flight.remove(&cmp.tag) else {
+            continue;
+        };
+        status_ok(&ev)?;
+        landed[slot as usize] = true;
+        while drained < next && landed[(drained % slots) as usize] {
+            let slot = drained % slots;
+            let n = (len - drained * chunk).min(chunk);
+            let bytes = &mut buf[..n as usize];
+            staging
+                .read_at(slot * chunk, bytes)
+                .map_err(Error::io("reading the staging region"))?;
+            hasher.update(bytes);
+            out.write_all(bytes).map_err(Error::file("writing", file))?;
+            landed[slot as usize] = false;
+            drained += 1;
+            progress.inc(n);
         }
     }
-    progress.finish();
-    let seconds = start.elapsed().as_secs_f64();
-    let hash = xxh3(&region, len)?;
-    let mut out = vec![0u8; len as usize];
-    region
-        .read_at(0, &mut out)
-        .map_err(Error::io("reading the destination region"))?;
-    std::fs::write(file, &out).map_err(Error::file("writing", file))?;
+    out.flush().map_err(Error::file("writing", file))?;
+    progress.finish_and_clear();
     Ok(Transfer {
         bytes: len,
-        xxh3: hash,
-        seconds,
+        xxh3: hasher.digest(),
+        seconds: start.elapsed().as_secs_f64(),
+        staging_bytes: staging.len(),
     })
 }
 
@@ -398,44 +450,6 @@ fn pcap_io(e: pcap_file::PcapError) -> std::io::Error {
     match e {
         pcap_file::PcapError::IoError(e) => e,
         other => std::io::Error::other(other),
-    }
-}
-
-/// A progress line on stderr when it is a terminal.
-struct Progress {
-    total: u64,
-    tty: bool,
-    start: Instant,
-}
-
-impl Progress {
-    fn new(total: u64) -> Self {
-        use std::io::IsTerminal as _;
-        Self {
-            total,
-            tty: std::io::stderr().is_terminal(),
-            start: Instant::now(),
-        }
-    }
-
-    fn show(&self, done: u64) {
-        if self.tty {
-            let done = done.min(self.total);
-            let s = self.start.elapsed().as_secs_f64().max(1e-9);
-            eprint!(
-                "\r{:5.1} %  {:>10} / {} bytes  {:.2} Gb/s ",
-                done as f64 * 100.0 / self.total as f64,
-                done,
-                self.total,
-                done as f64 * 8.0 / s / 1e9
-            );
-        }
-    }
-
-    fn finish(&self) {
-        if self.tty {
-            eprintln!();
-        }
     }
 }
 

@@ -9,6 +9,7 @@
 //!   every header out as text or JSON).
 //! - [`sample_pcap`]: the generator of `samples/uet-sample.pcap`, one frame
 //!   of every PDS and SES header type.
+//! - [`progress`]: progress bars on stderr when it is a terminal.
 //! - [`blast`]: raw AF_XDP and kernel-UDP blasters and sinks that measure a
 //!   link's ceiling, to report uet's throughput beside it.
 //!
@@ -20,6 +21,7 @@ pub mod client;
 pub mod decode;
 mod error;
 pub mod perf;
+pub mod progress;
 pub mod sample_pcap;
 
 pub use error::{Error, Result};

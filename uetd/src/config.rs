@@ -453,7 +453,11 @@ impl Config {
             refuse!("workers must be 1..=64, not {}", self.workers);
         }
         if !matches!(self.frame_size, 2048 | 4096) {
-            refuse!("frame_size must be 2048 or 4096, not {}", self.frame_size);
+            refuse!(
+                "frame_size must be 2048 or 4096 (a power of two from AF_XDP's smallest chunk \
+                 to a page), not {}",
+                self.frame_size
+            );
         }
         if self.mp_range == 0 || !self.mp_range.is_multiple_of(128) || self.mp_range > 128 * 255 {
             refuse!(

@@ -268,7 +268,7 @@ pub fn serve(
     // pid 0 is the daemon's own (its exposed regions).
     c.pids_in_use[0] = true;
     let outputs = daemon.outputs().clone();
-    let frames = daemon.capture().frames().clone();
+    let doorbell = daemon.capture().doorbell().clone();
     while !stop.load(Ordering::Relaxed) {
         let tick = c
             .capture
@@ -284,8 +284,13 @@ pub fn serve(
             {
                 other(daemon, &o);
             },
-            recv(frames) -> f => if let Ok(f) = f { c.on_frame(daemon, f) },
+            recv(doorbell) -> _ => {},
             default(tick) => {}
+        }
+        // Captured frames come in batches: a worker rings once per batch,
+        // and what is left of one is collected here at the next tick.
+        while let Some(f) = daemon.capture().pop() {
+            c.on_frame(daemon, f);
         }
         if c.capture
             .as_ref()
@@ -726,7 +731,7 @@ impl Control {
         cap.stop();
         let full = |a: &ActiveCapture| a.max_frames.is_some_and(|m| a.frames >= m);
         while !full(&a)
-            && let Ok(f) = cap.frames().try_recv()
+            && let Some(f) = cap.pop()
         {
             if f.generation != a.started.generation {
                 cap.recycle(f.data);

@@ -971,14 +971,14 @@ mod tests {
 
         until("an iteration", || untapped.load(Ordering::Relaxed) > 0);
         assert_eq!(tapped.load(Ordering::Relaxed), 0);
-        assert!(capture.frames().is_empty());
+        assert_eq!(capture.queued(), 0);
 
         capture.start(CaptureDirection::Both, 16);
         // One tapped call offers four frames to a queue of two: two are
         // queued, the rest (and everything after) are counted drops.
         until("drops", || capture.dropped() >= 2);
-        assert_eq!(capture.frames().len(), 2);
-        let f = capture.frames().try_recv().unwrap();
+        assert_eq!(capture.queued(), 2);
+        let f = capture.pop().unwrap();
         assert_eq!((f.orig_len, f.data.len()), (60, 16));
 
         capture.stop();

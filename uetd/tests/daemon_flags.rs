@@ -22,6 +22,7 @@ fn each_flag_reaches_the_configuration() {
         (&["--mp-range", "100"][..], "mp_range must be"),
         (&["--window", "1KiB"][..], "window must be"),
         (&["--workers", "0"][..], "workers must be"),
+        (&["--frame-size", "3000"][..], "frame_size must be"),
         (
             &["--base-rtt-us", "5"][..],
             "give an interface or an address",

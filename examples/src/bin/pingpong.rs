@@ -7,33 +7,39 @@
 //! host B$ pingpong pong                       # prints its address
 //! host A$ pingpong ping uet://… [COUNT] [SIZE]
 //! ```
+//!
+//! `--socket PATH` names the daemon's control socket (default
+//! `$UET_SOCKET`, else `/run/uet/uetd.sock`).
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use uet_api::{Access, Client, Event, Status};
-use uet_examples::socket;
+use uet_examples::socket_arg;
 
 const T: Option<Duration> = Some(Duration::from_secs(10));
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().collect();
+    let (socket, args) = socket_arg(std::env::args())?;
     match args.get(1).map(String::as_str) {
-        Some("pong") => pong(),
+        Some("pong") => pong(&socket),
         Some("ping") => {
             let to = args.get(2).context("ping ADDRESS [COUNT] [SIZE]")?;
             let count = args.get(3).map_or(Ok(1000), |s| s.parse())?;
             let size = args.get(4).map_or(Ok(64), |s| s.parse())?;
-            ping(to, count, size)
+            ping(&socket, to, count, size)
         }
-        _ => bail!("usage: pingpong pong | pingpong ping ADDRESS [COUNT] [SIZE]"),
+        _ => bail!(
+            "usage: pingpong [--socket PATH] pong | pingpong [--socket PATH] ping ADDRESS [COUNT] [SIZE]"
+        ),
     }
 }
 
 /// Answers every ping (a write whose header data carries the pinger's
 /// address index) by writing back into the address the first ping names.
-fn pong() -> Result<()> {
-    let mut c = Client::connect(socket(), "pingpong pong")?;
+fn pong(socket: &Path) -> Result<()> {
+    let mut c = Client::connect(socket, "pingpong pong")?;
     let inbox = c.create_region(1 << 20)?;
     let reg = c.register(&inbox, Access::REMOTE_WRITE, None)?;
     println!("{}", reg.remote);
@@ -63,9 +69,9 @@ fn pong() -> Result<()> {
     }
 }
 
-fn ping(to: &str, count: u32, size: u32) -> Result<()> {
+fn ping(socket: &Path, to: &str, count: u32, size: u32) -> Result<()> {
     let to: uet_api::RemoteRegion = to.parse()?;
-    let mut c = Client::connect(socket(), "pingpong ping")?;
+    let mut c = Client::connect(socket, "pingpong ping")?;
     let buf = c.create_region(1 << 20)?;
     let reg = c.register(&buf, Access::REMOTE_WRITE, None)?;
     let local = c.register_local(&buf)?;

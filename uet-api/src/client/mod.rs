@@ -205,16 +205,11 @@ impl fmt::Display for ClientError {
     }
 }
 
-impl std::error::Error for ClientError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Io(e) => Some(e),
-            Self::Protocol(e) => Some(e),
-            Self::TooLarge(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+/// A leaf: each `Display` above already carries the message of the error
+/// it wraps (`daemon socket: No such file or directory`), so `source()` is
+/// empty and a chain printed with `{:#}` says the cause once. The wrapped
+/// error stays reachable by matching the variant.
+impl std::error::Error for ClientError {}
 
 impl From<RecvError> for ClientError {
     fn from(e: RecvError) -> Self {

@@ -35,9 +35,8 @@ pub fn run(
     let mut lab = IncastLab::up(opts)?;
     let mut runs = Vec::new();
     for cc in &ccs {
-        for mut r in lab.runs(cc)? {
+        for mut r in lab.runs(cc, &mut progress)? {
             r.metrics = metrics::compute(&r, &lab.setup, &lab.calibration);
-            progress(&r);
             runs.push(r);
         }
     }

@@ -48,6 +48,26 @@ pub struct Setup {
     pub rto_init_us: u64,
 }
 
+impl Setup {
+    /// Bytes the bottleneck carries for `payload` bytes of writes: each
+    /// packet's payload plus its headers, Ethernet to SES — what the TBF,
+    /// and so R, counts.
+    #[must_use]
+    pub fn wire_bytes(&self, payload: u64) -> u64 {
+        payload + payload.div_ceil(self.payload_per_packet.max(1)) * self.header_bytes_per_packet
+    }
+
+    /// One flow of `payload` bytes that took `secs`, as a fraction of R
+    /// in the bottleneck's own units (wire bytes; `docs/congestion-evaluation.md`,
+    /// "Calibrate first": one flow reaches ≥ 95 % of R). Its payload
+    /// goodput cannot: at MTU 1500 a full packet is 1412 payload bytes of
+    /// 1514 on the wire, 93 %.
+    #[must_use]
+    pub fn single_flow_ratio(&self, payload: u64, secs: f64) -> f64 {
+        self.wire_bytes(payload) as f64 * 8.0 / secs / self.bottleneck_bps as f64
+    }
+}
+
 /// Latency of a series of small operations.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LatencyStats {
@@ -77,7 +97,8 @@ pub struct Calibration {
     /// Each sender's solo goodput without the bottleneck, bits/s (must be
     /// ≥ 1.5 · R for an incast to exist).
     pub solo_bps: Vec<f64>,
-    /// One flow's goodput through the bottleneck, bits/s.
+    /// One flow's rate through the bottleneck in wire bytes (payload and
+    /// headers, as R counts them: [`Setup::wire_bytes`]), bits/s.
     pub single_flow_bps: f64,
     /// `single_flow_bps` / R (target ≥ 0.95).
     pub single_flow_ratio: f64,
@@ -272,4 +293,60 @@ pub struct Report {
     pub calibration: Calibration,
     /// Every run, in the order run.
     pub runs: Vec<Run>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The runner's set-up at MTU 1500 and 1 Gb/s: 1412 payload bytes in
+    /// a 1514-byte frame.
+    fn mtu_1500() -> Setup {
+        Setup {
+            bottleneck_bps: 1_000_000_000,
+            buffer_bytes: 0,
+            ecn: None,
+            jitter_ns: 0,
+            victim: false,
+            seeds: 1,
+            mtu: 1500,
+            backend: "xdp".into(),
+            chunk: 1 << 20,
+            payload_per_packet: 1412,
+            header_bytes_per_packet: 102,
+            cpus: 2,
+            load_before: 0.0,
+            base_rtt_us: 0,
+            rto_init_us: 0,
+        }
+    }
+
+    #[test]
+    fn a_flow_at_line_rate_is_all_of_r_in_wire_bytes() {
+        let s = mtu_1500();
+        // 4 MiB in full packets and one partial: 2971 packets.
+        let payload: u64 = 4 << 20;
+        let packets = payload.div_ceil(1412);
+        assert_eq!(s.wire_bytes(payload), payload + packets * 102);
+        // The TBF sends exactly those wire bytes at R.
+        let secs = s.wire_bytes(payload) as f64 * 8.0 / 1e9;
+        let ratio = s.single_flow_ratio(payload, secs);
+        assert!((ratio - 1.0).abs() < 1e-12, "{ratio}");
+        // Its payload goodput is 93 % of R: below the 95 % target at any
+        // speed, which is why the calibration counts wire bytes.
+        let goodput = payload as f64 * 8.0 / secs / 1e9;
+        assert!(goodput < 0.95 && goodput > 0.93, "{goodput}");
+        // A flow at 96 % of the line passes, one at 94 % does not.
+        assert!(s.single_flow_ratio(payload, secs / 0.96) >= 0.95);
+        assert!(s.single_flow_ratio(payload, secs / 0.94) < 0.95);
+    }
+
+    #[test]
+    fn wire_bytes_count_a_header_per_packet_partial_ones_too() {
+        let s = mtu_1500();
+        assert_eq!(s.wire_bytes(0), 0);
+        assert_eq!(s.wire_bytes(1), 1 + 102);
+        assert_eq!(s.wire_bytes(1412), 1514);
+        assert_eq!(s.wire_bytes(1413), 1413 + 2 * 102);
+    }
 }

@@ -367,7 +367,7 @@ fn calibration_section(md: &mut String, report: &Report) {
     let _ = writeln!(md, "- solo rate without the bottleneck: {solo}");
     let _ = writeln!(
         md,
-        "- one flow through the bottleneck: {} ({} of R = {})",
+        "- one flow through the bottleneck, wire bytes: {} ({} of R = {})",
         mbps(c.single_flow_bps),
         pct(c.single_flow_ratio),
         mbps(r)

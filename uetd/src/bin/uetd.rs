@@ -54,6 +54,10 @@ struct Args {
     /// Force AF_XDP copy mode.
     #[arg(long)]
     xdp_copy: bool,
+    /// AF_XDP UMEM frame size in bytes: 2048 or 4096 (a power of two from
+    /// the kernel's smallest chunk to a page).
+    #[arg(long)]
+    frame_size: Option<usize>,
     /// Congestion control: none, nscc, rccc, nscc+rccc, pft.
     #[arg(long)]
     cc: Option<String>,
@@ -174,7 +178,8 @@ fn config(a: &Args) -> Result<Config> {
         base_rtt_us,
         mp_range,
         window,
-        rto_init_us
+        rto_init_us,
+        frame_size
     );
     if a.interface.is_some() {
         c.interface.clone_from(&a.interface);
@@ -217,10 +222,22 @@ fn stats_json(stats: &[WorkerStats]) -> String {
     uetd::stats::to_json(stats, None).to_string()
 }
 
+/// Whether log lines carry ANSI colours: only when stderr is a terminal,
+/// and never when `NO_COLOR` is set to something (no-color.org), so a log
+/// written to a file or a pipe is plain text.
+fn log_colours(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
+}
+
 fn main() -> Result<()> {
+    use std::io::IsTerminal as _;
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_env("UET_LOG").unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        .with_ansi(log_colours(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         .init();
     let args = Args::parse();
     let cfg = config(&args)?;
@@ -307,4 +324,30 @@ fn main() -> Result<()> {
         println!("{}", stats_json(&stats));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colours_only_on_a_terminal_without_no_color() {
+        assert!(log_colours(true, None));
+        assert!(log_colours(true, Some(OsStr::new(""))));
+        assert!(!log_colours(true, Some(OsStr::new("1"))));
+        assert!(!log_colours(false, None));
+        assert!(!log_colours(false, Some(OsStr::new("1"))));
+    }
+
+    #[test]
+    fn the_frame_size_flag_reaches_the_configuration() {
+        let a = Args::parse_from(["uetd", "--address", "127.0.0.1", "--frame-size", "2048"]);
+        assert_eq!(config(&a).unwrap().frame_size, 2048);
+        for bad in ["3000", "1024", "8192", "0"] {
+            let a = Args::parse_from(["uetd", "--address", "127.0.0.1", "--frame-size", bad]);
+            let e = format!("{:#}", config(&a).unwrap_err());
+            assert!(e.contains("frame_size must be 2048 or 4096"), "{bad}: {e}");
+        }
+    }
 }
