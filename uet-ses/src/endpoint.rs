@@ -619,6 +619,12 @@ impl<M: RegisteredMemory> Endpoint<M> {
         self.ses.target.cancel_recv(id)
     }
 
+    /// Forgets a process that has gone: its posted receives and the
+    /// unexpected messages held for it ([`crate::SesTarget::release_process`]).
+    pub fn release_process(&mut self, job: JobId, pid: PidOnFep) -> Vec<RecvId> {
+        self.ses.target.release_process(job, pid)
+    }
+
     /// The PDS engine (counters, PDC count).
     pub fn pds(&self) -> &Pds {
         &self.pds

@@ -1009,6 +1009,44 @@ impl<M: RegisteredMemory> SesTarget<M> {
         Ok(recv.id)
     }
 
+    /// Forgets process `(job, pid)` on this target, when it has gone (its
+    /// client left the daemon, and its PIDonFEP may be handed to the next
+    /// one): its posted receives are withdrawn without an event, and the
+    /// unexpected messages held for it are freed (one still arriving keeps
+    /// its slot until its last packet, whose data is dropped, as
+    /// [`SesTarget::discard_claimed`] does). Otherwise the next process with
+    /// that PIDonFEP would have its sends matched by receives whose buffers
+    /// are gone. Returns the withdrawn receives' IDs.
+    pub fn release_process(&mut self, job: JobId, pid: PidOnFep) -> Vec<RecvId> {
+        let ids: Vec<RecvId> = self
+            .queues
+            .remove(&(job, pid))
+            .map(|q| q.posted_ids().collect())
+            .unwrap_or_default();
+        for id in &ids {
+            self.shared.remove(id);
+        }
+        let held: Vec<UnexpectedId> = self
+            .unexpected
+            .iter()
+            .filter(|(_, m)| m.job == job && m.pid == pid)
+            .map(|(id, _)| *id)
+            .collect();
+        for uid in held {
+            let complete = self.unexpected.get(&uid).is_some_and(|m| m.complete);
+            if complete {
+                if let Some(m) = self.unexpected.remove(&uid) {
+                    self.unexpected_bytes -= m.data.len();
+                }
+            } else if let Some(m) = self.unexpected.get_mut(&uid) {
+                m.hold = Hold::Discarded;
+                self.unexpected_bytes -= m.data.len();
+                m.data = Vec::new();
+            }
+        }
+        ids
+    }
+
     /// Drops a claimed message (libfabric `FI_CLAIM | FI_DISCARD`) and frees
     /// its bytes. One still arriving stays counted as a message (not in
     /// bytes) until its last packet, whose data is dropped; its sender

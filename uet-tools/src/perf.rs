@@ -847,9 +847,10 @@ struct Receiver {
 const RECV_DRAIN: Duration = Duration::from_secs(5);
 
 /// Header data of the sends that take a receiver's last posted receives
-/// after a test, so that none outlives its connection: the daemon keeps a
-/// departed client's posted receives, and the next client given its
-/// `pid_on_fep` would see its sends land in them and fail (UNDELIVERABLE).
+/// after a test, so that the receiver ends each test with none posted and
+/// its counts are exact (a receive left over would take a send of the
+/// next test, and a receive buffer the receiver frees must not be matched
+/// afterwards). The daemon itself withdraws a departed client's receives.
 const DRAIN_TAG: u64 = 0x7065_7266_6472_6169;
 
 /// After a send test: one 1-byte send carrying [`DRAIN_TAG`] per receive

@@ -1266,10 +1266,20 @@ impl Control {
             daemon.send_to(w, Command::RingDetach { ring });
             self.rings_open -= 1;
         }
+        let mut processes: Vec<(JobId, PidOnFep)> = Vec::new();
         for r in c.remotes.values() {
             if let Err(e) = daemon.deregister(r.addr) {
                 tracing::warn!("deregistering a departed client's region: {e:#}");
             }
+            if !processes.contains(&(r.addr.job, r.addr.pid)) {
+                processes.push((r.addr.job, r.addr.pid));
+            }
+        }
+        // Its receives go too: the next client given this PIDonFEP would
+        // otherwise have its sends matched by receives whose buffers are
+        // gone (UNDELIVERABLE).
+        for (job, pid) in processes {
+            daemon.release_process(job, pid);
         }
         // Withdrawn at once: an operation still in flight fails cleanly
         // (its remaining packets carry nothing the target accepts, a read

@@ -443,6 +443,16 @@ impl Daemon {
             .collect()
     }
 
+    /// Forgets a departed client's process on every worker: its posted
+    /// receives and the unexpected messages held for it. Sent before its
+    /// PIDonFEP can be handed out again, so a new client's receives and
+    /// sends never meet the old one's.
+    pub fn release_process(&self, job: JobId, pid: PidOnFep) {
+        for w in &self.workers {
+            w.send(worker::Command::ReleaseProcess { job, pid });
+        }
+    }
+
     /// Withdraws a local buffer from every worker.
     pub fn deregister_local(&self, handles: &[LocalRegion]) {
         for (w, r) in self.workers.iter().zip(handles) {

@@ -136,6 +136,15 @@ pub enum Command {
         /// that claims it reports its end, completion or refusal.
         shared: Option<Arc<uet_ses::SharedRecv>>,
     },
+    /// Forget a process whose client left: its posted receives (ended
+    /// without a report: nobody is there to take it) and the unexpected
+    /// messages held for it.
+    ReleaseProcess {
+        /// Its job.
+        job: uet_wire::JobId,
+        /// Its PIDonFEP, free for the next client.
+        pid: uet_wire::PidOnFep,
+    },
     /// Serve a client's shared-memory ring.
     RingAttach(Box<RingAttachment>),
     /// A local buffer of a ring's client came (`Some`: its handle in this
@@ -804,6 +813,11 @@ fn handle_command(ep: &mut DaemonEndpoint, cmd: Command, cx: &mut Cx<'_>) {
                         let _ = out.send((id, Output::RecvRejected { tag, error }));
                     }
                 }
+            }
+        }
+        Command::ReleaseProcess { job, pid } => {
+            for r in ep.release_process(job, pid) {
+                cx.recv_tags.remove(&r);
             }
         }
         Command::RingAttach(a) => attach(id, cx.rings, cx.wake, *a),

@@ -225,6 +225,11 @@ impl RecvQueue {
         None
     }
 
+    /// The IDs of every posted receive, untagged first.
+    pub(crate) fn posted_ids(&self) -> impl Iterator<Item = RecvId> + '_ {
+        self.untagged.iter().chain(&self.tagged).map(|r| r.id)
+    }
+
     /// Number of posted receives.
     pub(crate) fn posted(&self) -> usize {
         self.untagged.len() + self.tagged.len()

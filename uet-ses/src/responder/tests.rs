@@ -1992,3 +1992,34 @@ fn posted_receives_are_bounded_and_refused_beyond() {
     t.post_recv(spec).unwrap();
     assert_eq!(t.post_recv(spec), Err(PostError::TooManyReceives));
 }
+
+#[test]
+fn a_released_process_leaves_no_receive_or_unexpected_message_behind() {
+    let (mut t, _) = target(Access::RECV, 256);
+    // The process posted two receives and has one unexpected message.
+    let r0 = t.post_recv(recv_spec(0, 16, RecvKind::Untagged)).unwrap();
+    let r1 = t.post_recv(recv_spec(16, 16, tagged(0x77, 0))).unwrap();
+    let rsp = guaranteed_rsp(&send(&mut t, 1, Some(0x99), b"early", 1024));
+    assert_eq!(rsp.list, ListKind::Overflow);
+    assert!(t.peek_unexpected(job(7), pid(3), tagged(0x99, 0)).is_some());
+
+    // It goes: both receives are withdrawn, without events, and the
+    // unexpected message is freed.
+    let mut gone = t.release_process(job(7), pid(3));
+    gone.sort_by_key(|r| r.0);
+    assert_eq!(gone, vec![r0, r1]);
+    assert_eq!(t.posted_receives(job(7), pid(3)), 0);
+    assert!(t.peek_unexpected(job(7), pid(3), tagged(0x99, 0)).is_none());
+    assert_eq!(t.poll_event(), None);
+    assert!(!t.cancel_recv(r0));
+
+    // The next process with that PIDonFEP: a send waits for its own
+    // receive instead of landing in the old one's buffer.
+    let rsp = guaranteed_rsp(&send(&mut t, 2, None, b"fresh", 1024));
+    assert_eq!(rsp.list, ListKind::Overflow);
+    assert_eq!(t.poll_event(), None);
+    let r2 = t.post_recv(recv_spec(32, 16, RecvKind::Untagged)).unwrap();
+    let e = recv_event(&mut t);
+    assert_eq!((e.recv, e.list), (r2, ListKind::Overflow));
+    assert_eq!(&region(&t, addr(5))[32..37], b"fresh");
+}
