@@ -98,7 +98,7 @@ EOF
     w0=$(stats "$A" "$bin" "$TMP/a.sock"); t0=$(stats "$B" "$bin" "$TMP/b.sock")
     local g
     g=$(ip netns exec "$A" "$bin/uet" perf --socket "$TMP/a.sock" "$uri" --region 1GiB \
-      --size "$1" --depth "$2" --duration "$SECS" --json | python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["gbps"])')
+      --size "$1" --depth "$2" --duration "$SECS" --json | python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["end"]["sum"]["bits_per_second"] / 1e9)')
     w1=$(stats "$A" "$bin" "$TMP/a.sock"); t1=$(stats "$B" "$bin" "$TMP/b.sock")
     phase "perf_${1}x$2" "$(basename "$(dirname "$bin")")/$(basename "$bin")" "$mtu" "$g" "$w0" "$w1" "$t0" "$t1"
   done

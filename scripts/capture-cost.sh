@@ -25,7 +25,7 @@ c1=$(csw); u1=$(cpu); P1=$(perf); s2=$(stats); c2=$(csw); u2=$(cpu)
 kill -INT $CP; wait $CP
 CAPLINE=$(tail -1 /tmp/$NAME.cap)
 d() { python3 -c "a='$1'.split(); b='$2'.split(); t=int(b[0])-int(a[0]); r=int(b[1])-int(a[1]); k=int(b[2])-int(a[2]); print(f'tx_data {t} rtx {100*r/max(t,1):.2f}% rx_acks {k}')"; }
-echo "$TAG nocap $(echo $P0 | python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["gbps"])') $(d "$s0" "$s1") csw $((c1-c0)) cpu_ticks $((u1-u0))"
-echo "$TAG cap   $(echo $P1 | python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["gbps"])') $(d "$s1" "$s2") csw $((c2-c1)) cpu_ticks $((u2-u1)) frames $(echo $CAPLINE | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["frames"], "dropped", d["dropped"])')"
+echo "$TAG nocap $(echo $P0 | python3 -c 'import json,sys; print("%.2f" % (json.load(sys.stdin)["end"]["sum"]["bits_per_second"] / 1e9))') $(d "$s0" "$s1") csw $((c1-c0)) cpu_ticks $((u1-u0))"
+echo "$TAG cap   $(echo $P1 | python3 -c 'import json,sys; print("%.2f" % (json.load(sys.stdin)["end"]["sum"]["bits_per_second"] / 1e9))') $(d "$s1" "$s2") csw $((c2-c1)) cpu_ticks $((u2-u1)) frames $(echo $CAPLINE | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["frames"], "dropped", d["dropped"])')"
 $UET lab down --name $NAME >/dev/null 2>&1
 rm -f /tmp/$NAME.pcap /tmp/$NAME.json /tmp/$NAME.cap

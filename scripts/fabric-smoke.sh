@@ -501,7 +501,8 @@ import json, sys
 for l in sys.stdin:
     if l.strip().startswith("{"):
         j = json.loads(l)
-        print(j["size"], j["latency_us"]["p50"], "%.3f" % j["gbps"])' <<<"$out")
+        print(j["start"]["test_start"]["size"], j["end"]["latency_us"]["t_typical"],
+              "%.3f" % (j["end"]["sum"]["bits_per_second"] / 1e9))' <<<"$out")
         done
     done
     # The daemons own port 4793 in both namespaces: gone before the next step.

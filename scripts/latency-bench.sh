@@ -36,7 +36,9 @@ ip -n "$B" link set v1 up
 ip netns exec "$B" sockperf sr -i 10.77.0.2 -p 5001 >/dev/null 2>&1 &
 pids+=($!)
 
-field() { python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); print(d['latency_us'][sys.argv[1]])" "$1"; }
+# uet perf --json is iperf3-shaped: end.latency_us holds perftest's columns
+# (t_typical is the median).
+field() { python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); print(d['end']['latency_us'][sys.argv[1]])" "$1"; }
 
 for be in $BACKENDS; do
   ip netns exec "$A" "$BIN/uetd" --interface v0 --backend "$be" --socket "$RUN/a.sock" >"$RUN/a.log" 2>&1 &
@@ -61,7 +63,7 @@ for be in $BACKENDS; do
           [ "$mode" = ring-nospin ] && flag=(--spin-us 0)
           out=$(ip netns exec "$A" "$BIN/uet" perf "$addr" --region 4096 --size 64 --depth 1 \
             --duration "$SECS" --socket "$RUN/a.sock" --json "${flag[@]}")
-          p50=$(echo "$out" | field p50); p99=$(echo "$out" | field p99)
+          p50=$(echo "$out" | field t_typical); p99=$(echo "$out" | field p99)
           ;;
         kernel)
           out=$(ip netns exec "$A" sockperf pp -i 10.77.0.2 -p 5001 -m 64 -t "$SECS" 2>&1)
