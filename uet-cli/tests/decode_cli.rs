@@ -61,6 +61,10 @@ fn sample_pcap_json_is_one_object_per_frame() {
                 v,
                 serde_json::json!({ "error": "SES: truncated header (need 44 bytes) at byte 78" })
             );
+        } else if obj.contains_key("tss") {
+            // Behind a TSS header everything is ciphertext: no PDS.
+            assert!(!obj.contains_key("pds"), "line {i}: {line}");
+            assert!(v["tss"]["ciphertext_len"].is_u64(), "line {i}: {line}");
         } else {
             for key in ["eth", "ip", "entropy", "pds", "payload_len", "frame_len"] {
                 assert!(obj.contains_key(key), "line {i} has no {key}: {line}");
