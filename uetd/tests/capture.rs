@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::{Pair, Uetd, field};
+use common::{Pair, Uetd, field, serve, wait_for_socket};
 
 /// Frames the capture asks for: fewer than the write below produces (16
 /// writes of 4 KiB, one at a time: ≥ 3 requests and an ACK each), so the
@@ -38,15 +38,6 @@ fn ok(out: &Output, what: &str) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
 }
 
-/// Waits (bounded) until a daemon answers on its control socket.
-fn wait_for(socket: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while std::os::unix::net::UnixStream::connect(socket).is_err() {
-        assert!(std::time::Instant::now() < deadline, "no socket {socket}");
-        std::thread::yield_now();
-    }
-}
-
 /// Runs the case: daemons with `a_backend` (writer) and `b_backend`
 /// (server), the capture on `capture_on` ("a" or "b").
 fn case(subnet: u8, a_backend: &str, b_backend: &str, capture_on: &str) {
@@ -67,16 +58,10 @@ fn case(subnet: u8, a_backend: &str, b_backend: &str, capture_on: &str) {
     let _a = Uetd::spawn(&pair.a, &["--interface", "v0", "--backend", a_backend]);
     let _b = Uetd::spawn(&pair.b, &["--interface", "v1", "--backend", b_backend]);
     let (sa, sb) = (Uetd::socket_of(&pair.a), Uetd::socket_of(&pair.b));
-    wait_for(&sa);
-    wait_for(&sb);
+    wait_for_socket(&sa);
+    wait_for_socket(&sb);
 
-    let mut serve = Uetd::from_command({
-        let mut c = Command::new(uet_lab::uet_bin().expect("the uet binary"));
-        c.args(["serve", "--size", "1MiB", "--socket", &sb]);
-        c
-    });
-    let serving = serve.wait_line("\"serving\"", Duration::from_secs(30));
-    let address = field(&serving, "address").to_owned();
+    let (mut serve, address) = serve(&sb, "1MiB");
 
     let dir = std::env::temp_dir().join(format!("uet-capture-{}-{subnet}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

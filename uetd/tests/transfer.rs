@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Pair, Uetd, field};
+use common::{Pair, Uetd, field, serve};
 
 /// The file: 256 MiB.
 const FILE_BYTES: u64 = 256 << 20;
@@ -113,11 +113,7 @@ fn write_and_read_stream_a_file_much_larger_than_their_memory() {
     }
     let want = file_xxh3(&input);
 
-    let mut serve = Command::new(uet_lab::uet_bin().expect("the uet binary"));
-    serve.args(["serve", "--size", "256MiB", "--socket", &tsock]);
-    let mut serve = Uetd::from_command(serve);
-    let serving = serve.wait_line("\"serving\"", Duration::from_secs(30));
-    let address = field(&serving, "address").to_owned();
+    let (mut serve, address) = serve(&tsock, "256MiB");
 
     let (written, rss) = uet_timed(
         &wsock,

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{Pair, Uetd, field};
+use common::{Pair, Uetd, field, serve, wait_for_socket};
 use serde_json::Value;
 
 /// Field name → the values of its occurrences in one frame.
@@ -414,15 +414,6 @@ fn uet(socket: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// Waits (bounded) until a daemon answers on its control socket.
-fn wait_for(socket: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while std::os::unix::net::UnixStream::connect(socket).is_err() {
-        assert!(std::time::Instant::now() < deadline, "no socket {socket}");
-        std::thread::yield_now();
-    }
-}
-
 /// Two daemons with `daemon_args` on a veth pair; a capture on the target
 /// (with `capture_args`) while a file is written to it; the capture must
 /// decode the same in tshark as in `uet decode`.
@@ -442,15 +433,9 @@ fn live(
     let _a = Uetd::spawn(&pair.a, &a_args);
     let _b = Uetd::spawn(&pair.b, &b_args);
     let (sa, sb) = (Uetd::socket_of(&pair.a), Uetd::socket_of(&pair.b));
-    wait_for(&sa);
-    wait_for(&sb);
-    let mut serve = Uetd::from_command({
-        let mut c = Command::new(uet_lab::uet_bin().expect("the uet binary"));
-        c.args(["serve", "--size", "1MiB", "--socket", &sb]);
-        c
-    });
-    let serving = serve.wait_line("\"serving\"", Duration::from_secs(30));
-    let address = field(&serving, "address").to_owned();
+    wait_for_socket(&sa);
+    wait_for_socket(&sb);
+    let (mut serve, address) = serve(&sb, "1MiB");
 
     let dir = std::env::temp_dir().join(format!("uet-ws-live-{}-{subnet}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -186,3 +186,25 @@ pub fn uet(socket: &str, args: &[&str]) -> String {
     );
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// Waits (at most 30 s) until the daemon's control socket at `socket`
+/// accepts connections.
+pub fn wait_for_socket(socket: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::os::unix::net::UnixStream::connect(socket).is_err() {
+        assert!(Instant::now() < deadline, "no socket {socket}");
+        std::thread::yield_now();
+    }
+}
+
+/// Runs `uet serve --size SIZE` against the daemon at `socket` and waits
+/// for its `serving` line: the process (killed when dropped) and the
+/// region's `uet://…` address.
+pub fn serve(socket: &str, size: &str) -> (Uetd, String) {
+    let mut c = Command::new(uet_lab::uet_bin().expect("the uet binary"));
+    c.args(["serve", "--size", size, "--socket", socket]);
+    let mut serve = Uetd::from_command(c);
+    let serving = serve.wait_line("\"serving\"", Duration::from_secs(30));
+    let address = field(&serving, "address").to_owned();
+    (serve, address)
+}
