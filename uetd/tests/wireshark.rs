@@ -406,14 +406,6 @@ fn sample_cut_by_a_snap_length_matches_uet_decode() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-fn uet(socket: &str, args: &[&str]) -> Output {
-    Command::new(uet_lab::uet_bin().expect("the uet binary"))
-        .args(args)
-        .args(["--socket", socket])
-        .output()
-        .unwrap()
-}
-
 /// Two daemons with `daemon_args` on a veth pair; a capture on the target
 /// (with `capture_args`) while a file is written to it; the capture must
 /// decode the same in tshark as in `uet decode`.
@@ -452,20 +444,17 @@ fn live(
     let mut data = vec![0u8; 64 * 1024];
     uetd::mem::pattern(9, 0, &mut data);
     std::fs::write(&file, &data).unwrap();
-    ok(
-        &uet(
-            &sa,
-            &[
-                "write",
-                file.to_str().unwrap(),
-                &address,
-                "--chunk",
-                "4KiB",
-                "--depth",
-                "1",
-            ],
-        ),
-        "uet write",
+    common::uet(
+        &sa,
+        &[
+            "write",
+            file.to_str().unwrap(),
+            &address,
+            "--chunk",
+            "4KiB",
+            "--depth",
+            "1",
+        ],
     );
     serve.wait_line("\"write_arrived\"", Duration::from_secs(30));
     let summary = capture.wait_line("\"captured\"", Duration::from_secs(30));
