@@ -561,13 +561,18 @@ fn run(
         if ep.poll_timeout().is_some_and(|t| t <= now) {
             ep.handle_timeout(now);
         }
-        let tx = match io.send(BATCH, &mut |buf| ep.poll_transmit(now, buf)) {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!(worker = id, "send failed: {e}");
-                0
-            }
-        };
+        // Datagrams the engine produced count as work whether or not the
+        // backend could send them: one it drops (no neighbour entry yet)
+        // leaves the engine's next ones still waiting, and an engine with
+        // datagrams to send has no timer that would wake a sleep for them.
+        let mut produced = 0usize;
+        if let Err(e) = io.send(BATCH, &mut |buf| {
+            let t = ep.poll_transmit(now, buf);
+            produced += usize::from(t.is_some());
+            t
+        }) {
+            tracing::warn!(worker = id, "send failed: {e}");
+        }
         while let Some(c) = ep.poll_completion() {
             busy = true;
             match tags.remove(&c.op) {
@@ -595,7 +600,7 @@ fn run(
             };
             let _ = out.send((id, o));
         }
-        busy |= rx > 0 || tx > 0;
+        busy |= rx > 0 || produced > 0;
 
         if now.as_nanos().saturating_sub(last_publish) >= PUBLISH_NS {
             last_publish = now.as_nanos();
@@ -888,7 +893,8 @@ mod tests {
     use std::sync::atomic::AtomicU64;
     use std::time::Instant as StdInstant;
 
-    use uet_ses::EndpointConfig;
+    use uet_ses::{EndpointConfig, LocalBuf, MemoryKey, RemoteAddr};
+    use uet_wire::{JobId, PidOnFep, ResourceIndex};
 
     use super::*;
     use crate::capture::{CaptureDirection, Direction};
@@ -950,6 +956,123 @@ mod tests {
         fn stats(&self) -> IoStats {
             IoStats::default()
         }
+    }
+
+    /// A backend whose every datagram is dropped, as the AF_XDP one drops
+    /// those to a destination without a neighbour entry. It counts the
+    /// datagrams the engine produced, and the sleeps the loop began while
+    /// the engine still had datagrams to send (the last `send` stopped at
+    /// `max`, not at the engine's `None`).
+    struct DroppingIo {
+        produced: Arc<AtomicU64>,
+        sleeps_with_work: Arc<AtomicU64>,
+        engine_drained: bool,
+        buf: Vec<u8>,
+    }
+
+    impl PacketIo for DroppingIo {
+        fn attach_capture(&mut self, _capture: Arc<Capture>) {}
+
+        fn recv(
+            &mut self,
+            _max: usize,
+            _sink: &mut dyn FnMut(&uet_pds::RxMeta, &[u8]),
+        ) -> std::io::Result<usize> {
+            Ok(0)
+        }
+
+        fn send(
+            &mut self,
+            max: usize,
+            source: &mut dyn FnMut(&mut [u8]) -> Option<uet_pds::Transmit>,
+        ) -> std::io::Result<usize> {
+            self.engine_drained = false;
+            for _ in 0..max {
+                if source(&mut self.buf).is_none() {
+                    self.engine_drained = true;
+                    break;
+                }
+                self.produced.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(0)
+        }
+
+        fn wait(
+            &mut self,
+            timeout: Option<Duration>,
+            wake: std::os::fd::BorrowedFd<'_>,
+        ) -> std::io::Result<()> {
+            if !self.engine_drained {
+                self.sleeps_with_work.fetch_add(1, Ordering::Relaxed);
+            }
+            let t = timeout.map_or(Duration::from_millis(1), |t| {
+                t.min(Duration::from_millis(1))
+            });
+            poll_in(&[wake], Some(t)).map(drop)?;
+            Ok(())
+        }
+
+        fn max_uet_len(&self) -> usize {
+            1400
+        }
+
+        fn stats(&self) -> IoStats {
+            IoStats::default()
+        }
+    }
+
+    /// Writes to many destinations whose datagrams are all dropped: the
+    /// loop keeps asking the engine for more until it has none, and only
+    /// then sleeps. (A loop that took "nothing sent" for "nothing to
+    /// send" slept with the rest queued and, once every PDC waited for a
+    /// resend, with no timer at all: the writes never ended.)
+    #[test]
+    fn the_loop_sleeps_only_once_the_engine_has_nothing_to_send() {
+        let produced = Arc::new(AtomicU64::new(0));
+        let sleeps_with_work = Arc::new(AtomicU64::new(0));
+        let io = DroppingIo {
+            produced: Arc::clone(&produced),
+            sleeps_with_work: Arc::clone(&sleeps_with_work),
+            engine_drained: true,
+            buf: vec![0; 1400],
+        };
+        let (out, _outputs) = crossbeam_channel::unbounded();
+        let mut ep = DaemonEndpoint::new(EndpointConfig::default(), 1);
+        let local = ep.register_local(Box::new(vec![0u8; 4096]));
+        let region = RegionAddr::new(
+            JobId::new(1).unwrap(),
+            PidOnFep::new(0).unwrap(),
+            ResourceIndex::new(1).unwrap(),
+        );
+        let mut w = spawn(
+            0,
+            Box::new(io),
+            ep,
+            out,
+            None,
+            Arc::new(Capture::new(2)),
+            Duration::ZERO,
+        )
+        .unwrap();
+        let n = 8 * BATCH as u64;
+        for i in 0..n {
+            let dst = IpAddr::from([10, 1, (i / 250) as u8, 1 + (i % 250) as u8]);
+            let op = Operation::Write {
+                dst: RemoteAddr {
+                    region,
+                    generation: RiGeneration::new(0).unwrap(),
+                    key: MemoryKey(1),
+                    offset: 0,
+                },
+                src: LocalBuf::new(local, 0),
+                len: 64,
+                header_data: None,
+            };
+            w.send(Command::Submit { tag: i, dst, op });
+        }
+        until("every first send", || produced.load(Ordering::Relaxed) >= n);
+        w.stop();
+        assert_eq!(sleeps_with_work.load(Ordering::Relaxed), 0);
     }
 
     fn until(what: &str, cond: impl Fn() -> bool) {
