@@ -15,11 +15,17 @@
 //! worker attaches the capture to its backend once, at start, and without
 //! a capture running that costs one relaxed atomic load per call.
 //!
-//! It busy-polls while there is work and, after `busy_poll` with nothing
-//! to do, sleeps in `poll()` on the backend's fds and its wake eventfd (and
+//! It busy-polls while there is work and, after a spell with nothing to
+//! do, sleeps in `poll()` on the backend's fds and its wake eventfd (and
 //! the doorbells of attached rings, through one epoll set) until the
 //! endpoint's next timer — an idle daemon costs ~0 % CPU, so ten of them
-//! share two cores in the lab.
+//! share two cores in the lab. The spell adapts ([`IdlePolicy`]): it is at
+//! most `busy_poll`, grows while work comes back within `busy_poll` of a
+//! sleep (spinning would have caught it) and shrinks to nothing while
+//! sleeps outlast it (spinning would have been wasted); an empty iteration
+//! of the spell yields the CPU (`sched_yield`), so spinning workers give
+//! way to threads that have work on a machine with fewer cores than
+//! threads.
 //!
 //! Clients that opened a shared-memory ring (`uet_api::ring`) submit to
 //! the worker directly: each iteration looks at every attached ring's SQ
@@ -64,6 +70,57 @@ const BATCH: usize = 64;
 /// client's next operation find it awake on a veth round trip, short
 /// enough that idle daemons cost nothing (they sleep until a timer).
 pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(200);
+
+/// When an idle worker stops polling and sleeps: after `window` with
+/// nothing to do, where the window adapts between 0 and `max` (the
+/// configured `busy_poll_us`), as Linux's halt polling does. A sleep that
+/// ends within `max` (work came back soon: a spin would have caught it)
+/// doubles the window, from `max / 8`; a longer one halves it, to 0 below
+/// `max / 8`. So a worker serving a ping-pong spins through the round trip,
+/// and one whose work comes rarely, or one of many daemons sharing a few
+/// cores, stops spinning after each burst. Pure arithmetic on the
+/// caller's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdlePolicy {
+    max_ns: u64,
+    window_ns: u64,
+}
+
+impl IdlePolicy {
+    /// A policy that spins at most `max`; it starts at `max`.
+    pub fn new(max: Duration) -> Self {
+        let max_ns = u64::try_from(max.as_nanos()).unwrap_or(u64::MAX);
+        Self {
+            max_ns,
+            window_ns: max_ns,
+        }
+    }
+
+    /// How long to keep polling after the last work now.
+    pub fn window(&self) -> Duration {
+        Duration::from_nanos(self.window_ns)
+    }
+
+    /// Whether a worker idle for `idle_ns` should sleep.
+    pub fn should_sleep(&self, idle_ns: u64) -> bool {
+        idle_ns >= self.window_ns
+    }
+
+    /// A sleep of `slept_ns` ended: adapt the window.
+    pub fn slept(&mut self, slept_ns: u64) {
+        let floor = self.max_ns / 8;
+        if slept_ns <= self.max_ns {
+            self.window_ns = (self.window_ns.saturating_mul(2))
+                .max(floor)
+                .min(self.max_ns);
+        } else {
+            self.window_ns /= 2;
+            if self.window_ns < floor {
+                self.window_ns = 0;
+            }
+        }
+    }
+}
 /// Rings one worker serves at most (one per client connection; the
 /// control loop refuses more).
 pub const MAX_RINGS: usize = 256;
@@ -484,7 +541,7 @@ fn run(
     let mut tags: FxHashMap<OpId, Origin> = FxHashMap::default();
     let mut recv_tags: FxHashMap<uet_ses::RecvId, u64> = FxHashMap::default();
     let mut rings = Rings::default();
-    let busy_poll_ns = u64::try_from(busy_poll.as_nanos()).unwrap_or(u64::MAX);
+    let mut idle = IdlePolicy::new(busy_poll);
     let mut last_busy = 0u64;
     let mut iterations = 0u64;
     let mut sleeps = 0u64;
@@ -611,7 +668,10 @@ fn run(
             last_busy = now.as_nanos();
             continue;
         }
-        if now.as_nanos().saturating_sub(last_busy) < busy_poll_ns {
+        if !idle.should_sleep(now.as_nanos().saturating_sub(last_busy)) {
+            // Polling with nothing to do: give the CPU to any thread that
+            // has work (the rings are looked at again when it comes back).
+            std::thread::yield_now();
             continue;
         }
         // Nothing to do: sleep until a packet, a command, a doorbell or
@@ -637,9 +697,11 @@ fn run(
                 .wake_set
                 .as_ref()
                 .map_or_else(|| wake.as_fd(), AsFd::as_fd);
+            let asleep = monotonic_ns();
             if let Err(e) = io.wait(timeout, wake_fd) {
                 tracing::warn!(worker = id, "poll failed: {e}");
             }
+            idle.slept(monotonic_ns().saturating_sub(asleep));
             wake.drain();
             for r in &rings.list {
                 r.doorbell.drain();
@@ -1073,6 +1135,110 @@ mod tests {
         until("every first send", || produced.load(Ordering::Relaxed) >= n);
         w.stop();
         assert_eq!(sleeps_with_work.load(Ordering::Relaxed), 0);
+    }
+
+    /// The polling spell shrinks to nothing while sleeps outlast the
+    /// configured busy poll, grows back while they end within it, never
+    /// passes it, and a zero busy poll never spins.
+    #[test]
+    fn the_idle_spell_adapts_to_how_soon_work_comes_back() {
+        let us = |n: u64| n * 1000;
+        let mut p = IdlePolicy::new(Duration::from_micros(200));
+        assert_eq!(p.window(), Duration::from_micros(200));
+        assert!(!p.should_sleep(us(199)));
+        assert!(p.should_sleep(us(200)));
+        // Work comes back after a millisecond each time: spinning is
+        // wasted, and after a few sleeps the worker sleeps at once.
+        for _ in 0..4 {
+            p.slept(us(1000));
+        }
+        assert_eq!(p.window(), Duration::ZERO);
+        assert!(p.should_sleep(0));
+        // Work comes back 30 µs after each sleep: a spin would catch it.
+        p.slept(us(30));
+        assert_eq!(p.window(), Duration::from_micros(25));
+        for _ in 0..8 {
+            p.slept(us(30));
+        }
+        assert_eq!(p.window(), Duration::from_micros(200));
+        // One long sleep halves it; it does not drop at once.
+        p.slept(us(5000));
+        assert_eq!(p.window(), Duration::from_micros(100));
+
+        let mut zero = IdlePolicy::new(Duration::ZERO);
+        zero.slept(0);
+        zero.slept(us(10));
+        assert_eq!(zero.window(), Duration::ZERO);
+        assert!(zero.should_sleep(0));
+    }
+
+    /// A backend on which nothing ever arrives; `wait` sleeps 10 ms
+    /// (or until woken).
+    struct QuietIo;
+
+    impl PacketIo for QuietIo {
+        fn attach_capture(&mut self, _capture: Arc<Capture>) {}
+
+        fn recv(
+            &mut self,
+            _max: usize,
+            _sink: &mut dyn FnMut(&uet_pds::RxMeta, &[u8]),
+        ) -> std::io::Result<usize> {
+            Ok(0)
+        }
+
+        fn send(
+            &mut self,
+            _max: usize,
+            _source: &mut dyn FnMut(&mut [u8]) -> Option<uet_pds::Transmit>,
+        ) -> std::io::Result<usize> {
+            Ok(0)
+        }
+
+        fn wait(
+            &mut self,
+            _timeout: Option<Duration>,
+            wake: std::os::fd::BorrowedFd<'_>,
+        ) -> std::io::Result<()> {
+            poll_in(&[wake], Some(Duration::from_millis(10))).map(drop)?;
+            Ok(())
+        }
+
+        fn max_uet_len(&self) -> usize {
+            1400
+        }
+
+        fn stats(&self) -> IoStats {
+            IoStats::default()
+        }
+    }
+
+    /// A worker whose sleeps outlast its busy poll (nothing comes back
+    /// within 2 ms) stops polling after each wake-up: it soon goes from
+    /// one sleep to the next in an iteration or two, where a fixed 2 ms
+    /// spell spins hundreds of iterations between sleeps.
+    #[test]
+    fn an_idle_worker_stops_polling_when_polling_is_wasted() {
+        let (out, _outputs) = crossbeam_channel::unbounded();
+        let ep = DaemonEndpoint::new(EndpointConfig::default(), 1);
+        let mut w = spawn(
+            0,
+            Box::new(QuietIo),
+            ep,
+            out,
+            None,
+            Arc::new(Capture::new(2)),
+            Duration::from_millis(2),
+        )
+        .unwrap();
+        until("twenty sleeps", || w.stats().sleeps >= 20);
+        let first = w.stats();
+        until("twenty more", || w.stats().sleeps >= first.sleeps + 20);
+        let then = w.stats();
+        w.stop();
+        let per_sleep =
+            (then.iterations - first.iterations) as f64 / (then.sleeps - first.sleeps) as f64;
+        assert!(per_sleep <= 3.0, "{per_sleep:.1} iterations per sleep");
     }
 
     fn until(what: &str, cond: impl Fn() -> bool) {

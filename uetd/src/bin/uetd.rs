@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! uetd --interface eth1 --backend xdp --cc rccc --expose 1:0x5eed:1GiB
+//! uetd --interface eth1 --busy-poll-us 0     # sleep in poll() whenever idle
 //! uetd --address 10.0.0.2 --backend udp --write-to 10.0.0.1 --generation 93 --bytes 1GiB --exit
 //! ```
 
@@ -76,6 +77,10 @@ struct Args {
     /// First retransmission timeout, µs.
     #[arg(long)]
     rto_init_us: Option<u64>,
+    /// How long an idle worker keeps polling before it sleeps in `poll()`,
+    /// µs (0: sleep as soon as the rings are empty; at most 100000).
+    #[arg(long)]
+    busy_poll_us: Option<u64>,
     /// A preset of wire choices: refprov = the UEC reference provider's
     /// (--encap ip, --ip-protocol 253, --crc-trailer on). Explicit flags win.
     #[arg(long, value_enum)]
@@ -179,6 +184,7 @@ fn config(a: &Args) -> Result<Config> {
         mp_range,
         window,
         rto_init_us,
+        busy_poll_us,
         frame_size
     );
     if a.interface.is_some() {
@@ -338,6 +344,17 @@ mod tests {
         assert!(!log_colours(true, Some(OsStr::new("1"))));
         assert!(!log_colours(false, None));
         assert!(!log_colours(false, Some(OsStr::new("1"))));
+    }
+
+    #[test]
+    fn the_busy_poll_flag_overrides_the_configuration_and_is_checked() {
+        let a = Args::parse_from(["uetd", "--address", "127.0.0.1"]);
+        assert_eq!(config(&a).unwrap().busy_poll_us, 200);
+        let a = Args::parse_from(["uetd", "--address", "127.0.0.1", "--busy-poll-us", "0"]);
+        assert_eq!(config(&a).unwrap().busy_poll_us, 0);
+        let a = Args::parse_from(["uetd", "--address", "127.0.0.1", "--busy-poll-us", "200000"]);
+        let e = format!("{:#}", config(&a).unwrap_err());
+        assert!(e.contains("busy_poll_us must be at most 100000"), "{e}");
     }
 
     #[test]
