@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! uet lab incast --senders 8 --size 1MiB --cc rccc,nscc,none --seeds 5 --out incast
-//! uet lab incast --sweep --out sweep
+//! uet lab incast --sweep --out docs/incast
 //! ```
 
 use std::path::PathBuf;
@@ -15,6 +15,9 @@ use clap::Args;
 
 use uet_lab::incast::{self, CC_MODES, IncastOpts};
 use uetd::config::{Backend, Rate, Size};
+
+/// The sender counts of `--sweep`.
+const SWEEP_SENDERS: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];
 
 /// `uet lab incast`.
 #[derive(Debug, Args)]
@@ -29,9 +32,18 @@ pub(crate) struct IncastArgs {
     /// runs each.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     pub cc: Vec<String>,
-    /// Bottleneck rate toward the receiver, bits/s.
+    /// Bottleneck rate toward the receiver, bits/s: the most the
+    /// calibration picks (it lowers R below what all senders feed together
+    /// at once when they cannot feed this one; the report says so).
     #[arg(long, default_value = "1G")]
     pub bottleneck: Rate,
+    /// Use --bottleneck as it is, whatever the senders feed.
+    #[arg(long)]
+    pub fixed_bottleneck: bool,
+    /// The daemons' --busy-poll-us (0: their workers sleep in poll() as
+    /// soon as they are idle: N + 1 daemons share the CPUs).
+    #[arg(long, default_value_t = 0)]
+    pub busy_poll_us: u64,
     /// The bottleneck's buffer, bytes (default 5 × the measured BDP).
     #[arg(long)]
     pub buffer: Option<Size>,
@@ -52,8 +64,9 @@ pub(crate) struct IncastArgs {
     /// Runs per (cc, N, size).
     #[arg(long, default_value_t = 3)]
     pub seeds: usize,
-    /// The matrix N ∈ {1,2,4,8,16} × size ∈ {256KiB, 4MiB} × every mode,
-    /// 3 seeds (overrides --senders, --size, --cc).
+    /// The matrix N ∈ {1,2,4,8,16,32,64} × size ∈ {256KiB, 1MiB} ×
+    /// {rccc, nscc, none}, 3 seeds (overrides --senders, --size, --cc and
+    /// --seeds).
     #[arg(long)]
     pub sweep: bool,
     /// Link MTU.
@@ -92,6 +105,8 @@ impl IncastArgs {
                 self.cc.clone()
             },
             bottleneck: self.bottleneck.0,
+            fit_bottleneck: !self.fixed_bottleneck,
+            busy_poll_us: self.busy_poll_us,
             buffer: self.buffer.map(|b| b.0),
             ecn: self.ecn,
             no_ecn: self.no_ecn,
@@ -106,9 +121,9 @@ impl IncastArgs {
             ..IncastOpts::default()
         };
         if self.sweep {
-            o.senders = vec![1, 2, 4, 8, 16];
-            o.sizes = vec![256 << 10, 4 << 20];
-            o.ccs = all();
+            o.senders = SWEEP_SENDERS.to_vec();
+            o.sizes = vec![256 << 10, 1 << 20];
+            o.ccs = ["rccc", "nscc", "none"].map(String::from).to_vec();
             o.seeds = 3;
         }
         o
@@ -142,6 +157,16 @@ pub(crate) fn run(a: &IncastArgs) -> Result<()> {
     });
     bar.finish_and_clear();
     let (report, files) = result?;
+    let c = &report.calibration;
+    match c.lowered(report.setup.bottleneck_bps, c.solo_bps.len()) {
+        Some(why) => eprintln!("{why}"),
+        None => eprintln!(
+            "bottleneck {} Mb/s: this machine fed {:.0} Mb/s with {} senders at once",
+            report.setup.bottleneck_bps / 1_000_000,
+            c.all_senders_bps / 1e6,
+            c.solo_bps.len()
+        ),
+    }
     eprintln!(
         "T0 p50 {:.1} µs, BDP {} B, buffer {} B; {} runs",
         report.calibration.t0.p50_ns as f64 / 1e3,

@@ -711,6 +711,15 @@ pub fn check_calibration(setup: &Setup, cal: &Calibration) -> Vec<TargetCheck> {
             )
         })
         .collect();
+    if cal.all_senders_bps > 0.0 {
+        out.push(TargetCheck::new(
+            "all senders",
+            "rate of every sender at once without the bottleneck",
+            cal.all_senders_bps,
+            Bound::AtLeast(crate::incast::model::FEED_MARGIN * r),
+            Unit::Bps,
+        ));
+    }
     out.push(TargetCheck::new(
         "calibration",
         "single flow through the bottleneck / R",
@@ -798,6 +807,8 @@ pub(crate) mod tests {
             single_flow_bps: 0.97e9,
             single_flow_ratio: 0.97,
             victim_isolated: None,
+            all_senders_bps: 3e9,
+            requested_bottleneck_bps: 1_000_000_000,
         }
     }
 
@@ -1357,13 +1368,18 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn calibration_checks_every_sender_and_the_single_flow() {
+    fn calibration_checks_every_sender_all_at_once_and_the_single_flow() {
         let checks = check_calibration(&setup(), &cal(50_000));
-        assert_eq!(checks.len(), 3);
+        assert_eq!(checks.len(), 4);
         assert!(checks[0].pass, "2 Gb/s ≥ 1.5 Gb/s");
         assert!(!checks[1].pass, "1.2 Gb/s < 1.5 Gb/s");
         assert_eq!(checks[1].margin_text(), "missed by 300 Mb/s (20.0 %)");
-        assert!(checks[2].pass);
+        assert!(checks[2].pass, "all at once: 3 Gb/s ≥ 1.25 Gb/s");
+        assert!(checks[3].pass);
+        let mut slow = cal(50_000);
+        slow.all_senders_bps = 1.1e9;
+        let checks = check_calibration(&setup(), &slow);
+        assert!(!checks[2].pass, "all at once: 1.1 Gb/s < 1.25 Gb/s");
     }
 
     #[test]

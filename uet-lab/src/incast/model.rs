@@ -104,6 +104,49 @@ pub struct Calibration {
     pub single_flow_ratio: f64,
     /// The victim's ping-pong with no incast, when there is a victim.
     pub victim_isolated: Option<LatencyStats>,
+    /// What all N senders fed together without the bottleneck, wire
+    /// bits/s (N = the largest sender count asked for): the rate the
+    /// lab's CPUs sustain with every sender and the receiver busy at once.
+    #[serde(default)]
+    pub all_senders_bps: f64,
+    /// The bottleneck asked for, bits/s; [`Setup::bottleneck_bps`] is
+    /// the one used, lower when the senders together could not feed this
+    /// one ([`fit_bottleneck`]).
+    #[serde(default)]
+    pub requested_bottleneck_bps: u64,
+}
+
+/// How much faster than the bottleneck all senders together must feed it
+/// for the incast to be limited by the bottleneck rather than by the
+/// machine's CPUs: 1.25 × R.
+pub const FEED_MARGIN: f64 = 1.25;
+
+/// The bottleneck for a lab whose senders together feed `all_bps`
+/// (wire bits/s) when `requested` was asked: `requested` if they feed at
+/// least [`FEED_MARGIN`] × it, else `all_bps` / [`FEED_MARGIN`] rounded
+/// down to 10 Mb/s (at least 10 Mb/s).
+pub fn fit_bottleneck(requested: u64, all_bps: f64) -> u64 {
+    if all_bps >= FEED_MARGIN * requested as f64 {
+        return requested;
+    }
+    let fit = (all_bps / FEED_MARGIN) as u64 / 10_000_000 * 10_000_000;
+    fit.clamp(10_000_000, requested)
+}
+
+impl Calibration {
+    /// The sentence the report and the CLI give when the bottleneck was
+    /// lowered below the one asked for, naming both rates and what the
+    /// machine fed.
+    pub fn lowered(&self, used_bps: u64, senders: usize) -> Option<String> {
+        (self.requested_bottleneck_bps > used_bps).then(|| {
+            format!(
+                "bottleneck lowered to {} Mb/s (asked {} Mb/s): this machine fed {:.0} Mb/s with {senders} senders at once",
+                used_bps / 1_000_000,
+                self.requested_bottleneck_bps / 1_000_000,
+                self.all_senders_bps / 1e6
+            )
+        })
+    }
 }
 
 /// One sender's flow in a run.
@@ -339,6 +382,33 @@ mod tests {
         // A flow at 96 % of the line passes, one at 94 % does not.
         assert!(s.single_flow_ratio(payload, secs / 0.96) >= 0.95);
         assert!(s.single_flow_ratio(payload, secs / 0.94) < 0.95);
+    }
+
+    #[test]
+    fn the_bottleneck_is_lowered_below_what_all_senders_feed() {
+        // Enough: 1.25 Gb/s feeds 1 Gb/s.
+        assert_eq!(fit_bottleneck(1_000_000_000, 1.3e9), 1_000_000_000);
+        assert_eq!(fit_bottleneck(1_000_000_000, 1.25e9), 1_000_000_000);
+        // Not enough: 0.9 Gb/s feeds 720 Mb/s.
+        assert_eq!(fit_bottleneck(1_000_000_000, 0.9e9), 720_000_000);
+        assert_eq!(fit_bottleneck(1_000_000_000, 0.0), 10_000_000);
+        let c = Calibration {
+            t0: LatencyStats::default(),
+            bdp_bytes: 0,
+            solo_bps: vec![],
+            single_flow_bps: 0.0,
+            single_flow_ratio: 0.0,
+            victim_isolated: None,
+            all_senders_bps: 0.9e9,
+            requested_bottleneck_bps: 1_000_000_000,
+        };
+        assert_eq!(
+            c.lowered(720_000_000, 8).as_deref(),
+            Some(
+                "bottleneck lowered to 720 Mb/s (asked 1000 Mb/s): this machine fed 900 Mb/s with 8 senders at once"
+            )
+        );
+        assert_eq!(c.lowered(1_000_000_000, 8), None);
     }
 
     #[test]

@@ -365,6 +365,17 @@ fn calibration_section(md: &mut String, report: &Report) {
         .collect::<Vec<_>>()
         .join(", ");
     let _ = writeln!(md, "- solo rate without the bottleneck: {solo}");
+    if c.all_senders_bps > 0.0 {
+        let _ = writeln!(
+            md,
+            "- every sender at once without the bottleneck, wire bytes: {}",
+            mbps(c.all_senders_bps)
+        );
+    }
+    let senders = c.solo_bps.len();
+    if let Some(why) = c.lowered(report.setup.bottleneck_bps, senders) {
+        let _ = writeln!(md, "- {why}");
+    }
     let _ = writeln!(
         md,
         "- one flow through the bottleneck, wire bytes: {} ({} of R = {})",

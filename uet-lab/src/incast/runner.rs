@@ -39,8 +39,18 @@ pub struct IncastOpts {
     pub sizes: Vec<u64>,
     /// Congestion-control modes.
     pub ccs: Vec<String>,
-    /// Bottleneck rate R, bits/s.
+    /// Bottleneck rate R, bits/s: the one used, or with `fit_bottleneck`
+    /// the most the calibration may pick.
     pub bottleneck: u64,
+    /// Lower R below what all senders feed together when they cannot feed
+    /// `bottleneck` (`model::fit_bottleneck`): on a machine of few CPUs the
+    /// incast is then limited by the bottleneck, not by the CPUs.
+    pub fit_bottleneck: bool,
+    /// The daemons' `--busy-poll-us`: how long an idle worker polls before
+    /// it sleeps. 0 by default: N + 1 daemons share the machine's CPUs,
+    /// and a worker polling after every packet takes a CPU another daemon
+    /// needs.
+    pub busy_poll_us: u64,
     /// The TBF buffer, bytes; `None`: 5 · BDP (measured T0).
     pub buffer: Option<u64>,
     /// ECN thresholds, bytes; `None`: Kmin/Kmax = 0.2/0.8 × R × the
@@ -77,6 +87,8 @@ impl Default for IncastOpts {
             sizes: vec![1 << 20],
             ccs: CC_MODES.iter().map(|s| (*s).to_owned()).collect(),
             bottleneck: 1_000_000_000,
+            fit_bottleneck: true,
+            busy_poll_us: 0,
             buffer: None,
             ecn: None,
             no_ecn: false,
@@ -515,6 +527,16 @@ fn load_average() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The daemons' arguments besides the lab's own: the busy poll, and the
+/// RTO once the calibration derived it.
+fn daemon_args(opts: &IncastOpts, rto_init_us: Option<u64>) -> Vec<String> {
+    let mut a = vec!["--busy-poll-us".into(), opts.busy_poll_us.to_string()];
+    if let Some(rto) = rto_init_us {
+        a.extend(["--rto-init-us".into(), rto.to_string()]);
+    }
+    a
+}
+
 /// A small xorshift for the start jitter (seeded per run: reproducible
 /// offsets).
 fn jitter_ns(seed: u64, sender: usize, max: u64) -> u64 {
@@ -561,6 +583,7 @@ impl IncastLab {
             backend: opts.backend,
             cc: "none".into(),
             link_rate: Some(r),
+            daemon_args: daemon_args(&opts, None),
             // Room for every flow, then the victim's slot; and for the
             // calibration's solo writes.
             region_bytes: ((max_n as u64 + 1) * max_size.next_multiple_of(4096)).max(SOLO_BYTES),
@@ -599,6 +622,8 @@ impl IncastLab {
                 single_flow_bps: 0.0,
                 single_flow_ratio: 0.0,
                 victim_isolated: None,
+                all_senders_bps: 0.0,
+                requested_bottleneck_bps: r,
             },
             victim_host,
             max_size,
@@ -613,16 +638,8 @@ impl IncastLab {
     }
 
     fn calibrate(&mut self) -> Result<()> {
-        let r = self.opts.bottleneck;
         let dst = self.lab.region(0)?;
         let stop = AtomicBool::new(false);
-        // T0: one-packet writes through the bottleneck path, idle.
-        let mut w = Writer::new(&self.lab, 1, 1 << 20)?;
-        w.ping(&dst, 0, Some(50), &stop)?; // warm-up: PDC, neighbours
-        let t0 = w.ping(&dst, 0, Some(400), &stop)?;
-        let bdp = (r as f64 / 8.0 * t0.p50_ns as f64 / 1e9).round() as u64;
-        self.calibration.t0 = t0;
-        self.calibration.bdp_bytes = bdp;
 
         // Each sender alone, no bottleneck (a 100 Gb/s TBF does not shape).
         let max_n = *self.opts.senders.iter().max().expect("checked");
@@ -642,6 +659,28 @@ impl IncastLab {
             solo.push(solo_bytes as f64 * 8.0 / secs);
         }
         self.calibration.solo_bps = solo;
+
+        // Every sender at once, no bottleneck: what the machine feeds
+        // with all the daemons busy, and the bottleneck below it.
+        let all = self.all_senders_bps(&dst, max_n)?;
+        self.calibration.all_senders_bps = all;
+        if self.opts.fit_bottleneck {
+            let r = crate::incast::model::fit_bottleneck(self.opts.bottleneck, all);
+            self.opts.bottleneck = r;
+            self.setup.bottleneck_bps = r;
+            self.lab.state.config.bottleneck = Some(r);
+            self.lab.state.config.link_rate = Some(r);
+        }
+        let r = self.opts.bottleneck;
+
+        // T0: one-packet writes through the bottleneck path, idle.
+        set_tbf(&self.lab, r, (r / 8 / 1000).max(64 << 10))?;
+        let mut w = Writer::new(&self.lab, 1, 1 << 20)?;
+        w.ping(&dst, 0, Some(50), &stop)?; // warm-up: PDC, neighbours
+        let t0 = w.ping(&dst, 0, Some(400), &stop)?;
+        let bdp = (r as f64 / 8.0 * t0.p50_ns as f64 / 1e9).round() as u64;
+        self.calibration.t0 = t0;
+        self.calibration.bdp_bytes = bdp;
 
         // The buffer and the marking thresholds from the measured BDP.
         let buffer = self
@@ -679,6 +718,47 @@ impl IncastLab {
         Ok(())
     }
 
+    /// Wire bits/s that `n` senders feed together without a bottleneck:
+    /// each writes its share of the receiver's region (at most
+    /// `SOLO_BYTES`) from a common start; the rate is their wire bytes
+    /// over the time from the first submit to the last completion.
+    fn all_senders_bps(&self, dst: &RemoteRegion, n: usize) -> Result<f64> {
+        let share =
+            (self.lab.state.config.region_bytes / n as u64 / 4096 * 4096).clamp(4096, SOLO_BYTES);
+        let mut writers = (1..=n)
+            .map(|h| Writer::new(&self.lab, h, share))
+            .collect::<Result<Vec<_>>>()?;
+        let barrier = Barrier::new(n);
+        let timeout = self.opts.timeout;
+        let outcomes = std::thread::scope(|s| {
+            let handles: Vec<_> = writers
+                .iter_mut()
+                .enumerate()
+                .map(|(i, w)| {
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        barrier.wait();
+                        w.flow(dst, i as u64 * share, share, share.min(1 << 20), timeout)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("calibration writer panicked"))
+                .collect::<Result<Vec<_>>>()
+        })?;
+        if let Some(e) = outcomes.iter().find_map(|o| o.error.clone()) {
+            return Err(Error::Operation {
+                what: format!("calibration: {n} senders at once"),
+                status: e,
+            });
+        }
+        let start = outcomes.iter().map(|o| o.start).min().unwrap_or(0);
+        let end = outcomes.iter().map(Writer::end).max().unwrap_or(start);
+        let secs = (end - start).max(1) as f64 / 1e9;
+        Ok(n as f64 * self.setup.wire_bytes(share) as f64 * 8.0 / secs)
+    }
+
     /// What the daemons plan for: `--base-rtt-us`, else
     /// [`BASE_RTT_PER_T0`] × T0 (p50).
     fn base_rtt_us(&self) -> u64 {
@@ -714,7 +794,7 @@ impl IncastLab {
         self.setup.base_rtt_us = base_rtt_us;
         let rto = self.rto_init_us();
         self.setup.rto_init_us = rto;
-        self.lab.state.config.daemon_args = vec!["--rto-init-us".into(), rto.to_string()];
+        self.lab.state.config.daemon_args = daemon_args(&self.opts, Some(rto));
         self.lab.restart_daemons(cc, base_rtt_us)?;
         let max_n = *self.opts.senders.iter().max().expect("checked");
         let mut writers = (1..=max_n)
