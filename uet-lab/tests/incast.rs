@@ -1,9 +1,11 @@
 //! `uet lab incast`, reduced to what CI can run: a real veth lab, four
-//! senders × 1 MiB into one receiver through a 500 Mb/s TBF with a 5 × BDP
-//! buffer, every congestion-control mode, three seeds (the bounds hold for
-//! the medians). Half the sweep's 1 Gb/s: a sender alone must be faster
-//! than the bottleneck for there to be an incast at all, and on a loaded
-//! two-core machine a sender alone can fall below 1 Gb/s. Bounds are the
+//! senders × 1 MiB into one receiver through a TBF of at most 500 Mb/s
+//! with a 5 × BDP buffer, every congestion-control mode, three seeds (the
+//! bounds hold for the medians). The calibration lowers the bottleneck
+//! below what the four senders feed together when a loaded two-core
+//! machine cannot feed 500 Mb/s (there is no incast to control unless the
+//! senders are faster than the bottleneck), and the daemons sleep when
+//! idle instead of polling (five daemons share two CPUs). Bounds are the
 //! looser ones a loaded two-core CI machine allows (its scheduler stalls
 //! fire RTOs with nothing lost, so RTO counts are reported, not asserted);
 //! the full sweep and its targets live in BENCHMARKS.md (`uet lab incast
@@ -46,10 +48,17 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
     )
     .unwrap();
 
-    // The calibration found an incast: a sender alone is faster than the
-    // bottleneck. The median of the four: each is one 16 MiB write, which a
-    // host stall can slow below R on its own.
+    // The calibration found an incast: all four senders at once feed more
+    // than the bottleneck (R was lowered below what they fed if need be),
+    // and a sender alone is faster than it. The median of the four: each
+    // is one 16 MiB write, which a host stall can slow below R on its own.
     let r = report.setup.bottleneck_bps as f64;
+    assert!(r <= 500e6, "R = {r}");
+    assert!(
+        report.calibration.all_senders_bps > r,
+        "all senders at once: {} b/s, R = {r}",
+        report.calibration.all_senders_bps
+    );
     let mut solo = report.calibration.solo_bps.clone();
     solo.sort_by(f64::total_cmp);
     assert!(
