@@ -25,7 +25,7 @@
 //! api_hello_timeout_ms = 5000
 //! api_max_registrations = 1024
 //! api_max_registered_bytes = "16GiB"
-//! busy_poll_us = 200        # an idle worker polls this long before it sleeps
+//! busy_poll_us = 200        # an idle worker polls at most this long before it sleeps
 //! # metrics_addr = "127.0.0.1:9464"  # serve /metrics (Prometheus) here
 //!
 //! [[expose]]              # regions the daemon itself exposes (tests, demos)
@@ -315,9 +315,13 @@ pub struct Config {
     /// Milliseconds a new connection has to say `Hello` before it is
     /// closed (default 5000).
     pub api_hello_timeout_ms: u64,
-    /// Microseconds an idle worker keeps polling before it sleeps
-    /// (default 200; 0 sleeps at once; at most 100000). Longer cuts the
-    /// latency of sparse operations, at the cost of CPU after each burst.
+    /// Microseconds an idle worker keeps polling before it sleeps, at
+    /// most (default 200; 0 sleeps at once; at most 100000; also
+    /// `uetd --busy-poll-us`). The spell adapts below it: it shrinks to
+    /// nothing while work comes back later than this after a sleep, and
+    /// grows back while it comes back sooner (`worker::IdlePolicy`).
+    /// Longer cuts the latency of sparse operations, at the cost of CPU
+    /// after each burst.
     pub busy_poll_us: u64,
     /// Most regions one client holds registered at once, remote and local
     /// together (default 1024).
