@@ -4,7 +4,8 @@
 //! bounds hold for the medians). The calibration lowers the bottleneck
 //! below what the four senders feed together when a loaded two-core
 //! machine cannot feed 500 Mb/s (there is no incast to control unless the
-//! senders are faster than the bottleneck), and the daemons sleep when
+//! senders are faster than the bottleneck), and further while the four
+//! with congestion control fill less than 95 % of it; the daemons sleep when
 //! idle instead of polling (five daemons share two CPUs). Bounds are the
 //! looser ones a loaded two-core CI machine allows (its scheduler stalls
 //! fire RTOs with nothing lost, so RTO counts are reported, not asserted);
@@ -54,6 +55,11 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
     // is one 16 MiB write, which a host stall can slow below R on its own.
     let r = report.setup.bottleneck_bps as f64;
     assert!(r <= 500e6, "R = {r}");
+    // And fitted with congestion control: every sender at once through
+    // the bottleneck, R lowered while they filled less than 95 % of it.
+    let fit = &report.calibration.fit_steps;
+    assert!(!fit.is_empty(), "no fit with congestion control");
+    assert!(fit.iter().all(|f| f.bottleneck_bps as f64 >= r), "{fit:?}");
     assert!(
         report.calibration.all_senders_bps > r,
         "all senders at once: {} b/s, R = {r}",

@@ -809,6 +809,7 @@ pub(crate) mod tests {
             victim_isolated: None,
             all_senders_bps: 3e9,
             requested_bottleneck_bps: 1_000_000_000,
+            fit_steps: Vec::new(),
         }
     }
 

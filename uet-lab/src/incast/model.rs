@@ -114,7 +114,26 @@ pub struct Calibration {
     /// one ([`fit_bottleneck`]).
     #[serde(default)]
     pub requested_bottleneck_bps: u64,
+    /// Every sender at once through the bottleneck with congestion
+    /// control, each step of fitting R to what they fill.
+    #[serde(default)]
+    pub fit_steps: Vec<FitStep>,
 }
+
+/// One step of fitting the bottleneck to what the controlled senders fill.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FitStep {
+    /// The congestion control the senders ran.
+    pub cc: String,
+    /// R during the step, bits/s.
+    pub bottleneck_bps: u64,
+    /// What all senders together put through it, wire bits/s.
+    pub filled_bps: f64,
+}
+
+/// The share of R all senders together must fill through the bottleneck
+/// with congestion control before the calibration accepts R.
+pub const FILL_TARGET: f64 = 0.95;
 
 /// How much faster than the bottleneck all senders together must feed it
 /// for the incast to be limited by the bottleneck rather than by the
@@ -139,12 +158,31 @@ impl Calibration {
     /// machine fed.
     pub fn lowered(&self, used_bps: u64, senders: usize) -> Option<String> {
         (self.requested_bottleneck_bps > used_bps).then(|| {
-            format!(
+            let mut s = format!(
                 "bottleneck lowered to {} Mb/s (asked {} Mb/s): this machine fed {:.0} Mb/s with {senders} senders at once",
                 used_bps / 1_000_000,
                 self.requested_bottleneck_bps / 1_000_000,
                 self.all_senders_bps / 1e6
-            )
+            );
+            if let Some(f) = self.fit_steps.first() {
+                let fills: Vec<String> = self
+                    .fit_steps
+                    .iter()
+                    .map(|f| {
+                        format!(
+                            "{:.0} of {} Mb/s",
+                            f.filled_bps / 1e6,
+                            f.bottleneck_bps / 1_000_000
+                        )
+                    })
+                    .collect();
+                s.push_str(&format!(
+                    "; with {} they filled {}",
+                    f.cc,
+                    fills.join(", then ")
+                ));
+            }
+            s
         })
     }
 }
@@ -401,6 +439,7 @@ mod tests {
             victim_isolated: None,
             all_senders_bps: 0.9e9,
             requested_bottleneck_bps: 1_000_000_000,
+            fit_steps: Vec::new(),
         };
         assert_eq!(
             c.lowered(720_000_000, 8).as_deref(),
@@ -409,6 +448,25 @@ mod tests {
             )
         );
         assert_eq!(c.lowered(1_000_000_000, 8), None);
+        let mut c = c;
+        c.fit_steps = vec![
+            FitStep {
+                cc: "rccc".into(),
+                bottleneck_bps: 720_000_000,
+                filled_bps: 500e6,
+            },
+            FitStep {
+                cc: "rccc".into(),
+                bottleneck_bps: 470_000_000,
+                filled_bps: 460e6,
+            },
+        ];
+        assert_eq!(
+            c.lowered(470_000_000, 8).as_deref(),
+            Some(
+                "bottleneck lowered to 470 Mb/s (asked 1000 Mb/s): this machine fed 900 Mb/s with 8 senders at once; with rccc they filled 500 of 720 Mb/s, then 460 of 470 Mb/s"
+            )
+        );
     }
 
     #[test]

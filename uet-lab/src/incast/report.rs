@@ -372,6 +372,16 @@ fn calibration_section(md: &mut String, report: &Report) {
             mbps(c.all_senders_bps)
         );
     }
+    for f in &c.fit_steps {
+        let _ = writeln!(
+            md,
+            "- every sender at once through the bottleneck with {}: {} of R = {} ({})",
+            f.cc,
+            mbps(f.filled_bps),
+            mbps(f.bottleneck_bps as f64),
+            pct(f.filled_bps / f.bottleneck_bps.max(1) as f64)
+        );
+    }
     let senders = c.solo_bps.len();
     if let Some(why) = c.lowered(report.setup.bottleneck_bps, senders) {
         let _ = writeln!(md, "- {why}");

@@ -20,7 +20,8 @@ use hdrhistogram::Histogram;
 use uet_api::{Client, Event, LocalHandle, Region, RemoteRegion, Status};
 
 use super::model::{
-    Calibration, CcSample, Flow, LatencyStats, QueueSample, ReceiverCounters, Run, Setup, VictimRun,
+    Calibration, CcSample, FILL_TARGET, FitStep, Flow, LatencyStats, QueueSample, ReceiverCounters,
+    Run, Setup, VictimRun,
 };
 use crate::error::{Error, Result, require};
 use crate::{EcnSettings, Lab, LabConfig, Sample, Sampler};
@@ -43,8 +44,9 @@ pub struct IncastOpts {
     /// the most the calibration may pick.
     pub bottleneck: u64,
     /// Lower R below what all senders feed together when they cannot feed
-    /// `bottleneck` (`model::fit_bottleneck`): on a machine of few CPUs the
-    /// incast is then limited by the bottleneck, not by the CPUs.
+    /// `bottleneck` (`model::fit_bottleneck`), then while all of them with
+    /// congestion control fill less than 95 % of it: on a machine of few
+    /// CPUs the incast is then limited by the bottleneck, not by the CPUs.
     pub fit_bottleneck: bool,
     /// The daemons' `--busy-poll-us`: how long an idle worker polls before
     /// it sleeps. 0 by default: N + 1 daemons share the machine's CPUs,
@@ -624,11 +626,15 @@ impl IncastLab {
                 victim_isolated: None,
                 all_senders_bps: 0.0,
                 requested_bottleneck_bps: r,
+                fit_steps: Vec::new(),
             },
             victim_host,
             max_size,
         };
         me.calibrate()?;
+        if me.opts.fit_bottleneck {
+            me.fit_to_control()?;
+        }
         Ok(me)
     }
 
@@ -678,10 +684,29 @@ impl IncastLab {
         let mut w = Writer::new(&self.lab, 1, 1 << 20)?;
         w.ping(&dst, 0, Some(50), &stop)?; // warm-up: PDC, neighbours
         let t0 = w.ping(&dst, 0, Some(400), &stop)?;
-        let bdp = (r as f64 / 8.0 * t0.p50_ns as f64 / 1e9).round() as u64;
         self.calibration.t0 = t0;
-        self.calibration.bdp_bytes = bdp;
 
+        self.apply_bottleneck(r)?;
+
+        if let Some(v) = self.victim_host {
+            let mut w = Writer::new(&self.lab, v, 4096)?;
+            let off = self.victim_offset();
+            w.ping(&dst, off, Some(50), &stop)?;
+            self.calibration.victim_isolated = Some(w.ping(&dst, off, Some(1000), &stop)?);
+        }
+        Ok(())
+    }
+
+    /// Sets the bottleneck to `r`: the rate the daemons plan for (at their
+    /// next start), the TBF, and the buffer and marking thresholds from
+    /// the BDP at the measured T0.
+    fn apply_bottleneck(&mut self, r: u64) -> Result<()> {
+        self.opts.bottleneck = r;
+        self.setup.bottleneck_bps = r;
+        self.lab.state.config.bottleneck = Some(r);
+        self.lab.state.config.link_rate = Some(r);
+        let bdp = (r as f64 / 8.0 * self.calibration.t0.p50_ns as f64 / 1e9).round() as u64;
+        self.calibration.bdp_bytes = bdp;
         // The buffer and the marking thresholds from the measured BDP.
         let buffer = self
             .opts
@@ -709,22 +734,58 @@ impl IncastLab {
         self.setup.buffer_bytes = buffer;
         self.setup.ecn = ecn;
 
-        if let Some(v) = self.victim_host {
-            let mut w = Writer::new(&self.lab, v, 4096)?;
-            let off = self.victim_offset();
-            w.ping(&dst, off, Some(50), &stop)?;
-            self.calibration.victim_isolated = Some(w.ping(&dst, off, Some(1000), &stop)?);
+        Ok(())
+    }
+
+    /// With the congestion control the runs use (RCCC if asked for, else
+    /// the first mode other than none), every sender at once writes its
+    /// largest flow through the bottleneck; while together they fill less
+    /// than [`FILL_TARGET`] of R (the CPUs, not the bottleneck, hold them
+    /// back: a controlled sender sends a few packets per wake-up where an
+    /// uncontrolled one sends a window), R drops to that share of what
+    /// they filled, in 10 Mb/s steps, three times at most.
+    fn fit_to_control(&mut self) -> Result<()> {
+        let Some(cc) = ["rccc", "nscc", "nscc+rccc", "pft"]
+            .into_iter()
+            .find(|c| self.opts.ccs.iter().any(|x| x == c))
+        else {
+            return Ok(());
+        };
+        let n = *self.opts.senders.iter().max().expect("checked");
+        for _ in 0..3 {
+            let r = self.opts.bottleneck;
+            self.lab.state.config.daemon_args = daemon_args(&self.opts, Some(self.rto_init_us()));
+            self.lab.restart_daemons(cc, self.base_rtt_us())?;
+            let dst = self.lab.region(0)?;
+            let filled = self.all_at_once_bps(&dst, n, self.max_size)?;
+            self.calibration.fit_steps.push(FitStep {
+                cc: cc.to_owned(),
+                bottleneck_bps: r,
+                filled_bps: filled,
+            });
+            let next = ((filled * FILL_TARGET) as u64 / 10_000_000 * 10_000_000).max(10_000_000);
+            if filled >= FILL_TARGET * r as f64 || next >= r {
+                break;
+            }
+            self.apply_bottleneck(next)?;
         }
         Ok(())
     }
 
     /// Wire bits/s that `n` senders feed together without a bottleneck:
     /// each writes its share of the receiver's region (at most
-    /// `SOLO_BYTES`) from a common start; the rate is their wire bytes
-    /// over the time from the first submit to the last completion.
+    /// `SOLO_BYTES`) from a common start.
     fn all_senders_bps(&self, dst: &RemoteRegion, n: usize) -> Result<f64> {
         let share =
             (self.lab.state.config.region_bytes / n as u64 / 4096 * 4096).clamp(4096, SOLO_BYTES);
+        self.all_at_once_bps(dst, n, share)
+    }
+
+    /// Wire bits/s of `n` senders writing `share` bytes each into their
+    /// own parts of the receiver's region from a common start: their wire
+    /// bytes over the time from the first submit to the last completion.
+    fn all_at_once_bps(&self, dst: &RemoteRegion, n: usize, share: u64) -> Result<f64> {
+        let stride = share.next_multiple_of(4096);
         let mut writers = (1..=n)
             .map(|h| Writer::new(&self.lab, h, share))
             .collect::<Result<Vec<_>>>()?;
@@ -738,7 +799,7 @@ impl IncastLab {
                     let barrier = &barrier;
                     s.spawn(move || {
                         barrier.wait();
-                        w.flow(dst, i as u64 * share, share, share.min(1 << 20), timeout)
+                        w.flow(dst, i as u64 * stride, share, share.min(1 << 20), timeout)
                     })
                 })
                 .collect();
