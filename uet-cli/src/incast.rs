@@ -34,7 +34,8 @@ pub(crate) struct IncastArgs {
     pub cc: Vec<String>,
     /// Bottleneck rate toward the receiver, bits/s: the most the
     /// calibration picks (it lowers R below what all senders feed together
-    /// at once when they cannot feed this one; the report says so).
+    /// at once, then while with congestion control they fill less than
+    /// 95 % of it; the report says so).
     #[arg(long, default_value = "1G")]
     pub bottleneck: Rate,
     /// Use --bottleneck as it is, whatever the senders feed.
