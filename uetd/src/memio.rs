@@ -100,6 +100,7 @@ impl PacketIo for MemIo {
                 ecn: t.ecn,
                 trimmed: None,
                 nominal_size: nominal_pktsize(UDP_HEADER_LEN + t.len) as u32,
+                sdi: None,
             };
             let bytes = Box::from(&self.buf[..t.len]);
             if self.tx.queue.push((meta, bytes)).is_err() {
