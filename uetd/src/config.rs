@@ -28,6 +28,16 @@
 //! busy_poll_us = 200        # an idle worker polls this long before it sleeps
 //! # metrics_addr = "127.0.0.1:9464"  # serve /metrics (Prometheus) here
 //!
+//! [[tss]]                 # the security domain of a job (docs/security.md)
+//! job = 1
+//! sdi = 0x10
+//! key_file = "/etc/uet/job1.key"   # 32 raw bytes or 64 hex digits, mode 0600
+//! # mode = "direct"       # direct | cluster
+//! # epoch = 0
+//! # rekey = true          # cluster mode: a new packet key every 256 packets
+//! # replay_window = 1024
+//! # ssi = 0x100           # needed with workers > 1: worker w sends as ssi + w
+//!
 //! [[expose]]              # regions the daemon itself exposes (tests, demos)
 //! ri = 1
 //! key = 0x5eed
@@ -328,6 +338,8 @@ pub struct Config {
     pub api_max_registered_bytes: Size,
     /// Regions exposed by the daemon itself.
     pub expose: Vec<Expose>,
+    /// Security domains, one per job (`docs/security.md`).
+    pub tss: Vec<crate::tss::TssJob>,
     /// A preset of wire choices (`encap`, `ip_protocol`, `crc_trailer`);
     /// explicit settings win.
     pub profile: Option<Profile>,
@@ -374,6 +386,7 @@ impl Default for Config {
             api_max_registrations: 1024,
             api_max_registered_bytes: Size(16 << 30),
             expose: Vec::new(),
+            tss: Vec::new(),
             profile: None,
             encap: None,
             ip_protocol: None,
@@ -545,6 +558,23 @@ impl Config {
             refuse!(
                 "api_max_registered_bytes must be at least 4096, not {}",
                 self.api_max_registered_bytes.0
+            );
+        }
+        for (i, t) in self.tss.iter().enumerate() {
+            t.check(self.workers)?;
+            if self.tss[..i]
+                .iter()
+                .any(|o| o.job == t.job || o.sdi == t.sdi)
+            {
+                refuse!(
+                    "[[tss]] job {}: each job and each sdi may have one domain",
+                    t.job
+                );
+            }
+        }
+        if !self.tss.is_empty() && self.crc_trailer() {
+            refuse!(
+                "[[tss]] and crc_trailer: a secured packet ends in its tag, not a CRC32C                  trailer (docs/security.md §1); turn crc_trailer off"
             );
         }
         for e in &self.expose {
