@@ -526,3 +526,73 @@ fn job_named(bytes: &[u8]) -> Option<JobId> {
         .ok()
         .and_then(|p| p.ses.map(|s| s.job_id()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    fn file(name: &str, bytes: &[u8], mode: u32) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("uetd-keys-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        let _ = fs::remove_file(&p);
+        let mut f = fs::File::create(&p).unwrap();
+        f.write_all(bytes).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+        p
+    }
+
+    const HEX: &str = "07e9724958d9e1f710f594e18e11fd8d4a3582c256ccfecfc5eb1902e556bed4";
+
+    #[test]
+    fn key_files_hold_raw_or_hex_keys_readable_by_their_owner_only() {
+        let raw = read_key_file(&file("raw", &[0x5a; 32], 0o600)).unwrap();
+        assert_eq!(raw.expose(), &[0x5a; 32]);
+        let hex = read_key_file(&file("hex", format!("{HEX}\n").as_bytes(), 0o400)).unwrap();
+        assert_eq!(hex.expose()[..2], [0x07, 0xe9]);
+        assert_eq!(hex.expose()[31], 0xd4);
+
+        let e = read_key_file(&file("open", &[0x5a; 32], 0o640)).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("readable by group or others (mode 0640): chmod 600"), "{msg}");
+        let e = read_key_file(&file("short", &[0x5a; 31], 0o600)).unwrap_err();
+        assert!(e.to_string().contains("holds 31 bytes"), "{e}");
+        let e = read_key_file(&file("nothex", &[b'g'; 64], 0o600)).unwrap_err();
+        assert!(matches!(e, KeyFileError::Format { len: 64, .. }), "{e}");
+        let e = read_key_file(Path::new("/nonexistent/key")).unwrap_err();
+        assert!(matches!(e, KeyFileError::Read { .. }), "{e}");
+    }
+
+    /// Neither a key, nor a domain, nor the layer prints key bytes.
+    #[test]
+    fn keys_never_show_in_debug_output() {
+        let key = read_key_file(&file("dbg", HEX.as_bytes(), 0o600)).unwrap();
+        let job = TssJob::with_key_file(3, "k".into());
+        let t = WorkerTss::new(
+            0,
+            &[job],
+            vec![key.clone()],
+            "10.0.0.1".parse().unwrap(),
+            4793,
+            false,
+            4096,
+        );
+        for s in [format!("{key:?}"), format!("{t:?}"), format!("{t:#?}")] {
+            assert!(!s.contains("07e9") && !s.contains("7, 233"), "{s}");
+            assert!(!s.to_lowercase().contains(&HEX[..8]), "{s}");
+        }
+    }
+
+    #[test]
+    fn a_configuration_with_more_workers_needs_an_ssi() {
+        let mut j = TssJob::with_key_file(1, "k".into());
+        assert!(j.check(1).is_ok());
+        let e = j.check(2).unwrap_err().to_string();
+        assert!(e.contains("set ssi"), "{e}");
+        j.ssi = Some(0x100);
+        assert!(j.check(2).is_ok());
+        j.replay_window = 100;
+        assert!(j.check(2).unwrap_err().to_string().contains("replay_window"));
+    }
+}
