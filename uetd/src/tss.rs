@@ -555,7 +555,10 @@ mod tests {
 
         let e = read_key_file(&file("open", &[0x5a; 32], 0o640)).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("readable by group or others (mode 0640): chmod 600"), "{msg}");
+        assert!(
+            msg.contains("readable by group or others (mode 0640): chmod 600"),
+            "{msg}"
+        );
         let e = read_key_file(&file("short", &[0x5a; 31], 0o600)).unwrap_err();
         assert!(e.to_string().contains("holds 31 bytes"), "{e}");
         let e = read_key_file(&file("nothex", &[b'g'; 64], 0o600)).unwrap_err();
@@ -593,6 +596,11 @@ mod tests {
         j.ssi = Some(0x100);
         assert!(j.check(2).is_ok());
         j.replay_window = 100;
-        assert!(j.check(2).unwrap_err().to_string().contains("replay_window"));
+        assert!(
+            j.check(2)
+                .unwrap_err()
+                .to_string()
+                .contains("replay_window")
+        );
     }
 }
