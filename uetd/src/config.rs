@@ -761,4 +761,42 @@ mod tests {
         assert_eq!(rate("64K"), Ok(64_000));
         assert_eq!(rate("1Gi"), Ok(1 << 30));
     }
+
+    #[test]
+    fn tss_tables_parse_and_refuse_what_cannot_work() {
+        let base = "address = \"10.0.0.1\"\n";
+        let c = Config::parse(&format!(
+            "{base}[[tss]]\njob = 7\nsdi = 0x10\nkey_file = \"/k\"\nmode = \"cluster\"\nepoch = 2\n"
+        ))
+        .unwrap();
+        assert_eq!(c.tss.len(), 1);
+        let t = &c.tss[0];
+        assert_eq!((t.job, t.sdi, t.epoch, t.replay_window), (7, 16, 2, 1024));
+        assert_eq!(t.mode, crate::tss::TssMode::Cluster);
+        for (extra, why) in [
+            ("job = 7\nsdi = 1\n", "no key"),
+            (
+                "job = 7\nsdi = 16777216\nkey_file = \"/k\"\n",
+                "sdi must be < 2^24",
+            ),
+            (
+                "job = 7\nsdi = 1\nkey_file = \"/k\"\nrekey = true\n",
+                "rekey needs",
+            ),
+            (
+                "job = 7\nsdi = 1\nkey_file = \"/k\"\nkey = 1\n",
+                "unknown field",
+            ),
+        ] {
+            let e = Config::parse(&format!("{base}[[tss]]\n{extra}")).unwrap_err();
+            assert!(format!("{e}").contains(why), "{extra}: {e}");
+        }
+        let two = "[[tss]]\njob = 7\nsdi = 1\nkey_file = \"/k\"\n";
+        let e = Config::parse(&format!("{base}{two}{two}")).unwrap_err();
+        assert!(format!("{e}").contains("one domain"), "{e}");
+        let e = Config::parse(&format!("{base}crc_trailer = true\n{two}")).unwrap_err();
+        assert!(format!("{e}").contains("crc_trailer"), "{e}");
+        let e = Config::parse(&format!("{base}workers = 2\n{two}")).unwrap_err();
+        assert!(format!("{e}").contains("set ssi"), "{e}");
+    }
 }
