@@ -101,6 +101,7 @@ impl<E: Engine> Host for SimHost<E> {
             ecn: h.ip.ecn(),
             trimmed: h.trimmed,
             nominal_size: h.nominal_pktsize() as u32,
+            sdi: None,
         };
         self.engine.handle_datagram(now, &meta, &frame[range]);
     }

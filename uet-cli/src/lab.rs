@@ -61,6 +61,10 @@ pub(crate) struct WireArgs {
     /// The daemons add and require the CRC32C trailer.
     #[arg(long)]
     pub crc_trailer: bool,
+    /// Secure the lab's job with TSS: a fresh key (mode 0600, in the lab's
+    /// state directory) for every daemon (`docs/security.md`).
+    #[arg(long)]
+    pub tss: bool,
 }
 
 impl WireArgs {
@@ -317,6 +321,7 @@ fn up(a: UpArgs) -> Result<()> {
         sender_daemons: !a.receiver_only,
         name: a.name,
         daemon_args: a.wire.daemon_args(),
+        tss: a.wire.tss,
         ..LabConfig::default()
     })?;
     let state = lab.keep();
@@ -364,6 +369,7 @@ fn demo(a: &DemoArgs) -> Result<()> {
             .context("--ceiling-seconds")?,
         cc: a.cc.clone(),
         daemon_args: a.wire.daemon_args(),
+        tss: a.wire.tss,
         ..uet_lab::demo::DemoOpts::default()
     })?;
     print!("{}", report.table());
@@ -410,7 +416,9 @@ mod tests {
             profile: Some(Profile::Refprov),
             encap: Some(Encap::Ip),
             crc_trailer: true,
+            tss: true,
         };
+        // TSS is the lab's (it writes the key), not a daemon flag here.
         assert_eq!(
             w.daemon_args(),
             ["--profile", "refprov", "--encap", "ip", "--crc-trailer"]

@@ -818,6 +818,7 @@ impl Engine {
                 ecn: Ecn::NotEct,
                 trimmed: None,
                 nominal_size: nominal_pktsize(8 + n) as u32,
+                sdi: None,
             };
             let State { ep, rxbuf, .. } = st;
             ep.handle_datagram(now, &meta, &rxbuf[..n]);

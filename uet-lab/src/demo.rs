@@ -40,6 +40,8 @@ pub struct DemoOpts {
     /// More `uetd` arguments for both daemons (e.g. `--encap ip
     /// --crc-trailer`).
     pub daemon_args: Vec<String>,
+    /// Secure the write with TSS ([`crate::LabConfig::tss`]).
+    pub tss: bool,
 }
 
 impl Default for DemoOpts {
@@ -53,6 +55,7 @@ impl Default for DemoOpts {
             mtu: 1500,
             cc: "none".into(),
             daemon_args: Vec::new(),
+            tss: false,
         }
     }
 }
@@ -214,6 +217,7 @@ pub fn run(opts: &DemoOpts) -> Result<DemoReport> {
         region_bytes: opts.bytes,
         sender_daemons: true,
         daemon_args: opts.daemon_args.clone(),
+        tss: opts.tss,
         ..LabConfig::default()
     })?;
     say(format!(

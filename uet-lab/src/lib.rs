@@ -131,6 +131,12 @@ pub struct LabConfig {
     /// impairment): the path `uet lab bench` measures.
     #[serde(default)]
     pub direct: bool,
+    /// Secure the lab's job (job 1, which the daemons expose and grant
+    /// their clients) with TSS: a fresh random key, written with mode 0600
+    /// into the lab's state directory, handed to every daemon with
+    /// `--tss-key-file 1=PATH` (`docs/security.md`).
+    #[serde(default)]
+    pub tss: bool,
 }
 
 impl Default for LabConfig {
@@ -152,6 +158,7 @@ impl Default for LabConfig {
             name: None,
             subnet: 77,
             direct: false,
+            tss: false,
         }
     }
 }
@@ -562,6 +569,26 @@ fn sysctl_net(path: &str, value: &str) -> Result<()> {
         .map_err(Error::io(format!("writing net.{}", path.replace('/', "."))))
 }
 
+/// Writes 32 random bytes (the kernel's generator) to a new file at `path`
+/// with mode 0600: the lab's TSS key.
+fn write_key_file(path: &Path) -> Result<()> {
+    use std::io::{Read as _, Write as _};
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut key = [0u8; 32];
+    File::open("/dev/urandom")
+        .and_then(|mut r| r.read_exact(&mut key))
+        .map_err(Error::io("reading /dev/urandom"))?;
+    let _ = std::fs::remove_file(path);
+    let r = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(&key));
+    key.fill(0);
+    r.map_err(Error::io(format!("writing the TSS key {}", path.display())))
+}
+
 impl Lab {
     /// Builds the lab and starts its daemons; on any failure everything
     /// made so far is removed before the error returns.
@@ -608,6 +635,9 @@ impl Lab {
         };
         std::fs::create_dir_all(&log_dir)
             .map_err(Error::io(format!("creating {}", log_dir.display())))?;
+        if lab.state.config.tss {
+            write_key_file(&lab.tss_key_file())?;
+        }
         lab.build()?;
         lab.start_daemons()?;
         Ok(lab)
@@ -828,8 +858,19 @@ impl Lab {
         if let Some(r) = c.base_rtt_us {
             a.extend(["--base-rtt-us".into(), r.to_string()]);
         }
+        if c.tss {
+            a.extend([
+                "--tss-key-file".into(),
+                format!("1={}", self.tss_key_file().display()),
+            ]);
+        }
         a.extend(c.daemon_args.iter().cloned());
         a
+    }
+
+    /// The key file of the lab's job when it runs with TSS.
+    pub fn tss_key_file(&self) -> PathBuf {
+        self.state.log_dir.join("tss-job1.key")
     }
 
     /// Spawns `uetd args…` in host `i` with stdout/stderr to `log`/`.err`.

@@ -63,6 +63,10 @@ reasons! {
     /// A request whose RCCC state names another source CCC than the one its
     /// PDC carries: its data is delivered, its CC state ignored.
     CccMismatch => "ccc_mismatch",
+    /// A packet for a PDC of another security domain than the one that
+    /// authenticated it — or one in the clear for a PDC in a domain, or
+    /// the reverse: never acted on, never answered (`docs/security.md`).
+    WrongDomain => "wrong_domain",
 }
 
 /// Counters of one engine.

@@ -19,6 +19,7 @@ use crate::engine::{
 use crate::{DropReason, PdsConfig};
 
 mod clean_link;
+mod domain;
 mod inflight;
 mod loss_detection;
 mod offpath;
@@ -154,6 +155,7 @@ fn deliver(h: &mut Host, now: Instant, d: &Dgram) {
         ecn: d.ecn,
         trimmed: d.trimmed,
         nominal_size: d.bytes.len() as u32 + 48,
+        sdi: None,
     };
     h.pds.handle_datagram(now, &meta, &d.bytes, &mut h.up);
     assert_timers_exact(&h.pds);

@@ -186,6 +186,7 @@ impl Pair {
             ecn: Ecn::Ect0,
             trimmed: None,
             nominal_size: len as u32 + 48,
+            sdi: None,
         };
         self.b.handle_datagram(self.now, &meta, &self.buf[..len]);
     }
@@ -203,6 +204,7 @@ impl Pair {
                 ecn: Ecn::Ect0,
                 trimmed: None,
                 nominal_size: t.len as u32 + 48,
+                sdi: None,
             };
             self.a
                 .handle_datagram(self.now, &meta, &self.ack_buf[..t.len]);

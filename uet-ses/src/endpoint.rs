@@ -625,6 +625,13 @@ impl<M: RegisteredMemory> Endpoint<M> {
         self.ses.target.release_process(job, pid)
     }
 
+    /// Puts `job`'s new PDCs in the security domain `sdi`, or in none
+    /// ([`Pds::set_job_domain`]): the caller seals what they send and
+    /// opens what they receive (`docs/security.md`).
+    pub fn set_job_domain(&mut self, job: JobId, sdi: Option<uet_wire::pds::tss::Sdi>) {
+        self.pds.set_job_domain(job, sdi);
+    }
+
     /// The PDS engine (counters, PDC count).
     pub fn pds(&self) -> &Pds {
         &self.pds

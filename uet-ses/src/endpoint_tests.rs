@@ -71,6 +71,7 @@ fn pump_tapped(
                 ecn: Ecn::Ect0,
                 trimmed: None,
                 nominal_size: t.len as u32 + 48,
+                sdi: None,
             };
             let bytes = buf[..t.len].to_vec();
             b.handle_datagram(now, &meta, &bytes);
@@ -83,6 +84,7 @@ fn pump_tapped(
                 ecn: Ecn::Ect0,
                 trimmed: None,
                 nominal_size: t.len as u32 + 48,
+                sdi: None,
             };
             let bytes = buf[..t.len].to_vec();
             a.handle_datagram(now, &meta, &bytes);
@@ -459,6 +461,7 @@ fn a_rudi_write_is_refused_not_acknowledged() {
         ecn: Ecn::Ect0,
         trimmed: None,
         nominal_size: frame.len() as u32 + 48,
+        sdi: None,
     };
     b.handle_datagram(Instant::ZERO, &meta, &frame);
     let t = b.poll_transmit(Instant::ZERO, &mut buf).unwrap();
@@ -647,6 +650,7 @@ fn pump_self(a: &mut Ep, me: IpAddr, mut now: Instant, lose: &[usize]) -> Instan
                 ecn: Ecn::Ect0,
                 trimmed: None,
                 nominal_size: t.len as u32 + 48,
+                sdi: None,
             };
             let bytes = buf[..t.len].to_vec();
             a.handle_datagram(now, &meta, &bytes);

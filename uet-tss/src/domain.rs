@@ -4,12 +4,14 @@
 
 use core::cell::Cell;
 use core::fmt;
+use core::net::IpAddr;
 
 use rustc_hash::FxHashMap;
 use uet_wire::encap::{EncapConfig, parse_l2_l4};
 use uet_wire::inet::{IpRepr, UdpPacket};
 use uet_wire::pds::tss::{
-    ICV_LEN, MAX_AAD_LEN, Packet as TssPacket, Repr as TssRepr, Sdi, SealedLayout, Tsc,
+    FLOW_LEN, ICV_LEN, MAX_AAD_LEN, Packet as TssPacket, Repr as TssRepr, Sdi, SealedLayout, Tsc,
+    split as tss_split,
 };
 use uet_wire::time::{Duration, Instant};
 use uet_wire::{SealedFrame, parse_sealed_frame};
@@ -156,6 +158,78 @@ pub enum SourceId {
     V4([u8; 4]),
     /// IPv6 source address.
     V6([u8; 16]),
+}
+
+/// What a secured datagram's additional authenticated data and IV take
+/// from outside its UET bytes (`docs/security.md` §2.4–§2.5): the source
+/// and destination addresses and the 4 flow bytes (the UDP source and
+/// destination ports, or the entropy header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flow {
+    addrs: FlowAddrs,
+    flow: [u8; FLOW_LEN],
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FlowAddrs {
+    V4 { src: [u8; 4], dst: [u8; 4] },
+    V6 { src: [u8; 16], dst: [u8; 16] },
+}
+
+impl Flow {
+    /// A datagram from `src` to `dst` with these flow bytes; `None` when
+    /// the two addresses are of different families.
+    #[must_use]
+    pub fn new(src: IpAddr, dst: IpAddr, flow: [u8; FLOW_LEN]) -> Option<Self> {
+        let addrs = match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => FlowAddrs::V4 {
+                src: s.octets(),
+                dst: d.octets(),
+            },
+            (IpAddr::V6(s), IpAddr::V6(d)) => FlowAddrs::V6 {
+                src: s.octets(),
+                dst: d.octets(),
+            },
+            _ => return None,
+        };
+        Some(Self { addrs, flow })
+    }
+
+    /// A UDP datagram: the flow bytes are the source port (the entropy
+    /// value) and the destination port.
+    #[must_use]
+    pub fn udp(src: IpAddr, dst: IpAddr, src_port: u16, dst_port: u16) -> Option<Self> {
+        let mut f = [0u8; FLOW_LEN];
+        f[..2].copy_from_slice(&src_port.to_be_bytes());
+        f[2..].copy_from_slice(&dst_port.to_be_bytes());
+        Self::new(src, dst, f)
+    }
+
+    /// The flow of a frame whose layout is known.
+    fn of_frame(frame: &[u8], ip: &IpRepr, layout: &SealedLayout) -> Option<Self> {
+        let f = frame.get(layout.flow.clone())?.try_into().ok()?;
+        Self::new(ip.src_addr(), ip.dst_addr(), f)
+    }
+
+    /// `addrs ‖ flow ‖ header` gathered into `out`.
+    fn aad<'b>(&self, header: &[u8], out: &'b mut [u8; MAX_AAD_LEN]) -> &'b [u8] {
+        let n = match &self.addrs {
+            FlowAddrs::V4 { src, dst } => {
+                out[..4].copy_from_slice(src);
+                out[4..8].copy_from_slice(dst);
+                8
+            }
+            FlowAddrs::V6 { src, dst } => {
+                out[..16].copy_from_slice(src);
+                out[16..32].copy_from_slice(dst);
+                32
+            }
+        };
+        out[n..n + FLOW_LEN].copy_from_slice(&self.flow);
+        let h = header.len().min(MAX_AAD_LEN - n - FLOW_LEN);
+        out[n + FLOW_LEN..n + FLOW_LEN + h].copy_from_slice(&header[..h]);
+        &out[..n + FLOW_LEN + h]
+    }
 }
 
 /// Why a received packet was dropped. Each reason has its counter
@@ -694,28 +768,17 @@ impl<P: Provider> SecurityDomain<P> {
     /// (SSI, or its IPv4 address; IPv6 always its address), server-host mode
     /// the client (the SSI, or the client's address: the destination when
     /// sending, the source when receiving) and no rekey value.
-    fn context(&self, ip: &IpRepr, ssi: Option<u32>, tsc: u64, sending: bool) -> (u32, CtxId) {
+    fn context(&self, flow: &Flow, ssi: Option<u32>, tsc: u64, sending: bool) -> (u32, CtxId) {
         let peer_side = self.config.mode == Mode::ServerHost && sending;
         let rekey = match (self.config.mode, self.config.rekey) {
             (Mode::Cluster, Some(r)) => r.value(tsc),
             _ => 0,
         };
-        let id = match ip {
-            IpRepr::V4(v4) => CtxId::Small(ssi.map_or_else(
-                || {
-                    if peer_side {
-                        v4.dst.octets()
-                    } else {
-                        v4.src.octets()
-                    }
-                },
-                u32::to_be_bytes,
-            )),
-            IpRepr::V6(v6) => CtxId::Large(if peer_side {
-                v6.dst.octets()
-            } else {
-                v6.src.octets()
-            }),
+        let id = match flow.addrs {
+            FlowAddrs::V4 { src, dst } => CtxId::Small(
+                ssi.map_or_else(|| if peer_side { dst } else { src }, u32::to_be_bytes),
+            ),
+            FlowAddrs::V6 { src, dst } => CtxId::Large(if peer_side { dst } else { src }),
         };
         (rekey, id)
     }
@@ -723,11 +786,11 @@ impl<P: Provider> SecurityDomain<P> {
     /// The 12-byte IV: SSI, or IPv4 source address, or (IPv6 without SSI)
     /// the SDI; then the whole epoch|TSC word; XORed with the mask outside
     /// direct mode (REF `uet_sec_enc_pkt`).
-    fn iv(&self, ip: &IpRepr, tss: &TssRepr, mask: Option<&[u8; IV_LEN]>) -> [u8; IV_LEN] {
-        let head = match (tss.ssi, ip) {
+    fn iv(flow: &Flow, tss: &TssRepr, mask: Option<&[u8; IV_LEN]>) -> [u8; IV_LEN] {
+        let head = match (tss.ssi, &flow.addrs) {
             (Some(ssi), _) => ssi.to_be_bytes(),
-            (None, IpRepr::V4(v4)) => v4.src.octets(),
-            (None, IpRepr::V6(_)) => tss.sdi.get().to_be_bytes(),
+            (None, FlowAddrs::V4 { src, .. }) => *src,
+            (None, FlowAddrs::V6 { .. }) => tss.sdi.get().to_be_bytes(),
         };
         let word = (u64::from(tss.epoch) << 48) | tss.tsc.get();
         let mut iv = [0u8; IV_LEN];
@@ -743,8 +806,8 @@ impl<P: Provider> SecurityDomain<P> {
 
     /// Whether the IV would not be unique per sender: IPv6 without an SSI
     /// outside cluster mode (REF requires the SSI there).
-    fn iv_needs_ssi(&self, ip: &IpRepr, has_ssi: bool) -> bool {
-        !has_ssi && matches!(ip, IpRepr::V6(_)) && self.config.mode != Mode::Cluster
+    fn iv_needs_ssi(&self, flow: &Flow, has_ssi: bool) -> bool {
+        !has_ssi && matches!(flow.addrs, FlowAddrs::V6 { .. }) && self.config.mode != Mode::Cluster
     }
 
     /// Seals a frame in place with this member's SSI (see
@@ -787,7 +850,56 @@ impl<P: Provider> SecurityDomain<P> {
         if uet.len() < hl + ICV_LEN {
             return Err(SealError::NoRoom);
         }
-        if self.iv_needs_ssi(&headers.ip, ssi.is_some()) {
+        let l3 = headers.ethernet.buffer_len();
+        let l4 = uet.start - headers.transport.header_len();
+        let ipv6 = matches!(headers.ip, IpRepr::V6(_));
+        let layout =
+            SealedLayout::new(l3, ipv6, l4, uet.clone(), hl).map_err(SealError::Malformed)?;
+        let flow = Flow::of_frame(frame, &headers.ip, &layout).ok_or(SealError::NoRoom)?;
+        let (tsc, an) = self.seal_uet_with_ssi(&mut frame[uet.clone()], &flow, ssi)?;
+        if let uet_wire::encap::Transport::Udp { .. } = headers.transport {
+            let mut udp = UdpPacket::new_unchecked(&mut frame[l4..uet.end]);
+            udp.set_checksum(0);
+            if ipv6 {
+                udp.fill_checksum(headers.ip.src_addr(), headers.ip.dst_addr());
+            }
+        }
+        Ok(Sealed { tsc, an, layout })
+    }
+
+    /// Seals UET bytes in place with this member's SSI (see
+    /// [`Self::seal_uet_with_ssi`]).
+    ///
+    /// # Errors
+    /// See [`SealError`].
+    pub fn seal_uet(&mut self, uet: &mut [u8], flow: &Flow) -> Result<(Tsc, bool), SealError> {
+        self.seal_uet_with_ssi(uet, flow, self.config.ssi)
+    }
+
+    /// Seals a datagram's UET bytes in place, for a caller that builds the
+    /// L2-L4 headers itself (a datapath that writes UET bytes first): `uet`
+    /// is the header room, the plaintext and the ICV room as in
+    /// [`Self::seal_with_ssi`], and `flow` the addresses and flow bytes the
+    /// frame will carry. Returns the TSC and AN used. The UDP checksum is
+    /// the caller's (computed over the sealed bytes, or zero over IPv4).
+    ///
+    /// # Errors
+    /// See [`SealError`]. A TSC is used up even when sealing then fails.
+    pub fn seal_uet_with_ssi(
+        &mut self,
+        uet: &mut [u8],
+        flow: &Flow,
+        ssi: Option<u32>,
+    ) -> Result<(Tsc, bool), SealError> {
+        let hl = if ssi.is_some() {
+            uet_wire::pds::tss::SSI_HEADER_LEN
+        } else {
+            uet_wire::pds::tss::HEADER_LEN
+        };
+        if uet.len() < hl + ICV_LEN {
+            return Err(SealError::NoRoom);
+        }
+        if self.iv_needs_ssi(flow, ssi.is_some()) {
             return Err(SealError::SsiRequired);
         }
         let an = self.tx_an;
@@ -806,27 +918,21 @@ impl<P: Provider> SecurityDomain<P> {
             epoch: self.config.epoch,
             tsc: Tsc::from_masked(tsc),
         };
-        tss.emit(&mut TssPacket::new_unchecked(
-            &mut frame[uet.start..uet.start + hl],
-        ));
-        let l3 = headers.ethernet.buffer_len();
-        let l4 = uet.start - headers.transport.header_len();
-        let ipv6 = matches!(headers.ip, IpRepr::V6(_));
-        let layout =
-            SealedLayout::new(l3, ipv6, l4, uet.clone(), hl).map_err(SealError::Malformed)?;
-        let (rekey, id) = self.context(&headers.ip, ssi, tsc, true);
+        tss.emit(&mut TssPacket::new_unchecked(&mut uet[..hl]));
+        let (rekey, id) = self.context(flow, ssi, tsc, true);
         self.tick += 1;
         let key = self
             .resolve(an, tss.epoch, rekey, id)
             .ok_or(SealError::NoKey)?;
-        let iv = self.iv(&headers.ip, &tss, key.mask());
+        let iv = Self::iv(flow, &tss, key.mask());
         let mut aad_buf = [0u8; MAX_AAD_LEN];
-        let aad = layout.aad(frame, &mut aad_buf);
+        let aad = flow.aad(&uet[..hl], &mut aad_buf);
+        let tag_at = uet.len() - ICV_LEN;
         let tag = key
             .aead()
-            .seal(&iv, aad, &mut frame[layout.ciphertext.clone()])
+            .seal(&iv, aad, &mut uet[hl..tag_at])
             .map_err(|_| SealError::Crypto)?;
-        frame[layout.tag.clone()].copy_from_slice(&tag);
+        uet[tag_at..].copy_from_slice(&tag);
         let derived = match key {
             Resolved::Derived(a, m, ck) => Some((a, m, ck)),
             Resolved::Cached(c) => {
@@ -839,21 +945,8 @@ impl<P: Provider> SecurityDomain<P> {
             self.stats.derivations += 1;
             self.remember(ck, a, m);
         }
-        if let uet_wire::encap::Transport::Udp { .. } = headers.transport {
-            let mut udp = UdpPacket::new_unchecked(&mut frame[l4..uet.end]);
-            if ipv6 {
-                udp.set_checksum(0);
-                udp.fill_checksum(headers.ip.src_addr(), headers.ip.dst_addr());
-            } else {
-                udp.set_checksum(0);
-            }
-        }
         self.stats.sealed += 1;
-        Ok(Sealed {
-            tsc: tss.tsc,
-            an,
-            layout,
-        })
+        Ok((tss.tsc, an))
     }
 
     /// Opens a received frame in place: checks it, authenticates it and
@@ -890,7 +983,49 @@ impl<P: Provider> SecurityDomain<P> {
         frame: &mut [u8],
         sealed: &SealedFrame,
     ) -> Result<Opened, DropReason> {
-        let r = self.open_inner(now, frame, sealed);
+        let r = if sealed.headers.trimmed.is_some() {
+            Err(DropReason::Trimmed)
+        } else if sealed.layout.tag.end > frame.len() {
+            Err(DropReason::Malformed)
+        } else if let Some(flow) = Flow::of_frame(frame, &sealed.headers.ip, &sealed.layout) {
+            let at = sealed.uet_range.start;
+            self.open_inner(
+                now,
+                &mut frame[sealed.uet_range.clone()],
+                &flow,
+                &sealed.tss,
+            )
+            .map(|mut o| {
+                o.plaintext = o.plaintext.start + at..o.plaintext.end + at;
+                o.uet_range = sealed.uet_range.clone();
+                o
+            })
+        } else {
+            Err(DropReason::Malformed)
+        };
+        if let Err(reason) = r {
+            self.stats.drops.count(reason);
+        }
+        r
+    }
+
+    /// Opens a datagram's UET bytes (TSS header through ICV) in place, for
+    /// a datapath that has already taken the L2-L4 headers off: `flow` is
+    /// what they carried (source and destination address, the UDP ports or
+    /// the entropy header). The ranges in the result are relative to `uet`.
+    ///
+    /// # Errors
+    /// The [`DropReason`], counted.
+    pub fn open_uet(
+        &mut self,
+        now: Instant,
+        uet: &mut [u8],
+        flow: &Flow,
+    ) -> Result<Opened, DropReason> {
+        let r = match tss_split(uet) {
+            Ok((tss, _, _)) => self.open_inner(now, uet, flow, &tss),
+            Err(_) => Err(DropReason::Malformed),
+        };
         if let Err(reason) = r {
             self.stats.drops.count(reason);
         }
@@ -900,19 +1035,16 @@ impl<P: Provider> SecurityDomain<P> {
     fn open_inner(
         &mut self,
         now: Instant,
-        frame: &mut [u8],
-        sealed: &SealedFrame,
+        uet: &mut [u8],
+        flow: &Flow,
+        tss: &TssRepr,
     ) -> Result<Opened, DropReason> {
-        let tss = sealed.tss;
-        let h = &sealed.headers;
-        if h.trimmed.is_some() {
-            return Err(DropReason::Trimmed);
-        }
+        let tss = *tss;
         if tss.sdi != self.config.sdi {
             return Err(DropReason::UnknownSdi);
         }
         if (self.config.ssi.is_some() && tss.ssi.is_none())
-            || self.iv_needs_ssi(&h.ip, tss.ssi.is_some())
+            || self.iv_needs_ssi(flow, tss.ssi.is_some())
         {
             return Err(DropReason::MissingSsi);
         }
@@ -928,10 +1060,10 @@ impl<P: Provider> SecurityDomain<P> {
             .as_ref()
             .map(|a| a.generation)
             .ok_or(DropReason::NoKey)?;
-        let source = match (tss.ssi, &h.ip) {
+        let source = match (tss.ssi, &flow.addrs) {
             (Some(s), _) => SourceId::Ssi(s),
-            (None, IpRepr::V4(v4)) => SourceId::V4(v4.src.octets()),
-            (None, IpRepr::V6(v6)) => SourceId::V6(v6.src.octets()),
+            (None, FlowAddrs::V4 { src, .. }) => SourceId::V4(*src),
+            (None, FlowAddrs::V6 { src, .. }) => SourceId::V6(*src),
         };
         let tsc = tss.tsc.get();
         match self.sources.get(&source) {
@@ -950,25 +1082,26 @@ impl<P: Provider> SecurityDomain<P> {
             }
             None => {}
         }
-        let layout = &sealed.layout;
-        if layout.tag.end > frame.len() {
+        let hl = tss.buffer_len();
+        if uet.len() < hl + ICV_LEN {
             return Err(DropReason::Malformed);
         }
-        let (rekey, id) = self.context(&h.ip, tss.ssi, tsc, false);
+        let tag_at = uet.len() - ICV_LEN;
+        let (rekey, id) = self.context(flow, tss.ssi, tsc, false);
         self.tick += 1;
         let tick = self.tick;
         let key = self
             .resolve(tss.an, tss.epoch, rekey, id)
             .ok_or(DropReason::NoKey)?;
         let derived_now = matches!(key, Resolved::Derived(..));
-        let iv = self.iv(&h.ip, &tss, key.mask());
+        let iv = Self::iv(flow, &tss, key.mask());
         let mut aad_buf = [0u8; MAX_AAD_LEN];
-        let aad = layout.aad(frame, &mut aad_buf);
+        let aad = flow.aad(&uet[..hl], &mut aad_buf);
         let mut tag = [0u8; TAG_LEN];
-        tag.copy_from_slice(&frame[layout.tag.clone()]);
+        tag.copy_from_slice(&uet[tag_at..]);
         let ok = key
             .aead()
-            .open(&iv, aad, &mut frame[layout.ciphertext.clone()], &tag)
+            .open(&iv, aad, &mut uet[hl..tag_at], &tag)
             .is_ok();
         let derived = match key {
             Resolved::Derived(a, m, ck) => Some((a, m, ck)),
@@ -1004,8 +1137,8 @@ impl<P: Provider> SecurityDomain<P> {
         Ok(Opened {
             tss,
             source,
-            plaintext: layout.ciphertext.clone(),
-            uet_range: sealed.uet_range.clone(),
+            plaintext: hl..tag_at,
+            uet_range: 0..uet.len(),
         })
     }
 }

@@ -31,8 +31,8 @@ pub mod replay;
 
 pub use crypto::{KeyMaterial, Provider, RustCrypto, SecretKey};
 pub use domain::{
-    DomainConfig, DomainKey, DropCounts, DropReason, KeyError, Mode, Opened, Rekey, SealError,
-    Sealed, SecurityDomain, SourceId, Stats,
+    DomainConfig, DomainKey, DropCounts, DropReason, Flow, KeyError, Mode, Opened, Rekey,
+    SealError, Sealed, SecurityDomain, SourceId, Stats,
 };
 pub use registry::Tss;
 

@@ -8,7 +8,7 @@ use uet_wire::parse_sealed_frame;
 use uet_wire::time::Instant;
 
 use crate::crypto::{Provider, RustCrypto};
-use crate::domain::{DropCounts, DropReason, Opened, SecurityDomain};
+use crate::domain::{DropCounts, DropReason, Flow, Opened, SecurityDomain};
 
 /// The security domains of an endpoint, by SDI. Domains come from the
 /// configuration only, so the table is as large as the configuration makes
@@ -87,6 +87,46 @@ impl<P: Provider> Tss<P> {
             return Err(DropReason::UnknownSdi);
         };
         d.open_parsed(now, frame, &sealed)
+    }
+
+    /// Opens a datagram's UET bytes in place with the domain their SDI
+    /// names (see [`SecurityDomain::open_uet`]).
+    ///
+    /// # Errors
+    /// The [`DropReason`], counted by the domain or, for datagrams no
+    /// domain takes, in [`Self::unclaimed`].
+    pub fn open_uet(
+        &mut self,
+        now: Instant,
+        uet: &mut [u8],
+        flow: &Flow,
+    ) -> Result<Opened, DropReason> {
+        let Ok((tss, _, _)) = uet_wire::pds::tss::split(uet) else {
+            self.unclaimed.count(DropReason::Malformed);
+            return Err(DropReason::Malformed);
+        };
+        let Some(d) = self.domains.get_mut(&tss.sdi.get()) else {
+            self.unclaimed.count(DropReason::UnknownSdi);
+            return Err(DropReason::UnknownSdi);
+        };
+        d.open_uet(now, uet, flow)
+    }
+
+    /// Counts a drop no domain took (e.g. a trimmed datagram, whose tag is
+    /// gone).
+    pub fn count_unclaimed(&mut self, r: DropReason) {
+        self.unclaimed.count(r);
+    }
+
+    /// Whether no domain is configured.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.domains.is_empty()
+    }
+
+    /// The domains.
+    pub fn domains(&self) -> impl Iterator<Item = &SecurityDomain<P>> {
+        self.domains.values()
     }
 
     /// The earliest timeout of any domain.

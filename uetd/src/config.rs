@@ -28,6 +28,16 @@
 //! busy_poll_us = 200        # an idle worker polls at most this long before it sleeps
 //! # metrics_addr = "127.0.0.1:9464"  # serve /metrics (Prometheus) here
 //!
+//! [[tss]]                 # the security domain of a job (docs/security.md)
+//! job = 1
+//! sdi = 0x10
+//! key_file = "/etc/uet/job1.key"   # 32 raw bytes or 64 hex digits, mode 0600
+//! # mode = "direct"       # direct | cluster
+//! # epoch = 0
+//! # rekey = true          # cluster mode: a new packet key every 256 packets
+//! # replay_window = 1024
+//! # ssi = 0x100           # needed with workers > 1: worker w sends as ssi + w
+//!
 //! [[expose]]              # regions the daemon itself exposes (tests, demos)
 //! ri = 1
 //! key = 0x5eed
@@ -332,6 +342,8 @@ pub struct Config {
     pub api_max_registered_bytes: Size,
     /// Regions exposed by the daemon itself.
     pub expose: Vec<Expose>,
+    /// Security domains, one per job (`docs/security.md`).
+    pub tss: Vec<crate::tss::TssJob>,
     /// A preset of wire choices (`encap`, `ip_protocol`, `crc_trailer`);
     /// explicit settings win.
     pub profile: Option<Profile>,
@@ -378,6 +390,7 @@ impl Default for Config {
             api_max_registrations: 1024,
             api_max_registered_bytes: Size(16 << 30),
             expose: Vec::new(),
+            tss: Vec::new(),
             profile: None,
             encap: None,
             ip_protocol: None,
@@ -549,6 +562,23 @@ impl Config {
             refuse!(
                 "api_max_registered_bytes must be at least 4096, not {}",
                 self.api_max_registered_bytes.0
+            );
+        }
+        for (i, t) in self.tss.iter().enumerate() {
+            t.check(self.workers)?;
+            if self.tss[..i]
+                .iter()
+                .any(|o| o.job == t.job || o.sdi == t.sdi)
+            {
+                refuse!(
+                    "[[tss]] job {}: each job and each sdi may have one domain",
+                    t.job
+                );
+            }
+        }
+        if !self.tss.is_empty() && self.crc_trailer() {
+            refuse!(
+                "[[tss]] and crc_trailer: a secured packet ends in its tag, not a CRC32C                  trailer (docs/security.md §1); turn crc_trailer off"
             );
         }
         for e in &self.expose {
@@ -734,5 +764,43 @@ mod tests {
         assert_eq!(rate("100Mbps"), Ok(100_000_000));
         assert_eq!(rate("64K"), Ok(64_000));
         assert_eq!(rate("1Gi"), Ok(1 << 30));
+    }
+
+    #[test]
+    fn tss_tables_parse_and_refuse_what_cannot_work() {
+        let base = "address = \"10.0.0.1\"\n";
+        let c = Config::parse(&format!(
+            "{base}[[tss]]\njob = 7\nsdi = 0x10\nkey_file = \"/k\"\nmode = \"cluster\"\nepoch = 2\n"
+        ))
+        .unwrap();
+        assert_eq!(c.tss.len(), 1);
+        let t = &c.tss[0];
+        assert_eq!((t.job, t.sdi, t.epoch, t.replay_window), (7, 16, 2, 1024));
+        assert_eq!(t.mode, crate::tss::TssMode::Cluster);
+        for (extra, why) in [
+            ("job = 7\nsdi = 1\n", "no key"),
+            (
+                "job = 7\nsdi = 16777216\nkey_file = \"/k\"\n",
+                "sdi must be < 2^24",
+            ),
+            (
+                "job = 7\nsdi = 1\nkey_file = \"/k\"\nrekey = true\n",
+                "rekey needs",
+            ),
+            (
+                "job = 7\nsdi = 1\nkey_file = \"/k\"\nkey = 1\n",
+                "unknown field",
+            ),
+        ] {
+            let e = Config::parse(&format!("{base}[[tss]]\n{extra}")).unwrap_err();
+            assert!(format!("{e}").contains(why), "{extra}: {e}");
+        }
+        let two = "[[tss]]\njob = 7\nsdi = 1\nkey_file = \"/k\"\n";
+        let e = Config::parse(&format!("{base}{two}{two}")).unwrap_err();
+        assert!(format!("{e}").contains("one domain"), "{e}");
+        let e = Config::parse(&format!("{base}crc_trailer = true\n{two}")).unwrap_err();
+        assert!(format!("{e}").contains("crc_trailer"), "{e}");
+        let e = Config::parse(&format!("{base}workers = 2\n{two}")).unwrap_err();
+        assert!(format!("{e}").contains("set ssi"), "{e}");
     }
 }

@@ -300,6 +300,7 @@ pub fn serve(
             c.end_capture(daemon, CaptureEndReason::Duration);
         }
         c.close_silent(daemon, Instant::now());
+        daemon.reload_keys_if_asked();
     }
     c.end_capture(daemon, CaptureEndReason::Shutdown);
     accept_stop.store(true, Ordering::Relaxed);

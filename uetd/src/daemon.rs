@@ -11,6 +11,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rustc_hash::FxHasher;
@@ -27,6 +28,7 @@ use crate::config::{Backend, Config, ConfigError, Encap, XdpAttach};
 use crate::io::PacketIo;
 use crate::mem::SharedRegion;
 use crate::neigh::Neighbours;
+use crate::tss::WorkerTss;
 use crate::udp::{UdpConfig, UdpIo};
 use crate::worker::{self, DaemonEndpoint, Output, Outputs, WorkerHandle, WorkerStats};
 use crate::xdp::{SteerConfig, XdpError, XdpMode, XdpSteer};
@@ -116,6 +118,10 @@ pub struct Daemon {
     neigh: Option<Arc<Neighbours>>,
     /// The workers' capture switch and queue (`uet capture`).
     capture: Arc<Capture>,
+    /// Set by SIGHUP: read the `[[tss]]` key files again.
+    reload_keys: Arc<AtomicBool>,
+    /// Each `[[tss]]` domain's key in use, to see a change.
+    tss_keys: Vec<uet_tss::SecretKey>,
 }
 
 /// The result of [`Daemon::write_test`].
@@ -132,6 +138,55 @@ pub struct WriteReport {
 }
 
 impl Daemon {
+    /// After SIGHUP: reads every `[[tss]]` key file again and, for each key
+    /// that changed, has every worker install it on the domain's other AN
+    /// and send with it from now on (the old key is accepted for the
+    /// rotation window; `docs/security.md` §8). A file that is now refused
+    /// keeps the key in use, with a warning. Returns how many domains
+    /// rotated.
+    pub fn reload_keys_if_asked(&mut self) -> usize {
+        if !self.reload_keys.swap(false, Ordering::Relaxed) {
+            return 0;
+        }
+        let mut rotated = 0;
+        for (i, t) in self.cfg.tss.iter().enumerate() {
+            let key = match t.read_key() {
+                Ok(k) => k,
+                Err(e) => {
+                    tracing::warn!(job = t.job, "key not rotated: {e}");
+                    continue;
+                }
+            };
+            if self.tss_keys.get(i) == Some(&key) {
+                continue;
+            }
+            let mut ok = true;
+            for w in &self.workers {
+                let (reply, r) = std::sync::mpsc::channel();
+                w.send(worker::Command::TssRotate {
+                    sdi: t.sdi,
+                    key: key.clone(),
+                    reply,
+                });
+                if let Ok(Err(e)) | Err(e) = r.recv().map_err(|e| e.to_string()) {
+                    tracing::warn!(job = t.job, "key not rotated: {e}");
+                    ok = false;
+                }
+            }
+            if ok {
+                tracing::info!(job = t.job, sdi = t.sdi, "key rotated");
+                self.tss_keys[i] = key;
+                rotated += 1;
+            }
+        }
+        rotated
+    }
+
+    /// Asks for the key files to be read again, as SIGHUP does.
+    pub fn request_key_reload(&self) {
+        self.reload_keys.store(true, Ordering::Relaxed);
+    }
+
     /// Starts the workers.
     pub fn start(cfg: Config) -> Result<Self> {
         cfg.check()?;
@@ -165,6 +220,20 @@ impl Daemon {
         // out before a restart then fail BAD_GENERATION, fixed keys or not
         // (uet_ses::memory "Generations").
         let first_generation = RiGeneration::from_masked(os_seed() as u8);
+        // Keys first: a key file refused stops the start before anything
+        // is attached.
+        let mut tss_keys = Vec::with_capacity(cfg.tss.len());
+        for t in &cfg.tss {
+            tss_keys.push(
+                t.read_key()
+                    .map_err(|e| misuse(format!("[[tss]] job {}: {e}", t.job)))?,
+            );
+        }
+        let tss_overhead = if cfg.tss.is_empty() {
+            0
+        } else {
+            crate::tss::overhead(cfg.tss.iter().any(|t| t.ssi.is_some()))
+        };
         let (out_tx, outputs) = crossbeam_channel::unbounded();
         let mut workers = Vec::with_capacity(cfg.workers);
         let capture = Arc::new(Capture::new(crate::capture::QUEUE_FRAMES));
@@ -250,7 +319,7 @@ impl Daemon {
             let mut pds = PdsConfig {
                 max_ses_len: io
                     .max_uet_len()
-                    .saturating_sub(uet_wire::pds::req::CC_HEADER_LEN)
+                    .saturating_sub(uet_wire::pds::req::CC_HEADER_LEN + tss_overhead)
                     .min(MAX_SES_LEN),
                 ..PdsConfig::default()
             };
@@ -284,8 +353,19 @@ impl Daemon {
                 seed ^ (w as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
             );
             let cpu = cfg.pin.then_some(w);
+            let tss = (!cfg.tss.is_empty()).then(|| {
+                WorkerTss::new(
+                    w,
+                    &cfg.tss,
+                    tss_keys.clone(),
+                    local,
+                    cfg.port,
+                    cfg.encap() == Encap::Ip,
+                    io.max_uet_len(),
+                )
+            });
             workers.push(
-                worker::spawn(
+                worker::spawn_with_tss(
                     w,
                     io,
                     ep,
@@ -293,6 +373,7 @@ impl Daemon {
                     cpu,
                     Arc::clone(&capture),
                     Duration::from_micros(cfg.busy_poll_us),
+                    tss,
                 )
                 .doing(|| format!("starting worker {w}"))?,
             );
@@ -308,7 +389,13 @@ impl Daemon {
             steer,
             neigh,
             capture,
+            reload_keys: Arc::new(AtomicBool::new(false)),
+            tss_keys,
         };
+        if !d.cfg.tss.is_empty() {
+            signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&d.reload_keys))
+                .doing(|| "installing the SIGHUP handler".into())?;
+        }
         for e in d.cfg.expose.clone() {
             let spec = RegionSpec::new(
                 RegionAddr::new(

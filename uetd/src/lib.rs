@@ -31,6 +31,7 @@ pub mod netlink;
 pub mod packet;
 pub mod stats;
 pub mod sys;
+pub mod tss;
 pub mod udp;
 pub mod worker;
 pub mod xdp;

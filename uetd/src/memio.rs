@@ -100,6 +100,7 @@ impl PacketIo for MemIo {
                 ecn: t.ecn,
                 trimmed: None,
                 nominal_size: nominal_pktsize(UDP_HEADER_LEN + t.len) as u32,
+                sdi: None,
             };
             let bytes = Box::from(&self.buf[..t.len]);
             if self.tx.queue.push((meta, bytes)).is_err() {
@@ -148,20 +149,28 @@ mod tests {
 
     use super::*;
     use crate::mem::SharedRegion;
+    use crate::tss::{TssJob, WorkerTss};
     use crate::worker::{self, DaemonEndpoint, Output};
 
     const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 8, 0, 1));
     const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 8, 0, 2));
 
-    #[test]
-    fn two_workers_complete_an_rma_write_over_in_memory_queues() {
+    /// A write of `LEN` bytes from A to B over in-memory queues, each
+    /// worker with its security sublayer (or none): the stats of both, and
+    /// whether the target's bytes are the source's, once the write ended or
+    /// `until` held of B's stats.
+    fn write(
+        tss: [Option<WorkerTss>; 2],
+        until: impl Fn(&worker::WorkerStats) -> bool,
+    ) -> (worker::WorkerStats, worker::WorkerStats, bool) {
         const LEN: usize = 256 * 1024;
         let (io_a, io_b) = MemIo::pair(A, B, 1024, 8192).unwrap();
         let capture = Arc::new(Capture::new(1));
         let (out_a, outputs_a) = crossbeam_channel::unbounded();
         let (out_b, _outputs_b) = crossbeam_channel::unbounded();
         let ep = |seed| DaemonEndpoint::new(EndpointConfig::default(), seed);
-        let mut wa = worker::spawn(
+        let [tss_a, tss_b] = tss;
+        let mut wa = worker::spawn_with_tss(
             0,
             Box::new(io_a),
             ep(1),
@@ -169,9 +178,10 @@ mod tests {
             None,
             Arc::clone(&capture),
             worker::DEFAULT_BUSY_POLL,
+            tss_a,
         )
         .unwrap();
-        let mut wb = worker::spawn(
+        let mut wb = worker::spawn_with_tss(
             0,
             Box::new(io_b),
             ep(2),
@@ -179,6 +189,7 @@ mod tests {
             None,
             capture,
             worker::DEFAULT_BUSY_POLL,
+            tss_b,
         )
         .unwrap();
 
@@ -213,7 +224,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match outputs_a.recv_timeout(left) {
+            match outputs_a.recv_timeout(left.min(Duration::from_millis(10))) {
                 Ok((
                     _,
                     Output::Completed {
@@ -232,14 +243,84 @@ mod tests {
                 }
                 Ok((_, Output::Rejected { error, .. })) => panic!("refused: {error}"),
                 Ok(_) => {}
-                Err(e) => panic!("no completion: {e}"),
+                Err(_) if until(&wb.stats()) => break,
+                Err(_) => assert!(Instant::now() < deadline, "no completion"),
             }
         }
-        assert_eq!(target.hash(LEN), src.hash(LEN));
+        let same = target.hash(LEN) == src.hash(LEN);
         let (a, b) = (wa.stats(), wb.stats());
         wa.stop();
         wb.stop();
         assert!(a.io.tx_packets >= (LEN / 4096) as u64, "{:?}", a.io);
-        assert!(b.io.rx_packets >= (LEN / 4096) as u64, "{:?}", b.io);
+        (a, b, same)
+    }
+
+    #[test]
+    fn two_workers_complete_an_rma_write_over_in_memory_queues() {
+        let (a, b, same) = write([None, None], |_| false);
+        assert!(same);
+        assert!(b.io.rx_packets >= 64, "{:?}", b.io);
+        assert!(a.tss.is_none() && b.tss.is_none());
+    }
+
+    fn tss(local: IpAddr, key: u8) -> Option<WorkerTss> {
+        let job = TssJob::with_key_file(1, "unused".into());
+        Some(WorkerTss::new(
+            0,
+            &[job],
+            vec![uet_tss::SecretKey::new([key; 32])],
+            local,
+            4793,
+            false,
+            8192,
+        ))
+    }
+
+    /// Job 1 in a security domain on both ends: every datagram either way
+    /// is sealed and opened, and the bytes arrive.
+    #[test]
+    fn a_write_in_a_security_domain_is_sealed_and_opened() {
+        let (a, b, same) = write([tss(A, 7), tss(B, 7)], |_| false);
+        assert!(same);
+        let (ta, tb) = (a.tss.unwrap(), b.tss.unwrap());
+        assert!(ta.sealed >= 64, "{ta:?}");
+        assert_eq!(tb.opened, ta.sealed, "{tb:?}");
+        assert!(
+            tb.sealed > 0 && ta.opened == tb.sealed,
+            "ACKs too: {ta:?} {tb:?}"
+        );
+        assert!(ta.drops.is_empty() && tb.drops.is_empty(), "{ta:?} {tb:?}");
+        assert_eq!(b.pds.drop_counts().map(|(_, n)| n).sum::<u64>(), 0);
+    }
+
+    /// Keys that differ: every datagram fails its tag at B, nothing is
+    /// placed and nothing is answered.
+    #[test]
+    fn a_wrong_key_places_nothing() {
+        let (a, b, same) = write([tss(A, 7), tss(B, 8)], |b| {
+            b.tss
+                .as_ref()
+                .is_some_and(|t| t.drops.get("bad_tag") >= Some(&64))
+        });
+        assert!(!same);
+        let tb = b.tss.unwrap();
+        assert_eq!(tb.opened, 0);
+        assert_eq!(tb.sealed, 0, "no answer to a packet that did not verify");
+        assert_eq!(b.pds.rx_data, 0);
+        assert_eq!(a.pds.rx_acks, 0);
+    }
+
+    /// A sender in the clear for a job the receiver secures: dropped as
+    /// `plaintext`, nothing placed, nothing answered.
+    #[test]
+    fn plaintext_for_a_secured_job_places_nothing() {
+        let (_, b, same) = write([None, tss(B, 7)], |b| {
+            b.tss
+                .as_ref()
+                .is_some_and(|t| t.drops.get("plaintext") >= Some(&64))
+        });
+        assert!(!same);
+        let tb = b.tss.unwrap();
+        assert_eq!((tb.opened, tb.sealed, b.pds.rx_data), (0, 0, 0));
     }
 }

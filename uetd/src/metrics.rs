@@ -501,6 +501,39 @@ fn as_i64(v: &Value) -> i64 {
         .unwrap_or(0)
 }
 
+/// The security sublayer's counters (`tss`, only with `[[tss]]` domains):
+/// JSON field, metric name, help.
+const TSS_FIELDS: &[(&str, &str, &str)] = &[
+    (
+        "sealed",
+        "uet_tss_sealed_total",
+        "Datagrams sealed (encrypted and tagged) in a security domain.",
+    ),
+    (
+        "opened",
+        "uet_tss_opened_total",
+        "Received datagrams authenticated and decrypted.",
+    ),
+    (
+        "seal_failed",
+        "uet_tss_seal_failed_total",
+        "Datagrams that could not be sealed (no key, counter exhausted); the PDS resends them.",
+    ),
+    (
+        "rotations",
+        "uet_tss_rotations_total",
+        "Keys installed by rotation (SIGHUP with a changed key file).",
+    ),
+];
+
+/// Every reason the security sublayer drops a datagram for.
+fn tss_drop_reasons() -> impl Iterator<Item = &'static str> {
+    uet_tss::DropReason::ALL
+        .iter()
+        .map(|r| r.name())
+        .chain([crate::tss::PLAINTEXT, crate::tss::WRONG_JOB])
+}
+
 /// The Prometheus text of a stats document (what [`crate::stats::to_json`]
 /// makes, or `uet stats` receives): every worker's counters labelled
 /// `worker`, drops by `reason`, NACKs by `code`, operations by `result`,
@@ -619,6 +652,30 @@ pub fn encode(doc: &Value) -> String {
             for (&(field, ..), c) in XSK_FIELDS.iter().zip(&xsk) {
                 c.with_label_values(&[id])
                     .inc_by(w["xsk"][field].as_u64().unwrap_or(0));
+            }
+        }
+    }
+
+    if workers.iter().any(|w| w.get("tss").is_some()) {
+        let tss: Vec<IntCounterVec> = TSS_FIELDS
+            .iter()
+            .map(|&(_, name, help)| x.counter(name, help, &["worker"]))
+            .collect();
+        let tss_drops = x.counter(
+            "uet_tss_drops_total",
+            "Received datagrams the security sublayer dropped, by reason.",
+            &["worker", "reason"],
+        );
+        for (i, w) in workers.iter().enumerate() {
+            let id = w["worker"].as_u64().unwrap_or(i as u64).to_string();
+            for (&(field, ..), c) in TSS_FIELDS.iter().zip(&tss) {
+                c.with_label_values(&[id.as_str()])
+                    .inc_by(w["tss"][field].as_u64().unwrap_or(0));
+            }
+            for reason in tss_drop_reasons() {
+                tss_drops
+                    .with_label_values(&[id.as_str(), reason])
+                    .inc_by(w["tss"]["drops"][reason].as_u64().unwrap_or(0));
             }
         }
     }

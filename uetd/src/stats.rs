@@ -147,6 +147,21 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                 "loop": { "iterations": s.iterations, "sleeps": s.sleeps },
                 "ring": { "ops": s.ring_ops, "refused": s.ring_refused },
             });
+            if let Some(t) = &s.tss {
+                // Only with `[[tss]]` domains.
+                let drops: Map<String, Value> = t
+                    .drops
+                    .iter()
+                    .map(|(k, v)| ((*k).into(), json!(v)))
+                    .collect();
+                w["tss"] = json!({
+                    "sealed": t.sealed,
+                    "opened": t.opened,
+                    "seal_failed": t.seal_failed,
+                    "rotations": t.rotations,
+                    "drops": drops,
+                });
+            }
             if let Some(x) = &s.xsk {
                 // Added for the xdp backend only; readers of older documents
                 // find no `xsk` object.

@@ -396,6 +396,7 @@ impl PacketIo for UdpIo {
                 ecn: Ecn::from_bits(tos),
                 trimmed,
                 nominal_size: nominal_pktsize(transport_pktsize) as u32,
+                sdi: None,
             };
             self.stats.rx_packets += 1;
             self.stats.rx_bytes += dgram.len() as u64;

@@ -59,6 +59,7 @@ use crate::mem::SharedRegion;
 use crate::neigh::NextHopHold;
 use crate::sys::eventfd::EventFd;
 use crate::sys::mem::monotonic_ns;
+use crate::tss::WorkerTss;
 
 /// The endpoint type the daemon runs.
 pub type DaemonEndpoint = Endpoint<Box<dyn RegisteredMemory + Send>>;
@@ -232,6 +233,16 @@ pub enum Command {
         /// The operation.
         op: Operation,
     },
+    /// Send with `key` in the security domain `sdi` from now on
+    /// ([`crate::tss::WorkerTss::rotate`]).
+    TssRotate {
+        /// The domain.
+        sdi: u32,
+        /// The new key.
+        key: uet_tss::SecretKey,
+        /// Done (or why not).
+        reply: Sender<Result<(), String>>,
+    },
 }
 
 /// A client's ring, as the control loop hands it to the worker that owns
@@ -329,6 +340,8 @@ pub struct WorkerStats {
     pub ring_ops: u64,
     /// Congestion contexts by destination.
     pub cccs: Vec<CccSnapshot>,
+    /// The security sublayer's, when the daemon has `[[tss]]` domains.
+    pub tss: Option<crate::tss::TssStats>,
 }
 
 /// The control thread's handle on a worker.
@@ -410,13 +423,33 @@ impl Drop for WorkerHandle {
 /// mirrors frames into `capture` while one runs.
 pub fn spawn(
     id: usize,
+    io: Box<dyn PacketIo + Send>,
+    ep: DaemonEndpoint,
+    out: crossbeam_channel::Sender<(usize, Output)>,
+    cpu: Option<usize>,
+    capture: Arc<Capture>,
+    busy_poll: Duration,
+) -> std::io::Result<WorkerHandle> {
+    spawn_with_tss(id, io, ep, out, cpu, capture, busy_poll, None)
+}
+
+/// [`spawn`] with the security sublayer between the backend and the
+/// endpoint (`docs/security.md`); the endpoint's jobs with a domain are set
+/// from `tss`.
+#[allow(clippy::too_many_arguments)]
+pub fn spawn_with_tss(
+    id: usize,
     mut io: Box<dyn PacketIo + Send>,
     mut ep: DaemonEndpoint,
     out: crossbeam_channel::Sender<(usize, Output)>,
     cpu: Option<usize>,
     capture: Arc<Capture>,
     busy_poll: Duration,
+    mut tss: Option<WorkerTss>,
 ) -> std::io::Result<WorkerHandle> {
+    for (job, sdi) in tss.iter().flat_map(WorkerTss::job_domains) {
+        ep.set_job_domain(job, Some(sdi));
+    }
     let inbox = Arc::new(SegQueue::new());
     let wake = Arc::new(EventFd::new()?);
     let stop = Arc::new(AtomicBool::new(false));
@@ -441,7 +474,7 @@ pub fn spawn(
                 stats: &st2,
                 out: &out,
             };
-            run(id, &mut *io, &mut ep, &shared, busy_poll);
+            run(id, &mut *io, &mut ep, &shared, busy_poll, &mut tss);
         })?;
     Ok(WorkerHandle {
         inbox,
@@ -530,6 +563,7 @@ fn run(
     ep: &mut DaemonEndpoint,
     sh: &Shared<'_>,
     busy_poll: Duration,
+    tss: &mut Option<WorkerTss>,
 ) {
     let Shared {
         inbox,
@@ -561,6 +595,7 @@ fn run(
             out,
             rings: &mut rings,
             wake,
+            tss,
         };
 
         // Operations held for their peer's next hop go first, in order.
@@ -606,8 +641,9 @@ fn run(
             }
         }
 
-        let rx = match io.recv(BATCH, &mut |meta, bytes| {
-            ep.handle_datagram(now, meta, bytes);
+        let rx = match io.recv(BATCH, &mut |meta, bytes| match tss {
+            None => ep.handle_datagram(now, meta, bytes),
+            Some(t) => t.receive(now, meta, bytes, ep),
         }) {
             Ok(n) => n,
             Err(e) => {
@@ -618,13 +654,19 @@ fn run(
         if ep.poll_timeout().is_some_and(|t| t <= now) {
             ep.handle_timeout(now);
         }
+        if let Some(t) = tss {
+            t.handle_timeout(now);
+        }
         // Datagrams the engine produced count as work whether or not the
         // backend could send them: one it drops (no neighbour entry yet)
         // leaves the engine's next ones still waiting, and an engine with
         // datagrams to send has no timer that would wake a sleep for them.
         let mut produced = 0usize;
         if let Err(e) = io.send(BATCH, &mut |buf| {
-            let t = ep.poll_transmit(now, buf);
+            let t = match tss {
+                None => ep.poll_transmit(now, buf),
+                Some(s) => s.transmit(now, buf, ep),
+            };
             produced += usize::from(t.is_some());
             t
         }) {
@@ -662,6 +704,7 @@ fn run(
         if now.as_nanos().saturating_sub(last_publish) >= PUBLISH_NS {
             last_publish = now.as_nanos();
             publish(io, ep, stats, iterations, sleeps, &rings);
+            publish_tss(stats, tss.as_ref());
         }
 
         if busy {
@@ -692,6 +735,7 @@ fn run(
         }
         if !arrived {
             publish(io, ep, stats, iterations, sleeps, &rings);
+            publish_tss(stats, tss.as_ref());
             sleeps += 1;
             let wake_fd = rings
                 .wake_set
@@ -713,7 +757,16 @@ fn run(
         last_busy = monotonic_ns();
     }
     publish(io, ep, stats, iterations, sleeps, &rings);
+    publish_tss(stats, tss.as_ref());
     tracing::debug!(worker = id, "worker stopped");
+}
+
+fn publish_tss(stats: &Mutex<WorkerStats>, tss: Option<&WorkerTss>) {
+    if let Some(t) = tss
+        && let Ok(mut s) = stats.lock()
+    {
+        s.tss = Some(t.stats());
+    }
 }
 
 /// The next operation of ring `i`, checked as the control loop checks a
@@ -823,6 +876,7 @@ struct Cx<'a> {
     out: &'a crossbeam_channel::Sender<(usize, Output)>,
     rings: &'a mut Rings,
     wake: &'a EventFd,
+    tss: &'a mut Option<WorkerTss>,
 }
 
 fn handle_command(ep: &mut DaemonEndpoint, cmd: Command, cx: &mut Cx<'_>) {
@@ -886,6 +940,13 @@ fn handle_command(ep: &mut DaemonEndpoint, cmd: Command, cx: &mut Cx<'_>) {
             for r in ep.release_process(job, pid) {
                 cx.recv_tags.remove(&r);
             }
+        }
+        Command::TssRotate { sdi, key, reply } => {
+            let r = match cx.tss.as_mut() {
+                Some(t) => t.rotate(now, sdi, key),
+                None => Err("no security domains".into()),
+            };
+            let _ = reply.send(r);
         }
         Command::RingAttach(a) => attach(id, cx.rings, cx.wake, *a),
         Command::RingHandle {

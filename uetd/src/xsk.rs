@@ -920,6 +920,7 @@ impl Wire {
             ecn: h.ip.ecn(),
             trimmed: h.trimmed,
             nominal_size: h.nominal_pktsize() as u32,
+            sdi: None,
         };
         Some((meta, &data[range]))
     }
@@ -1807,6 +1808,7 @@ mod tests {
                 dscp: Dscp::from_masked(0),
                 ecn: Ecn::NotEct,
                 len,
+                sdi: None,
             })
         })
         .unwrap()

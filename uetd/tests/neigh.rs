@@ -232,6 +232,7 @@ fn a_flood_of_spoofed_sources_stays_within_the_bounds_and_moves_no_known_peer() 
                 dscp: Dscp::from_masked(0),
                 ecn: Ecn::NotEct,
                 len: 5,
+                sdi: None,
             })
         })
         .unwrap();

@@ -172,6 +172,7 @@ fn xsk_handoff_frames_reach_their_owner_and_come_back() {
                     dscp: Dscp::from_masked(0),
                     ecn: Ecn::NotEct,
                     len: 100,
+                    sdi: None,
                 })
             })
             .unwrap();

@@ -127,6 +127,7 @@ fn xsk_rx_kernel_udp_and_xsk_frames_arrive_through_xdp() {
                 dscp: Dscp::from_masked(0),
                 ecn: Ecn::Ect1,
                 len: 3,
+                sdi: None,
             })
         })
         .unwrap();

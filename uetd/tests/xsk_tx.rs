@@ -90,6 +90,7 @@ fn xsk_tx_reaches_kernel_udp_with_exact_bytes_and_frames_come_back() {
                         dscp: Dscp::from_masked(10),
                         ecn: Ecn::Ect0,
                         len,
+                        sdi: None,
                     };
                     next += 1;
                     Some(t)
@@ -129,6 +130,7 @@ fn xsk_tx_reaches_kernel_udp_with_exact_bytes_and_frames_come_back() {
                 dscp: Dscp::from_masked(0),
                 ecn: Ecn::NotEct,
                 len: 1,
+                sdi: None,
             })
         })
         .unwrap();

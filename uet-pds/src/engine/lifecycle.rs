@@ -7,16 +7,31 @@ use super::transmit::ControlPacket;
 use super::{InitiatorKey, OpenError, Pds, PdsError, PdsEvent, SesHooks};
 use core::cell::Cell;
 use uet_cms::nscc::RcvdBytesTracker;
+use uet_wire::pds::tss::Sdi;
 use uet_wire::pds::{CpPayload, DpdcidField, NackCode, PdsCpRepr};
 use uet_wire::rand::Rng;
 use uet_wire::time::Instant;
-use uet_wire::{EntropyValue, PdcId, Psn};
+use uet_wire::{EntropyValue, JobId, PdcId, Psn};
 
 use crate::pkt_queue::PktQueue;
 use crate::tail_probe::TailProbe;
 use crate::tx_ledger::TxLedger;
 
 impl Pds {
+    /// Puts `job`'s new initiator PDCs in the security domain `sdi` (or in
+    /// none): their packets are sealed in it, and only packets it
+    /// authenticated are accepted on them. PDCs already open keep theirs.
+    pub fn set_job_domain(&mut self, job: JobId, sdi: Option<Sdi>) {
+        match sdi {
+            Some(s) => {
+                self.job_domains.insert(job, s);
+            }
+            None => {
+                self.job_domains.remove(&job);
+            }
+        }
+    }
+
     /// Returns the initiator PDC for `key`, reusing an open one or creating
     /// one (zero-RTT: it sends SYN packets until the first ACK, §2.12).
     pub fn open(&mut self, now: Instant, key: InitiatorKey) -> Result<PdcId, OpenError> {
@@ -36,6 +51,7 @@ impl Pds {
             initiator: true,
             mode: key.mode,
             key: Some(key),
+            sdi: self.job_domains.get(&key.job).copied(),
             ccc: (key.dst, key.tc),
             ccc_ix: None,
             start,

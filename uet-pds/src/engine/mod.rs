@@ -40,6 +40,7 @@ use std::net::IpAddr;
 
 use uet_cms::{Ccc, RcccReceiver};
 use uet_wire::encap::Trim;
+use uet_wire::pds::tss::Sdi;
 use uet_wire::pds::{NackCode, NextHeader, ReliableMode};
 use uet_wire::rand::{Rng, Xoshiro256};
 use uet_wire::ses::{SesRepr, SesResponseRepr, StandardView};
@@ -219,6 +220,10 @@ pub struct RxMeta {
     pub trimmed: Option<Trim>,
     /// Its nominal size (`transport_pktsize + 40`, §1).
     pub nominal_size: u32,
+    /// The security domain that authenticated it (`docs/security.md`), or
+    /// `None` for a datagram that came in the clear. A PDC takes the domain
+    /// of the packet that opened it and accepts no packet of another.
+    pub sdi: Option<Sdi>,
 }
 
 /// A datagram to send: UET bytes in the caller's buffer plus where they go.
@@ -234,6 +239,9 @@ pub struct Transmit {
     pub ecn: Ecn,
     /// UET bytes written at the start of the buffer.
     pub len: usize,
+    /// The security domain to seal it in (its PDC's), or `None` to send it
+    /// in the clear.
+    pub sdi: Option<Sdi>,
 }
 
 impl Transmit {
@@ -245,6 +253,7 @@ impl Transmit {
             dscp: config.dscp_data,
             ecn: Ecn::Ect0,
             len,
+            sdi: None,
         }
     }
 
@@ -256,7 +265,14 @@ impl Transmit {
             dscp: config.dscp_control,
             ecn: Ecn::Ect0,
             len,
+            sdi: None,
         }
+    }
+
+    /// The same datagram, sealed in `sdi`.
+    const fn in_domain(mut self, sdi: Option<Sdi>) -> Self {
+        self.sdi = sdi;
+        self
     }
 }
 
@@ -329,6 +345,9 @@ pub struct Pds {
     pdcs: PdcTable<Pdc>,
     by_peer: HashMap<(IpAddr, PdcId), PdcId>,
     reuse: HashMap<InitiatorKey, PdcId>,
+    /// The security domain of each job that has one (from configuration;
+    /// as many entries as the configuration names).
+    job_domains: HashMap<JobId, Sdi>,
     cccs: CccTable<Ccc>,
     active: VecDeque<PdcId>,
     acks: VecDeque<PdcId>,
@@ -411,6 +430,7 @@ impl Pds {
             pdcs: PdcTable::new(),
             by_peer: HashMap::default(),
             reuse: HashMap::default(),
+            job_domains: HashMap::default(),
             cccs: CccTable::new(),
             active: VecDeque::new(),
             acks: VecDeque::new(),

@@ -9,6 +9,7 @@ use std::net::IpAddr;
 
 use uet_cms::nscc::RcvdBytesTracker;
 use uet_wire::pds::ReliableMode;
+use uet_wire::pds::tss::Sdi;
 use uet_wire::ses::SesResponseRepr;
 use uet_wire::time::Instant;
 use uet_wire::{EntropyValue, PdcId, Psn, TrafficClass};
@@ -131,6 +132,9 @@ pub(super) struct Pdc {
     pub(super) peer: IpAddr,
     pub(super) peer_id: Option<PdcId>,
     pub(super) initiator: bool,
+    /// The security domain every packet of this PDC is sealed in and must
+    /// be authenticated by (`None`: in the clear).
+    pub(super) sdi: Option<Sdi>,
     pub(super) mode: ReliableMode,
     pub(super) key: Option<InitiatorKey>,
     pub(super) ccc: (IpAddr, TrafficClass),

@@ -197,6 +197,7 @@ impl Pds {
         self.ctl.push_back(ControlPacket::Nack {
             dst: meta.src,
             ev: meta.ev,
+            sdi: meta.sdi,
             repr: PdsNackRepr {
                 next_hdr: NextHeader::None,
                 m: meta.ecn == Ecn::Ce,
@@ -235,6 +236,7 @@ impl Pds {
             && p.peer_id == Some(sp)
             && p.mode == mode
             && !p.pending
+            && p.sdi == meta.sdi
         {
             p.last_activity = now;
             return Some(id);
@@ -258,6 +260,10 @@ impl Pds {
         };
         let id = match dpdcid {
             DpdcidField::Dpdcid(Some(id)) => match self.pdcs.get(&id) {
+                Some(p) if p.sdi != meta.sdi => {
+                    self.counters.drop(DropReason::WrongDomain);
+                    return None;
+                }
                 Some(p) if p.peer == meta.src && p.peer_id.is_none_or(|x| x == spdcid) => {
                     if p.pending {
                         self.confirm(id);
@@ -276,6 +282,12 @@ impl Pds {
                 return None;
             }
             DpdcidField::Syn { psn_offset, .. } => match self.by_peer.get(&(meta.src, spdcid)) {
+                // A packet of another domain (or in the clear) neither
+                // replaces nor joins a PDC of a domain.
+                Some(&id) if self.pdcs.get(&id).is_some_and(|p| p.sdi != meta.sdi) => {
+                    self.counters.drop(DropReason::WrongDomain);
+                    return None;
+                }
                 // A SYN of another Start_PSN for a PDC its initiator never
                 // confirmed: either the initiator reopened the PDC (its peer
                 // refused it as unknown) or the PDC was opened by a forged
@@ -310,6 +322,7 @@ impl Pds {
                         peer: meta.src,
                         peer_id: Some(spdcid),
                         initiator: false,
+                        sdi: meta.sdi,
                         mode,
                         key: None,
                         ccc: (meta.src, tc),
@@ -648,6 +661,10 @@ impl Pds {
         };
         if p.peer != meta.src {
             self.counters.drop(DropReason::StrayFeedback);
+            return;
+        }
+        if p.sdi != meta.sdi {
+            self.counters.drop(DropReason::WrongDomain);
             return;
         }
         self.counters.rx_acks += 1;
@@ -1079,6 +1096,10 @@ impl Pds {
             self.counters.drop(DropReason::StrayFeedback);
             return;
         }
+        if p.sdi != meta.sdi {
+            self.counters.drop(DropReason::WrongDomain);
+            return;
+        }
         // A NACK names a packet this PDC sent and has not seen acknowledged
         // (`nack_psn` is the PSN that triggered it, §2.8; a Probe CP takes
         // the next PSN, §2.10), and comes from the peer's PDC once we know
@@ -1205,6 +1226,7 @@ impl Pds {
                     DpdcidField::Dpdcid(Some(id)) => match self.pdcs.get_mut(&id) {
                         Some(p)
                             if p.peer == meta.src
+                                && p.sdi == meta.sdi
                                 && p.peer_id.is_some()
                                 && c.spdcid == p.peer_id =>
                         {
@@ -1224,7 +1246,7 @@ impl Pds {
                     DpdcidField::Dpdcid(Some(id)) => self
                         .pdcs
                         .get(&id)
-                        .filter(|p| p.peer == meta.src)
+                        .filter(|p| p.peer == meta.src && p.sdi == meta.sdi)
                         .map(|p| p.ccc),
                     _ => None,
                 };
@@ -1249,7 +1271,7 @@ impl Pds {
                 };
                 let key = id
                     .and_then(|id| self.pdcs.get(&id))
-                    .filter(|p| p.peer == meta.src)
+                    .filter(|p| p.peer == meta.src && p.sdi == meta.sdi)
                     .and_then(|p| p.rx.as_ref())
                     .and_then(|rx| rx.rccc);
                 match (key, self.rccc_rx.as_mut()) {

@@ -6,6 +6,7 @@ use super::{CONTROL_EV, Pds, PktRef, SesHooks, Transmit};
 use std::net::IpAddr;
 
 use uet_cms::nscc::service_time_to_wire;
+use uet_wire::pds::tss::Sdi;
 use uet_wire::pds::{
     AckCcState, CpPayload, CreditState, CwndPenalty, DpdcidField, NextHeader, NsccState, PdcInfo,
     PdsAckCc, PdsAckExt, PdsAckPsnField, PdsAckRepr, PdsAckRequest, PdsAckState, PdsCcFlags,
@@ -25,6 +26,8 @@ pub(super) enum ControlPacket {
     Nack {
         dst: IpAddr,
         ev: EntropyValue,
+        /// The domain of the packet it answers.
+        sdi: Option<Sdi>,
         repr: PdsNackRepr,
     },
     Cp {
@@ -176,29 +179,37 @@ impl Pds {
     pub(super) fn write_ctl(&mut self, c: ControlPacket, buf: &mut [u8]) -> Option<Transmit> {
         // (A tail probe rides the data class: it must queue behind the
         // data it asks about.)
-        let (dst, ev, repr, data_class) = match c {
-            ControlPacket::Nack { dst, ev, repr } => {
+        // A CP goes in the domain of the PDC that sends it.
+        let domain_of =
+            |id: Option<PdcId>| id.and_then(|id| self.pdcs.get(&id)).and_then(|p| p.sdi);
+        let (dst, ev, repr, data_class, sdi) = match c {
+            ControlPacket::Nack { dst, ev, sdi, repr } => {
                 self.counters.tx_nacks += 1;
                 self.counters.tx_nack_codes.count(repr.code.code());
-                (dst, ev, PdsRepr::Nack(repr), false)
+                (dst, ev, PdsRepr::Nack(repr), false, sdi)
             }
             ControlPacket::Cp { dst, repr } => {
                 self.counters.tx_control += 1;
-                (dst, CONTROL_EV, PdsRepr::Cp(repr), false)
+                let sdi = domain_of(repr.spdcid);
+                (dst, CONTROL_EV, PdsRepr::Cp(repr), false, sdi)
             }
             ControlPacket::TailProbe { dst, repr } => {
                 self.counters.tx_control += 1;
                 self.counters.tail_probes += 1;
-                (dst, CONTROL_EV, PdsRepr::Cp(repr), true)
+                let sdi = domain_of(repr.spdcid);
+                (dst, CONTROL_EV, PdsRepr::Cp(repr), true, sdi)
             }
         };
         let len = repr.buffer_len();
         repr.emit(buf.get_mut(..len)?);
-        Some(if data_class {
-            Transmit::data(&self.config, dst, ev, len)
-        } else {
-            Transmit::control(&self.config, dst, ev, len)
-        })
+        Some(
+            if data_class {
+                Transmit::data(&self.config, dst, ev, len)
+            } else {
+                Transmit::control(&self.config, dst, ev, len)
+            }
+            .in_domain(sdi),
+        )
     }
 
     pub(super) fn write_ack(
@@ -371,20 +382,21 @@ impl Pds {
             self.acks.push_back(id);
             let dst = p.peer;
             self.counters.tx_acks += 1;
-            return Some(Transmit::control(&self.config, dst, ev, len));
+            return Some(Transmit::control(&self.config, dst, ev, len).in_domain(p.sdi));
         }
         rx.due = AckDue::No;
         rx.ack_bytes = 0;
         rx.ecn = false;
         rx.retx = false;
         let dst = p.peer;
+        let sdi = p.sdi;
         p.last_activity = now;
         self.counters.tx_acks += 1;
         if closing_target {
             // The ACK of the CLOSE is out: the target forgets the PDC.
             self.remove_pdc(now, id, None);
         }
-        Some(Transmit::control(&self.config, dst, ev, len))
+        Some(Transmit::control(&self.config, dst, ev, len).in_domain(sdi))
     }
 
     pub(super) fn write_rudi(
@@ -538,7 +550,7 @@ impl Pds {
                 let repr = PdsRepr::Cp(cp);
                 let len = repr.buffer_len();
                 repr.emit(buf.get_mut(..len)?);
-                return Some(Transmit::control(&self.config, p.peer, ev, len));
+                return Some(Transmit::control(&self.config, p.peer, ev, len).in_domain(p.sdi));
             }
             if let TxItem::Data(pkt) = item {
                 ccc.on_send(now, u64::from(self.config.nominal(pkt.len)), true);
@@ -589,7 +601,7 @@ impl Pds {
             let len = repr.buffer_len();
             repr.emit(buf.get_mut(..len)?);
             self.counters.tx_control += 1;
-            return Some(Transmit::control(&self.config, p.peer, CONTROL_EV, len));
+            return Some(Transmit::control(&self.config, p.peer, CONTROL_EV, len).in_domain(p.sdi));
         }
         // 3. New data, within the MPR window, the SYN range and the CCC.
         let pkt = p.queue.front()?;
@@ -683,7 +695,7 @@ impl Pds {
                 });
                 let len = repr.buffer_len();
                 repr.emit(buf.get_mut(..len)?);
-                Some(Transmit::control(config, p.peer, CONTROL_EV, len))
+                Some(Transmit::control(config, p.peer, CONTROL_EV, len).in_domain(p.sdi))
             }
             TxItem::Data(pkt) => {
                 // RUD_CC_REQ/ROD_CC_REQ (16 B) when RCCC advertises a
@@ -718,7 +730,8 @@ impl Pds {
                     p.clear_needed = false;
                     p.note_clear(now, clear);
                 }
-                let mut t = Transmit::data(config, p.peer, ev, hl + pkt.len as usize);
+                let mut t =
+                    Transmit::data(config, p.peer, ev, hl + pkt.len as usize).in_domain(p.sdi);
                 if retx && let Some(d) = config.dscp_data_rtx {
                     // DSCP_TRIMMABLE_RTX (§6/§7).
                     t.dscp = d;

@@ -99,6 +99,11 @@ struct Args {
     /// Expose a region: RI:KEY:SIZE (KEY may be 0x-prefixed), job 1, pid 0.
     #[arg(long, value_parser = parse_expose)]
     expose: Vec<Expose>,
+    /// Secure a job with TSS: JOB=PATH, PATH a key file (32 raw bytes or 64
+    /// hex digits, mode 0600). Sets the key file of the job's `[[tss]]`
+    /// table, or adds one with SDI = JOB in direct mode. Repeatable.
+    #[arg(long, value_name = "JOB=PATH", value_parser = parse_tss_key_file)]
+    tss_key_file: Vec<(u32, PathBuf)>,
     /// Control socket path (default /run/uet/uetd.sock).
     #[arg(long)]
     socket: Option<PathBuf>,
@@ -148,6 +153,12 @@ fn parse_u64(s: &str) -> Result<u64, String> {
         None => s.parse(),
     }
     .map_err(|e| format!("{s:?}: {e}"))
+}
+
+fn parse_tss_key_file(s: &str) -> Result<(u32, PathBuf), String> {
+    let (job, path) = s.split_once('=').ok_or("expected JOB=PATH")?;
+    let job = job.parse().map_err(|e| format!("job {job:?}: {e}"))?;
+    Ok((job, PathBuf::from(path)))
 }
 
 fn parse_expose(s: &str) -> Result<Expose, String> {
@@ -220,6 +231,14 @@ fn config(a: &Args) -> Result<Config> {
     c.pin |= a.pin;
     c.xdp_copy |= a.xdp_copy;
     c.expose.extend(a.expose.iter().cloned());
+    for (job, path) in &a.tss_key_file {
+        match c.tss.iter_mut().find(|t| t.job == *job) {
+            Some(t) => t.key_file = Some(path.clone()),
+            None => c
+                .tss
+                .push(uetd::tss::TssJob::with_key_file(*job, path.clone())),
+        }
+    }
     c.check()?;
     Ok(c)
 }
