@@ -91,6 +91,32 @@ pub struct PdsConfig {
     /// Receiver-side RCCC (credit pacing to the sources that ask for it),
     /// or `None` when this endpoint grants no credit.
     pub rccc_receiver: Option<RcccConfig>,
+    /// How a secure PDC's Start_PSN is agreed (a PDC in a security domain:
+    /// its job's, `Pds::set_job_domain`, or that of the SYN that opened
+    /// it; `docs/protocol-notes.md` §2.12 "Secure PDCs").
+    pub secure_start: SecureStart,
+    /// PSNs a secure PDC may use from its Start_PSN: it must close when
+    /// its PSN reaches Start_PSN + 2^31 (§2.12), so that no PSN of the
+    /// PDC comes round again under the domain's keys. Below that only to
+    /// test the rule.
+    pub secure_psn_span: u32,
+}
+
+/// How a secure PDC's Start_PSN is agreed (§2.12 "Secure PDCs"): a
+/// replayed SYN of an earlier PDC must not open a PDC again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SecureStart {
+    /// EXPECTED_0RTT_START: the target keeps a floor per security domain,
+    /// raised past the Start_PSN of every secure PDC it forgets and told to
+    /// the initiator in its closing ACK (flag EPSN); a SYN whose Start_PSN
+    /// is below it is answered NEW_START_PSN with the floor, and the
+    /// initiator starts the PDC again from there. An initiator that knows
+    /// the floor opens its next PDC at it, in zero round trips.
+    #[default]
+    Expected0Rtt,
+    /// RANDOM_1RTT_START: the target answers every new secure PDC's first
+    /// SYN with a Start_PSN of its own choosing (one round trip).
+    Random1Rtt,
 }
 
 impl Default for PdsConfig {
@@ -120,6 +146,8 @@ impl Default for PdsConfig {
             dscp_trimmed_lasthop: Dscp::from_masked(18),
             ccc: CccConfig::default(),
             rccc_receiver: None,
+            secure_start: SecureStart::Expected0Rtt,
+            secure_psn_span: 1 << 31,
         }
     }
 }

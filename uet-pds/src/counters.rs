@@ -67,6 +67,10 @@ reasons! {
     /// authenticated it — or one in the clear for a PDC in a domain, or
     /// the reverse: never acted on, never answered (`docs/security.md`).
     WrongDomain => "wrong_domain",
+    /// A SYN of a secure PDC whose Start_PSN the target does not accept
+    /// (below the domain's floor, or not the one it named): NACK
+    /// NEW_START_PSN with the one to use (§2.12).
+    NewStartPsn => "new_start_psn",
 }
 
 /// Counters of one engine.

@@ -26,7 +26,7 @@ mod tail_probe;
 pub mod tx_ledger;
 
 pub use cc_mode::CcMode;
-pub use config::PdsConfig;
+pub use config::{PdsConfig, SecureStart};
 pub use counters::{Counters, DropReason, NackCounts};
 pub use engine::{
     InitiatorKey, OpenError, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, RxSes,

@@ -67,6 +67,12 @@ impl PktQueue {
     }
 
     #[inline]
+    /// Packets queued (a sum over runs: called when a PDC is reused, not
+    /// per packet).
+    pub(crate) fn packets(&self) -> u64 {
+        self.runs.iter().map(|r| u64::from(r.n)).sum()
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.runs.is_empty()
     }

@@ -24,6 +24,7 @@ mod inflight;
 mod loss_detection;
 mod offpath;
 mod restart;
+mod secure;
 mod timers;
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));

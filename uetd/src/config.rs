@@ -578,7 +578,7 @@ impl Config {
         }
         if !self.tss.is_empty() && self.crc_trailer() {
             refuse!(
-                "[[tss]] and crc_trailer: a secured packet ends in its tag, not a CRC32C                  trailer (docs/security.md §1); turn crc_trailer off"
+                "[[tss]] and crc_trailer: a secured packet ends in its tag, not a CRC32C trailer (docs/security.md §1); turn crc_trailer off"
             );
         }
         for e in &self.expose {

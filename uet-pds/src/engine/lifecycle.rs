@@ -13,6 +13,7 @@ use uet_wire::rand::Rng;
 use uet_wire::time::Instant;
 use uet_wire::{EntropyValue, JobId, PdcId, Psn};
 
+use crate::config::{PdsConfig, SecureStart};
 use crate::pkt_queue::PktQueue;
 use crate::tail_probe::TailProbe;
 use crate::tx_ledger::TxLedger;
@@ -35,14 +36,23 @@ impl Pds {
     /// Returns the initiator PDC for `key`, reusing an open one or creating
     /// one (zero-RTT: it sends SYN packets until the first ACK, §2.12).
     pub fn open(&mut self, now: Instant, key: InitiatorKey) -> Result<PdcId, OpenError> {
-        if let Some(id) = self.reuse.get(&key)
-            && self.pdcs.get(id).is_some_and(|p| !p.closing)
+        if let Some(&id) = self.reuse.get(&key)
+            && let Some(p) = self.pdcs.get_mut(&id)
+            && !p.closing
         {
-            return Ok(*id);
+            if !Self::psn_space_spent(&self.config, p) {
+                return Ok(id);
+            }
+            // A secure PDC near the end of its PSN space takes no new
+            // message: it closes once what it holds is acknowledged, and a
+            // new PDC carries the rest (§2.12).
+            p.close_requested = true;
+            self.schedule(id);
         }
         let id = self.alloc_id().ok_or(OpenError::NoPdcAvailable)?;
-        // REFPROV keeps Start_PSN in [2^16, 2^31) (§2.12).
-        let start = Psn((1 << 16) + self.rng.below((1 << 31) - (1 << 16)) as u32);
+        let random = self.random_start();
+        let sdi = self.job_domains.get(&key.job).copied();
+        let start = self.initiator_start(sdi, random);
         let rod_ev = EntropyValue::from_masked(self.rng.next_u32() as u16);
         let pdc = Pdc {
             id,
@@ -51,7 +61,7 @@ impl Pds {
             initiator: true,
             mode: key.mode,
             key: Some(key),
-            sdi: self.job_domains.get(&key.job).copied(),
+            sdi,
             ccc: (key.dst, key.tc),
             ccc_ix: None,
             start,
@@ -77,6 +87,7 @@ impl Pds {
             pending: false,
             created: now,
             reopens: 0,
+            awaiting_start: false,
             hold_until: None,
             timer: Cell::new(None),
             timer_queued: Cell::new(None),
@@ -91,6 +102,32 @@ impl Pds {
             initiator: true,
         });
         Ok(id)
+    }
+
+    /// Whether secure PDC `p` is too near the end of its PSN space
+    /// (`PdsConfig::secure_psn_span`) to take another message: what it
+    /// has sent and queued, with room for a large message (1/8 of the
+    /// span, at most 2^20 packets), reaches the span.
+    pub(super) fn psn_space_spent(config: &PdsConfig, p: &Pdc) -> bool {
+        if p.sdi.is_none() {
+            return false;
+        }
+        let span = u64::from(config.secure_psn_span);
+        let used = u64::from(p.ledger.next_psn().diff(p.start).max(0) as u32);
+        used + p.queue.packets() + (span / 8).min(1 << 20) >= span
+    }
+
+    /// The Start_PSN of a new initiator PDC in security domain `sdi`
+    /// (`random` is drawn by the caller for every PDC, so that secure ones
+    /// change no other draw): with EXPECTED_0RTT_START, the Expected_PSN
+    /// the domain's last closing ACK named, if any (§2.12).
+    fn initiator_start(&self, sdi: Option<Sdi>, random: Psn) -> Psn {
+        match (sdi, self.config.secure_start) {
+            (Some(d), SecureStart::Expected0Rtt) => {
+                self.secure.next_start.get(&d).copied().unwrap_or(random)
+            }
+            _ => random,
+        }
     }
 
     pub(super) fn idle_close(&mut self, now: Instant, id: PdcId) {
@@ -175,6 +212,15 @@ impl Pds {
         if let Some(p) = self.pdcs.remove(&id) {
             if p.pending {
                 self.pending_count -= 1;
+            }
+            // However a secure target PDC that delivered anything goes
+            // (closed, reaped, failed), its Start_PSN is spent: a replay
+            // of its SYNs must not open it again (§2.12).
+            if let Some(d) = p.sdi
+                && !p.initiator
+                && !p.awaiting_start
+            {
+                super::SecureState::raise(&mut self.secure.floor, d, p.start.next());
             }
             if let Some(key) = p.rx.as_ref().and_then(|rx| rx.rccc) {
                 self.release_rccc(now, id, key);
@@ -272,11 +318,16 @@ impl Pds {
     /// (`PdsError::Nack`). Guaranteed responses and CLEAR state belonged to
     /// the old PDC and go with it (§3). A closing PDC, or one with nothing
     /// left to send, is simply forgotten.
+    ///
+    /// A secure PDC's target may also name the Start_PSN to use
+    /// (NEW_START_PSN, §2.12): `start` then, before anything was
+    /// acknowledged, so every message goes again whole.
     pub(super) fn reopen(
         &mut self,
         now: Instant,
         id: PdcId,
         code: NackCode,
+        start: Option<Psn>,
         upper: &mut impl SesHooks,
     ) {
         let Some(p) = self.pdcs.get_mut(&id) else {
@@ -349,8 +400,17 @@ impl Pds {
         {
             self.by_peer.remove(&(p.peer, pid));
         }
-        // REFPROV keeps Start_PSN in [2^16, 2^31) (§2.12).
-        let start = Psn((1 << 16) + self.rng.below((1 << 31) - (1 << 16)) as u32);
+        let sdi = p.sdi;
+        let start = match start {
+            Some(s) => s,
+            None => {
+                let random = self.random_start();
+                self.initiator_start(sdi, random)
+            }
+        };
+        let Some(p) = self.pdcs.get_mut(&id) else {
+            return;
+        };
         p.start = start;
         p.ledger = TxLedger::new(start);
         p.queue = queue;

@@ -391,6 +391,40 @@ pub struct Pds {
     deadline_evals: Cell<u64>,
     events: VecDeque<PdsEvent>,
     counters: Counters,
+    /// Secure PDC establishment per security domain (§2.12).
+    secure: SecureState,
+}
+
+/// Start_PSNs of secure PDCs, per security domain (§2.12 "Secure PDCs").
+/// One entry per domain: the target learns domains only from datagrams the
+/// layer below authenticated (so from its configuration), the initiator
+/// from its jobs' domains; beyond [`SecureState::MAX_DOMAINS`] a domain
+/// keeps no floor and its PDCs start in one round trip.
+#[derive(Debug, Default)]
+struct SecureState {
+    /// Target: the least Start_PSN a new PDC of the domain may take
+    /// (EXPECTED_0RTT_START's Expected_PSN).
+    floor: HashMap<Sdi, Psn>,
+    /// Initiator: the Start_PSN the domain's next PDC takes, from the
+    /// last closing ACK's Expected_PSN.
+    next_start: HashMap<Sdi, Psn>,
+}
+
+impl SecureState {
+    const MAX_DOMAINS: usize = 4096;
+
+    /// Raises `map[sdi]` to `psn` (PSN order), within the bound.
+    fn raise(map: &mut HashMap<Sdi, Psn>, sdi: Sdi, psn: Psn) {
+        let full = map.len() >= Self::MAX_DOMAINS;
+        match map.get_mut(&sdi) {
+            Some(p) if psn.is_after(*p) => *p = psn,
+            Some(_) => {}
+            None if !full => {
+                map.insert(sdi, psn);
+            }
+            None => {}
+        }
+    }
 }
 
 /// RUDI (§2.11): reliable at-least-once delivery of idempotent operations
@@ -450,7 +484,13 @@ impl Pds {
             deadline_evals: Cell::new(0),
             events: VecDeque::new(),
             counters: Counters::default(),
+            secure: SecureState::default(),
         }
+    }
+
+    /// A random Start_PSN in REFPROV's range [2^16, 2^31) (§2.12).
+    pub(super) fn random_start(&mut self) -> Psn {
+        Psn((1 << 16) + self.rng.below((1 << 31) - (1 << 16)) as u32)
     }
 
     /// The configuration.

@@ -192,6 +192,10 @@ pub(super) struct Pdc {
     pub(super) created: Instant,
     /// Reopened (`Pds::reopen`) since the peer last acknowledged data.
     pub(super) reopens: u32,
+    /// A secure target PDC that answered its first SYN with NEW_START_PSN
+    /// and waits for its initiator to start again from `start`; nothing is
+    /// delivered before (§2.12).
+    pub(super) awaiting_start: bool,
     /// No data leaves before this: the peer refused a packet for want of a
     /// resource (`Pds::on_nack`), and resending at once would only be
     /// refused again.

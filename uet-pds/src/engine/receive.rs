@@ -3,12 +3,15 @@
 use super::congestion::CcShare;
 use super::pdc::{AckDue, Pdc, ReceiveState, TxItem};
 use super::transmit::ControlPacket;
-use super::{MAX_REOPENS, Pds, PdsError, PdsEvent, Reply, RxMeta, RxRequest, RxSes, SesHooks};
+use super::{
+    MAX_REOPENS, Pds, PdsError, PdsEvent, Reply, RxMeta, RxRequest, RxSes, SecureState, SesHooks,
+};
 use core::cell::Cell;
 use uet_cms::nscc::{RcvdBytesTracker, service_time_from_wire};
 use uet_cms::rccc::Arrival;
 use uet_cms::{AckEvent, NackEvent};
 use uet_wire::encap::Trim;
+use uet_wire::pds::tss::Sdi;
 use uet_wire::pds::{
     AckCcState, CpPayload, DpdcidField, NackAction, NackCode, NackTarget, NextHeader, PdsAckCc,
     PdsAckExt, PdsAckPsnField, PdsAckRepr, PdsAckRequest, PdsAckState, PdsCpRepr, PdsNackRepr,
@@ -21,7 +24,7 @@ use uet_wire::{
     TrafficClass,
 };
 
-use crate::config::PdsConfig;
+use crate::config::{PdsConfig, SecureStart};
 use crate::counters::DropReason;
 use crate::pkt_queue::PktQueue;
 use crate::rx_window::RxOutcome;
@@ -288,6 +291,22 @@ impl Pds {
                     self.counters.drop(DropReason::WrongDomain);
                     return None;
                 }
+                // A secure PDC that named the Start_PSN its initiator must
+                // start from (NEW_START_PSN, §2.12) opens only with that
+                // one; any other is told again.
+                Some(&id) if self.pdcs.get(&id).is_some_and(|p| p.awaiting_start) => {
+                    let syn_start = psn.sub(u32::from(psn_offset.get()));
+                    let p = self.pdcs.get_mut(&id)?;
+                    if p.start != syn_start {
+                        let base = p.start;
+                        self.counters.drop(DropReason::NewStartPsn);
+                        let code = NackCode::NewStartPsn;
+                        self.nack(meta, code, psn, Some(id), Some(spdcid), base.0);
+                        return None;
+                    }
+                    p.awaiting_start = false;
+                    id
+                }
                 // A SYN of another Start_PSN for a PDC its initiator never
                 // confirmed: either the initiator reopened the PDC (its peer
                 // refused it as unknown) or the PDC was opened by a forged
@@ -362,12 +381,20 @@ impl Pds {
                         pending: true,
                         created: now,
                         reopens: 0,
+                        awaiting_start: false,
                         hold_until: None,
                         timer: Cell::new(None),
                         timer_queued: Cell::new(None),
                     };
-                    let start = pdc.start;
                     let mut pdc = pdc;
+                    // A SYN authenticated in a security domain opens a
+                    // secure PDC, which may have to start elsewhere.
+                    let told = meta.sdi.and_then(|d| self.secure_start_for(d, pdc.start));
+                    if let Some(base) = told {
+                        pdc.start = base;
+                        pdc.awaiting_start = true;
+                    }
+                    let start = pdc.start;
                     pdc.ledger = TxLedger::new(start);
                     self.pdcs.insert(id, pdc);
                     self.push_pending(id, now);
@@ -378,6 +405,12 @@ impl Pds {
                         peer: meta.src,
                         initiator: false,
                     });
+                    if let Some(base) = told {
+                        self.counters.drop(DropReason::NewStartPsn);
+                        let code = NackCode::NewStartPsn;
+                        self.nack(meta, code, psn, Some(id), Some(spdcid), base.0);
+                        return None;
+                    }
                     id
                 }
             },
@@ -402,6 +435,27 @@ impl Pds {
         }
         p.last_activity = now;
         Some(id)
+    }
+
+    /// The Start_PSN a new secure PDC of domain `sdi` must take instead of
+    /// `syn_start`, if not that one (§2.12): RANDOM_1RTT_START names a new
+    /// one every time; EXPECTED_0RTT_START refuses a Start_PSN below the
+    /// domain's floor (a replayed SYN of an earlier PDC) and names the
+    /// floor.
+    fn secure_start_for(&mut self, sdi: Sdi, syn_start: Psn) -> Option<Psn> {
+        match self.config.secure_start {
+            SecureStart::Random1Rtt => Some(self.random_start()),
+            SecureStart::Expected0Rtt => match self.secure.floor.get(&sdi) {
+                Some(f) if syn_start.is_before(*f) => Some(*f),
+                Some(_) => None,
+                // A domain past the table's bound keeps no floor: its PDCs
+                // start in one round trip instead.
+                None if self.secure.floor.len() >= SecureState::MAX_DOMAINS => {
+                    Some(self.random_start())
+                }
+                None => None,
+            },
+        }
     }
 
     /// Makes sure the PDC has its receive half; validates SYN start PSNs.
@@ -908,6 +962,13 @@ impl Pds {
         self.scratch_evs = good_evs;
         self.scratch_lost = inferred;
         if closed {
+            // The target's closing ACK of a secure PDC names the Start_PSN
+            // the domain's next PDC takes (EXPECTED_0RTT_START, §2.12).
+            if let (Some(d), Some(e)) = (self.pdcs.get(&id).and_then(|p| p.sdi), a.expected_psn())
+                && self.config.secure_start == SecureStart::Expected0Rtt
+            {
+                SecureState::raise(&mut self.secure.next_start, d, e);
+            }
             self.remove_pdc(now, id, None);
         }
     }
@@ -1115,6 +1176,21 @@ impl Pds {
             self.counters.drop(DropReason::Unverified);
             return;
         }
+        // The target of a secure PDC names the Start_PSN to use (§2.12):
+        // start again from it, once per Start_PSN named, before anything
+        // was acknowledged (an established PDC's start is settled).
+        if n.code == NackCode::NewStartPsn && p.sdi.is_some() {
+            let start = Psn(n.payload);
+            if !p.initiator || p.established || start == p.start {
+                return;
+            }
+            if p.reopens >= MAX_REOPENS {
+                self.fail_pdc(now, id, PdsError::Nack(n.code), upper);
+            } else {
+                self.reopen(now, id, n.code, Some(start), upper);
+            }
+            return;
+        }
         p.last_activity = now;
         p.nacked = true;
         let key = p.ccc;
@@ -1198,7 +1274,7 @@ impl Pds {
             NackAction::Close
                 if n.code == NackCode::InvDpdcid && p.initiator && p.reopens < MAX_REOPENS =>
             {
-                self.reopen(now, id, n.code, upper);
+                self.reopen(now, id, n.code, None, upper);
             }
             NackAction::Close => self.fail_pdc(now, id, PdsError::Nack(n.code), upper),
             NackAction::Drop => {}
@@ -1356,6 +1432,12 @@ impl Pds {
                 rx.ev = meta.ev;
                 rx.due = AckDue::Now;
                 p.closing = true;
+                // A secure PDC's Start_PSN is spent: no later PDC of its
+                // domain may start at or before it (EXPECTED_0RTT_START's
+                // floor, §2.12; its closing ACK names the floor).
+                if let Some(d) = p.sdi {
+                    SecureState::raise(&mut self.secure.floor, d, p.start.next());
+                }
                 self.acks.push_back(id);
             }
             _ => {

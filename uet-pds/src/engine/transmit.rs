@@ -335,6 +335,28 @@ impl Pds {
                 ooo_count: rx.ooo_count,
             }),
         };
+        // A secure PDC's closing ACK is a plain ACK naming the Start_PSN
+        // the domain's next PDC takes (flag EPSN, REFPROV's
+        // EXPECTED_0RTT_START, §2.12); everything before the CLOSE is
+        // cleared, so it needs no SACK.
+        let epsn = match p.sdi {
+            Some(d) if closing_target && response.is_none() && probe.is_none() => {
+                self.secure.floor.get(&d).copied()
+            }
+            _ => None,
+        };
+        let ext = match epsn {
+            Some(e) => PdsAckExt::Plain {
+                expected_psn: Some(e),
+            },
+            None => PdsAckExt::Cc(PdsAckCc {
+                cc_flags: PdsCcFlags::from_masked(0),
+                mpr,
+                sack_psn_offset: sack_off,
+                sack_bitmap: bitmap,
+                state: PdsAckState::Cc(state),
+            }),
+        };
         let ack = PdsAckRepr {
             next_hdr,
             m: rx.ecn,
@@ -348,13 +370,7 @@ impl Pds {
             cack_psn: cack,
             spdcid: Some(id),
             dpdcid: peer_id,
-            ext: PdsAckExt::Cc(PdsAckCc {
-                cc_flags: PdsCcFlags::from_masked(0),
-                mpr,
-                sack_psn_offset: sack_off,
-                sack_bitmap: bitmap,
-                state: PdsAckState::Cc(state),
-            }),
+            ext,
         };
         let hl = ack.buffer_len();
         let mut len = hl;
@@ -606,6 +622,20 @@ impl Pds {
         // 3. New data, within the MPR window, the SYN range and the CCC.
         let pkt = p.queue.front()?;
         let next = p.ledger.next_psn();
+        // A secure PDC ends at Start_PSN + 2^31 (§2.12; the last PSN is
+        // left for its CLOSE). What would go past it fails: a message
+        // larger than the room `open` keeps (`psn_space_spent`) on a PDC
+        // that long-lived.
+        if p.sdi.is_some() && next.diff(p.start) as u32 >= self.config.secure_psn_span - 1 {
+            p.close_requested = true;
+            let mut withdrawn = 0;
+            for pkt in p.queue.drain() {
+                withdrawn += u64::from(self.config.nominal(pkt.len));
+                upper.on_failed(now, pkt, super::PdsError::Closed);
+            }
+            ccc.withdraw(now, withdrawn);
+            return None;
+        }
         let in_flight = next.diff(p.ledger.una()) as u32;
         if in_flight >= range {
             return None;
