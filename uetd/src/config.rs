@@ -28,6 +28,8 @@
 //! busy_poll_us = 200        # an idle worker polls at most this long before it sleeps
 //! # metrics_addr = "127.0.0.1:9464"  # serve /metrics (Prometheus) here
 //!
+//! # tss_start = "0rtt"    # secure PDC start: 0rtt (EXPECTED_0RTT_START) | 1rtt
+//!
 //! [[tss]]                 # the security domain of a job (docs/security.md)
 //! job = 1
 //! sdi = 0x10
@@ -125,6 +127,31 @@ pub enum Profile {
     /// control — which are the daemon's defaults already
     /// (`docs/protocol-notes.md` §1).
     Refprov,
+}
+
+/// How a PDC in a security domain agrees its Start_PSN
+/// (`docs/protocol-notes.md` §2.12 "Secure PDCs").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+pub enum TssStart {
+    /// EXPECTED_0RTT_START: a new PDC starts at once, at the Start_PSN the
+    /// target's last closing ACK named; the target refuses an older one
+    /// (NEW_START_PSN) and the PDC starts again from its floor.
+    #[default]
+    #[serde(rename = "0rtt")]
+    ZeroRtt,
+    /// RANDOM_1RTT_START: the target names every secure PDC's Start_PSN
+    /// (one round trip before data is placed).
+    #[serde(rename = "1rtt")]
+    OneRtt,
+}
+
+impl From<TssStart> for uet_pds::SecureStart {
+    fn from(s: TssStart) -> Self {
+        match s {
+            TssStart::ZeroRtt => Self::Expected0Rtt,
+            TssStart::OneRtt => Self::Random1Rtt,
+        }
+    }
 }
 
 /// How the XDP program attaches.
@@ -344,6 +371,9 @@ pub struct Config {
     pub expose: Vec<Expose>,
     /// Security domains, one per job (`docs/security.md`).
     pub tss: Vec<crate::tss::TssJob>,
+    /// How secure PDCs agree their Start_PSN (both ends of a PDC need not
+    /// agree: the target decides, the initiator follows).
+    pub tss_start: TssStart,
     /// A preset of wire choices (`encap`, `ip_protocol`, `crc_trailer`);
     /// explicit settings win.
     pub profile: Option<Profile>,
@@ -391,6 +421,7 @@ impl Default for Config {
             api_max_registered_bytes: Size(16 << 30),
             expose: Vec::new(),
             tss: Vec::new(),
+            tss_start: TssStart::default(),
             profile: None,
             encap: None,
             ip_protocol: None,
@@ -620,6 +651,19 @@ mod tests {
         assert_eq!(c.expose[0].size, Size(1 << 30));
         assert_eq!(c.expose[0].job, 1);
         assert_eq!(c.cc_mode().unwrap(), CcMode::Rccc);
+    }
+
+    #[test]
+    fn the_secure_pdc_start_is_chosen_by_name() {
+        assert_eq!(Config::default().tss_start, TssStart::ZeroRtt);
+        let c = Config::parse("address = \"10.0.0.1\"\ntss_start = \"1rtt\"").unwrap();
+        assert_eq!(
+            uet_pds::SecureStart::from(c.tss_start),
+            uet_pds::SecureStart::Random1Rtt
+        );
+        let e = Config::parse("address = \"10.0.0.1\"\ntss_start = \"2rtt\"").unwrap_err();
+        let e = format!("{e:#}");
+        assert!(e.contains("0rtt") && e.contains("1rtt"), "{e}");
     }
 
     #[test]

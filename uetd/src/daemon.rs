@@ -324,6 +324,7 @@ impl Daemon {
                 ..PdsConfig::default()
             };
             pds.mp_range = cfg.mp_range;
+            pds.secure_start = cfg.tss_start.into();
             pds.rto_init = WireDuration::from_micros(cfg.rto_init_us);
             pds.ccc.algorithm = uet_cms::Algorithm::Fixed {
                 window: cfg.window.0,
