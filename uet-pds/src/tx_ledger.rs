@@ -7,6 +7,7 @@
 //! are never retransmitted; if their timer fires, the PDC sends an ACK_REQ
 //! instead (REFPROV `dst_recvd`).
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 use uet_wire::time::Instant;
@@ -70,6 +71,12 @@ pub struct TxLedger<T> {
     /// The highest PSN ever resent: above it, entries were sent once, so
     /// their transmission numbers grow with their PSNs.
     resent_hi: Option<Psn>,
+    /// Every entry before this PSN is SACKed (or gone): where
+    /// [`Self::first_unsacked_psn`] resumes its search. A SACK mark is
+    /// never taken back, so the answer only moves forward, and the search
+    /// costs O(1) per packet over a window's life instead of a scan of the
+    /// SACKed run on every packet sent while the cumulative ACK lags.
+    sacked_upto: Cell<Psn>,
 }
 
 impl<T> TxLedger<T> {
@@ -83,6 +90,7 @@ impl<T> TxLedger<T> {
             next_tx: 0,
             delivered_once: None,
             resent_hi: None,
+            sacked_upto: Cell::new(start),
         }
     }
 
@@ -153,18 +161,20 @@ impl<T> TxLedger<T> {
         Some(e)
     }
 
-    /// The first PSN not SACKed: the oldest entry's in the usual case
-    /// (looked at first, without an iterator), `next_psn` if all are.
+    /// The first PSN not SACKed, `next_psn` if all are: searched from
+    /// where the last search ended (entries before it were SACKed then and
+    /// still are).
     #[must_use]
     pub fn first_unsacked_psn(&self) -> Psn {
-        match self.entries.front() {
-            Some(e) if !e.sacked => e.psn,
-            _ => self
-                .entries
-                .iter()
-                .find(|e| !e.sacked)
-                .map_or_else(|| self.next_psn(), |e| e.psn),
-        }
+        let from = self.sacked_upto.get().diff(self.una).max(0) as usize;
+        let i = self
+            .entries
+            .range(from.min(self.entries.len())..)
+            .position(|e| !e.sacked)
+            .map_or(self.entries.len(), |p| from + p);
+        let psn = self.una.add(i as u32);
+        self.sacked_upto.set(psn);
+        psn
     }
 
     /// Iterates over the entries in PSN order.
@@ -441,6 +451,26 @@ mod tests {
             let in_flight: BTreeSet<u32> = l.iter().map(|e| e.token).collect();
             prop_assert!(left.is_disjoint(&in_flight));
             prop_assert_eq!(left.len() + in_flight.len(), n as usize);
+        }
+
+        /// The first unSACKed PSN (CLEAR_PSN's source, asked on every
+        /// packet sent) is always the one a scan from the oldest entry
+        /// finds, however pushes, SACKs (in-window, stale, beyond) and
+        /// cumulative ACKs interleave with the questions.
+        #[test]
+        fn first_unsacked_is_what_a_scan_finds(start: u32,
+                                              ops in proptest::collection::vec((0u8..4, 0u32..80, any::<u64>()), 0..200)) {
+            let mut l = TxLedger::new(Psn(start));
+            let scan = |l: &TxLedger<u32>| l.iter().find(|e| !e.sacked).map_or_else(|| l.next_psn(), |e| e.psn);
+            for (op, off, bm) in ops {
+                match op {
+                    0 => { for i in 0..off % 8 { l.push(Instant::ZERO, 1, ev(), i); } }
+                    1 => l.ack_selective(l.una().add(off).sub(8), bm, |_| {}),
+                    2 => { l.ack_cumulative(l.una().add(off % 16).sub(2), |_| {}); }
+                    _ => {}
+                }
+                prop_assert_eq!(l.first_unsacked_psn(), scan(&l));
+            }
         }
     }
 }

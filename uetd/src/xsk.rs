@@ -98,6 +98,16 @@ impl Default for XskConfig {
     }
 }
 
+/// Bytes of the next received packet prefetched while the current one is
+/// handled: its headers and the first payload bytes (two cache lines). A
+/// whole 1.5 KB packet (24 lines) stalled the loop on the CPU's line-fill
+/// buffers; two lines take the first miss, where parsing began, off the
+/// critical path, and the checksum's sequential read is left to the
+/// hardware prefetcher (perf, 1 GiB xdp write at MTU 1500: parse, checksum
+/// and ring handling at the target 15–25 % fewer samples than without,
+/// against 5–10 % with the whole packet).
+const RX_PREFETCH: u32 = 128;
+
 /// Most frames one packet may span: enough for an MTU of 9216 in 2048-byte
 /// frames (9234 bytes in 1792-byte rooms), well under the kernel's own
 /// limit of `MAX_SKB_FRAGS + 1` (18) buffers per packet.
@@ -1150,6 +1160,12 @@ impl XdpIo {
                 break;
             };
             popped += 1;
+            // The next packet's headers start on their way into this CPU's
+            // cache while this one is parsed and placed (copy mode: the
+            // kernel wrote them on another CPU).
+            if let Some((addr, len)) = self.set.socks[s].rx.peek() {
+                self.umem.prefetch(addr, len.min(RX_PREFETCH));
+            }
             let (chain, discarding) = &mut self.rx_chains[s];
             if *discarding {
                 self.set.free.push(f);
@@ -1310,20 +1326,37 @@ impl XdpIo {
     }
 }
 
+/// Why a datagram cannot be sent (see [`XdpIo::headers_for`]).
+#[derive(Debug, Clone, Copy)]
+enum Unsendable {
+    /// Not a valid IP pair, or longer than the MTU allows.
+    Invalid,
+    /// No next-hop MAC yet.
+    NoNeighbour,
+}
+
+/// Counts a datagram [`XdpIo::headers_for`] refused.
+fn count_unsendable(stats: &mut IoStats, u: Unsendable) {
+    stats.tx_dropped += 1;
+    if matches!(u, Unsendable::NoNeighbour) {
+        stats.tx_no_neighbour += 1;
+    }
+}
+
 impl XdpIo {
-    /// The Ethernet, IP and transport headers of `t`, or `None` (counted)
-    /// when it cannot be sent: not a valid IP pair, longer than the MTU
-    /// allows, or no next hop yet (one is requested).
-    fn headers_for(&mut self, t: &Transmit) -> Option<(EthernetRepr, IpRepr, Transport)> {
+    /// The Ethernet, IP and transport headers of `t`, or why it cannot be
+    /// sent: not a valid IP pair or longer than the MTU allows, or no next
+    /// hop yet (one is requested). Takes `&self`, so the send loops can
+    /// hold the UMEM borrowed from `self` meanwhile instead of a handle of
+    /// their own (an atomic increment and decrement per call); they count
+    /// the refusal with [`count_unsendable`].
+    fn headers_for(&self, t: &Transmit) -> Result<(EthernetRepr, IpRepr, Transport), Unsendable> {
         let Some(ip) = self.ip_repr(t).filter(|_| t.len <= self.max_uet) else {
-            self.stats.tx_dropped += 1;
-            return None;
+            return Err(Unsendable::Invalid);
         };
         let Some(dst_mac) = self.mac_for(t.dst) else {
-            self.stats.tx_dropped += 1;
-            self.stats.tx_no_neighbour += 1;
             self.next_hop.request(t.dst);
-            return None;
+            return Err(Unsendable::NoNeighbour);
         };
         let eth = EthernetRepr {
             dst: dst_mac,
@@ -1336,7 +1369,7 @@ impl XdpIo {
         } else {
             Transport::udp(t.ev, &self.wire.encap)
         };
-        Some((eth, ip, transport))
+        Ok((eth, ip, transport))
     }
 
     /// Kicks socket `s` when its TX ring holds descriptors.
@@ -1364,9 +1397,7 @@ impl XdpIo {
             return Ok(0);
         }
         let hr = self.set.headroom as usize;
-        // A handle of its own (one count per call), so the frame's bytes
-        // are not a borrow of `self`.
-        let umem = Arc::clone(&self.umem);
+        let umem = &self.umem;
         let uet_at = hr + self.hdr_len;
         let mut sent = 0;
         // Every datagram the source produces counts against `max`, sent or
@@ -1382,9 +1413,13 @@ impl XdpIo {
                 self.set.free.push(f);
                 break;
             };
-            let Some((eth, ip, transport)) = self.headers_for(&t) else {
-                self.set.free.push(f);
-                continue;
+            let (eth, ip, transport) = match self.headers_for(&t) {
+                Ok(h) => h,
+                Err(u) => {
+                    count_unsendable(&mut self.stats, u);
+                    self.set.free.push(f);
+                    continue;
+                }
             };
             // The UET bytes are in place: emit_frame writes the headers in
             // front, the checksum and the trailer.
@@ -1461,8 +1496,12 @@ impl XdpIo {
             }
             let uet = &mut self.scratch[self.hdr_len..self.hdr_len + self.max_uet];
             let Some(t) = source(uet) else { break };
-            let Some((eth, ip, transport)) = self.headers_for(&t) else {
-                continue;
+            let (eth, ip, transport) = match self.headers_for(&t) {
+                Ok(h) => h,
+                Err(u) => {
+                    count_unsendable(&mut self.stats, u);
+                    continue;
+                }
             };
             let Ok(n) = emit_frame(
                 &eth,

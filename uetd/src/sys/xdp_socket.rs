@@ -200,6 +200,36 @@ impl UmemArea {
         unsafe { std::slice::from_raw_parts(self.map.ptr.as_ptr().add(off), len) }
     }
 
+    /// Asks the CPU to bring the first `len` bytes at `addr` (a received
+    /// descriptor's data, still in a ring) into its cache: in copy mode
+    /// the kernel wrote them on whichever CPU ran the softirq, so reading
+    /// a packet begins with cache misses. Issued for the next packet while
+    /// this one is parsed and placed, they overlap with that work. A hint
+    /// only: nothing is read, and an address outside the UMEM is ignored.
+    #[inline]
+    pub(crate) fn prefetch(&self, addr: u64, len: u32) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            let base = self.base_of(addr);
+            if base >= self.map.len as u64 {
+                return;
+            }
+            let end = (addr + u64::from(len)).min(base + u64::from(self.frame_size));
+            let mut at = addr & !63;
+            while at < end {
+                // SAFETY: a prefetch reads nothing and cannot fault; `at`
+                // lies inside the mapping (its chunk was checked above).
+                unsafe {
+                    _mm_prefetch::<_MM_HINT_T0>(self.map.ptr.as_ptr().add(at as usize).cast());
+                }
+                at += 64;
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (addr, len);
+    }
+
     /// The whole chunk of a frame, for writing a packet into it.
     pub(crate) fn chunk_mut<'a>(&'a self, f: &'a mut Frame) -> &'a mut [u8] {
         assert_eq!(f.umem, self.id, "frame of another UMEM");
@@ -475,6 +505,28 @@ impl ConsRing {
             },
             more,
         ))
+    }
+
+    /// The address and length of the descriptor [`Self::pop_part`] would
+    /// return next, without taking it; only from what the last producer
+    /// load showed (no atomic load here), `None` for a completion ring.
+    #[inline]
+    pub(crate) fn peek(&self) -> Option<(u64, u32)> {
+        if !self.desc || self.cached_prod == self.cached_cons {
+            return None;
+        }
+        let i = (self.cached_cons & (self.ring.size - 1)) as usize;
+        // SAFETY: as in `pop_part`: slot i lies between our consumer index
+        // and the producer index we acquired, so the kernel is done with it.
+        let d = unsafe {
+            self.ring
+                .desc
+                .cast::<libc::xdp_desc>()
+                .as_ptr()
+                .add(i)
+                .read()
+        };
+        Some((d.addr, d.len))
     }
 
     /// Hands the slots of every popped entry back (one release store).
@@ -1235,6 +1287,32 @@ pub(crate) mod in_memory {
             assert_eq!(rx.pop().map(|f| f.len), Some(300));
             // The tokens end here; their chunks are not reused.
             let _ = (a, b);
+        }
+
+        #[test]
+        fn peek_shows_the_next_descriptor_without_taking_it() {
+            let (umem, _frames) = umem();
+            let (mut rx, k) = ConsRing::in_memory(&umem, 4, true, u32::MAX);
+            assert_eq!(rx.peek(), None, "nothing produced");
+            assert!(k.produce(2048 + 256, 100));
+            assert!(k.produce(4096 + 256, 200));
+            // Only what a producer load showed: none was made yet.
+            assert_eq!(rx.peek(), None);
+            let a = rx.pop().unwrap();
+            assert_eq!((a.addr, a.len), (2304, 100));
+            // Across the index wrap: the second, and still the second.
+            assert_eq!(rx.peek(), Some((4352, 200)));
+            assert_eq!(rx.peek(), Some((4352, 200)));
+            let b = rx.pop().unwrap();
+            assert_eq!((b.addr, b.len), (4352, 200));
+            assert_eq!(rx.peek(), None, "all taken");
+            // A completion ring has no descriptors to peek at.
+            let (comp, kc) = ConsRing::in_memory(&umem, 4, false, 0);
+            assert!(kc.produce(2048, 0));
+            assert_eq!(comp.peek(), None);
+            // Prefetching any of these, or past the UMEM, is harmless.
+            umem.prefetch(4352, 200);
+            umem.prefetch(u64::MAX - 64, 4096);
         }
 
         #[test]

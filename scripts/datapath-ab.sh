@@ -1,0 +1,74 @@
+#!/bin/bash
+# A/B of uetd builds on one xdp RMA write over a veth pair (root):
+#   scripts/datapath-ab.sh MTU BYTES REPEATS UETD_BIN [UETD_BIN ...]
+# Two namespaces of its own joined by one veth pair; per repeat, every
+# binary in turn (interleaved) runs the daemons' built-in write test
+# (`--expose` at the target, `--write-to ... --exit --stats` at the writer,
+# verified by hash). One line per run: goodput, the two daemons' user and
+# system CPU seconds per GB and the machine's (/proc/stat, other load
+# included) over the write's window, the load, the writer's RTOs.
+# BUSY=N sets both daemons' busy_poll_us (unset: the default).
+# PERF=DIR also records both daemons with `perf record -e cpu-clock -F 4000`
+# from the first packets to the writer's exit, as DIR/<binary>-<repeat>.data.
+set -u
+MTU=$1; BYTES=$2; BYTES_N=$(numfmt --from=iec-i "${2%B}"); REP=$3; shift 3
+A=uet-ab-a-$$; B=uet-ab-b-$$
+D=$(mktemp -d)
+cleanup() {
+  for n in $A $B; do ip netns pids $n 2>/dev/null | xargs -r kill 2>/dev/null; done
+  sleep 0.2
+  ip netns del $A 2>/dev/null; ip netns del $B 2>/dev/null
+  rm -rf "$D"
+}
+trap cleanup EXIT
+ip netns add $A; ip netns add $B
+ip link add v0 netns $A mtu "$MTU" type veth peer name v1 netns $B mtu "$MTU"
+ip -n $A addr add 10.88.0.1/24 dev v0; ip -n $B addr add 10.88.0.2/24 dev v1
+ip -n $A link set v0 up; ip -n $B link set v1 up
+cpu() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
+pt() { awk '{print $14, $15}' /proc/$1/stat 2>/dev/null || echo 0 0; }
+if [ -n "${BUSY:-}" ]; then
+  printf 'interface = "v0"\nbusy_poll_us = %s\n' "$BUSY" > $D/a.toml
+  printf 'interface = "v1"\nbusy_poll_us = %s\n' "$BUSY" > $D/b.toml
+fi
+for r in $(seq "$REP"); do
+ for BIN in "$@"; do
+  rm -f $D/t.out $D/w.out
+  ip netns exec $B env UET_LOG=warn "$BIN" ${BUSY:+--config $D/b.toml} --interface v1 --backend xdp \
+    --expose 1:0x5eed:$BYTES --socket $D/b.sock > $D/t.out 2>$D/t.err &
+  TP=$!
+  for i in $(seq 300); do grep -q '"exposed"' $D/t.out 2>/dev/null && break; sleep 0.1; done
+  GEN=$(grep -o '"generation":[0-9]*' $D/t.out | head -1 | cut -d: -f2)
+  ip netns exec $A env UET_LOG=warn "$BIN" ${BUSY:+--config $D/a.toml} --interface v0 --backend xdp \
+    --write-to 10.88.0.2 --generation "$GEN" --bytes $BYTES --exit --stats --socket $D/a.sock > $D/w.out 2>$D/w.err &
+  WP=$!
+  if [ -n "${PERF:-}" ]; then
+    mkdir -p "$PERF"
+    for i in $(seq 2000); do
+      [ "$(ip netns exec $A cat /sys/class/net/v0/statistics/tx_packets)" -gt 100 ] && break; sleep 0.01
+    done
+    perf record -q -e cpu-clock -F 4000 -p $TP,$WP -o "$PERF/$(basename "$BIN")-$r.data" 2>/dev/null &
+    PP=$!
+  fi
+  # time, machine ticks, target utime stime, writer utime stime
+  ( while kill -0 $WP 2>/dev/null; do echo "$(date +%s.%N) $(cpu) $(pt $TP) $(pt $WP)"; sleep 0.05; done ) > $D/samples &
+  SP=$!
+  for i in $(seq 30000); do grep -q '"written"\|write_failed' $D/w.out 2>/dev/null && break; sleep 0.02; done
+  TEND=$(date +%s.%N)
+  wait $WP; wait $SP
+  [ -n "${PERF:-}" ] && { kill -INT $PP; wait $PP; }
+  for i in $(seq 100); do grep -q '"verified"' $D/t.out && break; sleep 0.1; done
+  kill $TP; wait $TP 2>/dev/null
+  W=$(grep '"written"' $D/w.out)
+  G=$(echo "$W" | grep -o '"gbps":[0-9.]*' | cut -d: -f2)
+  S=$(echo "$W" | grep -o '"seconds":[0-9.]*' | cut -d: -f2)
+  X1=$(echo "$W" | grep -o '"xxh3":"[0-9a-fx]*"'); X2=$(grep -o '"xxh3":"[0-9a-fx]*"' $D/t.out)
+  OK=$([ -n "$X1" ] && [ "$X1" = "$X2" ] && echo verified || echo NOT-VERIFIED)
+  CPU=$(awk -v e="$TEND" -v s="${S:-0}" -v b="$BYTES_N" 'BEGIN{st=e-s}
+    $5>0{n++;t[n]=$1;m[n]=$2;u[n]=$3+$5;k[n]=$4+$6}
+    END{i0=1;for(i=1;i<=n;i++){if(t[i]<=st)i0=i; i1=i}; sp=t[i1]-t[i0]; if(sp<=0||s<=0){print "cpu=n/a";exit}
+        f=s/sp/100/(b/1e9);
+        printf "user_s_per_GB=%.3f sys_s_per_GB=%.3f machine_cpu_s_per_GB=%.3f", (u[i1]-u[i0])*f, (k[i1]-k[i0])*f, (m[i1]-m[i0])*f}' $D/samples)
+  echo "$BIN mtu=$MTU gbps=${G:-failed} $CPU $OK load=$(cut -d' ' -f1 /proc/loadavg) $(grep -o '"rtos":[0-9]*' $D/w.out | tr '\n' ' ')"
+ done
+done
