@@ -300,8 +300,10 @@ mod tests {
         assert!(same);
         let (ta, tb) = (a.tss.unwrap(), b.tss.unwrap());
         assert!(ta.sealed >= 64, "{ta:?}");
-        assert_eq!(tb.opened, ta.sealed, "{tb:?}");
-        // (A may stop before B's last ACK reaches it.)
+        // Every data packet opened at B; the workers stop once the write
+        // completed, so a last control packet either way (a CLEAR, an
+        // ACK) may still be on its way.
+        assert!(tb.opened >= 64 && tb.opened <= ta.sealed, "{tb:?}");
         assert!(
             ta.opened > 0 && ta.opened <= tb.sealed,
             "ACKs too: {ta:?} {tb:?}"
