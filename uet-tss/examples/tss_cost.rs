@@ -96,13 +96,19 @@ fn main() {
     // The AEAD alone over the same bytes, to tell the primitive's cost
     // from the framing's.
     {
-        use uet_tss::crypto::{Aead, Provider, RustCrypto};
+        use uet_tss::crypto::{Aead, Provider, Ring, RustCrypto};
+        let k = Ring.aead(&[7; 32]);
+        let raw = per_frame(|| {
+            work.copy_from_slice(&template);
+            black_box(k.seal(&[1; 12], &[0; 24], &mut work[54..]).expect("seal"));
+        });
+        line("copy+AES-GCM (ring)", raw);
         let k = RustCrypto.aead(&[7; 32]);
         let raw = per_frame(|| {
             work.copy_from_slice(&template);
             black_box(k.seal(&[1; 12], &[0; 24], &mut work[54..]).expect("seal"));
         });
-        line("copy+AES-GCM only", raw);
+        line("copy+AES-GCM (aes-gcm)", raw);
     }
     for mode in [Mode::Direct, Mode::Cluster] {
         let c = DomainConfig::new(Sdi::new(1).expect("sdi"), mode);

@@ -170,10 +170,98 @@ pub trait Provider {
     fn prf(&self, key: &[u8; KEY_LEN]) -> Self::Prf;
 }
 
-/// The default provider: RustCrypto's `aes-gcm`, `aes` and `cmac`, with
-/// hardware AES and carry-less multiply detected at run time.
+/// RustCrypto's `aes-gcm`, `aes` and `cmac`, with hardware AES and
+/// carry-less multiply detected at run time: the reference the other
+/// provider is tested against, and the PRF of both.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RustCrypto;
+
+/// The default provider: `ring`'s AES-256-GCM (one stitched AES-NI and
+/// carry-less-multiply pass per packet, detected at run time: about 3.5x
+/// faster than `aes-gcm`'s separate passes on a 3.5 KB frame) and
+/// RustCrypto's AES-256-CMAC for the key derivation, which runs once per
+/// key, not per packet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ring;
+
+/// A prepared AES-256-GCM key of [`Ring`].
+pub struct RingAead(ring::aead::LessSafeKey);
+
+impl fmt::Debug for RingAead {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("RingAead(..)")
+    }
+}
+
+impl Provider for Ring {
+    type Aead = RingAead;
+    type Prf = RustCryptoPrf;
+
+    fn aead(&self, key: &[u8; KEY_LEN]) -> RingAead {
+        // A 32-byte key is what AES_256_GCM takes: this cannot fail.
+        let key = ring::aead::UnboundKey::new(&ring::aead::AES_256_GCM, key)
+            .unwrap_or_else(|_| unreachable!("AES-256 takes a 32-byte key"));
+        RingAead(ring::aead::LessSafeKey::new(key))
+    }
+
+    fn prf(&self, key: &[u8; KEY_LEN]) -> RustCryptoPrf {
+        RustCrypto.prf(key)
+    }
+}
+
+impl Aead for RingAead {
+    fn seal(
+        &self,
+        iv: &[u8; IV_LEN],
+        aad: &[u8],
+        buf: &mut [u8],
+    ) -> Result<[u8; TAG_LEN], AeadError> {
+        // The caller never reuses an IV under a key (the TSC, `domain.rs`).
+        let nonce = ring::aead::Nonce::assume_unique_for_key(*iv);
+        let tag = self
+            .0
+            .seal_in_place_separate_tag(nonce, ring::aead::Aad::from(aad), buf)
+            .map_err(|_| AeadError)?;
+        let mut out = [0u8; TAG_LEN];
+        out.copy_from_slice(tag.as_ref());
+        Ok(out)
+    }
+
+    fn open(
+        &self,
+        iv: &[u8; IV_LEN],
+        aad: &[u8],
+        buf: &mut [u8],
+        tag: &[u8; TAG_LEN],
+    ) -> Result<(), AeadError> {
+        // `ring` leaves the buffer unspecified when the tag fails; this
+        // trait promises it unchanged (a dropped frame stays as it came, for
+        // a capture or another key). A packet-sized copy on the stack keeps
+        // the promise for the cost of a memcpy, a larger one on the heap.
+        let mut stack = [0u8; 9216];
+        let mut heap = Vec::new();
+        let saved: &mut [u8] = if buf.len() <= stack.len() {
+            &mut stack[..buf.len()]
+        } else {
+            heap.resize(buf.len(), 0);
+            &mut heap
+        };
+        saved.copy_from_slice(buf);
+        let nonce = ring::aead::Nonce::assume_unique_for_key(*iv);
+        let tag = ring::aead::Tag::from(*tag);
+        let len = buf.len();
+        match self
+            .0
+            .open_in_place_separate_tag(nonce, ring::aead::Aad::from(aad), tag, buf, 0..)
+        {
+            Ok(plain) if plain.len() == len => Ok(()),
+            _ => {
+                buf.copy_from_slice(saved);
+                Err(AeadError)
+            }
+        }
+    }
+}
 
 /// A prepared AES-256-GCM key of [`RustCrypto`].
 #[derive(Clone)]
@@ -268,7 +356,41 @@ pub(crate) mod tests {
     /// reproduced in NIST SP 800-38D's validation material): 96-bit IVs.
     #[test]
     fn aes256_gcm_vectors() {
-        let p = RustCrypto;
+        gcm_vectors(RustCrypto);
+        gcm_vectors(Ring);
+    }
+
+    /// The same keys, IVs and AAD give the same ciphertext and tag with
+    /// both providers, each opens what the other sealed, and a failed open
+    /// leaves the buffer as it was with both.
+    #[test]
+    fn the_providers_agree() {
+        use proptest::prelude::*;
+        proptest!(|(key in any::<[u8; 32]>(), iv in any::<[u8; 12]>(),
+                    aad in proptest::collection::vec(any::<u8>(), 0..64),
+                    pt in proptest::collection::vec(any::<u8>(), 0..9300),
+                    flip in any::<usize>())| {
+            let (a, b) = (RustCrypto.aead(&key), Ring.aead(&key));
+            let (mut x, mut y) = (pt.clone(), pt.clone());
+            let ta = a.seal(&iv, &aad, &mut x).unwrap();
+            let tb = b.seal(&iv, &aad, &mut y).unwrap();
+            prop_assert_eq!(&x, &y);
+            prop_assert_eq!(ta, tb);
+            let mut z = x.clone();
+            b.open(&iv, &aad, &mut z, &ta).unwrap();
+            prop_assert_eq!(&z, &pt);
+            let mut z = y.clone();
+            a.open(&iv, &aad, &mut z, &tb).unwrap();
+            prop_assert_eq!(&z, &pt);
+            let mut bad = tb;
+            bad[flip % TAG_LEN] ^= 1 << (flip % 8);
+            let mut z = y.clone();
+            prop_assert_eq!(b.open(&iv, &aad, &mut z, &bad), Err(AeadError));
+            prop_assert_eq!(&z, &y);
+        });
+    }
+
+    fn gcm_vectors<P: Provider>(p: P) {
         // Test case 13: zero key, zero IV, no plaintext, no AAD.
         let k = p.aead(&[0; 32]);
         let mut empty = [];

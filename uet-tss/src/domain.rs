@@ -17,7 +17,7 @@ use uet_wire::time::{Duration, Instant};
 use uet_wire::{SealedFrame, parse_sealed_frame};
 use zeroize::Zeroizing;
 
-use crate::crypto::{Aead, IV_LEN, KeyMaterial, Provider, RustCrypto, SecretKey, TAG_LEN};
+use crate::crypto::{Aead, IV_LEN, KeyMaterial, Provider, Ring, SecretKey, TAG_LEN};
 use crate::kdf::{self, LABEL_CLUSTER, LABEL_SERVER};
 use crate::replay::{Replay, ReplayWindow};
 
@@ -445,7 +445,7 @@ struct SourceState {
 /// One security domain (`docs/security.md`), sans-IO: frames in, frames
 /// out, `now` passed in; no clock, no I/O, no allocation per packet once the
 /// tables have reached their bounds.
-pub struct SecurityDomain<P: Provider = RustCrypto> {
+pub struct SecurityDomain<P: Provider = Ring> {
     provider: P,
     config: DomainConfig,
     assoc: [Option<Association<P>>; 2],
@@ -495,11 +495,11 @@ impl<A> Resolved<'_, A> {
     }
 }
 
-impl SecurityDomain<RustCrypto> {
+impl SecurityDomain<Ring> {
     /// A domain with the default crypto provider and no keys yet.
     #[must_use]
     pub fn new(config: DomainConfig) -> Self {
-        Self::with_provider(config, RustCrypto)
+        Self::with_provider(config, Ring)
     }
 }
 

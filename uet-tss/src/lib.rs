@@ -8,7 +8,8 @@
 //! epoch check. The rules and their sources are in `docs/security.md`.
 //!
 //! * [`crypto`] — the [`Aead`](crypto::Aead)/[`Prf`](crypto::Prf)
-//!   [`Provider`](crypto::Provider) traits and the RustCrypto default.
+//!   [`Provider`](crypto::Provider) traits; the default provider is `ring`'s AES-256-GCM
+//!   with RustCrypto's CMAC, and RustCrypto's `aes-gcm` is kept as the reference.
 //! * [`kdf`] — the counter-mode KDF, REF's labels and contexts.
 //! * [`replay`] — the sliding replay window.
 //! * [`domain`] — a [`SecurityDomain`]: keys, `seal`/`open` in place, drop
@@ -29,7 +30,7 @@ pub mod kdf;
 mod registry;
 pub mod replay;
 
-pub use crypto::{KeyMaterial, Provider, RustCrypto, SecretKey};
+pub use crypto::{KeyMaterial, Provider, Ring, RustCrypto, SecretKey};
 pub use domain::{
     DomainConfig, DomainKey, DropCounts, DropReason, Flow, KeyError, Mode, Opened, Rekey,
     SealError, Sealed, SecurityDomain, SourceId, Stats,

@@ -7,13 +7,13 @@ use uet_wire::encap::EncapConfig;
 use uet_wire::parse_sealed_frame;
 use uet_wire::time::Instant;
 
-use crate::crypto::{Provider, RustCrypto};
+use crate::crypto::{Provider, Ring};
 use crate::domain::{DropCounts, DropReason, Flow, Opened, SecurityDomain};
 
 /// The security domains of an endpoint, by SDI. Domains come from the
 /// configuration only, so the table is as large as the configuration makes
 /// it; a frame for an SDI not configured is a counted drop.
-pub struct Tss<P: Provider = RustCrypto> {
+pub struct Tss<P: Provider = Ring> {
     domains: FxHashMap<u32, SecurityDomain<P>>,
     /// Drops of frames no domain took (malformed, unknown SDI).
     unclaimed: DropCounts,
