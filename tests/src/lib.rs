@@ -8,4 +8,5 @@ pub mod fabric;
 pub mod frame_ops;
 pub mod host;
 pub mod scenario;
+pub mod sealed;
 pub mod topology;

@@ -93,6 +93,10 @@ pub struct Writes {
     pub victim: Option<Victim>,
     /// Every host (senders and receiver) loses its CPU now and then.
     pub pauses: Option<crate::fabric::Pauses>,
+    /// Every host's datagrams of the scenario's job sealed and opened by
+    /// the transport security sublayer (one direct-mode domain and key),
+    /// as the daemon runs it ([`crate::sealed::Sealed`]).
+    pub tss: bool,
 }
 
 /// The victim ping-pong of [`Writes::victim`]: from time zero it writes
@@ -133,6 +137,7 @@ impl Default for Writes {
             victim: None,
             late_drops_after: None,
             pauses: None,
+            tss: false,
         }
     }
 }
@@ -395,20 +400,33 @@ fn target_region(receiver: &RefCell<Ep>, index: usize, len: usize) -> RegionAddr
     region
 }
 
+/// The security domain of [`Writes::tss`] scenarios.
+const TSS_SDI: uet_wire::pds::tss::Sdi = uet_wire::pds::tss::Sdi::from_masked(0x10);
+
 /// Runs a many-writes scenario.
 pub fn run_writes(p: &Writes) -> Summary {
     // Hosts: the senders, then the victim if any, then the receiver.
     let victim_slot = p.senders;
     let recv_addr = crate::topology::host_addr(p.senders + usize::from(p.victim.is_some()));
-    let cfg = EndpointConfig {
+    let mut cfg = EndpointConfig {
         pds: p.pds.clone(),
         ..EndpointConfig::default()
     };
-    let receiver = Rc::new(RefCell::new(Ep::new(cfg.clone(), p.seed)));
+    if p.tss {
+        cfg.pds.max_ses_len -= crate::sealed::Sealed::<Ep>::OVERHEAD;
+    }
+    let new_ep = |seed: u64| {
+        let mut ep = Ep::new(cfg.clone(), seed);
+        if p.tss {
+            ep.set_job_domain(JobId::from_masked(1), Some(TSS_SDI));
+        }
+        ep
+    };
+    let receiver = Rc::new(RefCell::new(new_ep(p.seed)));
     let mut senders = Vec::new();
     for s in 0..p.senders {
         let region = target_region(&receiver, s, p.region);
-        let mut ep = Ep::new(cfg.clone(), p.seed + 1 + s as u64);
+        let mut ep = new_ep(p.seed + 1 + s as u64);
         let local = ep.register_local(pattern(p.seed, s, p.region));
         senders.push(Sender {
             ep: Rc::new(RefCell::new(ep)),
@@ -425,7 +443,7 @@ pub fn run_writes(p: &Writes) -> Summary {
     let mut victim = p.victim.map(|v| {
         let len = v.size.max(1) as usize;
         let region = target_region(&receiver, victim_slot, len);
-        let mut ep = Ep::new(cfg.clone(), p.seed + 1 + victim_slot as u64);
+        let mut ep = new_ep(p.seed + 1 + victim_slot as u64);
         let local = ep.register_local(pattern(p.seed, victim_slot, len));
         VictimState {
             ep: Rc::new(RefCell::new(ep)),
@@ -441,25 +459,23 @@ pub fn run_writes(p: &Writes) -> Summary {
     fabric.random_ties = p.random_ties;
     fabric.late_drops_after = p.late_drops_after.map(|d| Instant::ZERO + d);
     let enc = EncapConfig::default();
+    let host = |ep: Rc<RefCell<Ep>>, addr| -> Box<dyn crate::fabric::Host> {
+        if p.tss {
+            let sealed = crate::sealed::Sealed::new(ep, addr, enc.udp_port, TSS_SDI, [0x5e; 32]);
+            Box::new(SimHost::new(sealed, addr, enc))
+        } else {
+            Box::new(SimHost::new(ep, addr, enc))
+        }
+    };
     let mut hosts: Vec<Box<dyn crate::fabric::Host>> = senders
         .iter()
         .enumerate()
-        .map(|(i, s)| {
-            Box::new(SimHost::new(
-                s.ep.clone(),
-                crate::topology::host_addr(i),
-                enc,
-            )) as Box<dyn crate::fabric::Host>
-        })
+        .map(|(i, s)| host(s.ep.clone(), crate::topology::host_addr(i)))
         .collect();
     if let Some(v) = &victim {
-        hosts.push(Box::new(SimHost::new(
-            v.ep.clone(),
-            crate::topology::host_addr(victim_slot),
-            enc,
-        )));
+        hosts.push(host(v.ep.clone(), crate::topology::host_addr(victim_slot)));
     }
-    hosts.push(Box::new(SimHost::new(receiver.clone(), recv_addr, enc)));
+    hosts.push(host(receiver.clone(), recv_addr));
     let built = single_switch(&mut fabric, hosts, &link);
     let victim_node = victim.as_ref().map(|_| built.hosts[victim_slot].0);
     if let Some(pauses) = p.pauses {
