@@ -2,8 +2,8 @@
 //! the daemon's worker runs it between backend and endpoint
 //! (`uetd/src/tss.rs`): datagrams of PDCs in a security domain leave sealed
 //! (TSS header, ciphertext, ICV) and arrive opened, with the domain that
-//! authenticated them in `RxMeta::sdi`; anything that fails to open is
-//! counted and never reaches the engine.
+//! authenticated them in `RxMeta::sdi`; anything that fails to open never
+//! reaches the engine (the domain counts it).
 
 use std::net::IpAddr;
 
@@ -25,12 +25,6 @@ pub struct Sealed<E> {
     /// Where a received datagram is opened (the wire's copy stays as it
     /// came).
     scratch: Vec<u8>,
-    /// Datagrams that did not open (bad tag, replay, malformed, …).
-    pub rejected: u64,
-    /// Datagrams sealed and opened.
-    pub sealed: u64,
-    /// Datagrams opened.
-    pub opened: u64,
 }
 
 impl<E: Engine> Sealed<E> {
@@ -49,9 +43,6 @@ impl<E: Engine> Sealed<E> {
             local,
             port,
             scratch: vec![0; 16 << 10],
-            rejected: 0,
-            sealed: 0,
-            opened: 0,
         }
     }
 
@@ -64,15 +55,12 @@ impl<E: Engine> Engine for Sealed<E> {
     fn handle_datagram(&mut self, now: Instant, meta: &RxMeta, bytes: &[u8]) {
         let flow = Flow::udp(meta.src, self.local, meta.ev.get(), self.port);
         let (Some(flow), Some(buf)) = (flow, self.scratch.get_mut(..bytes.len())) else {
-            self.rejected += 1;
             return;
         };
         buf.copy_from_slice(bytes);
         let Ok(o) = self.domain.open_uet(now, buf, &flow) else {
-            self.rejected += 1;
             return;
         };
-        self.opened += 1;
         let meta = RxMeta {
             sdi: Some(o.tss.sdi),
             ..*meta
@@ -99,7 +87,6 @@ impl<E: Engine> Engine for Sealed<E> {
                 continue;
             };
             if self.domain.seal_uet(&mut buf[..len], &flow).is_ok() {
-                self.sealed += 1;
                 return Some(Transmit { len, ..t });
             }
         }

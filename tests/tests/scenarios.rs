@@ -53,27 +53,39 @@ fn one_gib_no_loss() {
     assert_eq!(s.retransmits, 0);
 }
 
-#[test]
-fn one_gib_one_percent_loss() {
-    let imp = Impairments {
+/// 1 % of frames lost on every link.
+fn one_percent_loss() -> Impairments {
+    Impairments {
         loss: 0.01,
         ..Impairments::default()
-    };
-    let s = run_writes(&writes(imp, ReliableMode::Rud, 2));
+    }
+}
+
+/// 10 % lost, 5 % reordered by 20 µs, 2 % duplicated, on every link.
+fn ten_percent_loss_reorder_duplicate() -> Impairments {
+    Impairments {
+        loss: 0.10,
+        reorder: 0.05,
+        reorder_delay: Duration::from_micros(20),
+        duplicate: 0.02,
+        ..Impairments::default()
+    }
+}
+
+#[test]
+fn one_gib_one_percent_loss() {
+    let s = run_writes(&writes(one_percent_loss(), ReliableMode::Rud, 2));
     assert_clean(&s, "1% loss");
     assert!(s.retransmits > 0);
 }
 
 #[test]
 fn one_gib_ten_percent_loss_reorder_duplicate() {
-    let imp = Impairments {
-        loss: 0.10,
-        reorder: 0.05,
-        reorder_delay: Duration::from_micros(20),
-        duplicate: 0.02,
-        ..Impairments::default()
-    };
-    let s = run_writes(&writes(imp, ReliableMode::Rud, 3));
+    let s = run_writes(&writes(
+        ten_percent_loss_reorder_duplicate(),
+        ReliableMode::Rud,
+        3,
+    ));
     assert_clean(&s, "10% loss + reorder + dup");
 }
 
@@ -99,20 +111,13 @@ fn rod_under_loss() {
 /// fabric's duplicates are the replays the windows must let through once.
 #[test]
 fn lossy_writes_with_tss_on() {
-    let one = Impairments {
-        loss: 0.01,
-        ..Impairments::default()
-    };
-    let ten = Impairments {
-        loss: 0.10,
-        reorder: 0.05,
-        reorder_delay: Duration::from_micros(20),
-        duplicate: 0.02,
-        ..Impairments::default()
-    };
     for (imp, what, seed) in [
-        (one, "TSS, 1% loss", 2),
-        (ten, "TSS, 10% loss + reorder + dup", 3),
+        (one_percent_loss(), "TSS, 1% loss", 2),
+        (
+            ten_percent_loss_reorder_duplicate(),
+            "TSS, 10% loss + reorder + dup",
+            3,
+        ),
     ] {
         let mut w = writes(imp, ReliableMode::Rud, seed);
         w.bytes_per_sender = total() / 4;

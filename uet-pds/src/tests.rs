@@ -150,16 +150,46 @@ fn drain(h: &mut Host, now: Instant) -> Vec<Dgram> {
 }
 
 fn deliver(h: &mut Host, now: Instant, d: &Dgram) {
+    deliver_in(h, now, d, None);
+}
+
+/// Delivers `d` as authenticated by the security domain `sdi` (`None`: in
+/// the clear).
+fn deliver_in(h: &mut Host, now: Instant, d: &Dgram, sdi: Option<uet_wire::pds::tss::Sdi>) {
     let meta = RxMeta {
         src: d.src,
         ev: d.ev,
         ecn: d.ecn,
         trimmed: d.trimmed,
         nominal_size: d.bytes.len() as u32 + 48,
-        sdi: None,
+        sdi,
     };
     h.pds.handle_datagram(now, &meta, &d.bytes, &mut h.up);
     assert_timers_exact(&h.pds);
+}
+
+/// [`exchange_in`] in the clear.
+fn exchange(a: &mut Host, b: &mut Host, now: Instant) {
+    exchange_in(a, b, now, None);
+}
+
+/// Delivers everything either host has to send to the other, both ways,
+/// until neither has anything (a lossless wire) at `now`, each datagram as
+/// authenticated by `sdi`.
+fn exchange_in(a: &mut Host, b: &mut Host, now: Instant, sdi: Option<uet_wire::pds::tss::Sdi>) {
+    loop {
+        let ab = drain(a, now);
+        let ba = drain(b, now);
+        if ab.is_empty() && ba.is_empty() {
+            break;
+        }
+        for d in &ab {
+            deliver_in(b, now, d, sdi);
+        }
+        for d in &ba {
+            deliver_in(a, now, d, sdi);
+        }
+    }
 }
 
 /// `poll_timeout` (the deadline heap) says what looking at every PDC says:

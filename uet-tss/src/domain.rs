@@ -131,11 +131,16 @@ impl DomainConfig {
     /// Header length this member sends: 12, or 16 with an SSI.
     #[must_use]
     pub const fn header_len(&self) -> usize {
-        if self.ssi.is_some() {
-            uet_wire::pds::tss::SSI_HEADER_LEN
-        } else {
-            uet_wire::pds::tss::HEADER_LEN
-        }
+        header_len(self.ssi.is_some())
+    }
+}
+
+/// A TSS header's length: 12 bytes, or 16 with an SSI.
+const fn header_len(with_ssi: bool) -> usize {
+    if with_ssi {
+        uet_wire::pds::tss::SSI_HEADER_LEN
+    } else {
+        uet_wire::pds::tss::HEADER_LEN
     }
 }
 
@@ -842,11 +847,7 @@ impl<P: Provider> SecurityDomain<P> {
             ..*encap
         };
         let (headers, uet) = parse_l2_l4(frame, &clear).map_err(SealError::Malformed)?;
-        let hl = if ssi.is_some() {
-            uet_wire::pds::tss::SSI_HEADER_LEN
-        } else {
-            uet_wire::pds::tss::HEADER_LEN
-        };
+        let hl = header_len(ssi.is_some());
         if uet.len() < hl + ICV_LEN {
             return Err(SealError::NoRoom);
         }
@@ -891,11 +892,7 @@ impl<P: Provider> SecurityDomain<P> {
         flow: &Flow,
         ssi: Option<u32>,
     ) -> Result<(Tsc, bool), SealError> {
-        let hl = if ssi.is_some() {
-            uet_wire::pds::tss::SSI_HEADER_LEN
-        } else {
-            uet_wire::pds::tss::HEADER_LEN
-        };
+        let hl = header_len(ssi.is_some());
         if uet.len() < hl + ICV_LEN {
             return Err(SealError::NoRoom);
         }
@@ -951,8 +948,9 @@ impl<P: Provider> SecurityDomain<P> {
 
     /// Opens a received frame in place: checks it, authenticates it and
     /// decrypts it. On success the plaintext (PDS header onward) is where
-    /// the ciphertext was; on error the frame is unchanged and the reason
-    /// has been counted.
+    /// the ciphertext was; on error the reason has been counted, and a frame
+    /// that failed its tag may have been decrypted in place
+    /// ([`crate::crypto::Aead::open`]): open a copy to keep what arrived.
     ///
     /// # Errors
     /// The [`DropReason`].

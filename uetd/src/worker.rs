@@ -1081,16 +1081,30 @@ mod tests {
         }
     }
 
-    /// A backend whose every datagram is dropped, as the AF_XDP one drops
-    /// those to a destination without a neighbour entry. It counts the
-    /// datagrams the engine produced, and the sleeps the loop began while
-    /// the engine still had datagrams to send (the last `send` stopped at
-    /// `max`, not at the engine's `None`).
+    /// A backend on which nothing arrives and whose every datagram is
+    /// dropped, as the AF_XDP one drops those to a destination without a
+    /// neighbour entry. It counts the datagrams the engine produced, and the
+    /// sleeps the loop began while the engine still had datagrams to send
+    /// (the last `send` stopped at `max`, not at the engine's `None`);
+    /// `wait` sleeps at most `longest_wait` (or until woken).
     struct DroppingIo {
         produced: Arc<AtomicU64>,
         sleeps_with_work: Arc<AtomicU64>,
         engine_drained: bool,
         buf: Vec<u8>,
+        longest_wait: Duration,
+    }
+
+    impl DroppingIo {
+        fn new(longest_wait: Duration) -> Self {
+            Self {
+                produced: Arc::default(),
+                sleeps_with_work: Arc::default(),
+                engine_drained: true,
+                buf: vec![0; 1400],
+                longest_wait,
+            }
+        }
     }
 
     impl PacketIo for DroppingIo {
@@ -1128,9 +1142,7 @@ mod tests {
             if !self.engine_drained {
                 self.sleeps_with_work.fetch_add(1, Ordering::Relaxed);
             }
-            let t = timeout.map_or(Duration::from_millis(1), |t| {
-                t.min(Duration::from_millis(1))
-            });
+            let t = timeout.map_or(self.longest_wait, |t| t.min(self.longest_wait));
             poll_in(&[wake], Some(t)).map(drop)?;
             Ok(())
         }
@@ -1151,14 +1163,9 @@ mod tests {
     /// resend, with no timer at all: the writes never ended.)
     #[test]
     fn the_loop_sleeps_only_once_the_engine_has_nothing_to_send() {
-        let produced = Arc::new(AtomicU64::new(0));
-        let sleeps_with_work = Arc::new(AtomicU64::new(0));
-        let io = DroppingIo {
-            produced: Arc::clone(&produced),
-            sleeps_with_work: Arc::clone(&sleeps_with_work),
-            engine_drained: true,
-            buf: vec![0; 1400],
-        };
+        let io = DroppingIo::new(Duration::from_millis(1));
+        let (produced, sleeps_with_work) =
+            (Arc::clone(&io.produced), Arc::clone(&io.sleeps_with_work));
         let (out, _outputs) = crossbeam_channel::unbounded();
         let mut ep = DaemonEndpoint::new(EndpointConfig::default(), 1);
         let local = ep.register_local(Box::new(vec![0u8; 4096]));
@@ -1233,47 +1240,6 @@ mod tests {
         assert!(zero.should_sleep(0));
     }
 
-    /// A backend on which nothing ever arrives; `wait` sleeps 10 ms
-    /// (or until woken).
-    struct QuietIo;
-
-    impl PacketIo for QuietIo {
-        fn attach_capture(&mut self, _capture: Arc<Capture>) {}
-
-        fn recv(
-            &mut self,
-            _max: usize,
-            _sink: &mut dyn FnMut(&uet_pds::RxMeta, &[u8]),
-        ) -> std::io::Result<usize> {
-            Ok(0)
-        }
-
-        fn send(
-            &mut self,
-            _max: usize,
-            _source: &mut dyn FnMut(&mut [u8]) -> Option<uet_pds::Transmit>,
-        ) -> std::io::Result<usize> {
-            Ok(0)
-        }
-
-        fn wait(
-            &mut self,
-            _timeout: Option<Duration>,
-            wake: std::os::fd::BorrowedFd<'_>,
-        ) -> std::io::Result<()> {
-            poll_in(&[wake], Some(Duration::from_millis(10))).map(drop)?;
-            Ok(())
-        }
-
-        fn max_uet_len(&self) -> usize {
-            1400
-        }
-
-        fn stats(&self) -> IoStats {
-            IoStats::default()
-        }
-    }
-
     /// A worker whose sleeps outlast its busy poll (nothing comes back
     /// within 2 ms) stops polling after each wake-up: it soon goes from
     /// one sleep to the next in an iteration or two, where a fixed 2 ms
@@ -1284,7 +1250,7 @@ mod tests {
         let ep = DaemonEndpoint::new(EndpointConfig::default(), 1);
         let mut w = spawn(
             0,
-            Box::new(QuietIo),
+            Box::new(DroppingIo::new(Duration::from_millis(10))),
             ep,
             out,
             None,

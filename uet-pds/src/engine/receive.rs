@@ -1432,12 +1432,6 @@ impl Pds {
                 rx.ev = meta.ev;
                 rx.due = AckDue::Now;
                 p.closing = true;
-                // A secure PDC's Start_PSN is spent: no later PDC of its
-                // domain may start at or before it (EXPECTED_0RTT_START's
-                // floor, §2.12; its closing ACK names the floor).
-                if let Some(d) = p.sdi {
-                    SecureState::raise(&mut self.secure.floor, d, p.start.next());
-                }
                 self.acks.push_back(id);
             }
             _ => {

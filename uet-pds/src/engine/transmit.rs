@@ -339,9 +339,15 @@ impl Pds {
         // the domain's next PDC takes (flag EPSN, REFPROV's
         // EXPECTED_0RTT_START, §2.12); everything before the CLOSE is
         // cleared, so it needs no SACK.
+        // The floor this PDC leaves when it goes (`remove_pdc` raises it
+        // past the PDC's Start_PSN right after this ACK).
         let epsn = match p.sdi {
             Some(d) if closing_target && response.is_none() && probe.is_none() => {
-                self.secure.floor.get(&d).copied()
+                let past = p.start.next();
+                Some(match self.secure.floor.get(&d) {
+                    Some(f) if f.is_after(past) => *f,
+                    _ => past,
+                })
             }
             _ => None,
         };

@@ -27,18 +27,6 @@ fn drain_domains(h: &mut Host, now: Instant) -> Vec<(Dgram, Option<Sdi>)> {
     out
 }
 
-fn deliver_in(h: &mut Host, now: Instant, d: &Dgram, sdi: Option<Sdi>) {
-    let meta = RxMeta {
-        src: d.src,
-        ev: d.ev,
-        ecn: d.ecn,
-        trimmed: d.trimmed,
-        nominal_size: d.bytes.len() as u32 + 48,
-        sdi,
-    };
-    h.pds.handle_datagram(now, &meta, &d.bytes, &mut h.up);
-}
-
 #[test]
 fn a_pdc_speaks_and_hears_only_its_domain() {
     let mut a = host(A, 1, PdsConfig::default());

@@ -4,24 +4,6 @@
 
 use super::*;
 
-/// Delivers everything `from` has to send to `to`, both ways, until
-/// neither has anything (a lossless wire), at `now`.
-fn exchange(a: &mut Host, b: &mut Host, now: Instant) {
-    loop {
-        let ab = drain(a, now);
-        let ba = drain(b, now);
-        if ab.is_empty() && ba.is_empty() {
-            break;
-        }
-        for d in &ab {
-            deliver(b, now, d);
-        }
-        for d in &ba {
-            deliver(a, now, d);
-        }
-    }
-}
-
 #[test]
 fn a_write_after_the_peer_restarted_reopens_the_pdc_and_succeeds() {
     let mut a = host(A, 1, PdsConfig::default());

@@ -22,37 +22,6 @@ fn secure_host(addr: IpAddr, seed: u64, config: PdsConfig) -> Host {
     h
 }
 
-/// Delivers `d` as authenticated in domain `sdi` (`None`: in the clear).
-fn deliver_in(h: &mut Host, now: Instant, d: &Dgram, sdi: Option<Sdi>) {
-    let meta = RxMeta {
-        src: d.src,
-        ev: d.ev,
-        ecn: d.ecn,
-        trimmed: d.trimmed,
-        nominal_size: d.bytes.len() as u32 + 48,
-        sdi,
-    };
-    h.pds.handle_datagram(now, &meta, &d.bytes, &mut h.up);
-    assert_timers_exact(&h.pds);
-}
-
-/// Everything both hosts send, delivered in the domain, until quiet.
-fn exchange_in(a: &mut Host, b: &mut Host, now: Instant) {
-    loop {
-        let ab = drain(a, now);
-        let ba = drain(b, now);
-        if ab.is_empty() && ba.is_empty() {
-            break;
-        }
-        for d in &ab {
-            deliver_in(b, now, d, Some(SDI));
-        }
-        for d in &ba {
-            deliver_in(a, now, d, Some(SDI));
-        }
-    }
-}
-
 fn start_of(d: &Dgram) -> Psn {
     let PdsRepr::Request(r) = d.pds() else {
         panic!("not a request: {:?}", d.pds())
@@ -84,7 +53,7 @@ fn a_replayed_syn_of_a_closed_secure_pdc_opens_nothing_and_the_next_pdc_starts_i
         deliver_in(&mut b, t(1), d, Some(SDI));
     }
     assert_eq!(b.up.requests.len(), 2, "a fresh domain takes any Start_PSN");
-    exchange_in(&mut a, &mut b, t(2));
+    exchange_in(&mut a, &mut b, t(2), Some(SDI));
     assert_eq!(a.up.acked.len(), 2);
 
     // The PDC idles and closes; the target's ACK of the CLOSE is a plain
@@ -164,7 +133,7 @@ fn a_random_1rtt_start_is_named_by_the_target_and_the_initiator_starts_again_fro
         deliver_in(&mut b, t(3), d, Some(SDI));
     }
     assert_eq!(b.up.requests.len(), 3);
-    exchange_in(&mut a, &mut b, t(4));
+    exchange_in(&mut a, &mut b, t(4), Some(SDI));
     assert_eq!(a.up.acked.len(), 3);
     assert!(a.up.failed.is_empty());
 }
@@ -182,11 +151,11 @@ fn a_secure_pdc_stops_at_the_end_of_its_psn_space_and_the_next_message_opens_ano
     let mut b = secure_host(B, 2, config);
     let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
     a.pds.enqueue(t(0), pdc, pkts(1, 40, 100)).unwrap();
-    exchange_in(&mut a, &mut b, t(1));
+    exchange_in(&mut a, &mut b, t(1), Some(SDI));
     // 40 used, 8 kept for a message: the PDC takes the next one.
     assert_eq!(a.pds.open(t(2), key(ReliableMode::Rud)), Ok(pdc));
     a.pds.enqueue(t(2), pdc, pkts(2, 30, 100)).unwrap();
-    exchange_in(&mut a, &mut b, t(3));
+    exchange_in(&mut a, &mut b, t(3), Some(SDI));
     // PSNs start … start + 62 carry data; start + 63 is the CLOSE's.
     assert_eq!(a.up.acked.len(), 40 + 23);
     assert_eq!(b.up.requests.len(), 40 + 23);
