@@ -43,8 +43,12 @@
 //!   (which covers the trailer) and the CRC cannot both be computed over each
 //!   other; UET 1.0.3 §3.5.10.1, as cited by a public VPP UET plugin, even
 //!   says the UDP checksum MUST be zero on send. Without the trailer the
-//!   builder computes a real UDP checksum, the only end-to-end check left.
-//!   The parser verifies any non-zero UDP checksum and accepts zero.
+//!   builder computes a real UDP checksum, the only end-to-end check left —
+//!   except for a datagram whose UET bytes start with a TSS header, sent
+//!   over IPv4 with checksum zero too: its ICV authenticates the UET bytes,
+//!   and the addresses and ports are in its AAD, so the checksum would only
+//!   repeat a weaker check over the same bytes (IPv6 requires one, and gets
+//!   it). The parser verifies any non-zero UDP checksum and accepts zero.
 //! * **Ethernet minimum size**: the builder does not pad to 60 bytes (the
 //!   NIC or driver does); the parser ignores padding after the IP packet.
 
@@ -508,7 +512,8 @@ pub fn frame_len(
 /// filled), the UDP header (checksum still zero) or the entropy header; then
 /// calls `write_uet` on exactly `uet_len` bytes; then, **after** the UET
 /// bytes are in place, the CRC trailer (if configured) and the UDP checksum
-/// (zero when the trailer is configured, see the module docs). The
+/// (zero when the trailer is configured, and over IPv4 when the UET bytes
+/// start with a TSS header; see the module docs). The
 /// `ethertype`, `protocol`/`next_header` and `payload_len` values of the
 /// given reprs are ignored.
 ///
@@ -578,7 +583,9 @@ pub fn emit_frame(
 
     if config.crc_trailer {
         append_crc_trailer(&mut frame[l3..]).map_err(|e| e.at(l3))?;
-    } else if matches!(transport, Transport::Udp { .. }) {
+    } else if matches!(transport, Transport::Udp { .. })
+        && !(matches!(ip, IpRepr::V4(_)) && crate::is_tss(&frame[uet_start..uet_end]))
+    {
         let (src, dst) = (ip.src_addr(), ip.dst_addr());
         UdpPacket::new_unchecked(&mut frame[l4..]).fill_checksum(src, dst);
     }
@@ -884,6 +891,34 @@ pub(crate) mod tests {
              10.0.0.2 proto=17 dscp=0 ecn=ECT(0) ttl=64 id=0x0001 DF len=16 | UDP 48879 > 4793 \
              | crc32c=0x50c940c9"
         );
+    }
+
+    /// A sealed datagram (UET bytes starting with a TSS header) goes with
+    /// UDP checksum zero over IPv4, where its ICV covers what the checksum
+    /// would; a datagram in the clear gets a real checksum, and so does a
+    /// sealed one over IPv6, which requires it.
+    #[test]
+    fn sealed_datagrams_skip_the_udp_checksum_over_ipv4_only() {
+        let clear = EncapConfig::default();
+        // A TSS header's first byte: type 1 in the top five bits.
+        let sealed_uet = |u: &mut [u8]| {
+            u.fill(0x5a);
+            u[0] = 1 << 3;
+        };
+        let plain_uet = |u: &mut [u8]| u.copy_from_slice(&UET4);
+        let (eth, ip, t) = v4_headers();
+        let udp_checksum =
+            |eth: &EthernetRepr, ip: &IpRepr, t: &Transport, f: &dyn Fn(&mut [u8])| {
+                let mut buf = [0u8; 128];
+                let n = emit_frame(eth, ip, t, &clear, 4, &mut buf, f).unwrap();
+                let (h, uet) = parse_l2_l4(&buf[..n], &clear).unwrap();
+                let l4 = uet.start - h.transport.header_len();
+                u16::from_be_bytes([buf[l4 + 6], buf[l4 + 7]])
+            };
+        assert_eq!(udp_checksum(&eth, &ip, &t, &sealed_uet), 0);
+        assert_ne!(udp_checksum(&eth, &ip, &t, &plain_uet), 0);
+        let (eth6, ip6, _) = v6_headers();
+        assert_ne!(udp_checksum(&eth6, &ip6, &t, &sealed_uet), 0);
     }
 
     #[test]

@@ -362,7 +362,6 @@ impl Daemon {
                     local,
                     cfg.port,
                     cfg.encap() == Encap::Ip,
-                    io.max_uet_len(),
                 )
             });
             workers.push(

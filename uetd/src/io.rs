@@ -59,9 +59,12 @@ pub struct IoStats {
 /// A datapath backend driven by one worker thread.
 pub trait PacketIo {
     /// Receives up to `max` datagrams, calling `sink` with each one's
-    /// metadata and UET bytes (PDS prologue onwards). Returns how many were
+    /// metadata and UET bytes (PDS prologue onwards). The bytes are lent
+    /// for the call and the sink may change them — the TSS layer opens a
+    /// sealed datagram where it lies instead of copying it — so a backend
+    /// captures a frame before it hands it on. Returns how many were
     /// delivered. Never blocks.
-    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize>;
+    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &mut [u8])) -> io::Result<usize>;
 
     /// Sends up to `max` datagrams: for each, `source` writes UET bytes into
     /// the lent buffer and returns where they go, or `None` when it has

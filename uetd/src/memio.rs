@@ -70,15 +70,15 @@ impl MemIo {
 }
 
 impl PacketIo for MemIo {
-    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize> {
+    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &mut [u8])) -> io::Result<usize> {
         let mut n = 0;
         while n < max {
-            let Some((meta, bytes)) = self.rx.queue.pop() else {
+            let Some((meta, mut bytes)) = self.rx.queue.pop() else {
                 break;
             };
             self.stats.rx_packets += 1;
             self.stats.rx_bytes += bytes.len() as u64;
-            sink(&meta, &bytes);
+            sink(&meta, &mut bytes);
             n += 1;
         }
         Ok(n)
@@ -288,7 +288,6 @@ mod tests {
             local,
             4793,
             false,
-            8192,
         ))
     }
 

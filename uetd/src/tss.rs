@@ -5,9 +5,9 @@
 //! have one (`[[tss]]` in the configuration), keyed by SDI. Between the
 //! backend and the endpoint it
 //!
-//! * opens every received datagram that starts with a TSS header — copied
-//!   into a per-worker buffer and decrypted there, so the backend's frame
-//!   stays as it arrived — and hands the plaintext to the endpoint marked
+//! * opens every received datagram that starts with a TSS header where the
+//!   backend received it (its frame or buffer, already captured if a
+//!   capture runs) and hands the plaintext to the endpoint marked
 //!   with the domain that authenticated it (`RxMeta::sdi`); the PDS then
 //!   lets a PDC hear only its own domain;
 //! * drops, before the endpoint sees them, datagrams in the clear whose SES
@@ -295,8 +295,6 @@ pub struct WorkerTss {
     native_ip: bool,
     /// The header length this worker sends with (12, or 16 with an SSI).
     header_len: usize,
-    /// Where a received datagram is opened (the largest UET bytes).
-    scratch: Box<[u8]>,
     plaintext: u64,
     wrong_job: u64,
     seal_failed: u64,
@@ -327,7 +325,6 @@ impl WorkerTss {
         local: IpAddr,
         port: u16,
         native_ip: bool,
-        max_uet_len: usize,
     ) -> Self {
         let mut tss = Tss::new();
         let mut job_of = FxHashMap::default();
@@ -348,7 +345,6 @@ impl WorkerTss {
             port,
             native_ip,
             header_len: if ssi { SSI_HEADER_LEN } else { HEADER_LEN },
-            scratch: vec![0u8; max_uet_len.max(64)].into_boxed_slice(),
             plaintext: 0,
             wrong_job: 0,
             seal_failed: 0,
@@ -371,9 +367,16 @@ impl WorkerTss {
         }
     }
 
-    /// A datagram arrived: open it if it is sealed, check its job, and
-    /// hand the plaintext to the endpoint — or count why not.
-    pub fn receive(&mut self, now: Instant, meta: &RxMeta, bytes: &[u8], ep: &mut DaemonEndpoint) {
+    /// A datagram arrived: open it if it is sealed — in place, in the
+    /// backend's buffer, which is ours until this returns — check its job,
+    /// and hand the plaintext to the endpoint, or count why not.
+    pub fn receive(
+        &mut self,
+        now: Instant,
+        meta: &RxMeta,
+        bytes: &mut [u8],
+        ep: &mut DaemonEndpoint,
+    ) {
         if !uet_wire::is_tss(bytes) {
             if job_named(bytes).is_some_and(|j| self.domain_of.contains_key(&j)) {
                 self.plaintext += 1;
@@ -391,15 +394,10 @@ impl WorkerTss {
             self.tss.count_unclaimed(DropReason::Malformed);
             return;
         };
-        let Some(buf) = self.scratch.get_mut(..bytes.len()) else {
-            self.tss.count_unclaimed(DropReason::Malformed);
+        let Ok(o) = self.tss.open_uet(now, bytes, &flow) else {
             return;
         };
-        buf.copy_from_slice(bytes);
-        let Ok(o) = self.tss.open_uet(now, buf, &flow) else {
-            return;
-        };
-        let plain = &buf[o.plaintext];
+        let plain = &bytes[o.plaintext];
         let sdi = o.tss.sdi;
         if job_named(plain).is_some_and(|j| self.job_of.get(&sdi.get()) != Some(&j)) {
             self.wrong_job += 1;
@@ -579,7 +577,6 @@ mod tests {
             "10.0.0.1".parse().unwrap(),
             4793,
             false,
-            4096,
         );
         for s in [format!("{key:?}"), format!("{t:?}"), format!("{t:#?}")] {
             assert!(!s.contains("07e9") && !s.contains("7, 233"), "{s}");

@@ -300,7 +300,7 @@ impl PacketIo for UdpIo {
         self.capture = Some(capture);
     }
 
-    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize> {
+    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &mut [u8])) -> io::Result<usize> {
         let mut tap = self.capture.as_deref().and_then(Capture::tap);
         let n = self.rx.recv(self.rx_sock.as_fd(), max)?;
         let local = self.cfg.local;
@@ -400,7 +400,11 @@ impl PacketIo for UdpIo {
             };
             self.stats.rx_packets += 1;
             self.stats.rx_bytes += dgram.len() as u64;
-            sink(&meta, uet);
+            // Where the UET bytes lie in the datagram, to lend them out
+            // mutably.
+            let at = uet.as_ptr().addr() - dgram.as_ptr().addr();
+            let len = uet.len();
+            sink(&meta, &mut self.rx.received_mut(i)[at..at + len]);
             delivered += 1;
         }
         Ok(delivered)

@@ -1039,7 +1039,7 @@ mod tests {
         fn recv(
             &mut self,
             _max: usize,
-            _sink: &mut dyn FnMut(&uet_pds::RxMeta, &[u8]),
+            _sink: &mut dyn FnMut(&uet_pds::RxMeta, &mut [u8]),
         ) -> std::io::Result<usize> {
             match self.capture.as_deref().and_then(Capture::tap) {
                 Some(mut t) => {
@@ -1113,7 +1113,7 @@ mod tests {
         fn recv(
             &mut self,
             _max: usize,
-            _sink: &mut dyn FnMut(&uet_pds::RxMeta, &[u8]),
+            _sink: &mut dyn FnMut(&uet_pds::RxMeta, &mut [u8]),
         ) -> std::io::Result<usize> {
             Ok(0)
         }

@@ -20,6 +20,7 @@
 
 use std::io;
 use std::net::IpAddr;
+use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, Ordering, fence};
 use std::sync::{Arc, OnceLock};
@@ -882,12 +883,12 @@ impl Wire {
     /// A trailer that does not match and a frame in the other
     /// encapsulation are counted by reason and warned about once: both
     /// mean the peer's wire settings differ from ours.
-    fn parse<'a>(
+    fn parse(
         &mut self,
         stats: &mut IoStats,
         extra: &mut XdpExtraStats,
-        data: &'a [u8],
-    ) -> Option<(RxMeta, &'a [u8])> {
+        data: &[u8],
+    ) -> Option<(RxMeta, Range<usize>)> {
         let (h, range) = match parse_l2_l4(data, &self.encap) {
             Ok(p) => p,
             Err(e) => {
@@ -932,7 +933,7 @@ impl Wire {
             nominal_size: h.nominal_pktsize() as u32,
             sdi: None,
         };
-        Some((meta, &data[range]))
+        Some((meta, range))
     }
 }
 
@@ -948,20 +949,20 @@ struct RxBatch {
 
 /// Delivers a UET frame to the worker's endpoint: learns the sender's
 /// next hop from it (this worker owns the peer, so it keeps the hint),
-/// counts it and hands the UET bytes to `sink`.
+/// counts it and lends the UET bytes (`uet` in `frame`) to `sink`.
 #[inline]
 fn deliver(
     hints: &mut Hints,
     next_hop: &dyn NextHop,
     stats: &mut IoStats,
-    (meta, uet): (RxMeta, &[u8]),
-    frame: &[u8],
-    sink: &mut dyn FnMut(&RxMeta, &[u8]),
+    (meta, uet): (RxMeta, Range<usize>),
+    frame: &mut [u8],
+    sink: &mut dyn FnMut(&RxMeta, &mut [u8]),
 ) {
     hints.observe(next_hop, meta.src, frame);
     stats.rx_packets += 1;
     stats.rx_bytes += frame.len() as u64;
-    sink(&meta, uet);
+    sink(&meta, &mut frame[uet]);
 }
 
 impl XdpIo {
@@ -1098,19 +1099,19 @@ impl XdpIo {
     fn recv_handed_in(
         &mut self,
         b: &mut RxBatch,
-        sink: &mut dyn FnMut(&RxMeta, &[u8]),
+        sink: &mut dyn FnMut(&RxMeta, &mut [u8]),
         mut tap: Option<&mut Tap<'_>>,
     ) {
         let inbox = &self.hub.slots[self.worker].inbox;
         while b.left > 0 {
-            let Some(l) = inbox.pop() else { break };
+            let Some(mut l) = inbox.pop() else { break };
             b.left -= 1;
             let reg = self.hub.umem(l.origin);
             let data = if l.rest[0].is_some() {
                 let n = gather(&mut self.scratch, &reg.umem, l.frames());
-                &self.scratch[..n]
+                &mut self.scratch[..n]
             } else {
-                reg.umem.data(&l.frame)
+                reg.umem.data_mut(&mut l.frame)
             };
             self.extra.handed_in += 1;
             if let Some(t) = tap.as_deref_mut() {
@@ -1147,7 +1148,7 @@ impl XdpIo {
         &mut self,
         s: usize,
         b: &mut RxBatch,
-        sink: &mut dyn FnMut(&RxMeta, &[u8]),
+        sink: &mut dyn FnMut(&RxMeta, &mut [u8]),
         mut tap: Option<&mut Tap<'_>>,
     ) {
         let mut popped = 0;
@@ -1200,9 +1201,9 @@ impl XdpIo {
     /// One received single-frame packet, read in place.
     fn recv_frame(
         &mut self,
-        f: Frame,
+        mut f: Frame,
         b: &mut RxBatch,
-        sink: &mut dyn FnMut(&RxMeta, &[u8]),
+        sink: &mut dyn FnMut(&RxMeta, &mut [u8]),
         tap: Option<&mut Tap<'_>>,
     ) {
         let data = self.umem.data(&f);
@@ -1225,7 +1226,7 @@ impl XdpIo {
                 &*self.next_hop,
                 &mut self.stats,
                 p,
-                data,
+                self.umem.data_mut(&mut f),
                 sink,
             );
             b.delivered += 1;
@@ -1252,12 +1253,12 @@ impl XdpIo {
         &mut self,
         s: usize,
         b: &mut RxBatch,
-        sink: &mut dyn FnMut(&RxMeta, &[u8]),
+        sink: &mut dyn FnMut(&RxMeta, &mut [u8]),
         mut tap: Option<&mut Tap<'_>>,
     ) {
         self.extra.rx_multi_buffer += 1;
         let n = gather(&mut self.scratch, &self.umem, self.rx_chains[s].0.iter());
-        let data = &self.scratch[..n];
+        let data = &mut self.scratch[..n];
         let parsed = self.wire.parse(&mut self.stats, &mut self.extra, data);
         let owner = parsed.as_ref().map(|p| self.hub.owner_of(p.0.src));
         match (parsed, owner) {
@@ -1552,7 +1553,7 @@ impl PacketIo for XdpIo {
         self.capture = Some(capture);
     }
 
-    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize> {
+    fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &mut [u8])) -> io::Result<usize> {
         // Moved out for the call, as the steps borrow `self` mutably: one
         // relaxed load per call, nothing per frame while no capture runs.
         let capture = self.capture.take();

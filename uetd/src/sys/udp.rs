@@ -71,6 +71,12 @@ impl MsgBatch {
         (b, from_storage(&self.addrs[i]), self.tos[i])
     }
 
+    /// Received datagram `i`'s bytes, to change in place (until the next
+    /// receive).
+    pub fn received_mut(&mut self, i: usize) -> &mut [u8] {
+        &mut self.bufs[i * self.size..i * self.size + self.lens[i]]
+    }
+
     /// Sets outgoing datagram `i`: its length (bytes already in `buf_mut`),
     /// destination and TOS byte.
     pub fn set_outgoing(&mut self, i: usize, len: usize, dst: SocketAddr, tos: u8) {

@@ -200,6 +200,15 @@ impl UmemArea {
         unsafe { std::slice::from_raw_parts(self.map.ptr.as_ptr().add(off), len) }
     }
 
+    /// The data of a frame, to change in place (a received packet opened
+    /// where it lies).
+    pub(crate) fn data_mut<'a>(&'a self, f: &'a mut Frame) -> &'a mut [u8] {
+        let (off, len) = self.span(f);
+        // SAFETY: as in `data`; the token is borrowed mutably, so this is
+        // the only borrow of these bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.map.ptr.as_ptr().add(off), len) }
+    }
+
     /// Asks the CPU to bring the first `len` bytes at `addr` (a received
     /// descriptor's data, still in a ring) into its cache: in copy mode
     /// the kernel wrote them on whichever CPU ran the softirq, so reading
