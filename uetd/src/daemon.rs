@@ -362,6 +362,7 @@ impl Daemon {
                     local,
                     cfg.port,
                     cfg.encap() == Encap::Ip,
+                    io.ev_map(),
                 )
             });
             workers.push(

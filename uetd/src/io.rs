@@ -104,6 +104,13 @@ pub trait PacketIo {
     /// this backend can carry: MTU and frame size minus its headers.
     fn max_uet_len(&self) -> usize;
 
+    /// The EV a datagram given with EV `ev` carries on the wire. A TSS
+    /// datagram authenticates its flow bytes, so it is sealed with these.
+    /// Default: `ev` itself.
+    fn ev_map(&self) -> EvMap {
+        EvMap::IDENTITY
+    }
+
     /// Counters.
     fn stats(&self) -> IoStats;
 
@@ -127,4 +134,59 @@ pub trait NextHop: Send + Sync {
     /// finds the queue full is dropped and counted; a later `lookup` sees
     /// the answer).
     fn request(&self, dst: IpAddr);
+}
+
+/// How a backend maps a datagram's EV to the one on the wire:
+/// `base + ((ev - base) & mask)` (the kernel-UDP backend sends from a pool
+/// of `mask + 1` ports from `base`, so an EV outside it — a peer's, echoed
+/// in an ACK — leaves folded into it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvMap {
+    base: u16,
+    mask: u16,
+}
+
+impl EvMap {
+    /// Every EV as it is.
+    pub const IDENTITY: Self = Self {
+        base: 0,
+        mask: u16::MAX,
+    };
+
+    /// A pool of `len` (a power of two) values from `base`.
+    #[must_use]
+    pub const fn pool(base: u16, len: usize) -> Self {
+        let len = if len == 0 { 1 } else { len };
+        Self {
+            base,
+            mask: (len - 1) as u16,
+        }
+    }
+
+    /// The EV on the wire.
+    #[must_use]
+    pub const fn apply(self, ev: u16) -> u16 {
+        self.base
+            .wrapping_add(ev.wrapping_sub(self.base) & self.mask)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EvMap;
+
+    #[test]
+    fn ev_maps_fold_into_their_pool_and_keep_what_is_in_it() {
+        assert_eq!(EvMap::IDENTITY.apply(0x1234), 0x1234);
+        let m = EvMap::pool(0xc000, 256);
+        assert_eq!(m.apply(0xc007), 0xc007);
+        assert_eq!(m.apply(0xc0ff), 0xc0ff);
+        // A peer's EV outside the pool leaves from inside it.
+        assert_eq!(m.apply(0x1234), 0xc034);
+        assert_eq!(m.apply(0xc100), 0xc000);
+        for ev in [0u16, 0x1234, 0xbfff, 0xffff] {
+            assert_eq!(m.apply(m.apply(ev)), m.apply(ev));
+        }
+        assert_eq!(EvMap::pool(0xc000, 1).apply(0x4321), 0xc000);
+    }
 }

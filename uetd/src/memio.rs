@@ -288,6 +288,7 @@ mod tests {
             local,
             4793,
             false,
+            crate::io::EvMap::IDENTITY,
         ))
     }
 

@@ -40,6 +40,7 @@ use uet_wire::time::Instant;
 use zeroize::Zeroizing;
 
 use crate::config::ConfigError;
+use crate::io::EvMap;
 use crate::worker::DaemonEndpoint;
 
 /// Key modes a `[[tss]]` table may name.
@@ -293,6 +294,8 @@ pub struct WorkerTss {
     local: IpAddr,
     port: u16,
     native_ip: bool,
+    /// The backend's EV on the wire, which the sealed flow bytes name.
+    ev_map: EvMap,
     /// The header length this worker sends with (12, or 16 with an SSI).
     header_len: usize,
     plaintext: u64,
@@ -325,6 +328,7 @@ impl WorkerTss {
         local: IpAddr,
         port: u16,
         native_ip: bool,
+        ev_map: EvMap,
     ) -> Self {
         let mut tss = Tss::new();
         let mut job_of = FxHashMap::default();
@@ -344,6 +348,7 @@ impl WorkerTss {
             local,
             port,
             native_ip,
+            ev_map,
             header_len: if ssi { SSI_HEADER_LEN } else { HEADER_LEN },
             plaintext: 0,
             wrong_job: 0,
@@ -429,7 +434,7 @@ impl WorkerTss {
                 return Some(t);
             };
             let len = hl + t.len + ICV_LEN;
-            let flow = self.flow(self.local, t.dst, t.ev.get());
+            let flow = self.flow(self.local, t.dst, self.ev_map.apply(t.ev.get()));
             let sealed = match (self.tss.get_mut(sdi.get()), flow) {
                 (Some(d), Some(flow)) => {
                     // Domains without an SSI write a 12-byte header: the
@@ -577,6 +582,7 @@ mod tests {
             "10.0.0.1".parse().unwrap(),
             4793,
             false,
+            EvMap::IDENTITY,
         );
         for s in [format!("{key:?}"), format!("{t:?}"), format!("{t:#?}")] {
             assert!(!s.contains("07e9") && !s.contains("7, 233"), "{s}");

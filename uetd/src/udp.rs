@@ -47,7 +47,7 @@ use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
 use uet_wire::{Dscp, Ecn, EntropyValue};
 
 use crate::capture::{Capture, Direction};
-use crate::io::{IoStats, PacketIo};
+use crate::io::{EvMap, IoStats, PacketIo};
 use crate::sys::eventfd::poll_in;
 use crate::sys::udp::MsgBatch;
 
@@ -241,7 +241,11 @@ impl UdpIo {
 
     /// The pool socket an EV leaves by (`pool_len` a power of two).
     fn pool_index(ev_base: u16, pool_len: usize, ev: EntropyValue) -> usize {
-        usize::from(ev.get().wrapping_sub(ev_base)) & (pool_len.max(1) - 1)
+        usize::from(
+            EvMap::pool(ev_base, pool_len)
+                .apply(ev.get())
+                .wrapping_sub(ev_base),
+        )
     }
 }
 
@@ -532,6 +536,14 @@ impl PacketIo for UdpIo {
 
     fn max_uet_len(&self) -> usize {
         self.max_uet
+    }
+
+    fn ev_map(&self) -> EvMap {
+        if self.cfg.native_ip {
+            EvMap::IDENTITY
+        } else {
+            EvMap::pool(self.cfg.ev_base, self.pool.len())
+        }
     }
 
     fn stats(&self) -> IoStats {

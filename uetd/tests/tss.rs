@@ -1,4 +1,4 @@
-//! TSS between two xdp daemons (real kernel, root): a three-host lab whose
+//! TSS between two daemons (real kernel, root): a three-host lab whose
 //! job runs in a security domain (`uet lab up --tss`: one fresh key, mode
 //! 0600, for every daemon). The writer (host 1) writes the test pattern to
 //! the target (host 0), verified by hash, while the switch's port of the
@@ -7,8 +7,10 @@
 //! same bridge (host 2) sends, as the writer, spoofed TSS frames with
 //! random tags, captured TSS frames again, and write requests in the
 //! clear for the job: the transfer still lands byte-exact, and the target
-//! counts each kind under its reason. A last case rotates the key of both
-//! daemons (SIGHUP) in the middle of a transfer, which completes.
+//! counts each kind under its reason. The same write between two
+//! kernel-UDP daemons leaves no plaintext either. A last case rotates the
+//! key of both daemons (SIGHUP) in the middle of a transfer, which
+//! completes.
 //!
 //! Each case builds its own lab (unique names, removed on drop, also when
 //! the test fails); they run one at a time.
@@ -24,6 +26,7 @@ use adversary::{
 };
 use uet_lab::{Lab, LabConfig, WriteOpts};
 use uet_wire::pds::tss::{HEADER_LEN, ICV_LEN, Packet as TssPacket, Repr as TssRepr, Sdi, Tsc};
+use uetd::config::Backend;
 use uetd::packet::PacketSocket;
 
 const TARGET: usize = 0;
@@ -44,11 +47,16 @@ const SEED: u64 = 1;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn lab() -> Lab {
+    lab_on(Backend::Xdp)
+}
+
+fn lab_on(backend: Backend) -> Lab {
     let mut lab = Lab::up(LabConfig {
         hosts: 3,
         region_bytes: transfer(),
         sender_daemons: false,
         tss: true,
+        backend,
         ..LabConfig::default()
     })
     .expect("lab up");
@@ -125,6 +133,9 @@ impl PatternFinder {
 struct Seen {
     uet: AtomicU64,
     not_tss: AtomicU64,
+    /// Sealed frames with a UDP checksum (an xdp daemon sends none over
+    /// IPv4: the ICV covers those bytes).
+    checksummed: AtomicU64,
     plaintext: AtomicU64,
     kept: Mutex<Vec<Vec<u8>>>,
 }
@@ -155,6 +166,8 @@ fn capture(lab: &Lab, stop: Arc<AtomicBool>, seen: Arc<Seen>) -> std::thread::Jo
             seen.uet.fetch_add(1, Ordering::Relaxed);
             if !uet_wire::is_tss(&f[42..]) {
                 seen.not_tss.fetch_add(1, Ordering::Relaxed);
+            } else if f[40..42] != [0, 0] {
+                seen.checksummed.fetch_add(1, Ordering::Relaxed);
             }
             if finder.holds_plaintext(f) {
                 seen.plaintext.fetch_add(1, Ordering::Relaxed);
@@ -241,6 +254,11 @@ fn a_sealed_write_leaves_no_plaintext_on_the_link_and_attacks_change_nothing() {
         seen.plaintext.load(Ordering::Relaxed),
         0,
         "no frame holds 8 bytes of the written pattern"
+    );
+    assert_eq!(
+        seen.checksummed.load(Ordering::Relaxed),
+        0,
+        "sealed IPv4 datagrams go without a UDP checksum"
     );
     let before = stats(&lab, TARGET);
     assert!(tss_count(&before, "opened") >= frames / 2, "{before}");
@@ -337,6 +355,29 @@ fn a_sealed_write_leaves_no_plaintext_on_the_link_and_attacks_change_nothing() {
     // writer's transfers called for, and placed nothing in the clear.
     assert_eq!(tss_drops(&after, "wrong_job"), 0);
     assert!(lab.daemon_alive(TARGET) && lab.daemon_alive(WRITER));
+}
+
+/// The kernel-UDP backend seals and opens the same way: a verified write
+/// between two udp daemons leaves no plaintext on the link either.
+#[test]
+fn a_sealed_write_between_udp_daemons_leaves_no_plaintext_on_the_link() {
+    let _s = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut lab = lab_on(Backend::Udp);
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(Seen::default());
+    let cap = capture(&lab, Arc::clone(&stop), Arc::clone(&seen));
+    write(&mut lab);
+    stop.store(true, Ordering::Relaxed);
+    cap.join().unwrap();
+    let frames = seen.uet.load(Ordering::Relaxed);
+    assert!(frames > 10_000, "the capture saw {frames} UET frames");
+    assert_eq!(seen.not_tss.load(Ordering::Relaxed), 0);
+    assert_eq!(seen.plaintext.load(Ordering::Relaxed), 0);
+    let s = stats(&lab, TARGET);
+    assert!(tss_count(&s, "opened") >= frames / 2, "{s}");
+    assert_eq!(tss_drops(&s, "bad_tag"), 0, "{s}");
 }
 
 #[test]
