@@ -245,6 +245,17 @@ fn setup_section(md: &mut String, report: &Report) {
             String::new()
         }
     };
+    // Whole data frames on the wire (payload and headers): at a low R the
+    // 5 · BDP buffer holds only a few, which decides what a burst can do.
+    let frame = (s.payload_per_packet + s.header_bytes_per_packet).max(1);
+    let in_frames = |bytes: u64| {
+        let frames = bytes as f64 / frame as f64;
+        if bdp > 0.0 {
+            format!(" ({:.2} BDP, {frames:.1} full frames)", bytes as f64 / bdp)
+        } else {
+            format!(" ({frames:.1} full frames)")
+        }
+    };
     let mut windows: Vec<u64> = report
         .runs
         .iter()
@@ -279,7 +290,7 @@ fn setup_section(md: &mut String, report: &Report) {
         ("BDP = R·T0", format!("{} B", c.bdp_bytes)),
         (
             "buffer (TBF limit)",
-            format!("{} B{}", s.buffer_bytes, in_bdp(s.buffer_bytes)),
+            format!("{} B{}", s.buffer_bytes, in_frames(s.buffer_bytes)),
         ),
         (
             "ECN Kmin / Kmax (virtual queue)",
@@ -720,7 +731,7 @@ mod tests {
         let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
         assert!(md.contains(&report.command));
         assert!(md.contains("| bottleneck rate R | 1000 Mb/s |"));
-        assert!(md.contains("| buffer (TBF limit) | 31250 B (5.00 BDP) |"));
+        assert!(md.contains("| buffer (TBF limit) | 31250 B (5.00 BDP, 20.8 full frames) |"));
         assert!(md.contains("### N = 4, S = 1 MiB"));
         assert!(md.contains("| mode | runs | ICT (ms) | ICT/ideal | spread | Jain |"));
         assert!(md.contains("| mode | runs | drops | drops after T0 |"));
