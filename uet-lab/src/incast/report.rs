@@ -502,6 +502,11 @@ fn targets_section(
     }
 }
 
+/// Below this many full frames the report says how small the buffer is
+/// beside the misses: the 5 · BDP default at a low R (at 200 Mb/s and a T0
+/// of 60 µs it is five frames).
+const SMALL_BUFFER_FRAMES: f64 = 10.0;
+
 /// Measured facts that bear on missed targets (no guesses).
 fn misses_context(md: &mut String, report: &Report, summaries: &[Summary]) {
     let s = &report.setup;
@@ -525,6 +530,16 @@ fn misses_context(md: &mut String, report: &Report, summaries: &[Summary]) {
              of an idle path)",
             c.t0.p99_ns as f64 / c.t0.p50_ns as f64,
             us(c.t0.max_ns as f64)
+        );
+    }
+    let frames =
+        s.buffer_bytes as f64 / (s.payload_per_packet + s.header_bytes_per_packet).max(1) as f64;
+    if s.buffer_bytes > 0 && frames < SMALL_BUFFER_FRAMES {
+        let _ = writeln!(
+            md,
+            "- the buffer holds {frames:.1} full frames: a few packets sent at once fill it, so \
+             drops after the first RTT measure its size as much as the control (`--buffer 32KiB` \
+             is the floor docs/congestion-evaluation.md §3 compares with)"
         );
     }
     let calib_misses: Vec<TargetCheck> = check_calibration(s, c)
@@ -779,6 +794,22 @@ mod tests {
         assert!(md.contains("checks pass."));
         assert!(md.contains("What was measured beside the misses:"));
         assert!(md.contains("- rccc N=4 S=1 MiB: up to 2 RTOs"));
+    }
+
+    #[test]
+    fn a_buffer_of_few_frames_is_named_beside_the_misses() {
+        let mut report = all_modes();
+        for r in report.runs.iter_mut().filter(|r| r.cc == "rccc") {
+            r.metrics.rtos = 2;
+        }
+        // 20.8 frames of 1,500 B: not named.
+        assert!(!markdown(&report).contains("full frames: a few packets"));
+        report.setup.buffer_bytes = 7_500;
+        let md = markdown(&report);
+        assert!(
+            md.contains("- the buffer holds 5.0 full frames: a few packets sent at once fill it"),
+            "{md}"
+        );
     }
 
     #[test]
