@@ -62,6 +62,15 @@ pub(crate) struct IncastArgs {
     /// A victim ping-pong crosses the bottleneck during the incast.
     #[arg(long)]
     pub victim: bool,
+    /// Run the victim's daemon and pings at normal priority like every
+    /// other daemon (default: SCHED_FIFO, so the victim's latency is the
+    /// network's and the receiver's, not its own host waiting for a CPU).
+    #[arg(long, requires = "victim")]
+    pub victim_normal_priority: bool,
+    /// Run the receiver's daemon SCHED_FIFO: its RCCC pacer ticks on time
+    /// instead of waiting for a CPU behind the senders' daemons.
+    #[arg(long)]
+    pub realtime_receiver: bool,
     /// Runs per (cc, N, size).
     #[arg(long, default_value_t = 3)]
     pub seeds: usize,
@@ -113,6 +122,8 @@ impl IncastArgs {
             no_ecn: self.no_ecn,
             jitter: Duration::from_micros(self.jitter_us),
             victim: self.victim,
+            victim_realtime: !self.victim_normal_priority,
+            receiver_realtime: self.realtime_receiver,
             seeds: self.seeds,
             mtu: self.mtu,
             backend: self.backend,

@@ -137,7 +137,23 @@ pub struct LabConfig {
     /// `--tss-key-file 1=PATH` (`docs/security.md`).
     #[serde(default)]
     pub tss: bool,
+    /// Hosts whose daemon runs SCHED_FIFO at [`PROBE_PRIORITY`] once it
+    /// serves (`chrt` on every thread; the threads it starts later inherit
+    /// it; it starts at normal priority, which leaves the kernel's deferred
+    /// release of an earlier daemon's AF_XDP sockets the CPU it needs
+    /// before the new daemon binds the queue): a latency probe's daemon then does not wait behind
+    /// the other daemons for a CPU, so what it measures is the network and
+    /// the peer, not this machine's run queue. Meant for daemons that sleep
+    /// when idle (`--busy-poll-us 0`): a real-time daemon that polls keeps
+    /// every normal thread off its CPU while it polls.
+    #[serde(default)]
+    pub realtime_hosts: Vec<usize>,
 }
+
+/// The SCHED_FIFO priority of [`LabConfig::realtime_hosts`]' daemons and of
+/// the threads that drive them: above every normal thread, below the
+/// incast's queue sampler (10).
+pub const PROBE_PRIORITY: u8 = 5;
 
 impl Default for LabConfig {
     fn default() -> Self {
@@ -159,6 +175,7 @@ impl Default for LabConfig {
             subnet: 77,
             direct: false,
             tss: false,
+            realtime_hosts: Vec::new(),
         }
     }
 }
@@ -462,13 +479,42 @@ impl LogReader {
 
     fn tail(&self) -> String {
         let err = std::fs::read_to_string(self.path.with_extension("err")).unwrap_or_default();
-        let err: Vec<&str> = err.lines().rev().take(5).collect();
         format!(
-            "stdout: {:?}; stderr (last lines): {:?}",
+            "stdout: {:?}; stderr: {}",
             self.lines.iter().rev().take(5).collect::<Vec<_>>(),
-            err.into_iter().rev().collect::<Vec<_>>()
+            stderr_summary(&err)
         )
     }
+}
+
+/// Makes every thread of process `pid` SCHED_FIFO at [`PROBE_PRIORITY`]
+/// (threads it starts later inherit the policy). Thread by thread: a
+/// thread that ends meanwhile is skipped, where `chrt --all-tasks` fails.
+fn make_realtime(pid: u32) -> Result<()> {
+    let dir = format!("/proc/{pid}/task");
+    let tasks = std::fs::read_dir(&dir).map_err(Error::io(format!("listing {dir}")))?;
+    for t in tasks {
+        let t = t.map_err(Error::io(format!("listing {dir}")))?.path();
+        let Some(tid) = t.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let r =
+            run(Command::new("chrt").args(["--fifo", "--pid", &PROBE_PRIORITY.to_string(), tid]));
+        if r.is_err() && t.exists() {
+            return r.map(drop);
+        }
+    }
+    Ok(())
+}
+
+/// The first lines of a daemon's stderr (its error, which a backtrace
+/// follows) and its last lines.
+fn stderr_summary(err: &str) -> String {
+    let lines: Vec<&str> = err.lines().collect();
+    if lines.len() <= 8 {
+        return format!("{lines:?}");
+    }
+    format!("{:?} … {:?}", &lines[..3], &lines[lines.len() - 5..])
 }
 
 fn child_alive(c: &mut Child) -> bool {
@@ -954,6 +1000,13 @@ impl Lab {
                 what: format!("does not answer on {}", socket.display()),
                 source: Box::new(why),
             });
+        }
+        if self.state.config.realtime_hosts.contains(&i) {
+            make_realtime(child.id()).map_err(|e| Error::Daemon {
+                host: i,
+                what: "could not be made SCHED_FIFO".into(),
+                source: Box::new(e),
+            })?;
         }
         Ok(())
     }
@@ -1720,6 +1773,18 @@ impl Sampler {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_daemon_stderr_summary_keeps_the_error_ahead_of_its_backtrace() {
+        let mut err = String::from("Error: opening AF_XDP sockets on queue 0\n\nCaused by:\n");
+        for i in 0..20 {
+            err.push_str(&format!("  {i}: frame\n"));
+        }
+        let s = stderr_summary(&err);
+        assert!(s.contains("Error: opening AF_XDP sockets"), "{s}");
+        assert!(s.contains("19: frame") && !s.contains("  7: frame"), "{s}");
+        assert_eq!(stderr_summary("one\ntwo"), r#"["one", "two"]"#);
+    }
     use super::*;
 
     #[test]

@@ -404,6 +404,63 @@ fn duplication_and_reordering_are_survived() {
     );
 }
 
+/// (rt_priority, policy) of every thread of `pid` (fields 40 and 41 of
+/// `/proc/PID/task/TID/stat`; policy 1 is SCHED_FIFO).
+fn thread_policies(pid: u32) -> Vec<(String, u64, u64)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap().path();
+        let Ok(stat) = std::fs::read_to_string(t.join("stat")) else {
+            continue; // the thread ended meanwhile
+        };
+        let (head, rest) = stat.rsplit_once(')').unwrap();
+        let comm = head.split_once('(').unwrap().1.to_owned();
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // `rest` starts at field 3 (state).
+        out.push((comm, f[40 - 3].parse().unwrap(), f[41 - 3].parse().unwrap()));
+    }
+    out
+}
+
+#[test]
+fn a_realtime_host_daemon_runs_every_thread_sched_fifo_and_the_others_do_not() {
+    let mut lab = Lab::up(LabConfig {
+        hosts: 3,
+        region_bytes: 1 << 20,
+        realtime_hosts: vec![2],
+        ..LabConfig::default()
+    })
+    .unwrap();
+    // A client's reader thread starts after the daemon was made real-time.
+    let _client = lab.client(2, "probe").unwrap();
+    for restart in [false, true] {
+        if restart {
+            lab.restart_daemon(2).unwrap();
+        }
+        let pids = daemon_pids(lab.state());
+        assert_eq!(pids.len(), 3);
+        for (i, &pid) in pids.iter().enumerate() {
+            let threads = thread_policies(pid);
+            assert!(threads.len() >= 3, "host {i}: {threads:?}");
+            for (comm, prio, policy) in &threads {
+                if i == 2 {
+                    assert_eq!(
+                        (*prio, *policy),
+                        (u64::from(uet_lab::PROBE_PRIORITY), 1),
+                        "host {i} thread {comm} (restarted: {restart})"
+                    );
+                } else {
+                    assert_eq!(
+                        (*prio, *policy),
+                        (0, 0),
+                        "host {i} thread {comm} (restarted: {restart})"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn down_and_drop_leave_nothing_behind() {
     // Drop.

@@ -245,6 +245,17 @@ fn setup_section(md: &mut String, report: &Report) {
             String::new()
         }
     };
+    // Whole data frames on the wire (payload and headers): at a low R the
+    // 5 · BDP buffer holds only a few, which decides what a burst can do.
+    let frame = (s.payload_per_packet + s.header_bytes_per_packet).max(1);
+    let in_frames = |bytes: u64| {
+        let frames = bytes as f64 / frame as f64;
+        if bdp > 0.0 {
+            format!(" ({:.2} BDP, {frames:.1} full frames)", bytes as f64 / bdp)
+        } else {
+            format!(" ({frames:.1} full frames)")
+        }
+    };
     let mut windows: Vec<u64> = report
         .runs
         .iter()
@@ -279,7 +290,7 @@ fn setup_section(md: &mut String, report: &Report) {
         ("BDP = R·T0", format!("{} B", c.bdp_bytes)),
         (
             "buffer (TBF limit)",
-            format!("{} B{}", s.buffer_bytes, in_bdp(s.buffer_bytes)),
+            format!("{} B{}", s.buffer_bytes, in_frames(s.buffer_bytes)),
         ),
         (
             "ECN Kmin / Kmax (virtual queue)",
@@ -491,6 +502,11 @@ fn targets_section(
     }
 }
 
+/// Below this many full frames the report says how small the buffer is
+/// beside the misses: the 5 · BDP default at a low R (at 200 Mb/s and a T0
+/// of 60 µs it is five frames).
+const SMALL_BUFFER_FRAMES: f64 = 10.0;
+
 /// Measured facts that bear on missed targets (no guesses).
 fn misses_context(md: &mut String, report: &Report, summaries: &[Summary]) {
     let s = &report.setup;
@@ -514,6 +530,16 @@ fn misses_context(md: &mut String, report: &Report, summaries: &[Summary]) {
              of an idle path)",
             c.t0.p99_ns as f64 / c.t0.p50_ns as f64,
             us(c.t0.max_ns as f64)
+        );
+    }
+    let frames =
+        s.buffer_bytes as f64 / (s.payload_per_packet + s.header_bytes_per_packet).max(1) as f64;
+    if s.buffer_bytes > 0 && frames < SMALL_BUFFER_FRAMES {
+        let _ = writeln!(
+            md,
+            "- the buffer holds {frames:.1} full frames: a few packets sent at once fill it, so \
+             drops after the first RTT measure its size as much as the control (`--buffer 32KiB` \
+             is the floor docs/congestion-evaluation.md §3 compares with)"
         );
     }
     let calib_misses: Vec<TargetCheck> = check_calibration(s, c)
@@ -720,7 +746,7 @@ mod tests {
         let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
         assert!(md.contains(&report.command));
         assert!(md.contains("| bottleneck rate R | 1000 Mb/s |"));
-        assert!(md.contains("| buffer (TBF limit) | 31250 B (5.00 BDP) |"));
+        assert!(md.contains("| buffer (TBF limit) | 31250 B (5.00 BDP, 20.8 full frames) |"));
         assert!(md.contains("### N = 4, S = 1 MiB"));
         assert!(md.contains("| mode | runs | ICT (ms) | ICT/ideal | spread | Jain |"));
         assert!(md.contains("| mode | runs | drops | drops after T0 |"));
@@ -768,6 +794,22 @@ mod tests {
         assert!(md.contains("checks pass."));
         assert!(md.contains("What was measured beside the misses:"));
         assert!(md.contains("- rccc N=4 S=1 MiB: up to 2 RTOs"));
+    }
+
+    #[test]
+    fn a_buffer_of_few_frames_is_named_beside_the_misses() {
+        let mut report = all_modes();
+        for r in report.runs.iter_mut().filter(|r| r.cc == "rccc") {
+            r.metrics.rtos = 2;
+        }
+        // 20.8 frames of 1,500 B: not named.
+        assert!(!markdown(&report).contains("full frames: a few packets"));
+        report.setup.buffer_bytes = 7_500;
+        let md = markdown(&report);
+        assert!(
+            md.contains("- the buffer holds 5.0 full frames: a few packets sent at once fill it"),
+            "{md}"
+        );
     }
 
     #[test]

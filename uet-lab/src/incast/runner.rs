@@ -64,6 +64,17 @@ pub struct IncastOpts {
     pub jitter: Duration,
     /// Run a victim ping-pong across the bottleneck during the incasts.
     pub victim: bool,
+    /// The victim's daemon and its pinging thread run SCHED_FIFO
+    /// ([`crate::PROBE_PRIORITY`]): its latency then counts the network
+    /// and the receiver, not the victim host waiting for one of the CPUs
+    /// the senders' daemons keep busy. `false`: normal priority, as every
+    /// other daemon.
+    pub victim_realtime: bool,
+    /// The receiver's daemon runs SCHED_FIFO ([`crate::PROBE_PRIORITY`]):
+    /// its RCCC pacer then ticks when it should instead of waiting for a
+    /// CPU behind N senders' daemons, and a late tick's catch-up burst (a
+    /// base RTT of credit at once) is rarer.
+    pub receiver_realtime: bool,
     /// Seeds per (cc, N, size).
     pub seeds: usize,
     /// Link MTU.
@@ -96,6 +107,8 @@ impl Default for IncastOpts {
             no_ecn: false,
             jitter: Duration::ZERO,
             victim: false,
+            victim_realtime: true,
+            receiver_realtime: false,
             seeds: 3,
             mtu: 1500,
             backend: Backend::Xdp,
@@ -422,6 +435,16 @@ fn paced(period_ns: u64, stop: &AtomicBool, mut f: impl FnMut() -> Result<()>) -
     f()
 }
 
+/// Makes the calling (victim) thread SCHED_FIFO at the priority of its
+/// daemon when `realtime`; warns when the system refuses.
+fn probe_priority(realtime: bool) {
+    if realtime
+        && let Err(e) = uetd::sys::affinity::set_fifo_priority(i32::from(crate::PROBE_PRIORITY))
+    {
+        tracing::warn!("the victim pings without real-time priority: {e}");
+    }
+}
+
 /// Samples the bottleneck every 500 µs until `stop`, as a SCHED_FIFO
 /// thread (the incast's writers and daemons load both CPUs; a normal
 /// thread fell below 1 kHz).
@@ -586,6 +609,11 @@ impl IncastLab {
             cc: "none".into(),
             link_rate: Some(r),
             daemon_args: daemon_args(&opts, None),
+            realtime_hosts: victim_host
+                .filter(|_| opts.victim_realtime)
+                .into_iter()
+                .chain(opts.receiver_realtime.then_some(0))
+                .collect(),
             // Room for every flow, then the victim's slot; and for the
             // calibration's solo writes.
             region_bytes: ((max_n as u64 + 1) * max_size.next_multiple_of(4096)).max(SOLO_BYTES),
@@ -691,8 +719,17 @@ impl IncastLab {
         if let Some(v) = self.victim_host {
             let mut w = Writer::new(&self.lab, v, 4096)?;
             let off = self.victim_offset();
-            w.ping(&dst, off, Some(50), &stop)?;
-            self.calibration.victim_isolated = Some(w.ping(&dst, off, Some(1000), &stop)?);
+            let realtime = self.opts.victim_realtime;
+            let isolated = std::thread::scope(|s| {
+                s.spawn(|| {
+                    probe_priority(realtime);
+                    w.ping(&dst, off, Some(50), &stop)?;
+                    w.ping(&dst, off, Some(1000), &stop)
+                })
+                .join()
+                .expect("victim panicked")
+            })?;
+            self.calibration.victim_isolated = Some(isolated);
         }
         Ok(())
     }
@@ -949,7 +986,14 @@ impl IncastLab {
         let (flows, samples, victim_lat, cpu_busy) = std::thread::scope(|s| -> Result<_> {
             let sampling = s.spawn(|| queue_loop(sampler, &stop_sampling));
             let tracer_t = s.spawn(|| trace_loop(tracer, &receiver_ip, &stop_sampling));
-            let victim_t = victim.map(|v| s.spawn(|| v.ping(dst, victim_off, None, &stop_victim)));
+            let realtime = self.opts.victim_realtime;
+            let stop_v = &stop_victim;
+            let victim_t = victim.map(|v| {
+                s.spawn(move || {
+                    probe_priority(realtime);
+                    v.ping(dst, victim_off, None, stop_v)
+                })
+            });
             let handles: Vec<_> = writers
                 .iter_mut()
                 .enumerate()
