@@ -1773,6 +1773,7 @@ impl Sampler {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn a_daemon_stderr_summary_keeps_the_error_ahead_of_its_backtrace() {
@@ -1785,7 +1786,6 @@ mod tests {
         assert!(s.contains("19: frame") && !s.contains("  7: frame"), "{s}");
         assert_eq!(stderr_summary("one\ntwo"), r#"["one", "two"]"#);
     }
-    use super::*;
 
     #[test]
     fn a_config_that_cannot_work_is_refused_before_anything_is_built() {
