@@ -441,16 +441,18 @@ mod tests {
             source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
         ) -> io::Result<usize> {
             let first = !self.sent_any;
+            let delay = self.send_delay;
             let mut any = false;
             let sent = self.inner.send(max, &mut |buf| {
                 let t = source(buf);
-                any |= t.is_some();
+                if t.is_some() && !any {
+                    // Late before the batch's first datagram is queued.
+                    std::thread::sleep(delay);
+                    any = true;
+                }
                 t
             })?;
-            if any {
-                std::thread::sleep(self.send_delay);
-                self.sent_any = true;
-            }
+            self.sent_any |= any;
             if first && any && !self.stall_after_first_send.is_zero() {
                 let start = Instant::now();
                 let deadline = start + Duration::from_secs(10);
