@@ -155,7 +155,7 @@ mod tests {
     const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 8, 0, 1));
     const B: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 8, 0, 2));
 
-    /// A write of `LEN` bytes from A to B over in-memory queues, each
+    /// A write of 256 KiB from A to B over in-memory queues, each
     /// worker with its security sublayer (or none): the stats of both, and
     /// whether the target's bytes are the source's, once the write ended or
     /// `until` held of B's stats.
@@ -173,20 +173,36 @@ mod tests {
         start: uet_pds::SecureStart,
         until: impl Fn(&worker::WorkerStats) -> bool,
     ) -> (worker::WorkerStats, worker::WorkerStats, bool) {
-        const LEN: usize = 256 * 1024;
         let (io_a, io_b) = MemIo::pair(A, B, 1024, 8192).unwrap();
+        let mut config = EndpointConfig::default();
+        config.pds.secure_start = start;
+        write_over(
+            [Box::new(io_a), Box::new(io_b)],
+            tss,
+            &config,
+            256 * 1024,
+            until,
+        )
+    }
+
+    /// A write of `len` bytes from the worker on `io[0]` (at A) to the one
+    /// on `io[1]` (at B), both endpoints configured as `config`.
+    fn write_over(
+        io: [Box<dyn PacketIo + Send>; 2],
+        tss: [Option<WorkerTss>; 2],
+        config: &EndpointConfig,
+        len: usize,
+        until: impl Fn(&worker::WorkerStats) -> bool,
+    ) -> (worker::WorkerStats, worker::WorkerStats, bool) {
+        let [io_a, io_b] = io;
         let capture = Arc::new(Capture::new(1));
         let (out_a, outputs_a) = crossbeam_channel::unbounded();
         let (out_b, _outputs_b) = crossbeam_channel::unbounded();
-        let ep = |seed| {
-            let mut config = EndpointConfig::default();
-            config.pds.secure_start = start;
-            DaemonEndpoint::new(config, seed)
-        };
+        let ep = |seed| DaemonEndpoint::new(config.clone(), seed);
         let [tss_a, tss_b] = tss;
         let mut wa = worker::spawn_with_tss(
             0,
-            Box::new(io_a),
+            io_a,
             ep(1),
             out_a,
             None,
@@ -197,7 +213,7 @@ mod tests {
         .unwrap();
         let mut wb = worker::spawn_with_tss(
             0,
-            Box::new(io_b),
+            io_b,
             ep(2),
             out_b,
             None,
@@ -212,12 +228,12 @@ mod tests {
             PidOnFep::new(0).unwrap(),
             ResourceIndex::new(3).unwrap(),
         );
-        let target = SharedRegion::anonymous(LEN).unwrap();
+        let target = SharedRegion::anonymous(len).unwrap();
         let spec = RegionSpec::new(region, MemoryKey(0x5eed), Access::REMOTE_WRITE);
         let reg = wb.register(spec, target.clone()).unwrap().unwrap();
 
-        let src = SharedRegion::anonymous(LEN).unwrap();
-        src.fill_pattern(7, LEN);
+        let src = SharedRegion::anonymous(len).unwrap();
+        src.fill_pattern(7, len);
         let local = wa.register_local(src.clone()).unwrap();
         wa.send(worker::Command::Submit {
             tag: 42,
@@ -230,7 +246,7 @@ mod tests {
                     offset: 0,
                 },
                 src: LocalBuf::new(local, 0),
-                len: LEN as u32,
+                len: len as u32,
                 header_data: None,
             },
         });
@@ -261,13 +277,13 @@ mod tests {
                 Err(_) => assert!(Instant::now() < deadline, "no completion"),
             }
         }
-        let same = target.hash(LEN) == src.hash(LEN);
+        let same = target.hash(len) == src.hash(len);
         // Stopped first: a worker publishes its counters every millisecond
         // and once more as it stops, so only then are they complete.
         wa.stop();
         wb.stop();
         let (a, b) = (wa.stats(), wb.stats());
-        assert!(a.io.tx_packets >= (LEN / 4096) as u64, "{:?}", a.io);
+        assert!(a.io.tx_packets >= len.div_ceil(4096) as u64, "{:?}", a.io);
         (a, b, same)
     }
 
@@ -361,5 +377,173 @@ mod tests {
         assert!(!same);
         let tb = b.tss.unwrap();
         assert_eq!((tb.opened, tb.sealed, b.pds.rx_data), (0, 0, 0));
+    }
+
+    /// One end of an in-memory link whose worker loses its thread where a
+    /// descheduled worker would: in `recv` until it has sent a datagram,
+    /// or in `send` right after its first datagram left (until an answer
+    /// waits and `stall` has passed, after which `junk` datagrams the
+    /// engine drops come in ahead of it, a full batch of other traffic).
+    /// Every `send` that carries a datagram can be made late by
+    /// `send_delay`, a peer slow to answer. The stalls sleep: they stand
+    /// for time the thread does not run, nothing waits on them.
+    struct Stalling {
+        inner: MemIo,
+        stall_recv_until_sent: Duration,
+        stall_after_first_send: Duration,
+        junk: usize,
+        send_delay: Duration,
+        sent_any: bool,
+        junk_left: usize,
+    }
+
+    impl Stalling {
+        fn new(inner: MemIo) -> Self {
+            Self {
+                inner,
+                stall_recv_until_sent: Duration::ZERO,
+                stall_after_first_send: Duration::ZERO,
+                junk: 0,
+                send_delay: Duration::ZERO,
+                sent_any: false,
+                junk_left: 0,
+            }
+        }
+    }
+
+    impl PacketIo for Stalling {
+        fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize> {
+            if !self.sent_any {
+                std::thread::sleep(self.stall_recv_until_sent);
+            }
+            if self.junk_left > 0 {
+                let n = self.junk_left.min(max);
+                let meta = RxMeta {
+                    src: B,
+                    ev: uet_wire::EntropyValue::default(),
+                    ecn: uet_wire::Ecn::NotEct,
+                    trimmed: None,
+                    nominal_size: 64,
+                    sdi: None,
+                };
+                for _ in 0..n {
+                    sink(&meta, &[0xff; 4]);
+                }
+                self.junk_left -= n;
+                return Ok(n);
+            }
+            self.inner.recv(max, sink)
+        }
+
+        fn send(
+            &mut self,
+            max: usize,
+            source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
+        ) -> io::Result<usize> {
+            let first = !self.sent_any;
+            let delay = self.send_delay;
+            let mut any = false;
+            let sent = self.inner.send(max, &mut |buf| {
+                let t = source(buf);
+                if t.is_some() && !any {
+                    // Late before the batch's first datagram is queued.
+                    std::thread::sleep(delay);
+                    any = true;
+                }
+                t
+            })?;
+            self.sent_any |= any;
+            if first && any && !self.stall_after_first_send.is_zero() {
+                let start = Instant::now();
+                let deadline = start + Duration::from_secs(10);
+                while (self.inner.rx.queue.is_empty()
+                    || start.elapsed() < self.stall_after_first_send)
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                self.junk_left = self.junk;
+            }
+            Ok(sent)
+        }
+
+        fn attach_capture(&mut self, _capture: Arc<Capture>) {}
+
+        fn wait(&mut self, timeout: Option<Duration>, wake: BorrowedFd<'_>) -> io::Result<()> {
+            if self.junk_left > 0 {
+                return Ok(());
+            }
+            self.inner.wait(timeout, wake)
+        }
+
+        fn max_uet_len(&self) -> usize {
+            self.inner.max_uet_len()
+        }
+
+        fn stats(&self) -> IoStats {
+            self.inner.stats()
+        }
+    }
+
+    /// Endpoints whose RTO is 200 ms (no sample yet), so only a fault of
+    /// the loop, not a slow test machine, can make one fire below.
+    fn slow_rto() -> EndpointConfig {
+        let mut config = EndpointConfig::default();
+        config.pds.rto_init = Duration::from_millis(200);
+        config
+    }
+
+    /// The worker loses its thread for 400 ms between the start of a loop
+    /// iteration and the send of a write's only packet, and the target
+    /// answers 5 ms after it arrives: the packet's RTO runs from when it
+    /// left, so it does not fire. (Stamped with the iteration's start, the
+    /// packet looked 400 ms old when it left and timed out at once.)
+    #[test]
+    fn a_stall_before_a_send_does_not_age_the_packet() {
+        let (io_a, io_b) = MemIo::pair(A, B, 1024, 8192).unwrap();
+        let mut a = Stalling::new(io_a);
+        a.stall_recv_until_sent = Duration::from_millis(400);
+        let mut b = Stalling::new(io_b);
+        b.send_delay = Duration::from_millis(5);
+        let (a, _, same) = write_over(
+            [Box::new(a), Box::new(b)],
+            [None, None],
+            &slow_rto(),
+            4096,
+            |_| false,
+        );
+        assert!(same);
+        assert_eq!(
+            (a.pds.rto_fired, a.pds.tx_retransmits),
+            (0, 0),
+            "{:?}",
+            a.pds
+        );
+    }
+
+    /// The worker loses its thread for 400 ms right after a write's only
+    /// packet left; meanwhile the ACK came, behind a full batch of other
+    /// datagrams. The loop reads on to the ACK before it expires the RTO.
+    #[test]
+    fn an_ack_behind_a_full_batch_is_read_before_the_rto_expires() {
+        let (io_a, io_b) = MemIo::pair(A, B, 1024, 8192).unwrap();
+        let mut a = Stalling::new(io_a);
+        a.stall_after_first_send = Duration::from_millis(400);
+        a.junk = 64;
+        let (a, _, same) = write_over(
+            [Box::new(a), Box::new(Stalling::new(io_b))],
+            [None, None],
+            &slow_rto(),
+            4096,
+            |_| false,
+        );
+        assert!(same);
+        assert!(a.io.rx_packets >= 1);
+        assert_eq!(
+            (a.pds.rto_fired, a.pds.tx_retransmits),
+            (0, 0),
+            "{:?}",
+            a.pds
+        );
     }
 }

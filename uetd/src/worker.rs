@@ -5,8 +5,10 @@
 //! now = clock()                       once per iteration
 //! commands from the control thread    register, submit, stop
 //! rx      io.recv → Endpoint::handle_datagram
-//! timers  Endpoint::handle_timeout when poll_timeout() has passed
-//! tx      io.send ← Endpoint::poll_transmit
+//! timers  Endpoint::handle_timeout when poll_timeout() has passed, once
+//!         what arrived before `now` is read (rx goes on while batches
+//!         are full, up to a ring's worth)
+//! tx      io.send ← Endpoint::poll_transmit, stamped with a fresh clock
 //! out     completions and target events to the control thread
 //! ```
 //!
@@ -66,6 +68,10 @@ pub type DaemonEndpoint = Endpoint<Box<dyn RegisteredMemory + Send>>;
 
 /// Datagrams per receive or transmit batch.
 const BATCH: usize = 64;
+/// Datagrams a loop iteration reads at most before it expires a timer
+/// that is due (the default AF_XDP RX ring's size): bounded, so a flood
+/// cannot hold timers back for ever.
+const DRAIN_BEFORE_TIMERS: usize = 2048;
 /// How long an idle worker polls before it sleeps, unless configured
 /// (`busy_poll_us`): long enough that the ACK of a small write and the
 /// client's next operation find it awake on a veth round trip, short
@@ -641,22 +647,40 @@ fn run(
             }
         }
 
-        let rx = match io.recv(BATCH, &mut |meta, bytes| match tss {
-            None => ep.handle_datagram(now, meta, bytes),
-            Some(t) => t.receive(now, meta, bytes, ep),
-        }) {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!(worker = id, "receive failed: {e}");
-                0
+        let mut rx = 0;
+        let timer_due = loop {
+            let n = match io.recv(BATCH, &mut |meta, bytes| match tss {
+                None => ep.handle_datagram(now, meta, bytes),
+                Some(t) => t.receive(now, meta, bytes, ep),
+            }) {
+                Ok(n) => n,
+                Err(e) => {
+                    tracing::warn!(worker = id, "receive failed: {e}");
+                    0
+                }
+            };
+            rx += n;
+            // Timers expire at `now` only once everything that arrived
+            // before `now` has been read: after a stall (the thread
+            // descheduled) the ACKs that would stop an RTO may sit behind
+            // a full batch. So while a timer is due and the last batch was
+            // full, read on, up to one RX ring's worth.
+            let due = ep.poll_timeout().is_some_and(|t| t <= now);
+            if !due || n < BATCH || rx >= DRAIN_BEFORE_TIMERS {
+                break due;
             }
         };
-        if ep.poll_timeout().is_some_and(|t| t <= now) {
+        if timer_due {
             ep.handle_timeout(now);
         }
         if let Some(t) = tss {
             t.handle_timeout(now);
         }
+        // What leaves is stamped with the time it leaves, not the
+        // iteration's start: the receive above may have taken long (a
+        // batch to process, the thread descheduled), and a send time
+        // stamped before it would bring the packet's RTO that much closer.
+        let now = self::now();
         // Datagrams the engine produced count as work whether or not the
         // backend could send them: one it drops (no neighbour entry yet)
         // leaves the engine's next ones still waiting, and an engine with
