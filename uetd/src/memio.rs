@@ -412,7 +412,11 @@ mod tests {
     }
 
     impl PacketIo for Stalling {
-        fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &[u8])) -> io::Result<usize> {
+        fn recv(
+            &mut self,
+            max: usize,
+            sink: &mut dyn FnMut(&RxMeta, &mut [u8]),
+        ) -> io::Result<usize> {
             if !self.sent_any {
                 std::thread::sleep(self.stall_recv_until_sent);
             }
@@ -427,7 +431,7 @@ mod tests {
                     sdi: None,
                 };
                 for _ in 0..n {
-                    sink(&meta, &[0xff; 4]);
+                    sink(&meta, &mut [0xff; 4]);
                 }
                 self.junk_left -= n;
                 return Ok(n);
