@@ -127,6 +127,11 @@ impl Dgram {
 }
 
 fn drain(h: &mut Host, now: Instant) -> Vec<Dgram> {
+    drain_domains(h, now).into_iter().map(|(d, _)| d).collect()
+}
+
+/// Every datagram `h` has to send, with the security domain each names.
+fn drain_domains(h: &mut Host, now: Instant) -> Vec<(Dgram, Option<uet_wire::pds::tss::Sdi>)> {
     let mut out = vec![];
     let mut buf = [0u8; 9000];
     // The general path, checked against the fast path's claim: when
@@ -137,14 +142,15 @@ fn drain(h: &mut Host, now: Instant) -> Vec<Dgram> {
         assert!(!idle || sent.is_none(), "nothing_to_send, yet {sent:?}");
         assert_timers_exact(&h.pds);
         let Some(t) = sent else { break };
-        out.push(Dgram {
+        let d = Dgram {
             src: h.addr,
             ev: t.ev,
             bytes: buf[..t.len].to_vec(),
             ecn: t.ecn,
             dscp: t.dscp,
             trimmed: None,
-        });
+        };
+        out.push((d, t.sdi));
     }
     out
 }

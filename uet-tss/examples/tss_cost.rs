@@ -82,6 +82,41 @@ fn per_frame(mut f: impl FnMut()) -> f64 {
     )
 }
 
+/// Opening: a pool of `FRAMES` frames sealed by `seal` (distinct TSCs,
+/// 35 MB at MTU 3498, so each is cold when copied in), copied in and
+/// opened by `open` with a fresh receiver each round (so none is a
+/// replay); the median ns per frame.
+fn per_opened_frame(
+    template: &[u8],
+    rx_config: &DomainConfig,
+    mut seal: impl FnMut(&mut [u8]),
+    mut open: impl FnMut(&mut SecurityDomain, &mut [u8]),
+) -> f64 {
+    let sealed: Vec<Vec<u8>> = (0..FRAMES)
+        .map(|_| {
+            let mut f = template.to_vec();
+            seal(&mut f);
+            f
+        })
+        .collect();
+    let mut work = template.to_vec();
+    median(
+        (0..ROUNDS)
+            .map(|_| {
+                let mut rx = SecurityDomain::new(rx_config.clone());
+                rx.install_key(false, DomainKey::Key(SecretKey::new([7; 32])))
+                    .expect("key");
+                let t = Clock::now();
+                for f in &sealed {
+                    work.copy_from_slice(f);
+                    open(&mut rx, &mut work);
+                }
+                t.elapsed().as_nanos() as f64 / FRAMES as f64
+            })
+            .collect(),
+    )
+}
+
 fn main() {
     let mtu: usize = std::env::args()
         .nth(1)
@@ -155,29 +190,15 @@ fn main() {
             tx.seal(&mut work, &cfg).expect("seal");
         });
         line(&format!("{mode:?} copy+seal"), seal);
-        // Open: a pool of sealed frames (distinct TSCs), copied in and
-        // opened, by a fresh receiver each round (so none is a replay).
-        let sealed: Vec<Vec<u8>> = (0..FRAMES)
-            .map(|_| {
-                let mut f = template.clone();
-                tx.seal(&mut f, &cfg).expect("seal");
-                f
-            })
-            .collect();
-        let open = median(
-            (0..ROUNDS)
-                .map(|_| {
-                    let mut rx = SecurityDomain::new(rx_config.clone());
-                    rx.install_key(false, DomainKey::Key(SecretKey::new([7; 32])))
-                        .expect("key");
-                    let t = Clock::now();
-                    for f in &sealed {
-                        work.copy_from_slice(f);
-                        rx.open(Instant::ZERO, &mut work, &cfg).expect("open");
-                    }
-                    t.elapsed().as_nanos() as f64 / FRAMES as f64
-                })
-                .collect(),
+        let open = per_opened_frame(
+            &template,
+            &rx_config,
+            |f| {
+                tx.seal(f, &cfg).expect("seal");
+            },
+            |rx, f| {
+                rx.open(Instant::ZERO, f, &cfg).expect("open");
+            },
         );
         line(&format!("{mode:?} copy+open"), open);
         // What the daemon's worker does: UET bytes only (its backend has
@@ -195,28 +216,16 @@ fn main() {
             tx.seal_uet(&mut work[uet.clone()], &flow).expect("seal");
         });
         line(&format!("{mode:?} copy+seal_uet"), seal_uet);
-        let sealed: Vec<Vec<u8>> = (0..FRAMES)
-            .map(|_| {
-                let mut f = template.clone();
+        let open_uet = per_opened_frame(
+            &template,
+            &rx_config,
+            |f| {
                 tx.seal_uet(&mut f[uet.clone()], &flow).expect("seal");
-                f
-            })
-            .collect();
-        let open_uet = median(
-            (0..ROUNDS)
-                .map(|_| {
-                    let mut rx = SecurityDomain::new(rx_config.clone());
-                    rx.install_key(false, DomainKey::Key(SecretKey::new([7; 32])))
-                        .expect("key");
-                    let t = Clock::now();
-                    for f in &sealed {
-                        work.copy_from_slice(f);
-                        rx.open_uet(Instant::ZERO, &mut work[uet.clone()], &flow)
-                            .expect("open");
-                    }
-                    t.elapsed().as_nanos() as f64 / FRAMES as f64
-                })
-                .collect(),
+            },
+            |rx, f| {
+                rx.open_uet(Instant::ZERO, &mut f[uet.clone()], &flow)
+                    .expect("open");
+            },
         );
         line(&format!("{mode:?} copy+open_uet"), open_uet);
     }

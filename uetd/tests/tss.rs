@@ -214,6 +214,32 @@ fn write(lab: &mut Lab) {
     assert!(w.verified(), "the target's hash of what landed: {w:?}");
 }
 
+/// A verified write from the writer to the target while the writer's
+/// switch port is captured: the capture saw plenty of UET frames, every
+/// one sealed, none holding 8 bytes of the pattern. Returns how many UET
+/// frames it saw, and what it kept.
+fn captured_sealed_write(lab: &mut Lab) -> (u64, Arc<Seen>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(Seen::default());
+    let cap = capture(lab, Arc::clone(&stop), Arc::clone(&seen));
+    write(lab);
+    stop.store(true, Ordering::Relaxed);
+    cap.join().unwrap();
+    let frames = seen.uet.load(Ordering::Relaxed);
+    assert!(frames > 10_000, "the capture saw {frames} UET frames");
+    assert_eq!(
+        seen.not_tss.load(Ordering::Relaxed),
+        0,
+        "every UET frame is sealed"
+    );
+    assert_eq!(
+        seen.plaintext.load(Ordering::Relaxed),
+        0,
+        "no frame holds 8 bytes of the written pattern"
+    );
+    (frames, seen)
+}
+
 /// The detector finds the pattern in a frame that holds some of it at any
 /// alignment, and not in random bytes: the capture check can fail.
 #[test]
@@ -237,24 +263,7 @@ fn a_sealed_write_leaves_no_plaintext_on_the_link_and_attacks_change_nothing() {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut lab = lab();
-    let stop = Arc::new(AtomicBool::new(false));
-    let seen = Arc::new(Seen::default());
-    let cap = capture(&lab, Arc::clone(&stop), Arc::clone(&seen));
-    write(&mut lab);
-    stop.store(true, Ordering::Relaxed);
-    cap.join().unwrap();
-    let frames = seen.uet.load(Ordering::Relaxed);
-    assert!(frames > 10_000, "the capture saw {frames} UET frames");
-    assert_eq!(
-        seen.not_tss.load(Ordering::Relaxed),
-        0,
-        "every UET frame is sealed"
-    );
-    assert_eq!(
-        seen.plaintext.load(Ordering::Relaxed),
-        0,
-        "no frame holds 8 bytes of the written pattern"
-    );
+    let (frames, seen) = captured_sealed_write(&mut lab);
     assert_eq!(
         seen.checksummed.load(Ordering::Relaxed),
         0,
@@ -365,16 +374,7 @@ fn a_sealed_write_between_udp_daemons_leaves_no_plaintext_on_the_link() {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut lab = lab_on(Backend::Udp);
-    let stop = Arc::new(AtomicBool::new(false));
-    let seen = Arc::new(Seen::default());
-    let cap = capture(&lab, Arc::clone(&stop), Arc::clone(&seen));
-    write(&mut lab);
-    stop.store(true, Ordering::Relaxed);
-    cap.join().unwrap();
-    let frames = seen.uet.load(Ordering::Relaxed);
-    assert!(frames > 10_000, "the capture saw {frames} UET frames");
-    assert_eq!(seen.not_tss.load(Ordering::Relaxed), 0);
-    assert_eq!(seen.plaintext.load(Ordering::Relaxed), 0);
+    let (frames, _) = captured_sealed_write(&mut lab);
     let s = stats(&lab, TARGET);
     assert!(tss_count(&s, "opened") >= frames / 2, "{s}");
     assert_eq!(tss_drops(&s, "bad_tag"), 0, "{s}");

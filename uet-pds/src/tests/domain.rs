@@ -9,24 +9,6 @@ use uet_wire::pds::tss::Sdi;
 
 const S: Option<Sdi> = Some(Sdi::from_masked(0x42));
 
-/// Every datagram `h` has to send, with the domain each names.
-fn drain_domains(h: &mut Host, now: Instant) -> Vec<(Dgram, Option<Sdi>)> {
-    let mut out = vec![];
-    let mut buf = [0u8; 9000];
-    while let Some(t) = h.pds.poll_transmit_general(now, &mut buf, &mut h.up) {
-        let d = Dgram {
-            src: h.addr,
-            ev: t.ev,
-            bytes: buf[..t.len].to_vec(),
-            ecn: t.ecn,
-            dscp: t.dscp,
-            trimmed: None,
-        };
-        out.push((d, t.sdi));
-    }
-    out
-}
-
 #[test]
 fn a_pdc_speaks_and_hears_only_its_domain() {
     let mut a = host(A, 1, PdsConfig::default());
