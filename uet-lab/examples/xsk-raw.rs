@@ -124,6 +124,8 @@ fn xsk_config(c: &Common, ifname: &str, queues: Vec<u32>) -> XskConfig {
         frame_count: 8192,
         ring_size: 2048,
         fill_size: 4096,
+        // The ceiling: every chunk on its own, as a raw AF_XDP program runs.
+        contiguous_chains: false,
         ..XskConfig::default()
     }
 }

@@ -547,6 +547,8 @@ fn raw(lab: &Lab, mtu: u32, time: Duration) -> Result<RawRow> {
         ifname: ifname.into(),
         frame_count: 8192,
         fill_size: 4096,
+        // The ceiling: every chunk on its own, as a raw AF_XDP program runs.
+        contiguous_chains: false,
         ..uetd::xsk::XskConfig::default()
     };
     let frame_len = uetd::daemon::max_data_frame_len(mtu as usize);

@@ -300,6 +300,8 @@ fn raw_xdp(lab: &Lab, frame: usize, time: Duration) -> Result<(f64, f64)> {
         ifname: ifname.into(),
         frame_count: 8192,
         fill_size: 4096,
+        // The ceiling: every chunk on its own, as a raw AF_XDP program runs.
+        contiguous_chains: false,
         ..uetd::xsk::XskConfig::default()
     };
     let (_tx, rx) = crate::ceiling::veth_ceiling(

@@ -92,6 +92,8 @@ fn raw_xsk(pair: &Pair, frame: usize, seconds: f64) -> (f64, f64) {
         ifname: ifname.into(),
         frame_count: 8192,
         fill_size: 4096,
+        // The ceiling: every chunk on its own, as a raw AF_XDP program runs.
+        contiguous_chains: false,
         ..uetd::xsk::XskConfig::default()
     };
     let (_tx, rx) = uet_lab::ceiling::veth_ceiling(

@@ -332,6 +332,11 @@ const XSK_FIELDS: &[(&str, &str, &str)] = &[
         "Packets received as a chain of frames (multi-buffer).",
     ),
     (
+        "rx_gathered",
+        "uet_xsk_rx_gathered_total",
+        "Of uet_xsk_rx_multi_buffer_total: chains copied whole into a buffer, not made contiguous in place.",
+    ),
+    (
         "tx_multi_buffer",
         "uet_xsk_tx_multi_buffer_total",
         "Packets sent as a chain of frames (multi-buffer).",

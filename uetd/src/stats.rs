@@ -173,6 +173,7 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                     "rx_fill_ring_empty_descs": x.kernel.rx_fill_ring_empty_descs,
                     "tx_ring_empty_descs": x.kernel.tx_ring_empty_descs,
                     "rx_multi_buffer": x.extra.rx_multi_buffer,
+                    "rx_gathered": x.extra.rx_gathered,
                     "tx_multi_buffer": x.extra.tx_multi_buffer,
                     "rx_chain_too_long": x.extra.rx_chain_too_long,
                     "rx_not_for_us": x.extra.rx_not_for_us,

@@ -80,6 +80,15 @@ pub struct XskConfig {
     /// (multi-buffer AF_XDP): longer packets arrive and leave as chains of
     /// descriptors. A received chain longer than this is a counted drop.
     pub max_frags: u32,
+    /// With multi-buffer sockets, group the UMEM's chunks in runs of
+    /// `max_frags` consecutive chunks, of which only the first goes round
+    /// the rings on its own: a packet is then written in place across its
+    /// run and sent as a chain of descriptors into it, and a received
+    /// chain is made contiguous by copying its later frames (the short
+    /// tail) after its first, instead of gathering all of it into a
+    /// buffer. Costs `max_frags - 1` idle chunks per run. Off: every
+    /// chunk on its own (what the raw ceiling blaster measures).
+    pub contiguous_chains: bool,
 }
 
 impl Default for XskConfig {
@@ -95,6 +104,7 @@ impl Default for XskConfig {
             umem_headroom: 0,
             need_wakeup: true,
             max_frags: 0,
+            contiguous_chains: true,
         }
     }
 }
@@ -143,13 +153,16 @@ pub struct FrameCounts {
     pub tx: u32,
     /// Handed to another worker and not yet returned.
     pub lent: u32,
+    /// The later chunks of contiguous runs
+    /// ([`XskConfig::contiguous_chains`]), held by the set between uses.
+    pub spare: u32,
 }
 
 impl FrameCounts {
     /// Whether every frame is in exactly one place.
     #[must_use]
     pub const fn accounted(&self) -> bool {
-        self.free + self.fill + self.rx_held + self.tx + self.lent == self.total
+        self.free + self.fill + self.rx_held + self.tx + self.lent + self.spare == self.total
     }
 }
 
@@ -205,6 +218,13 @@ pub struct XskSet {
     queues: Vec<u32>,
     umem: Arc<UmemArea>,
     free: Vec<Frame>,
+    /// Chunks per run (1: every chunk on its own); see
+    /// [`XskConfig::contiguous_chains`].
+    run: u32,
+    /// Indexed by chunk: the later chunks of each run while the set holds
+    /// them (`None` for a run's first chunk, and while in use).
+    spare: Vec<Option<Frame>>,
+    spare_count: u32,
     fill: Vec<u32>,
     fill_target: u32,
     tx: u32,
@@ -365,15 +385,37 @@ impl XskSet {
         (headroom, max_frags): (u32, u32),
         (ifindex, mac, mtu): (u32, EthernetAddress, u32),
     ) -> Self {
-        // Half the frames wait in the fill rings, the rest are for sending.
+        let run = if cfg.contiguous_chains && max_frags > 1 {
+            max_frags
+        } else {
+            1
+        };
+        // Only a run's first chunk goes round the rings on its own (a
+        // last, incomplete run stays spare for good).
+        let mut spare: Vec<Option<Frame>> = (0..umem.count()).map(|_| None).collect();
+        let mut firsts = Vec::with_capacity(free.len());
+        let mut spare_count = 0;
+        for f in free {
+            let i = umem.index(&f);
+            if i.is_multiple_of(run) && i + run <= umem.count() {
+                firsts.push(f);
+            } else {
+                spare[i as usize] = Some(f);
+                spare_count += 1;
+            }
+        }
+        // Half the runs wait in the fill rings, the rest are for sending.
         let n = cfg.queues.len() as u32;
-        let fill_target = (cfg.frame_count / 2 / n).min(cfg.fill_size).max(1);
+        let fill_target = (firsts.len() as u32 / 2 / n).min(cfg.fill_size).max(1);
         let mut set = Self {
             fill: vec![0; socks.len()],
             socks,
             queues: cfg.queues.clone(),
             umem: Arc::new(umem),
-            free,
+            free: firsts,
+            run,
+            spare,
+            spare_count,
             fill_target,
             tx: 0,
             lent: 0,
@@ -426,6 +468,7 @@ impl XskSet {
             rx_held: 0,
             tx: self.tx,
             lent: self.lent,
+            spare: self.spare_count,
         }
     }
 
@@ -468,18 +511,61 @@ impl XskSet {
         }
     }
 
-    /// Moves completed transmissions back to the free list.
+    /// Moves completed transmissions back to the free list (a run's
+    /// later chunks back to the spares).
     pub(crate) fn reclaim(&mut self) -> u32 {
         let mut n = 0;
-        for sock in &mut self.socks {
-            while let Some(f) = sock.comp.pop() {
-                self.free.push(f);
+        for s in 0..self.socks.len() {
+            while let Some(f) = self.socks[s].comp.pop() {
+                self.release(f);
                 n += 1;
             }
-            sock.comp.release();
+            self.socks[s].comp.release();
         }
         self.tx -= n;
         n
+    }
+
+    /// Takes a frame back: a run's first chunk to the free list, a later
+    /// one to the spares.
+    fn release(&mut self, f: Frame) {
+        let i = self.umem.index(&f);
+        if i.is_multiple_of(self.run) {
+            self.free.push(f);
+        } else {
+            debug_assert!(self.spare[i as usize].is_none(), "a spare chunk twice");
+            self.spare[i as usize] = Some(f);
+            self.spare_count += 1;
+        }
+    }
+
+    /// The later chunks of the run `head` begins, `n` of them (fewer
+    /// than [`XskConfig::max_frags`]), into `out`; `false` (nothing
+    /// taken) when the set does not group chunks in runs that long.
+    fn take_run(&mut self, head: &Frame, n: usize, out: &mut Vec<Frame>) -> bool {
+        if n as u32 >= self.run {
+            return false;
+        }
+        let i = self.umem.index(head) as usize;
+        debug_assert!(
+            (i as u32).is_multiple_of(self.run),
+            "not a run's first chunk"
+        );
+        for f in &mut self.spare[i + 1..=i + n] {
+            out.push(
+                f.take()
+                    .expect("a run's spare chunks are held while its first is out"),
+            );
+        }
+        self.spare_count -= n as u32;
+        true
+    }
+
+    /// Gives back the chunks [`Self::take_run`] took.
+    fn put_run(&mut self, run: &mut Vec<Frame>) {
+        for f in run.drain(..) {
+            self.release(f);
+        }
     }
 
     /// Pushes TX frames to the kernel and kicks it when it needs it: in
@@ -809,6 +895,12 @@ pub struct XdpExtraStats {
     pub tx_kicks: u64,
     /// Packets received as a chain of frames (multi-buffer).
     pub rx_multi_buffer: u64,
+    /// Of those, gathered into a buffer (copied whole) because they could
+    /// not be made contiguous in place: the chunks are not grouped in runs
+    /// ([`XskConfig::contiguous_chains`]), the chain was longer than a
+    /// run, its first frame was not filled to the end of its chunk, or
+    /// another worker received it.
+    pub rx_gathered: u64,
     /// Of `rx_dropped`: chains longer than the bound
     /// ([`XskConfig::max_frags`]).
     pub rx_chain_too_long: u64,
@@ -837,8 +929,15 @@ pub struct XdpIo {
     /// ring so far (counted in `rx_held`), and whether the rest of a chain
     /// found too long is being dropped.
     rx_chains: Vec<(Vec<Frame>, bool)>,
-    /// A multi-buffer packet gathered (RX) or built (TX) in one piece.
+    /// A multi-buffer packet gathered (RX) or built (TX) in one piece,
+    /// where its frames cannot be used in place.
     scratch: Box<[u8]>,
+    /// The spare chunks of the run in use (RX: a chain made contiguous;
+    /// TX: a packet written across its run).
+    run_buf: Vec<Frame>,
+    /// Packets longer than a frame are written in place across a run of
+    /// chunks ([`XskConfig::contiguous_chains`]).
+    tx_in_place: bool,
     stats: IoStats,
     extra: XdpExtraStats,
     /// The kernel's counters as last read, and when.
@@ -1008,6 +1107,7 @@ impl XdpIo {
             .map(|_| (Vec::with_capacity(MAX_CHAIN as usize), false))
             .collect();
         let scratch = vec![0; MAX_CHAIN as usize * umem.frame_size() as usize].into_boxed_slice();
+        let tx_in_place = tx_frags > 1 && tx_frags <= set.run;
         Ok(Self {
             set,
             umem,
@@ -1027,6 +1127,8 @@ impl XdpIo {
             tx_frags,
             rx_chains,
             scratch,
+            run_buf: Vec::with_capacity(MAX_CHAIN as usize),
+            tx_in_place,
             stats: IoStats::default(),
             extra: XdpExtraStats::default(),
             kernel: std::cell::Cell::new(None),
@@ -1108,6 +1210,7 @@ impl XdpIo {
             b.left -= 1;
             let reg = self.hub.umem(l.origin);
             let data = if l.rest[0].is_some() {
+                self.extra.rx_gathered += 1;
                 let n = gather(&mut self.scratch, &reg.umem, l.frames());
                 &mut self.scratch[..n]
             } else {
@@ -1246,9 +1349,12 @@ impl XdpIo {
         }
     }
 
-    /// The multi-buffer packet collected in socket `s`'s chain: gathered
-    /// into the scratch buffer, parsed there, delivered or handed off (as
-    /// the chain of descriptors) or dropped.
+    /// The multi-buffer packet collected in socket `s`'s chain, made
+    /// contiguous — in place when its first frame begins a run of chunks
+    /// and runs to the end of its chunk (its later frames, the short tail,
+    /// copied into the run's spare chunks after it), else gathered into
+    /// the scratch buffer — then parsed, delivered or handed off (as the
+    /// chain of descriptors) or dropped.
     fn recv_chain(
         &mut self,
         s: usize,
@@ -1257,8 +1363,34 @@ impl XdpIo {
         mut tap: Option<&mut Tap<'_>>,
     ) {
         self.extra.rx_multi_buffer += 1;
-        let n = gather(&mut self.scratch, &self.umem, self.rx_chains[s].0.iter());
-        let data = &mut self.scratch[..n];
+        let (head, tail) = self.rx_chains[s]
+            .0
+            .split_first_mut()
+            .expect("a chain has frames");
+        let joined =
+            self.umem.ends_chunk(head) && self.set.take_run(head, tail.len(), &mut self.run_buf);
+        let data: &mut [u8] = if joined {
+            let tail_len: usize = tail.iter().map(|f| f.len() as usize).sum();
+            let (r0, rrest) = self.run_buf.split_first_mut().expect("taken above");
+            let spill = self.umem.span_mut(r0, rrest, 0, tail_len);
+            let mut at = 0;
+            for f in tail.iter() {
+                let d = self.umem.data(f);
+                spill[at..at + d.len()].copy_from_slice(d);
+                at += d.len();
+            }
+            let off = self.umem.offset(head);
+            let len = head.len() as usize + tail_len;
+            self.umem.span_mut(head, &mut self.run_buf, off, len)
+        } else {
+            self.extra.rx_gathered += 1;
+            let n = gather(
+                &mut self.scratch,
+                &self.umem,
+                std::iter::once(&*head).chain(tail.iter()),
+            );
+            &mut self.scratch[..n]
+        };
         let parsed = self.wire.parse(&mut self.stats, &mut self.extra, data);
         let owner = parsed.as_ref().map(|p| self.hub.owner_of(p.0.src));
         match (parsed, owner) {
@@ -1277,6 +1409,7 @@ impl XdpIo {
                 b.delivered += 1;
             }
             (Some(_), Some(o)) => {
+                self.set.put_run(&mut self.run_buf);
                 let mut chain = self.rx_chains[s].0.drain(..);
                 let frame = chain.next().expect("a chain has frames");
                 let mut rest: [Option<Frame>; MAX_CHAIN as usize - 1] = Default::default();
@@ -1290,6 +1423,7 @@ impl XdpIo {
                 };
                 if let Some(l) = self.hand_off(o, lent, b) {
                     if let Some(t) = tap.as_deref_mut() {
+                        let n = gather(&mut self.scratch, &self.umem, l.frames());
                         t.frame(Direction::Rx, &self.scratch[..n]);
                     }
                     let Lent { frame, rest, .. } = l;
@@ -1303,6 +1437,7 @@ impl XdpIo {
                 }
             }
         }
+        self.set.put_run(&mut self.run_buf);
         self.set.free.append(&mut self.rx_chains[s].0);
     }
 
@@ -1462,6 +1597,106 @@ impl XdpIo {
         Ok(sent)
     }
 
+    /// [`PacketIo::send`] when the largest packet spans several frames
+    /// and the chunks are grouped in runs that hold it: the source writes
+    /// the UET bytes in place across a free run, and the packet leaves as
+    /// a chain of descriptors over its run's chunks (`XDP_PKT_CONTD` on
+    /// all but the last), the first after the headroom, the others whole
+    /// from their start. Nothing is copied. The source is asked for a
+    /// packet only while the TX ring can take the longest chain, so no
+    /// chain is ever cut short.
+    fn send_runs(
+        &mut self,
+        max: usize,
+        source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
+        mut tap: Option<Tap<'_>>,
+    ) -> io::Result<usize> {
+        let s = 0;
+        let k_max = self.tx_frags;
+        let mut slots = self.set.socks[s].tx.free(max as u32 * k_max);
+        if slots < k_max {
+            self.stats.tx_ring_full += 1;
+            self.set.kick_tx(s)?;
+            return Ok(0);
+        }
+        let hr = self.set.headroom;
+        let fs = self.umem.frame_size() as usize;
+        let room = fs - hr as usize;
+        let span = k_max as usize * fs - hr as usize;
+        let uet_at = self.hdr_len;
+        let mut sent = 0;
+        let mut frames = 0;
+        for _ in 0..max {
+            if slots < k_max {
+                break;
+            }
+            let Some(mut f) = self.set.free.pop() else {
+                self.stats.tx_ring_full += 1;
+                self.extra.tx_no_frame += 1;
+                break;
+            };
+            if !self.set.take_run(&f, k_max as usize - 1, &mut self.run_buf) {
+                unreachable!("tx_in_place: runs hold the longest chain");
+            }
+            let buf = self.umem.span_mut(&mut f, &mut self.run_buf, hr, span);
+            let Some(t) = source(&mut buf[uet_at..uet_at + self.max_uet]) else {
+                self.set.put_run(&mut self.run_buf);
+                self.set.free.push(f);
+                break;
+            };
+            let (eth, ip, transport) = match self.headers_for(&t) {
+                Ok(h) => h,
+                Err(u) => {
+                    count_unsendable(&mut self.stats, u);
+                    self.set.put_run(&mut self.run_buf);
+                    self.set.free.push(f);
+                    continue;
+                }
+            };
+            let buf = self.umem.span_mut(&mut f, &mut self.run_buf, hr, span);
+            let Ok(n) = emit_frame(&eth, &ip, &transport, &self.wire.encap, t.len, buf, |_| {})
+            else {
+                self.stats.tx_dropped += 1;
+                self.set.put_run(&mut self.run_buf);
+                self.set.free.push(f);
+                continue;
+            };
+            if let Some(t) = tap.as_mut() {
+                t.frame(Direction::Tx, &buf[..n]);
+            }
+            let k = n.div_ceil(room).max(1);
+            // The run's chunks the packet does not reach go back.
+            for f in self.run_buf.drain(k - 1..) {
+                self.set.release(f);
+            }
+            self.umem.set_span(&mut f, hr, n.min(room) as u32);
+            if let Err(f) = self.set.socks[s].tx.push_part(f, k > 1) {
+                unreachable!("k_max slots were reserved: {f:?}");
+            }
+            let mut left = n.saturating_sub(room);
+            for (i, mut c) in self.run_buf.drain(..).enumerate() {
+                let part = left.min(fs);
+                left -= part;
+                self.umem.set_span(&mut c, 0, part as u32);
+                if let Err(c) = self.set.socks[s].tx.push_part(c, i + 2 < k) {
+                    unreachable!("k_max slots were reserved: {c:?}");
+                }
+            }
+            slots -= k as u32;
+            frames += k as u32;
+            sent += 1;
+            self.stats.tx_packets += 1;
+            self.stats.tx_bytes += n as u64;
+            self.extra.tx_multi_buffer += u64::from(k > 1);
+        }
+        if frames > 0 {
+            self.set.socks[s].tx.submit();
+            self.set.tx += frames;
+        }
+        self.finish_send(s)?;
+        Ok(sent)
+    }
+
     /// [`PacketIo::send`] when the largest packet spans several frames:
     /// each packet is built whole in the scratch buffer, then copied into
     /// as many frames as it needs and queued as one chain (`XDP_PKT_CONTD`
@@ -1584,7 +1819,9 @@ impl PacketIo for XdpIo {
         // Moved out for the call, as in `recv`.
         let capture = self.capture.take();
         let tap = capture.as_deref().and_then(Capture::tap);
-        let r = if self.tx_frags > 1 {
+        let r = if self.tx_in_place {
+            self.send_runs(max, source, tap)
+        } else if self.tx_frags > 1 {
             self.send_chains(max, source, tap)
         } else {
             self.send_frames(max, source, tap)
@@ -1733,8 +1970,22 @@ mod tests {
             rx_held: 0,
             tx,
             lent,
+            spare: 0,
         }
     }
+
+    /// At rest, the 64 chunks of [`xsk_cfg`] grouped in runs of three (MTU
+    /// 4200 in 2048-byte frames): 21 runs, of which 10 wait in the fill
+    /// ring; 42 later chunks and the incomplete last run's one are spare.
+    const RUNS_AT_REST: FrameCounts = FrameCounts {
+        total: 64,
+        free: 11,
+        fill: 10,
+        rx_held: 0,
+        tx: 0,
+        lent: 0,
+        spare: 43,
+    };
 
     #[test]
     fn frames_are_accounted_through_fill_rx_tx_and_completion() {
@@ -1906,17 +2157,30 @@ mod tests {
         let (mut a, ka) = io_at(0, A, &Handoff::single().unwrap(), 4200, 0);
         let (mut b, kb) = io_at(0, B, &Handoff::single().unwrap(), 4200, 0);
         assert_eq!((a.set.max_frags(), a.tx_frags), (3, 3));
+        assert!(a.tx_in_place);
         assert!(a.max_uet_len() >= BIG);
         // Every TX descriptor but each packet's last says "more follows".
         assert_eq!(queue(&mut a, B, &[1, 2], BIG), 2);
         let descs: Vec<_> = std::iter::from_fn(|| ka.tx.consume_part()).collect();
         let more: Vec<bool> = descs.iter().map(|d| d.2).collect();
         assert_eq!(more, [true, true, false, true, true, false]);
+        // Written in place across a run: the first after the headroom, the
+        // others whole from the start of the next chunks.
+        for chain in descs.chunks(3) {
+            let base = chain[0].0 - 256;
+            assert_eq!(base % (3 * 2048), 0, "{chain:?}");
+            assert_eq!(chain[0].1, 2048 - 256);
+            assert_eq!((chain[1].0, chain[1].1), (base + 2048, 2048));
+            assert_eq!(
+                (chain[2].0, chain[2].1),
+                (base + 4096, 42 + BIG as u32 - 1792 - 2048)
+            );
+        }
         for (addr, _, _) in &descs {
             assert!(ka.comp.produce(*addr, 0));
         }
         a.flush().unwrap();
-        assert_eq!(a.frame_counts(), counts(48, 16, 0, 0));
+        assert_eq!(a.frame_counts(), RUNS_AT_REST);
         assert_eq!(a.extra.tx_multi_buffer, 2);
 
         let frames = sent_frames_of(&mut a, &ka, B, &[3, 4], BIG);
@@ -1933,10 +2197,11 @@ mod tests {
             .unwrap();
         assert_eq!(n, 2);
         assert_eq!(got, [(A, BIG, true, 3), (A, BIG, true, 4)]);
-        assert_eq!(b.extra.rx_multi_buffer, 2);
+        // Made contiguous in place, not gathered.
+        assert_eq!((b.extra.rx_multi_buffer, b.extra.rx_gathered), (2, 0));
         assert_eq!(b.stats.rx_bytes, 2 * (42 + BIG as u64));
         // The six frames went back to the fill ring.
-        assert_eq!(b.frame_counts(), counts(48, 16, 0, 0));
+        assert_eq!(b.frame_counts(), RUNS_AT_REST);
     }
 
     #[test]
@@ -1955,13 +2220,13 @@ mod tests {
         // Two frames are held; the fill ring got two others (the third of
         // the chain is still the kernel's, counted in `fill`).
         let c = b.frame_counts();
-        assert_eq!((c.rx_held, c.fill, c.free), (2, 16, 46));
+        assert_eq!((c.rx_held, c.fill, c.free), (2, 10, 9));
         assert!(c.accounted(), "{c:?}");
         let (addr, len, more) = descs[2];
         assert!(kb.rx.produce_part(addr, len, more));
         assert_eq!(b.recv(64, &mut |_, uet| got.push(uet.len())).unwrap(), 1);
         assert_eq!(got, [BIG]);
-        assert_eq!(b.frame_counts(), counts(48, 16, 0, 0));
+        assert_eq!(b.frame_counts(), RUNS_AT_REST);
     }
 
     #[test]
@@ -1989,7 +2254,12 @@ mod tests {
             b.stats.rx_dropped, 2,
             "the rest of a dropped chain is not a packet"
         );
-        assert_eq!(b.frame_counts(), counts(48, 16, 0, 0));
+        // Runs of two chunks: 32 runs, half of them in the fill ring.
+        let rest = FrameCounts {
+            spare: 32,
+            ..counts(16, 16, 0, 0)
+        };
+        assert_eq!(b.frame_counts(), rest);
         // The next packet is taken as usual.
         assert!(kb.receive(&b.set.umem, b.set.headroom, &small[0]));
         assert_eq!(b.recv(64, &mut |_, uet| got.push(uet[0])).unwrap(), 1);
@@ -2001,7 +2271,7 @@ mod tests {
         // 16 TX slots hold five chains of three; the sixth waits.
         assert_eq!(queue(&mut a, B, &[1, 2, 3, 4, 5, 6, 7], BIG), 5);
         let c = a.frame_counts();
-        assert_eq!((c.tx, c.free), (15, 33));
+        assert_eq!((c.tx, c.free, c.spare), (15, 6, 33));
         assert!(c.accounted());
         // One slot is left: nothing more fits, nothing is cut.
         assert_eq!(queue(&mut a, B, &[8], BIG), 0);
@@ -2010,7 +2280,7 @@ mod tests {
         assert_eq!(sent.len(), 5);
         assert!(sent.iter().all(|f| f.len() == 42 + BIG));
         a.flush().unwrap();
-        assert_eq!(a.frame_counts(), counts(48, 16, 0, 0));
+        assert_eq!(a.frame_counts(), RUNS_AT_REST);
     }
 
     #[test]
@@ -2031,8 +2301,88 @@ mod tests {
             2
         );
         assert_eq!(got, [(A1, BIG, 5), (A1, BIG, 6)]);
+        // Another worker's chunks are not its to group: gathered.
+        assert_eq!(w1.extra.rx_gathered, 2);
         w0.flush().unwrap();
-        assert_eq!(w0.frame_counts(), counts(48, 16, 0, 0));
+        assert_eq!(w0.frame_counts(), RUNS_AT_REST);
+    }
+
+    #[test]
+    fn runs_and_single_chunks_carry_the_same_packets_of_every_size() {
+        // UET lengths around each frame boundary, and an ACK-sized one.
+        let lens = [
+            80,
+            1791 - 42,
+            1792 - 42,
+            1793 - 42,
+            3584 - 42,
+            3585 - 42,
+            BIG,
+        ];
+        let mut seen = Vec::new();
+        for contiguous in [true, false] {
+            let hub = Handoff::single().unwrap();
+            let mut cfg = io_cfg(A);
+            cfg.xsk.contiguous_chains = contiguous;
+            let (set, mut k) = in_memory_at(&cfg.xsk, 0, 4200);
+            let mut a = XdpIo::with_set(0, set, &cfg, hub, Arc::new(OneHop)).unwrap();
+            let ka = k.remove(0);
+            let mut cfg = io_cfg(B);
+            cfg.xsk.contiguous_chains = contiguous;
+            let (set, mut k) = in_memory_at(&cfg.xsk, 0, 4200);
+            let mut b = XdpIo::with_set(0, set, &cfg, Handoff::single().unwrap(), Arc::new(OneHop))
+                .unwrap();
+            let kb = k.remove(0);
+            assert_eq!(a.tx_in_place, contiguous);
+            let mut got = Vec::new();
+            for (i, &len) in lens.iter().enumerate() {
+                for f in sent_frames_of(&mut a, &ka, B, &[i as u8 + 1], len) {
+                    assert_eq!(f.len(), 42 + len);
+                    assert!(kb.receive(&b.set.umem, b.set.headroom, &f));
+                }
+                b.recv(64, &mut |m, uet| got.push((m.src, uet.to_vec())))
+                    .unwrap();
+            }
+            assert_eq!(got.len(), lens.len());
+            for ((src, uet), (i, &len)) in got.iter().zip(lens.iter().enumerate()) {
+                assert_eq!((*src, uet.len()), (A, len));
+                assert!(uet.iter().all(|&x| x == i as u8 + 1), "length {len}");
+            }
+            let chains = lens.iter().filter(|&&l| 42 + l > 1792).count() as u64;
+            assert_eq!(b.extra.rx_multi_buffer, chains);
+            assert_eq!(b.extra.rx_gathered, if contiguous { 0 } else { chains });
+            assert_eq!(a.extra.tx_multi_buffer, chains);
+            let rest = if contiguous {
+                RUNS_AT_REST
+            } else {
+                counts(48, 16, 0, 0)
+            };
+            assert_eq!(a.frame_counts(), rest);
+            b.flush().unwrap();
+            assert_eq!(b.frame_counts(), rest);
+            seen.push(got);
+        }
+        assert_eq!(seen[0], seen[1]);
+    }
+
+    #[test]
+    fn a_chain_whose_first_frame_stops_short_of_its_chunk_is_gathered() {
+        let (mut a, ka) = io_at(0, A, &Handoff::single().unwrap(), 4200, 0);
+        let (mut b, kb) = io_at(0, B, &Handoff::single().unwrap(), 4200, 0);
+        let frame = sent_frames_of(&mut a, &ka, B, &[9], BIG).remove(0);
+        // A driver that fills 1,500 bytes per buffer: the first frame does
+        // not reach the end of its chunk, so the tail cannot follow it.
+        let descs = kb
+            .place_in(&b.set.umem, b.set.headroom, &frame, 1500)
+            .unwrap();
+        assert_eq!(descs.len(), 3);
+        for (addr, len, more) in descs {
+            assert!(kb.rx.produce_part(addr, len, more));
+        }
+        let mut got = Vec::new();
+        assert_eq!(b.recv(64, &mut |_, uet| got.push(uet.to_vec())).unwrap(), 1);
+        assert_eq!(got, [vec![9; BIG]]);
+        assert_eq!((b.extra.rx_multi_buffer, b.extra.rx_gathered), (1, 1));
     }
 
     #[test]

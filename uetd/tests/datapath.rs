@@ -17,7 +17,12 @@ fn bytes() -> String {
 
 /// Writes `bytes()` from `a` to `b` and checks it landed; returns the
 /// writer's counters.
-fn transfer(pair: &Pair, a_backend: &str, b_backend: &str) -> serde_json::Value {
+/// Writes from A to B; returns the writer's and the target's stats.
+fn transfer(
+    pair: &Pair,
+    a_backend: &str,
+    b_backend: &str,
+) -> (serde_json::Value, serde_json::Value) {
     let size = bytes();
     if a_backend != b_backend {
         // A kernel UDP datagram leaves a veth with its checksum unfinished
@@ -42,6 +47,7 @@ fn transfer(pair: &Pair, a_backend: &str, b_backend: &str) -> serde_json::Value 
             b_backend,
             "--expose",
             &expose,
+            "--stats",
         ],
     );
     let exposed = target.wait_line("\"exposed\"", Duration::from_secs(30));
@@ -97,8 +103,9 @@ fn transfer(pair: &Pair, a_backend: &str, b_backend: &str) -> serde_json::Value 
     );
     eprintln!("{a_backend}->{b_backend}: {written}");
     target.signal("-TERM");
+    let t = target.wait_line("\"workers\"", Duration::from_secs(30));
     assert_eq!(target.wait_exit(Duration::from_secs(10)), Some(0));
-    v
+    (v, serde_json::from_str(&t).unwrap())
 }
 
 #[test]
@@ -121,7 +128,7 @@ fn xdp_to_xdp_write_lands_byte_exact_and_the_program_is_detached_after_exit() {
 /// 4 KiB UMEM frames, sent and received as multi-buffer chains.
 fn xdp_write_with_4k_payloads(subnet: u8, mtu: u32) {
     let pair = Pair::new(subnet, mtu);
-    let stats = transfer(&pair, "xdp", "xdp");
+    let (stats, target) = transfer(&pair, "xdp", "xdp");
     let w = &stats["workers"][0];
     let data = w["pds"]["tx_data"].as_u64().unwrap();
     let chains = w["xsk"]["tx_multi_buffer"].as_u64().unwrap();
@@ -129,6 +136,12 @@ fn xdp_write_with_4k_payloads(subnet: u8, mtu: u32) {
     let bytes = w["io"]["tx_bytes"].as_u64().unwrap();
     assert!(bytes >= data * 4096, "4 KiB payloads: {stats}");
     assert_eq!(w["xsk"]["rx_chain_too_long"], 0);
+    // The target took every chain in place: its first frame filled to the
+    // end of its chunk (copy mode), the short tail copied after it.
+    let t = &target["workers"][0];
+    let rx_chains = t["xsk"]["rx_multi_buffer"].as_u64().unwrap();
+    assert!(rx_chains >= data, "every data packet a chain: {target}");
+    assert_eq!(t["xsk"]["rx_gathered"], 0, "{target}");
 }
 
 #[test]

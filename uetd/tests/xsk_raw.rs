@@ -19,6 +19,8 @@ fn cfg(ifname: &str, mode: XskMode) -> XskConfig {
         frame_count: 1024,
         ring_size: 512,
         fill_size: 512,
+        // The ceiling: every chunk on its own, as a raw AF_XDP program runs.
+        contiguous_chains: false,
         ..XskConfig::default()
     }
 }

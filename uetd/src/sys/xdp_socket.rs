@@ -255,6 +255,64 @@ impl UmemArea {
         }
     }
 
+    /// The chunk's index in the area.
+    pub(crate) fn index(&self, f: &Frame) -> u32 {
+        assert_eq!(f.umem, self.id, "frame of another UMEM");
+        (f.addr / u64::from(self.frame_size)) as u32
+    }
+
+    /// Where `f`'s data starts in its chunk.
+    pub(crate) fn offset(&self, f: &Frame) -> u32 {
+        (f.addr - self.base_of(f.addr)) as u32
+    }
+
+    /// Whether `f`'s data runs to the end of its chunk (the frames of a
+    /// received chain but its last do, as the kernel fills them whole).
+    pub(crate) fn ends_chunk(&self, f: &Frame) -> bool {
+        f.addr + u64::from(f.len) == self.base_of(f.addr) + u64::from(self.frame_size)
+    }
+
+    /// `len` bytes from `offset` in `head`'s chunk, running on into the
+    /// chunks of `rest`, which must follow it in order in the area: one
+    /// contiguous view of several chunks, for a packet longer than a
+    /// chunk written or read in place. Panics when `rest` does not follow
+    /// `head` or the bytes leave the chunks given.
+    pub(crate) fn span_mut<'a>(
+        &'a self,
+        head: &'a mut Frame,
+        rest: &'a mut [Frame],
+        offset: u32,
+        len: usize,
+    ) -> &'a mut [u8] {
+        assert_eq!(head.umem, self.id, "frame of another UMEM");
+        let base = self.base_of(head.addr);
+        let fs = u64::from(self.frame_size);
+        for (i, f) in rest.iter().enumerate() {
+            assert_eq!(f.umem, self.id, "frame of another UMEM");
+            assert_eq!(
+                self.base_of(f.addr),
+                base + (i as u64 + 1) * fs,
+                "chunks not in order"
+            );
+        }
+        let chunks = (rest.len() as u64 + 1) * fs;
+        let end = u64::from(offset) + len as u64;
+        assert!(end <= chunks && base + chunks <= self.map.len as u64);
+        // SAFETY: the bytes lie in the chunks of `head` and `rest` (checked
+        // above), inside the mapping; every one of those tokens is
+        // borrowed mutably for 'a and no kernel ring holds their chunks,
+        // so this is the only access to these bytes.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.map
+                    .ptr
+                    .as_ptr()
+                    .add((base + u64::from(offset)) as usize),
+                len,
+            )
+        }
+    }
+
     /// Points `f` at `len` bytes from `offset` in its chunk (what the TX
     /// descriptor will say). Panics when that leaves the chunk.
     pub(crate) fn set_span(&self, f: &mut Frame, offset: u32, len: u32) {
@@ -1111,7 +1169,19 @@ pub(crate) mod in_memory {
             headroom: u32,
             frame: &[u8],
         ) -> Option<Vec<(u64, u32, bool)>> {
-            let room = (umem.frame_size - headroom) as usize;
+            self.place_in(umem, headroom, frame, (umem.frame_size - headroom) as usize)
+        }
+
+        /// [`Self::place`] as a driver that puts at most `room` bytes in
+        /// each chunk.
+        pub(crate) fn place_in(
+            &self,
+            umem: &UmemArea,
+            headroom: u32,
+            frame: &[u8],
+            room: usize,
+        ) -> Option<Vec<(u64, u32, bool)>> {
+            assert!(room > 0 && room <= (umem.frame_size - headroom) as usize);
             let parts = frame.len().div_ceil(room).max(1);
             let (fp, fc) = self.fill.indices();
             if (fp.wrapping_sub(fc) as usize) < parts || (self.rx.room() as usize) < parts {
