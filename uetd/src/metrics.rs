@@ -342,6 +342,11 @@ const XSK_FIELDS: &[(&str, &str, &str)] = &[
         "Packets sent as a chain of frames (multi-buffer).",
     ),
     (
+        "tx_run_busy",
+        "uet_xsk_tx_run_busy_total",
+        "Free runs of UMEM chunks passed over for sending: a chunk of theirs not yet completed.",
+    ),
+    (
         "rx_chain_too_long",
         "uet_xsk_rx_chain_too_long_total",
         "Of uet_io_rx_dropped_total: frame chains longer than a packet may span.",

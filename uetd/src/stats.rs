@@ -175,6 +175,7 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                     "rx_multi_buffer": x.extra.rx_multi_buffer,
                     "rx_gathered": x.extra.rx_gathered,
                     "tx_multi_buffer": x.extra.tx_multi_buffer,
+                    "tx_run_busy": x.extra.tx_run_busy,
                     "rx_chain_too_long": x.extra.rx_chain_too_long,
                     "rx_not_for_us": x.extra.rx_not_for_us,
                     "handoff_full": x.extra.handoff_full,

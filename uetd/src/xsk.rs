@@ -541,7 +541,11 @@ impl XskSet {
 
     /// The later chunks of the run `head` begins, `n` of them (fewer
     /// than [`XskConfig::max_frags`]), into `out`; `false` (nothing
-    /// taken) when the set does not group chunks in runs that long.
+    /// taken) when the set does not group chunks in runs that long, or
+    /// when one of them is still out: a run sent as a chain may come back
+    /// from the completion ring first chunk first (a driver that
+    /// completes descriptor by descriptor), and the first chunk may be
+    /// used again before its spares are back.
     fn take_run(&mut self, head: &Frame, n: usize, out: &mut Vec<Frame>) -> bool {
         if n as u32 >= self.run {
             return false;
@@ -551,14 +555,31 @@ impl XskSet {
             (i as u32).is_multiple_of(self.run),
             "not a run's first chunk"
         );
-        for f in &mut self.spare[i + 1..=i + n] {
-            out.push(
-                f.take()
-                    .expect("a run's spare chunks are held while its first is out"),
-            );
+        let spares = &mut self.spare[i + 1..=i + n];
+        if spares.iter().any(Option::is_none) {
+            return false;
         }
+        out.extend(spares.iter_mut().filter_map(Option::take));
         self.spare_count -= n as u32;
         true
+    }
+
+    /// A free run whose `n` spares are all here, taken with them (into
+    /// `out`), and how many free runs were passed over because a spare of
+    /// theirs is still out (each goes to the bottom of the free list).
+    fn pop_run(&mut self, n: usize, out: &mut Vec<Frame>) -> (Option<Frame>, u64) {
+        let mut busy = 0;
+        while (busy as usize) < self.free.len() {
+            let f = self.free.pop().expect("not empty");
+            if self.take_run(&f, n, out) {
+                return (Some(f), busy);
+            }
+            self.free.push(f);
+            let last = self.free.len() - 1;
+            self.free.swap(0, last);
+            busy += 1;
+        }
+        (None, busy)
     }
 
     /// Gives back the chunks [`Self::take_run`] took.
@@ -906,6 +927,9 @@ pub struct XdpExtraStats {
     pub rx_chain_too_long: u64,
     /// Packets sent as a chain of frames (multi-buffer).
     pub tx_multi_buffer: u64,
+    /// Free runs of chunks passed over for sending because a chunk of
+    /// theirs was still on its way back from the kernel.
+    pub tx_run_busy: u64,
 }
 
 /// The AF_XDP [`PacketIo`] of one worker.
@@ -1630,14 +1654,13 @@ impl XdpIo {
             if slots < k_max {
                 break;
             }
-            let Some(mut f) = self.set.free.pop() else {
+            let (f, busy) = self.set.pop_run(k_max as usize - 1, &mut self.run_buf);
+            self.extra.tx_run_busy += busy;
+            let Some(mut f) = f else {
                 self.stats.tx_ring_full += 1;
                 self.extra.tx_no_frame += 1;
                 break;
             };
-            if !self.set.take_run(&f, k_max as usize - 1, &mut self.run_buf) {
-                unreachable!("tx_in_place: runs hold the longest chain");
-            }
             let buf = self.umem.span_mut(&mut f, &mut self.run_buf, hr, span);
             let Some(t) = source(&mut buf[uet_at..uet_at + self.max_uet]) else {
                 self.set.put_run(&mut self.run_buf);
@@ -2363,6 +2386,36 @@ mod tests {
             seen.push(got);
         }
         assert_eq!(seen[0], seen[1]);
+    }
+
+    #[test]
+    fn a_run_whose_spares_are_still_out_is_passed_over() {
+        let (mut a, ka) = io_at(0, A, &Handoff::single().unwrap(), 4200, 0);
+        let (mut b, kb) = io_at(0, B, &Handoff::single().unwrap(), 4200, 0);
+        assert_eq!(queue(&mut a, B, &[1], BIG), 1);
+        let descs: Vec<_> = std::iter::from_fn(|| ka.tx.consume_part()).collect();
+        assert_eq!(descs.len(), 3);
+        // The kernel completes the chain's first descriptor alone: the
+        // run's first chunk is free again, its spares are not.
+        assert!(ka.comp.produce(descs[0].0, 0));
+        a.flush().unwrap();
+        let c = a.frame_counts();
+        assert_eq!((c.free, c.tx, c.spare), (11, 2, 41));
+        assert!(c.accounted(), "{c:?}");
+        // The next packet skips that run and goes out whole from another.
+        let sent = sent_frames_of(&mut a, &ka, B, &[2], BIG);
+        assert_eq!(a.extra.tx_run_busy, 1);
+        assert_eq!(sent.len(), 1);
+        assert!(kb.receive(&b.set.umem, b.set.headroom, &sent[0]));
+        let mut got = Vec::new();
+        assert_eq!(b.recv(64, &mut |_, uet| got.push(uet.to_vec())).unwrap(), 1);
+        assert_eq!(got, [vec![2; BIG]]);
+        // The rest of the first chain comes back; everything is home.
+        for &(addr, _, _) in &descs[1..] {
+            assert!(ka.comp.produce(addr, 0));
+        }
+        a.flush().unwrap();
+        assert_eq!(a.frame_counts(), RUNS_AT_REST);
     }
 
     #[test]
