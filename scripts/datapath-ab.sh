@@ -8,6 +8,7 @@
 # system CPU seconds per GB and the machine's (/proc/stat, other load
 # included) over the write's window, the load, the writer's RTOs.
 # BUSY=N sets both daemons' busy_poll_us (unset: the default).
+# BACKEND=udp runs the kernel-UDP backend instead of AF_XDP.
 # PERF=DIR also records both daemons with `perf record -e cpu-clock -F 4000`
 # from the first packets to the writer's exit, as DIR/<binary>-<repeat>.data.
 set -u
@@ -34,12 +35,12 @@ fi
 for r in $(seq "$REP"); do
  for BIN in "$@"; do
   rm -f $D/t.out $D/w.out
-  ip netns exec $B env UET_LOG=warn "$BIN" ${BUSY:+--config $D/b.toml} --interface v1 --backend xdp \
+  ip netns exec $B env UET_LOG=warn "$BIN" ${BUSY:+--config $D/b.toml} --interface v1 --backend ${BACKEND:-xdp} \
     --expose 1:0x5eed:$BYTES --socket $D/b.sock > $D/t.out 2>$D/t.err &
   TP=$!
   for i in $(seq 300); do grep -q '"exposed"' $D/t.out 2>/dev/null && break; sleep 0.1; done
   GEN=$(grep -o '"generation":[0-9]*' $D/t.out | head -1 | cut -d: -f2)
-  ip netns exec $A env UET_LOG=warn "$BIN" ${BUSY:+--config $D/a.toml} --interface v0 --backend xdp \
+  ip netns exec $A env UET_LOG=warn "$BIN" ${BUSY:+--config $D/a.toml} --interface v0 --backend ${BACKEND:-xdp} \
     --write-to 10.88.0.2 --generation "$GEN" --bytes $BYTES --exit --stats --socket $D/a.sock > $D/w.out 2>$D/w.err &
   WP=$!
   if [ -n "${PERF:-}" ]; then

@@ -26,6 +26,7 @@
 //! api_max_registrations = 1024
 //! api_max_registered_bytes = "16GiB"
 //! busy_poll_us = 200        # an idle worker polls at most this long before it sleeps
+//! udp_offload = true        # udp backend: GSO sends of runs, GRO receives
 //! # metrics_addr = "127.0.0.1:9464"  # serve /metrics (Prometheus) here
 //!
 //! # tss_start = "0rtt"    # secure PDC start: 0rtt (EXPECTED_0RTT_START) | 1rtt
@@ -360,6 +361,14 @@ pub struct Config {
     /// Longer cuts the latency of sparse operations, at the cost of CPU
     /// after each burst.
     pub busy_poll_us: u64,
+    /// The udp backend's segmentation offloads (default on; also `uetd
+    /// --udp-offload`): consecutive datagrams that leave by one EV's
+    /// socket to one peer go out as one UDP GSO send, and the receive
+    /// socket takes datagrams the kernel coalesced (GRO). Off with the
+    /// CRC trailer and native IP. Each EV has its own socket, so runs are
+    /// long only with few EVs: `ev_bits = 0` sends everything to a peer by
+    /// one socket (no spraying over the fabric's paths).
+    pub udp_offload: bool,
     /// Most regions one client holds registered at once, remote and local
     /// together (default 1024).
     pub api_max_registrations: usize,
@@ -417,6 +426,7 @@ impl Default for Config {
             api_max_clients_per_uid: 64,
             api_hello_timeout_ms: 5_000,
             busy_poll_us: 200,
+            udp_offload: true,
             api_max_registrations: 1024,
             api_max_registered_bytes: Size(16 << 30),
             expose: Vec::new(),

@@ -279,6 +279,7 @@ impl Daemon {
                     let mut u = UdpConfig::new(local);
                     u.udp_port = cfg.port;
                     u.ev_bits = cfg.ev_bits;
+                    u.offload = cfg.udp_offload;
                     u.mtu = mtu;
                     u.encap = cfg.encap_config();
                     u.native_ip = cfg.encap() == Encap::Ip;

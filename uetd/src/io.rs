@@ -119,6 +119,12 @@ pub trait PacketIo {
     fn xsk_counters(&self) -> Option<crate::xsk::XskCounters> {
         None
     }
+
+    /// The kernel-UDP backend's segmentation offload counters, for the
+    /// stats path; `None` for other backends.
+    fn udp_offloads(&self) -> Option<crate::udp::UdpOffloadCounts> {
+        None
+    }
 }
 
 /// Where an IP destination's Ethernet frames go: the AF_XDP backend writes

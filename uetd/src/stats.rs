@@ -183,6 +183,14 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                     "tx_kicks": x.extra.tx_kicks,
                 });
             }
+            if let Some(u) = &s.udp {
+                w["udp"] = json!({
+                    "gso_sends": u.gso_sends,
+                    "gso_datagrams": u.gso_datagrams,
+                    "gro_buffers": u.gro_buffers,
+                    "gro_datagrams": u.gro_datagrams,
+                });
+            }
             w
         })
         .collect();

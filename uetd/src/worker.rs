@@ -329,6 +329,8 @@ pub struct WorkerStats {
     pub io: IoStats,
     /// The AF_XDP sockets' (xdp backend only).
     pub xsk: Option<crate::xsk::XskCounters>,
+    /// The kernel-UDP backend's GSO/GRO counters (`None` for AF_XDP).
+    pub udp: Option<crate::udp::UdpOffloadCounts>,
     /// The packet delivery sublayer's.
     pub pds: PdsCounters,
     /// The semantic sublayer's.
@@ -873,6 +875,7 @@ fn publish(
         s.ring_ops = rings.ops;
         s.io = io.stats();
         s.xsk = io.xsk_counters();
+        s.udp = io.udp_offloads();
         s.pds = ep.pds().counters().clone();
         s.ses = ep.counters();
         s.in_flight = ep.in_flight();

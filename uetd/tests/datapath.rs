@@ -23,6 +23,16 @@ fn transfer(
     a_backend: &str,
     b_backend: &str,
 ) -> (serde_json::Value, serde_json::Value) {
+    transfer_with(pair, a_backend, b_backend, &[])
+}
+
+/// [`transfer`] with `extra` arguments for both daemons.
+fn transfer_with(
+    pair: &Pair,
+    a_backend: &str,
+    b_backend: &str,
+    extra: &[&str],
+) -> (serde_json::Value, serde_json::Value) {
     let size = bytes();
     if a_backend != b_backend {
         // A kernel UDP datagram leaves a veth with its checksum unfinished
@@ -38,18 +48,17 @@ fn transfer(
             .unwrap();
     }
     let expose = format!("1:0x5eed:{size}");
-    let mut target = Uetd::spawn(
-        &pair.b,
-        &[
-            "--interface",
-            "v1",
-            "--backend",
-            b_backend,
-            "--expose",
-            &expose,
-            "--stats",
-        ],
-    );
+    let mut args = vec![
+        "--interface",
+        "v1",
+        "--backend",
+        b_backend,
+        "--expose",
+        &expose,
+        "--stats",
+    ];
+    args.extend_from_slice(extra);
+    let mut target = Uetd::spawn(&pair.b, &args);
     let exposed = target.wait_line("\"exposed\"", Duration::from_secs(30));
     let generation = field(&exposed, "generation").to_owned();
 
@@ -60,23 +69,22 @@ fn transfer(
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut writer = Uetd::spawn(
-        &pair.a,
-        &[
-            "--interface",
-            "v0",
-            "--backend",
-            a_backend,
-            "--write-to",
-            &pair.b_ip,
-            "--generation",
-            &generation,
-            "--bytes",
-            &size,
-            "--exit",
-            "--stats",
-        ],
-    );
+    let mut args = vec![
+        "--interface",
+        "v0",
+        "--backend",
+        a_backend,
+        "--write-to",
+        &pair.b_ip,
+        "--generation",
+        &generation,
+        "--bytes",
+        &size,
+        "--exit",
+        "--stats",
+    ];
+    args.extend_from_slice(extra);
+    let mut writer = Uetd::spawn(&pair.a, &args);
     let written = writer.wait_line("\"written\"", Duration::from_secs(600));
     let verified = target.wait_line("\"verified\"", Duration::from_secs(60));
     assert_eq!(
@@ -112,6 +120,21 @@ fn transfer(
 fn udp_to_udp_write_lands_byte_exact() {
     let pair = Pair::new(81, 1500);
     let _ = transfer(&pair, "udp", "udp");
+}
+
+#[test]
+fn a_udp_write_from_one_source_port_leaves_in_gso_sends_and_arrives_coalesced() {
+    let pair = Pair::new(83, 1500);
+    let (w, t) = transfer_with(&pair, "udp", "udp", &["--ev-bits", "0"]);
+    let (w, t) = (&w["workers"][0], &t["workers"][0]);
+    let data = w["pds"]["tx_data"].as_u64().unwrap();
+    let gso = w["udp"]["gso_datagrams"].as_u64().unwrap();
+    let sends = w["udp"]["gso_sends"].as_u64().unwrap();
+    // Nearly every data packet leaves in a run of several.
+    assert!(gso * 10 >= data * 9, "{w}");
+    assert!(sends * 4 <= gso, "runs of at least four on average: {w}");
+    let gro = t["udp"]["gro_datagrams"].as_u64().unwrap();
+    assert!(gro * 10 >= data * 9, "{t}");
 }
 
 #[test]

@@ -81,6 +81,14 @@ struct Args {
     /// µs (0: sleep as soon as the rings are empty; at most 100000).
     #[arg(long)]
     busy_poll_us: Option<u64>,
+    /// The udp backend's segmentation offloads (GSO sends, GRO receives):
+    /// true or false.
+    #[arg(long)]
+    udp_offload: Option<bool>,
+    /// log2 of the entropy space: EVs sprayed over (xdp) or source ports
+    /// sent from (udp); 0 = one.
+    #[arg(long)]
+    ev_bits: Option<u8>,
     /// A preset of wire choices: refprov = the UEC reference provider's
     /// (--encap ip, --ip-protocol 253, --crc-trailer on). Explicit flags win.
     #[arg(long, value_enum)]
@@ -196,6 +204,8 @@ fn config(a: &Args) -> Result<Config> {
         window,
         rto_init_us,
         busy_poll_us,
+        udp_offload,
+        ev_bits,
         frame_size
     );
     if a.interface.is_some() {

@@ -19,6 +19,9 @@ pub struct MsgBatch {
     lens: Vec<usize>,
     addrs: Vec<libc::sockaddr_storage>,
     tos: Vec<u8>,
+    /// Received: the segment size of a datagram the kernel coalesced
+    /// (UDP_GRO control message), 0 for a single datagram.
+    seg: Vec<u16>,
     iov: Vec<libc::iovec>,
     hdr: Vec<libc::mmsghdr>,
     cmsg: Vec<[u64; CMSG_SPACE / 8]>,
@@ -49,6 +52,7 @@ impl MsgBatch {
             lens: vec![0; count],
             addrs: vec![ss; count],
             tos: vec![0; count],
+            seg: vec![0; count],
             iov: vec![iov; count],
             hdr: vec![hdr; count],
             cmsg: vec![[0; CMSG_SPACE / 8]; count],
@@ -69,6 +73,13 @@ impl MsgBatch {
     pub fn received(&self, i: usize) -> (&[u8], Option<SocketAddr>, u8) {
         let b = &self.bufs[i * self.size..i * self.size + self.lens[i]];
         (b, from_storage(&self.addrs[i]), self.tos[i])
+    }
+
+    /// Received buffer `i`'s segment size: with UDP_GRO on, the kernel may
+    /// hand over several datagrams of one flow back to back in one buffer,
+    /// each this long but the last (0: one datagram).
+    pub fn segment(&self, i: usize) -> usize {
+        usize::from(self.seg[i])
     }
 
     /// Received datagram `i`'s bytes, to change in place (until the next
@@ -162,6 +173,7 @@ impl MsgBatch {
         for i in 0..n {
             self.lens[i] = self.hdr[i].msg_len as usize;
             self.tos[i] = 0;
+            self.seg[i] = 0;
             let h = &self.hdr[i].msg_hdr;
             // SAFETY: the kernel filled msg_control/msg_controllen; the
             // CMSG_* macros walk within msg_controllen.
@@ -179,6 +191,9 @@ impl MsgBatch {
                         } else {
                             *libc::CMSG_DATA(c)
                         };
+                    } else if lvl == libc::SOL_UDP && ty == UDP_GRO {
+                        let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                        self.seg[i] = u16::try_from(v).unwrap_or(0);
                     }
                     c = libc::CMSG_NXTHDR(h, c);
                 }
@@ -211,6 +226,69 @@ impl MsgBatch {
             };
         }
         Ok(n as usize)
+    }
+
+    /// Sends datagrams `range` (set with `set_outgoing`; one destination
+    /// and TOS, every one `seg` bytes long but the last, which may be
+    /// shorter) as one UDP GSO send: one `sendmsg` whose iovecs are the
+    /// datagrams and whose UDP_SEGMENT control message tells the kernel
+    /// (or the NIC) to cut them apart again, so the stack runs once for
+    /// the run instead of once per datagram. Returns how many datagrams
+    /// the kernel took: all or none. An error means the socket or route
+    /// cannot segment (no checksum offload on the device, zero checksums
+    /// asked): the caller stops asking.
+    pub fn send_gso(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        range: std::ops::Range<usize>,
+        seg: u16,
+    ) -> Result<usize> {
+        if range.is_empty() {
+            return Ok(0);
+        }
+        let (start, k) = (range.start, range.len());
+        self.prepare(range, false);
+        let h = &mut self.hdr[start].msg_hdr;
+        h.msg_iovlen = k as _;
+        // SAFETY: msg_control points at CMSG_SPACE (64) aligned bytes;
+        // prepare wrote the TOS header first and set msg_controllen to its
+        // space; the UDP_SEGMENT header follows it and both fit in 64.
+        unsafe {
+            // msg_controllen is a size_t in glibc, a socklen_t in musl.
+            #[allow(clippy::unnecessary_cast)]
+            let tos_space = h.msg_controllen as usize;
+            let seg_space = libc::CMSG_SPACE(size_of::<u16>() as u32) as usize;
+            debug_assert!(tos_space + seg_space <= CMSG_SPACE);
+            h.msg_controllen = (tos_space + seg_space) as _;
+            // The second header starts one aligned TOS header in (what
+            // CMSG_NXTHDR computes, without reading what lies there).
+            let c = libc::CMSG_FIRSTHDR(h)
+                .cast::<u8>()
+                .add(tos_space)
+                .cast::<libc::cmsghdr>();
+            (*c).cmsg_level = libc::SOL_UDP;
+            (*c).cmsg_type = UDP_SEGMENT;
+            (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), seg);
+        }
+        // SAFETY: hdr[start] is initialised above; its iovecs are
+        // iov[start..start + k], contiguous and pointing into our buffers,
+        // which outlive the call.
+        let n = unsafe {
+            libc::sendmsg(
+                fd.as_raw_fd(),
+                &raw const self.hdr[start].msg_hdr,
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let e = Error::last("sendmsg(UDP_SEGMENT)");
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                _ => Err(e),
+            };
+        }
+        Ok(k)
     }
 
     /// Sends datagrams `range` (set with `set_outgoing`) on `fd` without
@@ -319,6 +397,35 @@ pub fn force_buffers(fd: BorrowedFd<'_>, bytes: usize) -> bool {
         ok &= rc == 0;
     }
     ok
+}
+
+/// `UDP_SEGMENT` (`<linux/udp.h>`): the segment size of a GSO send.
+const UDP_SEGMENT: libc::c_int = 103;
+/// `UDP_GRO` (`<linux/udp.h>`): coalesce received datagrams of one flow;
+/// also the control message that gives their segment size.
+const UDP_GRO: libc::c_int = 104;
+
+/// Most datagrams one UDP GSO send may carry (`UDP_MAX_SEGMENTS` of Linux
+/// before 6.9; later kernels allow 128).
+pub const GSO_MAX_SEGMENTS: usize = 64;
+
+/// Turns UDP_GRO on: the kernel may hand over several datagrams of one
+/// flow (same addresses, ports and TOS) in one buffer, with their segment
+/// size in a control message ([`MsgBatch::segment`]). False when the
+/// kernel refuses.
+pub fn enable_gro(fd: BorrowedFd<'_>) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: passes a pointer to a valid c_int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_UDP,
+            UDP_GRO,
+            (&raw const on).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    rc == 0
 }
 
 /// `SO_NO_CHECK` (`<asm-generic/socket.h>`): send IPv4 UDP with checksum 0.
