@@ -376,7 +376,15 @@ pub fn run(opts: &BenchOpts, mut progress: impl FnMut(&str)) -> Result<BenchRepo
     })
 }
 
+/// The lab of one backend. The udp backend's daemons send from one
+/// source port (`--ev-bits 0`, unless the caller's arguments say
+/// otherwise): one veth pair has one path to spray over, and with one
+/// socket per peer the data leaves in UDP GSO runs.
 fn lab_config(opts: &BenchOpts, mtu: u32, backend: Backend) -> LabConfig {
+    let mut daemon_args = opts.daemon_args.clone();
+    if backend == Backend::Udp && !daemon_args.iter().any(|a| a == "--ev-bits") {
+        daemon_args.extend(["--ev-bits".to_owned(), "0".to_owned()]);
+    }
     LabConfig {
         hosts: 2,
         direct: true,
@@ -385,7 +393,7 @@ fn lab_config(opts: &BenchOpts, mtu: u32, backend: Backend) -> LabConfig {
         cc: opts.cc.clone(),
         region_bytes: opts.bytes.max(64 << 10),
         sender_daemons: true,
-        daemon_args: opts.daemon_args.clone(),
+        daemon_args,
         ..LabConfig::default()
     }
 }
@@ -1122,7 +1130,7 @@ impl BenchReport {
                 )
             }),
             (
-                "uetd udp backend, RMA write (verified) / ÷ kernel UDP",
+                "uetd udp backend (one source port: GSO/GRO), RMA write (verified) / ÷ kernel UDP",
                 &|s, runs| {
                     format!(
                         "{} Gb/s / {} {}; retransmits/RTOs writer {}",

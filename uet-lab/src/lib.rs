@@ -768,15 +768,17 @@ impl Lab {
             host.ip(&["addr", "add", &format!("{ip}/24"), "dev", "eth0"])?;
             host.ip(&["link", "set", "eth0", "up"])?;
             sw.ip(&["link", "set", &port, "master", "br0", "up"])?;
-            host.run(|| uetd::xsk::set_tx_checksum_offload("eth0", false))?
-                .map_err(Error::io(format!(
-                    "turning TX checksum offload off on eth0 of host {i}"
-                )))?;
-            let p = port.clone();
-            sw.run(move || uetd::xsk::set_tx_checksum_offload(&p, false))?
-                .map_err(Error::io(format!(
-                    "turning TX checksum offload off on {port}"
-                )))?;
+            if cfg.backend == Backend::Xdp {
+                host.run(|| uetd::xsk::set_tx_checksum_offload("eth0", false))?
+                    .map_err(Error::io(format!(
+                        "turning TX checksum offload off on eth0 of host {i}"
+                    )))?;
+                let p = port.clone();
+                sw.run(move || uetd::xsk::set_tx_checksum_offload(&p, false))?
+                    .map_err(Error::io(format!(
+                        "turning TX checksum offload off on {port}"
+                    )))?;
+            }
             self.state.hosts[i].port_ifindex = ifindex(sw, &port)?;
         }
         // The detour pair for reordering: not bridge ports, only BPF uses it.
@@ -871,10 +873,12 @@ impl Lab {
             let ip = self.state.hosts[i].ip;
             host.ip(&["addr", "add", &format!("{ip}/24"), "dev", "eth0"])?;
             host.ip(&["link", "set", "eth0", "up"])?;
-            host.run(|| uetd::xsk::set_tx_checksum_offload("eth0", false))?
-                .map_err(Error::io(format!(
-                    "turning TX checksum offload off on eth0 of host {i}"
-                )))?;
+            if cfg.backend == Backend::Xdp {
+                host.run(|| uetd::xsk::set_tx_checksum_offload("eth0", false))?
+                    .map_err(Error::io(format!(
+                        "turning TX checksum offload off on eth0 of host {i}"
+                    )))?;
+            }
         }
         self.state.save()
     }
