@@ -295,6 +295,31 @@ const WORKER_FIELDS: &[Field] = &[
 
 /// The AF_XDP sockets' counters (xdp backend only), summed over a worker's
 /// sockets: (field, metric name, help).
+/// The kernel-UDP backend's segmentation offloads (`udp` in a worker's
+/// stats).
+const UDP_FIELDS: &[(&str, &str, &str)] = &[
+    (
+        "gso_sends",
+        "uet_udp_gso_sends_total",
+        "UDP GSO sends: one sendmsg for a run of datagrams to one peer.",
+    ),
+    (
+        "gso_datagrams",
+        "uet_udp_gso_datagrams_total",
+        "Datagrams those GSO sends carried.",
+    ),
+    (
+        "gro_buffers",
+        "uet_udp_gro_buffers_total",
+        "Received buffers holding datagrams the kernel coalesced (UDP GRO).",
+    ),
+    (
+        "gro_datagrams",
+        "uet_udp_gro_datagrams_total",
+        "Datagrams those buffers held.",
+    ),
+];
+
 const XSK_FIELDS: &[(&str, &str, &str)] = &[
     (
         "rx_dropped",
@@ -610,6 +635,15 @@ pub fn encode(doc: &Value) -> String {
         .iter()
         .map(|&(_, name, help)| x.gauge(name, help, &["worker", "peer"]))
         .collect();
+    let has_udp = workers.iter().any(|w| w.get("udp").is_some());
+    let udp: Vec<IntCounterVec> = if has_udp {
+        UDP_FIELDS
+            .iter()
+            .map(|&(_, name, help)| x.counter(name, help, &["worker"]))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let has_xsk = workers.iter().any(|w| w.get("xsk").is_some());
     let xsk: Vec<IntCounterVec> = if has_xsk {
         XSK_FIELDS
@@ -662,6 +696,12 @@ pub fn encode(doc: &Value) -> String {
             for (&(field, ..), c) in XSK_FIELDS.iter().zip(&xsk) {
                 c.with_label_values(&[id])
                     .inc_by(w["xsk"][field].as_u64().unwrap_or(0));
+            }
+        }
+        if has_udp {
+            for (&(field, ..), c) in UDP_FIELDS.iter().zip(&udp) {
+                c.with_label_values(&[id])
+                    .inc_by(w["udp"][field].as_u64().unwrap_or(0));
             }
         }
     }
@@ -1081,6 +1121,7 @@ mod tests {
     fn counters_end_in_total_and_every_family_has_help_and_type() {
         let mut s = WorkerStats {
             xsk: Some(crate::xsk::XskCounters::default()),
+            udp: Some(crate::udp::UdpOffloadCounts::default()),
             ..WorkerStats::default()
         };
         s.cccs.push(CccSnapshot {
@@ -1117,6 +1158,7 @@ mod tests {
         }
         for family in [
             "uet_xsk_rx_ring_full_total",
+            "uet_udp_gso_datagrams_total",
             "uet_neigh_destinations",
             "uet_ccc_cwnd_bytes",
             "uet_ccc_credit_bytes",
