@@ -63,7 +63,8 @@ pub trait PacketIo {
     /// for the call and the sink may change them — the TSS layer opens a
     /// sealed datagram where it lies instead of copying it — so a backend
     /// captures a frame before it hands it on. Returns how many were
-    /// delivered. Never blocks.
+    /// delivered — more than `max` when the kernel joined datagrams (UDP
+    /// GRO): a joined buffer is delivered whole. Never blocks.
     fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &mut [u8])) -> io::Result<usize>;
 
     /// Sends up to `max` datagrams: for each, `source` writes UET bytes into
