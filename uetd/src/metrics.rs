@@ -295,9 +295,13 @@ const WORKER_FIELDS: &[Field] = &[
 
 /// The AF_XDP sockets' counters (xdp backend only), summed over a worker's
 /// sockets: (field, metric name, help).
+/// A counter family of a worker's stats section: (field, metric name,
+/// help).
+type SectionField = (&'static str, &'static str, &'static str);
+
 /// The kernel-UDP backend's segmentation offloads (`udp` in a worker's
 /// stats).
-const UDP_FIELDS: &[(&str, &str, &str)] = &[
+const UDP_FIELDS: &[SectionField] = &[
     (
         "gso_sends",
         "uet_udp_gso_sends_total",
@@ -320,7 +324,7 @@ const UDP_FIELDS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-const XSK_FIELDS: &[(&str, &str, &str)] = &[
+const XSK_FIELDS: &[SectionField] = &[
     (
         "rx_dropped",
         "uet_xsk_rx_dropped_total",
@@ -635,24 +639,19 @@ pub fn encode(doc: &Value) -> String {
         .iter()
         .map(|&(_, name, help)| x.gauge(name, help, &["worker", "peer"]))
         .collect();
-    let has_udp = workers.iter().any(|w| w.get("udp").is_some());
-    let udp: Vec<IntCounterVec> = if has_udp {
-        UDP_FIELDS
-            .iter()
-            .map(|&(_, name, help)| x.counter(name, help, &["worker"]))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let has_xsk = workers.iter().any(|w| w.get("xsk").is_some());
-    let xsk: Vec<IntCounterVec> = if has_xsk {
-        XSK_FIELDS
-            .iter()
-            .map(|&(_, name, help)| x.counter(name, help, &["worker"]))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    // Per-backend sections: families only when some worker has one.
+    let sections: Vec<(&str, &[SectionField], Vec<IntCounterVec>)> =
+        [("xsk", XSK_FIELDS), ("udp", UDP_FIELDS)]
+            .into_iter()
+            .filter(|(key, _)| workers.iter().any(|w| w.get(key).is_some()))
+            .map(|(key, fields)| {
+                let families = fields
+                    .iter()
+                    .map(|&(_, name, help)| x.counter(name, help, &["worker"]))
+                    .collect();
+                (key, fields, families)
+            })
+            .collect();
 
     for (i, w) in workers.iter().enumerate() {
         let id = w["worker"].as_u64().unwrap_or(i as u64).to_string();
@@ -692,16 +691,10 @@ pub fn encode(doc: &Value) -> String {
                 }
             }
         }
-        if has_xsk {
-            for (&(field, ..), c) in XSK_FIELDS.iter().zip(&xsk) {
+        for (key, fields, families) in &sections {
+            for (&(field, ..), c) in fields.iter().zip(families) {
                 c.with_label_values(&[id])
-                    .inc_by(w["xsk"][field].as_u64().unwrap_or(0));
-            }
-        }
-        if has_udp {
-            for (&(field, ..), c) in UDP_FIELDS.iter().zip(&udp) {
-                c.with_label_values(&[id])
-                    .inc_by(w["udp"][field].as_u64().unwrap_or(0));
+                    .inc_by(w[*key][field].as_u64().unwrap_or(0));
             }
         }
     }

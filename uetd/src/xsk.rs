@@ -87,7 +87,8 @@ pub struct XskConfig {
     /// chain is made contiguous by copying its later frames (the short
     /// tail) after its first, instead of gathering all of it into a
     /// buffer. Costs `max_frags - 1` idle chunks per run. Off: every
-    /// chunk on its own (what the raw ceiling blaster measures).
+    /// chunk on its own (what the raw ceiling blaster measures); an
+    /// [`XdpIo`] refuses such a set when its packets span several frames.
     pub contiguous_chains: bool,
 }
 
@@ -953,15 +954,12 @@ pub struct XdpIo {
     /// ring so far (counted in `rx_held`), and whether the rest of a chain
     /// found too long is being dropped.
     rx_chains: Vec<(Vec<Frame>, bool)>,
-    /// A multi-buffer packet gathered (RX) or built (TX) in one piece,
-    /// where its frames cannot be used in place.
+    /// A received multi-buffer packet gathered in one piece, where its
+    /// frames cannot be joined in place.
     scratch: Box<[u8]>,
     /// The spare chunks of the run in use (RX: a chain made contiguous;
     /// TX: a packet written across its run).
     run_buf: Vec<Frame>,
-    /// Packets longer than a frame are written in place across a run of
-    /// chunks ([`XskConfig::contiguous_chains`]).
-    tx_in_place: bool,
     stats: IoStats,
     extra: XdpExtraStats,
     /// The kernel's counters as last read, and when.
@@ -1131,7 +1129,17 @@ impl XdpIo {
             .map(|_| (Vec::with_capacity(MAX_CHAIN as usize), false))
             .collect();
         let scratch = vec![0; MAX_CHAIN as usize * umem.frame_size() as usize].into_boxed_slice();
-        let tx_in_place = tx_frags > 1 && tx_frags <= set.run;
+        if tx_frags > set.run.max(1) {
+            // Packets longer than a frame are written in place across a
+            // run of chunks: the set must group them.
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "packets of {tx_frags} UMEM frames need the chunks grouped in runs \
+                     (XskConfig::contiguous_chains)"
+                ),
+            ));
+        }
         Ok(Self {
             set,
             umem,
@@ -1152,7 +1160,6 @@ impl XdpIo {
             rx_chains,
             scratch,
             run_buf: Vec::with_capacity(MAX_CHAIN as usize),
-            tx_in_place,
             stats: IoStats::default(),
             extra: XdpExtraStats::default(),
             kernel: std::cell::Cell::new(None),
@@ -1433,7 +1440,6 @@ impl XdpIo {
                 b.delivered += 1;
             }
             (Some(_), Some(o)) => {
-                self.set.put_run(&mut self.run_buf);
                 let mut chain = self.rx_chains[s].0.drain(..);
                 let frame = chain.next().expect("a chain has frames");
                 let mut rest: [Option<Frame>; MAX_CHAIN as usize - 1] = Default::default();
@@ -1719,91 +1725,6 @@ impl XdpIo {
         self.finish_send(s)?;
         Ok(sent)
     }
-
-    /// [`PacketIo::send`] when the largest packet spans several frames:
-    /// each packet is built whole in the scratch buffer, then copied into
-    /// as many frames as it needs and queued as one chain (`XDP_PKT_CONTD`
-    /// on all but its last descriptor). The source is asked for a packet
-    /// only while the TX ring and the free list can take the largest
-    /// chain, so no chain is ever cut short.
-    fn send_chains(
-        &mut self,
-        max: usize,
-        source: &mut dyn FnMut(&mut [u8]) -> Option<Transmit>,
-        mut tap: Option<Tap<'_>>,
-    ) -> io::Result<usize> {
-        let s = 0;
-        let k_max = self.tx_frags;
-        let mut slots = self.set.socks[s].tx.free(max as u32 * k_max);
-        if slots < k_max {
-            self.stats.tx_ring_full += 1;
-            self.set.kick_tx(s)?;
-            return Ok(0);
-        }
-        let hr = self.set.headroom;
-        let room = (self.umem.frame_size() - hr) as usize;
-        let mut sent = 0;
-        let mut frames = 0;
-        for _ in 0..max {
-            if slots < k_max {
-                break;
-            }
-            if self.set.free.len() < k_max as usize {
-                self.stats.tx_ring_full += 1;
-                self.extra.tx_no_frame += 1;
-                break;
-            }
-            let uet = &mut self.scratch[self.hdr_len..self.hdr_len + self.max_uet];
-            let Some(t) = source(uet) else { break };
-            let (eth, ip, transport) = match self.headers_for(&t) {
-                Ok(h) => h,
-                Err(u) => {
-                    count_unsendable(&mut self.stats, u);
-                    continue;
-                }
-            };
-            let Ok(n) = emit_frame(
-                &eth,
-                &ip,
-                &transport,
-                &self.wire.encap,
-                t.len,
-                &mut self.scratch,
-                |_| {},
-            ) else {
-                self.stats.tx_dropped += 1;
-                continue;
-            };
-            let pkt = &self.scratch[..n];
-            if let Some(t) = tap.as_mut() {
-                t.frame(Direction::Tx, pkt);
-            }
-            let k = n.div_ceil(room);
-            for (i, part) in pkt.chunks(room).enumerate() {
-                let Some(mut f) = self.set.free.pop() else {
-                    unreachable!("k_max free frames were checked")
-                };
-                self.umem.chunk_mut(&mut f)[hr as usize..hr as usize + part.len()]
-                    .copy_from_slice(part);
-                self.umem.set_span(&mut f, hr, part.len() as u32);
-                if let Err(f) = self.set.socks[s].tx.push_part(f, i + 1 < k) {
-                    unreachable!("k_max slots were reserved: {f:?}");
-                }
-            }
-            slots -= k as u32;
-            frames += k as u32;
-            sent += 1;
-            self.stats.tx_packets += 1;
-            self.stats.tx_bytes += n as u64;
-            self.extra.tx_multi_buffer += u64::from(k > 1);
-        }
-        if frames > 0 {
-            self.set.socks[s].tx.submit();
-            self.set.tx += frames;
-        }
-        self.finish_send(s)?;
-        Ok(sent)
-    }
 }
 
 impl PacketIo for XdpIo {
@@ -1842,10 +1763,8 @@ impl PacketIo for XdpIo {
         // Moved out for the call, as in `recv`.
         let capture = self.capture.take();
         let tap = capture.as_deref().and_then(Capture::tap);
-        let r = if self.tx_in_place {
+        let r = if self.tx_frags > 1 {
             self.send_runs(max, source, tap)
-        } else if self.tx_frags > 1 {
-            self.send_chains(max, source, tap)
         } else {
             self.send_frames(max, source, tap)
         };
@@ -2180,7 +2099,6 @@ mod tests {
         let (mut a, ka) = io_at(0, A, &Handoff::single().unwrap(), 4200, 0);
         let (mut b, kb) = io_at(0, B, &Handoff::single().unwrap(), 4200, 0);
         assert_eq!((a.set.max_frags(), a.tx_frags), (3, 3));
-        assert!(a.tx_in_place);
         assert!(a.max_uet_len() >= BIG);
         // Every TX descriptor but each packet's last says "more follows".
         assert_eq!(queue(&mut a, B, &[1, 2], BIG), 2);
@@ -2331,7 +2249,7 @@ mod tests {
     }
 
     #[test]
-    fn runs_and_single_chunks_carry_the_same_packets_of_every_size() {
+    fn packets_of_every_size_around_the_frame_boundaries_arrive_whole() {
         // UET lengths around each frame boundary, and an ACK-sized one.
         let lens = [
             80,
@@ -2342,50 +2260,43 @@ mod tests {
             3585 - 42,
             BIG,
         ];
-        let mut seen = Vec::new();
-        for contiguous in [true, false] {
-            let hub = Handoff::single().unwrap();
-            let mut cfg = io_cfg(A);
-            cfg.xsk.contiguous_chains = contiguous;
-            let (set, mut k) = in_memory_at(&cfg.xsk, 0, 4200);
-            let mut a = XdpIo::with_set(0, set, &cfg, hub, Arc::new(OneHop)).unwrap();
-            let ka = k.remove(0);
-            let mut cfg = io_cfg(B);
-            cfg.xsk.contiguous_chains = contiguous;
-            let (set, mut k) = in_memory_at(&cfg.xsk, 0, 4200);
-            let mut b = XdpIo::with_set(0, set, &cfg, Handoff::single().unwrap(), Arc::new(OneHop))
+        let (mut a, ka) = io_at(0, A, &Handoff::single().unwrap(), 4200, 0);
+        let (mut b, kb) = io_at(0, B, &Handoff::single().unwrap(), 4200, 0);
+        let mut got = Vec::new();
+        for (i, &len) in lens.iter().enumerate() {
+            for f in sent_frames_of(&mut a, &ka, B, &[i as u8 + 1], len) {
+                assert_eq!(f.len(), 42 + len);
+                assert!(kb.receive(&b.set.umem, b.set.headroom, &f));
+            }
+            b.recv(64, &mut |m, uet| got.push((m.src, uet.to_vec())))
                 .unwrap();
-            let kb = k.remove(0);
-            assert_eq!(a.tx_in_place, contiguous);
-            let mut got = Vec::new();
-            for (i, &len) in lens.iter().enumerate() {
-                for f in sent_frames_of(&mut a, &ka, B, &[i as u8 + 1], len) {
-                    assert_eq!(f.len(), 42 + len);
-                    assert!(kb.receive(&b.set.umem, b.set.headroom, &f));
-                }
-                b.recv(64, &mut |m, uet| got.push((m.src, uet.to_vec())))
-                    .unwrap();
-            }
-            assert_eq!(got.len(), lens.len());
-            for ((src, uet), (i, &len)) in got.iter().zip(lens.iter().enumerate()) {
-                assert_eq!((*src, uet.len()), (A, len));
-                assert!(uet.iter().all(|&x| x == i as u8 + 1), "length {len}");
-            }
-            let chains = lens.iter().filter(|&&l| 42 + l > 1792).count() as u64;
-            assert_eq!(b.extra.rx_multi_buffer, chains);
-            assert_eq!(b.extra.rx_gathered, if contiguous { 0 } else { chains });
-            assert_eq!(a.extra.tx_multi_buffer, chains);
-            let rest = if contiguous {
-                RUNS_AT_REST
-            } else {
-                counts(48, 16, 0, 0)
-            };
-            assert_eq!(a.frame_counts(), rest);
-            b.flush().unwrap();
-            assert_eq!(b.frame_counts(), rest);
-            seen.push(got);
         }
-        assert_eq!(seen[0], seen[1]);
+        assert_eq!(got.len(), lens.len());
+        for ((src, uet), (i, &len)) in got.iter().zip(lens.iter().enumerate()) {
+            assert_eq!((*src, uet.len()), (A, len));
+            assert!(uet.iter().all(|&x| x == i as u8 + 1), "length {len}");
+        }
+        let chains = lens.iter().filter(|&&l| 42 + l > 1792).count() as u64;
+        assert_eq!((b.extra.rx_multi_buffer, b.extra.rx_gathered), (chains, 0));
+        assert_eq!(a.extra.tx_multi_buffer, chains);
+        assert_eq!(a.frame_counts(), RUNS_AT_REST);
+        b.flush().unwrap();
+        assert_eq!(b.frame_counts(), RUNS_AT_REST);
+    }
+
+    #[test]
+    fn a_set_without_runs_is_refused_for_packets_longer_than_a_frame() {
+        let mut cfg = io_cfg(A);
+        cfg.xsk.contiguous_chains = false;
+        let (set, _k) = in_memory_at(&cfg.xsk, 0, 4200);
+        let e = XdpIo::with_set(0, set, &cfg, Handoff::single().unwrap(), Arc::new(OneHop))
+            .unwrap_err();
+        assert!(e.to_string().contains("contiguous_chains"), "{e}");
+        // One frame per packet needs no runs.
+        let (set, _k) = in_memory_at(&cfg.xsk, 0, 1500);
+        assert!(
+            XdpIo::with_set(0, set, &cfg, Handoff::single().unwrap(), Arc::new(OneHop)).is_ok()
+        );
     }
 
     #[test]
