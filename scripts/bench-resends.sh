@@ -8,6 +8,10 @@
 # `uet` are interleaved, so each repeat runs them under the same load.
 # Usage: scripts/bench-resends.sh [REPEATS] [MTUS] [PERF_SECONDS] [BIN_DIR...]
 #   defaults: 3 "1500 3498" 3 target/release
+# PAUSE_MS=N stops the target's daemon for N ms every PAUSE_EVERY_MS (default
+# 200) while each phase runs (scripts/pause-process.py), as a host that takes
+# the target's vCPU away would; the phase lines then end with the pauses'
+# count, median and longest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${1:-3}
@@ -20,7 +24,20 @@ A=uetrs-$$-a
 B=uetrs-$$-b
 TMP=$(mktemp -d)
 PIDS=()
-stop() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; PIDS=(); }
+stop() { for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; PIDS=(); }
+PAUSER=
+pause_start() { # pid of the target's daemon
+  [ -n "${PAUSE_MS:-}" ] || return 0
+  scripts/pause-process.py "$1" "$PAUSE_MS" "${PAUSE_EVERY_MS:-200}" >"$TMP/pauses" &
+  PAUSER=$!
+}
+pause_end() { # prints " pauses=… pause_median_ms=… pause_max_ms=…", or nothing
+  [ -n "$PAUSER" ] || return 0
+  kill -TERM "$PAUSER" 2>/dev/null || true
+  wait "$PAUSER" 2>/dev/null || true
+  PAUSER=
+  printf ' %s' "$(cat "$TMP/pauses")"
+}
 cleanup() {
   stop
   ip netns del "$A" 2>/dev/null || true
@@ -73,8 +90,11 @@ run() { # bin mtu
   gen=$(grep -o '"generation":[0-9]*' "$TMP/t.out" | head -1 | cut -d: -f2)
   local t0 t1
   t0=$(stats "$B" "$bin" "$TMP/b.sock")
+  local target=${PIDS[0]} paused
+  pause_start "$target"
   ip netns exec "$A" "$bin/uetd" --interface v0 --backend xdp --write-to 10.95.0.2 \
     --generation "$gen" --bytes 1GiB --exit --stats --socket "$TMP/w.sock" >"$TMP/w.out" 2>/dev/null
+  paused=$(pause_end)
   wait_for "$TMP/t.out" verified
   t1=$(stats "$B" "$bin" "$TMP/b.sock")
   python3 - "$TMP/w.out" >"$TMP/w.sum" <<'EOF'
@@ -85,8 +105,8 @@ p = [x["pds"] for x in st["workers"]]
 print(w["gbps"])
 print(sum(x["tx_retransmits"] for x in p), sum(x["rtos"] for x in p), sum(x["sack_inferred"] for x in p), 0)
 EOF
-  phase write_1GiB "$(basename "$(dirname "$bin")")/$(basename "$bin")" "$mtu" "$(sed -n 1p "$TMP/w.sum")" \
-    "0 0 0 0" "$(sed -n 2p "$TMP/w.sum")" "$t0" "$t1"
+  echo "$(phase write_1GiB "$(basename "$(dirname "$bin")")/$(basename "$bin")" "$mtu" "$(sed -n 1p "$TMP/w.sum")" \
+    "0 0 0 0" "$(sed -n 2p "$TMP/w.sum")" "$t0" "$t1")$paused"
   ip netns exec "$A" "$bin/uetd" --interface v0 --backend xdp --socket "$TMP/a.sock" \
     >"$TMP/a.out" 2>"$TMP/a.err" &
   PIDS+=($!)
@@ -97,10 +117,12 @@ EOF
     local w0 w1
     w0=$(stats "$A" "$bin" "$TMP/a.sock"); t0=$(stats "$B" "$bin" "$TMP/b.sock")
     local g
+    pause_start "$target"
     g=$(ip netns exec "$A" "$bin/uet" perf --socket "$TMP/a.sock" "$uri" --region 1GiB \
       --size "$1" --depth "$2" --duration "$SECS" --json | python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["end"]["sum"]["bits_per_second"] / 1e9)')
+    paused=$(pause_end)
     w1=$(stats "$A" "$bin" "$TMP/a.sock"); t1=$(stats "$B" "$bin" "$TMP/b.sock")
-    phase "perf_${1}x$2" "$(basename "$(dirname "$bin")")/$(basename "$bin")" "$mtu" "$g" "$w0" "$w1" "$t0" "$t1"
+    echo "$(phase "perf_${1}x$2" "$(basename "$(dirname "$bin")")/$(basename "$bin")" "$mtu" "$g" "$w0" "$w1" "$t0" "$t1")$paused"
   done
   stop
 }

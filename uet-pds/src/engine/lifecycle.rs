@@ -72,6 +72,7 @@ impl Pds {
             forced_at: None,
             clear_sent: None,
             clear_out: None,
+            delivered_at: None,
             closing: false,
             rod_ev,
             rx: None,
@@ -419,6 +420,7 @@ impl Pds {
         p.clear_needed = false;
         p.clear_sent = None;
         p.clear_out = None;
+        p.delivered_at = None;
         p.forced_at = None;
         let rccc_key = p.rx.take().and_then(|rx| rx.rccc);
         p.probe = None;

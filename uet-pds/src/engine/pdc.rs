@@ -162,6 +162,10 @@ pub(super) struct Pdc {
     /// response cannot move before that CLEAR arrives (§3), so the timer
     /// that asks for an overdue CACK runs from then (`Pdc::rto_deadline`).
     pub(super) clear_out: Option<(Psn, Instant)>,
+    /// When an ACK last acknowledged a data packet not acknowledged
+    /// before: the path and the target were alive then
+    /// (`Pdc::rto_deadline`).
+    pub(super) delivered_at: Option<Instant>,
     pub(super) closing: bool,
     pub(super) rod_ev: EntropyValue,
     // Receive half (created by the first packet from the peer).
@@ -240,6 +244,20 @@ impl Pdc {
     /// overdue only an RTO after the CLEAR covering the entry left, not
     /// after the entry did: behind a standing queue that is two round
     /// trips after the entry left.
+    ///
+    /// The timer runs from the entry's send or from the last ACK that
+    /// acknowledged new data, whichever is later, and at most one RTO past
+    /// the send (so an entry times out between one and two RTOs after it
+    /// left). Behind a standing queue a packet's round trip is most of its
+    /// RTO (RTO ≥ 1.25 · SRTT): timed from its send alone, a few
+    /// milliseconds in which the target's host does not run its receive
+    /// loop would time it out, although the ACKs of the packets just ahead
+    /// of it show the target alive and draining the queue. Timed from the
+    /// last delivering ACK, as RFC 6298 §5.3 restarts TCP's timer on every
+    /// ACK of new data, it fires only after an RTO of silence. Losses on a
+    /// path that is answering are found by SACK inference, RACK and tail
+    /// probes without the RTO; the cap keeps the one-RTO backoff of a
+    /// packet that none of those finds.
     #[inline]
     pub(super) fn rto_deadline(
         &self,
@@ -250,7 +268,12 @@ impl Pdc {
             Some((c, at)) if e.sacked && !e.psn.is_after(c) => e.sent_at.max(at),
             _ => e.sent_at,
         };
-        from + self.rto(cfg, e.rto_count)
+        let rto = self.rto(cfg, e.rto_count);
+        let from = match self.delivered_at {
+            Some(d) if d > from => d.min(from + rto),
+            _ => from,
+        };
+        from + rto
     }
 
     /// The RTO of a packet of this PDC after `retries` timeouts.

@@ -366,6 +366,7 @@ impl Pds {
                         forced_at: None,
                         clear_sent: None,
                         clear_out: None,
+                        delivered_at: None,
                         closing: false,
                         rod_ev: meta.ev,
                         rx: None,
@@ -875,6 +876,9 @@ impl Pds {
         }
         if newest_delivered.is_some() {
             p.tail.on_progress(now);
+        }
+        if acked_pkts > 0 {
+            p.delivered_at = Some(now);
         }
         let mut inferred = core::mem::take(&mut self.scratch_lost);
         inferred.clear();

@@ -22,6 +22,12 @@ fn burst(a: &mut Host, pdc: uet_wire::PdcId, now: Instant, n: u32) -> (Vec<Dgram
     (out, at)
 }
 
+fn requests(out: Vec<Dgram>) -> Vec<Dgram> {
+    out.into_iter()
+        .filter(|d| matches!(d.pds(), PdsRepr::Request(_)))
+        .collect()
+}
+
 fn psn_of(d: &Dgram) -> Psn {
     match d.pds() {
         PdsRepr::Request(r) => r.psn,
@@ -324,4 +330,119 @@ fn a_batch_of_arrivals_wider_than_one_bitmap_is_reported_whole() {
     }
     assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 200);
     assert_eq!(a.up.responses.len(), 1);
+}
+
+/// A source whose RTO stays at RTO_INIT_TIME (5 ms), so only where its
+/// timer starts is under test.
+fn fixed_rto() -> PdsConfig {
+    PdsConfig {
+        rto_follows_rtt: false,
+        ..wide()
+    }
+}
+
+/// B receives `pkts` at `at` and A receives every ACK B sends for them,
+/// at `at` too (B's delayed ACK is sent at once).
+fn deliver_and_ack(a: &mut Host, b: &mut Host, at: Instant, pkts: &[Dgram]) {
+    let mut acks = vec![];
+    for d in pkts {
+        deliver(b, at, d);
+        acks.extend(drain(b, at));
+    }
+    // B's ACK timer, were it holding an ACK back, is due within its
+    // ack_delay (20 µs); A's clock is not moved for it.
+    let soon = at + Duration::from_micros(20);
+    if b.pds.poll_timeout().is_some_and(|due| due <= soon) {
+        b.pds.handle_timeout(soon, &mut b.up);
+        acks.extend(drain(b, soon));
+    }
+    for d in &acks {
+        deliver(a, at, d);
+    }
+}
+
+/// Behind a standing queue the target's host stops running its receive
+/// loop for a while: the packet behind the last one acknowledged has been
+/// on its way longer than an RTO when the target resumes, yet the target
+/// answered an RTO ago at most. Nothing is timed out until an RTO of
+/// silence has passed, and then the oldest packet is.
+#[test]
+fn a_pause_of_the_target_times_nothing_out_until_an_rto_after_its_last_ack() {
+    let mut a = host(A, 1, fixed_rto());
+    let mut b = host(B, 2, fixed_rto());
+    let (pdc, now) = established(&mut a, &mut b);
+    let (p, sent) = burst(&mut a, pdc, now, 200);
+    let rto = Duration::from_millis(5);
+    // The first 100 come out of a 3 ms queue and are acknowledged; then B
+    // pauses.
+    let acked_at = sent + Duration::from_millis(3);
+    deliver_and_ack(&mut a, &mut b, acked_at, &p[..100]);
+    assert!(drain(&mut a, acked_at).is_empty());
+    // 5.7 ms after the packets left: every one is older than an RTO, but B
+    // answered 2.7 ms ago.
+    let paused = sent + Duration::from_micros(5_700);
+    a.pds.handle_timeout(paused, &mut a.up);
+    assert!(requests(drain(&mut a, paused)).is_empty());
+    assert_eq!(a.pds.counters().rto_fired, 0);
+    let due = a.pds.poll_timeout().expect("the oldest packet is guarded");
+    assert_eq!(due, acked_at + rto, "an RTO after the last ACK");
+    // B resumes before that: the rest is acknowledged, nothing resent.
+    let resumed = acked_at + Duration::from_micros(4_900);
+    a.pds.handle_timeout(resumed, &mut a.up);
+    deliver_and_ack(&mut a, &mut b, resumed, &p[100..]);
+    a.pds.handle_timeout(resumed, &mut a.up);
+    assert!(requests(drain(&mut a, resumed)).is_empty());
+    assert_eq!(a.pds.counters().rto_fired, 0);
+    assert_eq!(a.pds.counters().tx_retransmits, 0);
+}
+
+/// The same pause lasting past an RTO after the last ACK: the oldest
+/// packet not acknowledged times out then, and is resent.
+#[test]
+fn a_silence_of_an_rto_after_the_last_ack_times_the_oldest_packet_out() {
+    let mut a = host(A, 1, fixed_rto());
+    let mut b = host(B, 2, fixed_rto());
+    let (pdc, now) = established(&mut a, &mut b);
+    let (p, sent) = burst(&mut a, pdc, now, 200);
+    let acked_at = sent + Duration::from_millis(3);
+    deliver_and_ack(&mut a, &mut b, acked_at, &p[..100]);
+    let due = a.pds.poll_timeout().unwrap();
+    assert_eq!(due, acked_at + Duration::from_millis(5));
+    a.pds.handle_timeout(due, &mut a.up);
+    assert_eq!(a.pds.counters().rto_fired, 1);
+    let rtx = requests(drain(&mut a, due));
+    assert_eq!(rtx.len(), 1);
+    assert_eq!(psn_of(&rtx[0]), psn_of(&p[100]), "the oldest packet");
+}
+
+/// ACKs that keep coming without ever acknowledging one packet move its
+/// timer at most one RTO: it times out two RTOs after it left, not an RTO
+/// after the last ACK.
+#[test]
+fn acks_that_pass_a_packet_over_delay_its_timeout_one_rto_at_most() {
+    let mut cfg = fixed_rto();
+    // No loss inference from the SACKs, so only the RTO can find it.
+    cfg.dupthresh = 10_000;
+    let mut a = host(A, 1, cfg.clone());
+    let mut b = host(B, 2, cfg);
+    let (pdc, now) = established(&mut a, &mut b);
+    let (p, sent) = burst(&mut a, pdc, now, 41);
+    let rto = Duration::from_millis(5);
+    // p[0] is lost; the other 40 arrive 10 at a time every 2 ms for 8 ms
+    // and are SACKed. No timer fires on the way.
+    let mut at = sent;
+    for chunk in p[1..].chunks(10) {
+        at += Duration::from_millis(2);
+        a.pds.handle_timeout(at, &mut a.up);
+        assert_eq!(a.pds.counters().rto_fired, 0, "at {at:?}");
+        deliver_and_ack(&mut a, &mut b, at, chunk);
+    }
+    let due = a.pds.poll_timeout().unwrap();
+    assert!(due > now + rto * 2 && due <= sent + rto * 2, "{due:?}");
+    assert!(due < at + rto, "not an RTO after the last ACK");
+    a.pds.handle_timeout(due, &mut a.up);
+    assert_eq!(a.pds.counters().rto_fired, 1);
+    let rtx = requests(drain(&mut a, due));
+    assert_eq!(rtx.len(), 1);
+    assert_eq!(psn_of(&rtx[0]), psn_of(&p[0]));
 }
