@@ -49,7 +49,8 @@ pub struct PdsConfig {
     /// A PDC with nothing in flight and nothing queued for this long closes.
     pub idle_timeout: Duration,
     /// SACK loss inference: a packet this many PSNs behind the highest
-    /// delivered one is presumed lost (TCP's DupThresh, 3).
+    /// delivered one is presumed lost (TCP's DupThresh, 3). `u32::MAX`:
+    /// never by order alone.
     pub dupthresh: u32,
     /// ... and only if it was sent at least this long before the newest
     /// packet the ACK delivered (0: merely before it).

@@ -1046,7 +1046,7 @@ impl Pds {
             };
             let rack = cfg.rack_window;
             let by_order = |e: &TxEntry<TxItem>| {
-                highest.diff(e.psn) >= dupthresh as i32
+                i64::from(highest.diff(e.psn)) >= i64::from(dupthresh)
                     || rack.zip(once).is_some_and(|(w, at)| e.sent_at + w <= at)
             };
             let behind = |e: &TxEntry<TxItem>| by_order(e) || by_probe(e);

@@ -422,7 +422,7 @@ fn a_silence_of_an_rto_after_the_last_ack_times_the_oldest_packet_out() {
 fn acks_that_pass_a_packet_over_delay_its_timeout_one_rto_at_most() {
     let mut cfg = fixed_rto();
     // No loss inference from the SACKs, so only the RTO can find it.
-    cfg.dupthresh = 10_000;
+    cfg.dupthresh = u32::MAX;
     let mut a = host(A, 1, cfg.clone());
     let mut b = host(B, 2, cfg);
     let (pdc, now) = established(&mut a, &mut b);
