@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{Pair, Uetd, field};
+use common::{Pair, field, write_once};
 
 struct Opts {
     bytes: String,
@@ -113,40 +113,8 @@ fn raw_xsk(pair: &Pair, frame: usize, seconds: f64) -> (f64, f64) {
 
 /// uetd a → b, one RMA write flow of `bytes`: goodput Gb/s.
 fn uetd_write(pair: &Pair, a_backend: &str, b_backend: &str, bytes: &str) -> f64 {
-    let expose = format!("1:0x5eed:{bytes}");
-    let mut target = Uetd::spawn(
-        &pair.b,
-        &[
-            "--interface",
-            "v1",
-            "--backend",
-            b_backend,
-            "--expose",
-            &expose,
-        ],
-    );
-    let exposed = target.wait_line("\"exposed\"", Duration::from_secs(30));
-    let generation = field(&exposed, "generation").to_owned();
-    let mut w = Uetd::spawn(
-        &pair.a,
-        &[
-            "--interface",
-            "v0",
-            "--backend",
-            a_backend,
-            "--write-to",
-            &pair.b_ip,
-            "--generation",
-            &generation,
-            "--bytes",
-            bytes,
-            "--exit",
-        ],
-    );
-    let written = w.wait_line("\"written\"", Duration::from_secs(600));
-    let verified = target.wait_line("\"verified\"", Duration::from_secs(60));
-    assert_eq!(field(&written, "xxh3"), field(&verified, "xxh3"));
-    field(&written, "gbps").parse().unwrap()
+    let w = write_once(pair, a_backend, b_backend, bytes, &[]);
+    field(&w.written, "gbps").parse().unwrap()
 }
 
 fn main() {

@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Pair, Uetd, field};
+use common::{Pair, Uetd, Write, field, write_once};
 
 /// Bytes per transfer: 1 GiB as the issue asks; `UET_E2E_BYTES` shrinks it
 /// for quick local runs.
@@ -15,9 +15,8 @@ fn bytes() -> String {
     std::env::var("UET_E2E_BYTES").unwrap_or_else(|_| "1GiB".into())
 }
 
-/// Writes `bytes()` from `a` to `b` and checks it landed; returns the
-/// writer's counters.
-/// Writes from A to B; returns the writer's and the target's stats.
+/// Writes `bytes()` from A to B while ping runs and checks it landed;
+/// returns the writer's and the target's stats.
 fn transfer(
     pair: &Pair,
     a_backend: &str,
@@ -47,21 +46,6 @@ fn transfer_with(
             .unwrap()
             .unwrap();
     }
-    let expose = format!("1:0x5eed:{size}");
-    let mut args = vec![
-        "--interface",
-        "v1",
-        "--backend",
-        b_backend,
-        "--expose",
-        &expose,
-        "--stats",
-    ];
-    args.extend_from_slice(extra);
-    let mut target = Uetd::spawn(&pair.b, &args);
-    let exposed = target.wait_line("\"exposed\"", Duration::from_secs(30));
-    let generation = field(&exposed, "generation").to_owned();
-
     let mut ping = pair
         .a
         .command("ping")
@@ -69,30 +53,14 @@ fn transfer_with(
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut args = vec![
-        "--interface",
-        "v0",
-        "--backend",
-        a_backend,
-        "--write-to",
-        &pair.b_ip,
-        "--generation",
-        &generation,
-        "--bytes",
-        &size,
-        "--exit",
-        "--stats",
-    ];
+    let mut args = vec!["--stats"];
     args.extend_from_slice(extra);
-    let mut writer = Uetd::spawn(&pair.a, &args);
-    let written = writer.wait_line("\"written\"", Duration::from_secs(600));
-    let verified = target.wait_line("\"verified\"", Duration::from_secs(60));
-    assert_eq!(
-        field(&written, "xxh3"),
-        field(&verified, "xxh3"),
-        "{written}\n{verified}"
-    );
-    assert_eq!(field(&written, "bytes"), field(&verified, "bytes"));
+    let Write {
+        mut target,
+        mut writer,
+        written,
+        ..
+    } = write_once(pair, a_backend, b_backend, &size, &args);
     let stats = writer.wait_line("\"workers\"", Duration::from_secs(30));
     let v: serde_json::Value = serde_json::from_str(&stats).unwrap();
     let w = &v["workers"][0];

@@ -28,6 +28,15 @@ fn requests(out: Vec<Dgram>) -> Vec<Dgram> {
         .collect()
 }
 
+/// A at A and B at B, configured `a` and `b`, with an established PDC
+/// A→B, and the time after.
+fn established_pair(a: PdsConfig, b: PdsConfig) -> (Host, Host, uet_wire::PdcId, Instant) {
+    let mut a = host(A, 1, a);
+    let mut b = host(B, 2, b);
+    let (pdc, now) = established(&mut a, &mut b);
+    (a, b, pdc, now)
+}
+
 fn psn_of(d: &Dgram) -> Psn {
     match d.pds() {
         PdsRepr::Request(r) => r.psn,
@@ -47,9 +56,7 @@ fn wide() -> PdsConfig {
 
 #[test]
 fn the_sack_bitmap_follows_the_newest_arrivals_past_a_held_back_cack() {
-    let mut a = host(A, 1, wide());
-    let mut b = host(B, 2, wide());
-    let (pdc, now) = established(&mut a, &mut b);
+    let (mut a, mut b, pdc, now) = established_pair(wide(), wide());
     let (p, now) = burst(&mut a, pdc, now, 200);
     let p0 = psn_of(&p[0]);
     // The first message ends at p0 + 9: its completion is guaranteed, and
@@ -124,9 +131,7 @@ fn ack(template: &Dgram, cack: Psn, trigger: Psn, base: Psn, bitmap: u64) -> Dgr
 
 #[test]
 fn what_no_bitmap_reported_is_not_presumed_lost() {
-    let mut a = host(A, 1, wide());
-    let mut b = host(B, 2, wide());
-    let (pdc, now) = established(&mut a, &mut b);
+    let (mut a, mut b, pdc, now) = established_pair(wide(), wide());
     let (p, now) = burst(&mut a, pdc, now, 100);
     // The last packet asks for an ACK: its header is the template.
     deliver(&mut b, now, &p[99]);
@@ -152,9 +157,7 @@ fn a_cack_over_packets_sacked_before_reopens_the_psn_window() {
         mp_range: 128,
         ..wide()
     };
-    let mut a = host(A, 1, cfg);
-    let mut b = host(B, 2, wide());
-    let (pdc, now) = established(&mut a, &mut b);
+    let (mut a, mut b, pdc, now) = established_pair(cfg, wide());
     a.pds.enqueue(now, pdc, pkts(2, 200, 100)).unwrap();
     let p = drain(&mut a, now);
     assert_eq!(p.len(), 128, "the PSN window holds 128");
@@ -181,9 +184,7 @@ fn a_cack_over_packets_sacked_before_reopens_the_psn_window() {
 
 #[test]
 fn a_response_still_to_go_is_no_hole_in_the_bitmap_before_it() {
-    let mut a = host(A, 1, wide());
-    let mut b = host(B, 2, wide());
-    let (pdc, now) = established(&mut a, &mut b);
+    let (mut a, mut b, pdc, now) = established_pair(wide(), wide());
     let (p, now) = burst(&mut a, pdc, now, 40);
     let p0 = psn_of(&p[0]);
     // Two messages end at p0 + 9 and p0 + 19; all 40 packets arrive in
@@ -215,9 +216,7 @@ fn a_probe_answered_while_responses_wait_condemns_nothing_that_arrived() {
         tail_probe: Some(Duration::from_micros(5)),
         ..wide()
     };
-    let mut a = host(A, 1, cfg);
-    let mut b = host(B, 2, wide());
-    let (pdc, now) = established(&mut a, &mut b);
+    let (mut a, mut b, pdc, now) = established_pair(cfg, wide());
     let (p, _) = burst(&mut a, pdc, now, 40);
     let p0 = psn_of(&p[0]);
     // Two messages end at p0 + 9 and p0 + 19. A hears nothing for a PTO
@@ -259,9 +258,7 @@ fn a_probe_answered_while_responses_wait_condemns_nothing_that_arrived() {
 
 #[test]
 fn arrivals_are_reported_when_more_come_before_the_acks_have_left() {
-    let mut a = host(A, 1, wide());
-    let mut b = host(B, 2, wide());
-    let (pdc, now) = established(&mut a, &mut b);
+    let (mut a, mut b, pdc, now) = established_pair(wide(), wide());
     let (p, now) = burst(&mut a, pdc, now, 128);
     let p0 = psn_of(&p[0]);
     // Messages of three packets: every third packet ends one with a
@@ -309,9 +306,7 @@ fn arrivals_are_reported_when_more_come_before_the_acks_have_left() {
 
 #[test]
 fn a_batch_of_arrivals_wider_than_one_bitmap_is_reported_whole() {
-    let mut a = host(A, 1, wide());
-    let mut b = host(B, 2, wide());
-    let (pdc, now) = established(&mut a, &mut b);
+    let (mut a, mut b, pdc, now) = established_pair(wide(), wide());
     let (p, now) = burst(&mut a, pdc, now, 200);
     let p0 = psn_of(&p[0]);
     // The first message ends at p0 + 9 and holds the CACK back; all 200
@@ -368,9 +363,7 @@ fn deliver_and_ack(a: &mut Host, b: &mut Host, at: Instant, pkts: &[Dgram]) {
 /// silence has passed, and then the oldest packet is.
 #[test]
 fn a_pause_of_the_target_times_nothing_out_until_an_rto_after_its_last_ack() {
-    let mut a = host(A, 1, fixed_rto());
-    let mut b = host(B, 2, fixed_rto());
-    let (pdc, now) = established(&mut a, &mut b);
+    let (mut a, mut b, pdc, now) = established_pair(fixed_rto(), fixed_rto());
     let (p, sent) = burst(&mut a, pdc, now, 200);
     let rto = Duration::from_millis(5);
     // The first 100 come out of a 3 ms queue and are acknowledged; then B
@@ -400,9 +393,7 @@ fn a_pause_of_the_target_times_nothing_out_until_an_rto_after_its_last_ack() {
 /// packet not acknowledged times out then, and is resent.
 #[test]
 fn a_silence_of_an_rto_after_the_last_ack_times_the_oldest_packet_out() {
-    let mut a = host(A, 1, fixed_rto());
-    let mut b = host(B, 2, fixed_rto());
-    let (pdc, now) = established(&mut a, &mut b);
+    let (mut a, mut b, pdc, now) = established_pair(fixed_rto(), fixed_rto());
     let (p, sent) = burst(&mut a, pdc, now, 200);
     let acked_at = sent + Duration::from_millis(3);
     deliver_and_ack(&mut a, &mut b, acked_at, &p[..100]);
@@ -423,9 +414,7 @@ fn acks_that_pass_a_packet_over_delay_its_timeout_one_rto_at_most() {
     let mut cfg = fixed_rto();
     // No loss inference from the SACKs, so only the RTO can find it.
     cfg.dupthresh = u32::MAX;
-    let mut a = host(A, 1, cfg.clone());
-    let mut b = host(B, 2, cfg);
-    let (pdc, now) = established(&mut a, &mut b);
+    let (mut a, mut b, pdc, now) = established_pair(cfg.clone(), cfg);
     let (p, sent) = burst(&mut a, pdc, now, 41);
     let rto = Duration::from_millis(5);
     // p[0] is lost; the other 40 arrive 10 at a time every 2 ms for 8 ms

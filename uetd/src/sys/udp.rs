@@ -162,14 +162,9 @@ impl MsgBatch {
                 std::ptr::null_mut(),
             )
         };
-        if n < 0 {
-            let e = Error::last("recvmmsg");
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(e),
-            };
-        }
-        let n = n as usize;
+        let Some(n) = nonblocking(n as isize, "recvmmsg")? else {
+            return Ok(0);
+        };
         for i in 0..n {
             self.lens[i] = self.hdr[i].msg_len as usize;
             self.tos[i] = 0;
@@ -281,14 +276,7 @@ impl MsgBatch {
                 libc::MSG_DONTWAIT,
             )
         };
-        if n < 0 {
-            let e = Error::last("sendmsg(UDP_SEGMENT)");
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(e),
-            };
-        }
-        Ok(k)
+        Ok(nonblocking(n, "sendmsg(UDP_SEGMENT)")?.map_or(0, |_| k))
     }
 
     /// Sends datagrams `range` (set with `set_outgoing`) on `fd` without
@@ -310,14 +298,21 @@ impl MsgBatch {
                 libc::MSG_DONTWAIT,
             )
         };
-        if n < 0 {
-            let e = Error::last("sendmmsg");
-            return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
-                _ => Err(e),
-            };
-        }
-        Ok(n as usize)
+        Ok(nonblocking(n as isize, "sendmmsg")?.unwrap_or(0))
+    }
+}
+
+/// The result `rc` of a non-blocking `call`: `None` when it would have
+/// blocked or a signal came first (nothing moved, try again later), the
+/// error otherwise.
+fn nonblocking(rc: isize, call: &'static str) -> Result<Option<usize>> {
+    if rc >= 0 {
+        return Ok(Some(rc as usize));
+    }
+    let e = Error::last(call);
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+        _ => Err(e),
     }
 }
 

@@ -145,6 +145,70 @@ impl Drop for Uetd {
     }
 }
 
+/// What [`write_once`] leaves: the target daemon (still running), the
+/// writer, the writer's `written` line and the target's `verified` line.
+pub struct Write {
+    pub target: Uetd,
+    pub writer: Uetd,
+    pub written: String,
+    pub verified: String,
+}
+
+/// One RMA write of `bytes` from `pair.a` (`v0`) to `pair.b` (`v1`): a
+/// target daemon exposing region 1 (key 0x5eed) of that size, then a writer
+/// daemon that writes it and exits, both with `extra` arguments; checks
+/// that the target's hash and byte count are the writer's.
+pub fn write_once(
+    pair: &Pair,
+    a_backend: &str,
+    b_backend: &str,
+    bytes: &str,
+    extra: &[&str],
+) -> Write {
+    let expose = format!("1:0x5eed:{bytes}");
+    let mut args = vec![
+        "--interface",
+        "v1",
+        "--backend",
+        b_backend,
+        "--expose",
+        &expose,
+    ];
+    args.extend_from_slice(extra);
+    let mut target = Uetd::spawn(&pair.b, &args);
+    let exposed = target.wait_line("\"exposed\"", Duration::from_secs(30));
+    let generation = field(&exposed, "generation").to_owned();
+    let mut args = vec![
+        "--interface",
+        "v0",
+        "--backend",
+        a_backend,
+        "--write-to",
+        &pair.b_ip,
+        "--generation",
+        &generation,
+        "--bytes",
+        bytes,
+        "--exit",
+    ];
+    args.extend_from_slice(extra);
+    let mut writer = Uetd::spawn(&pair.a, &args);
+    let written = writer.wait_line("\"written\"", Duration::from_secs(600));
+    let verified = target.wait_line("\"verified\"", Duration::from_secs(60));
+    assert_eq!(
+        field(&written, "xxh3"),
+        field(&verified, "xxh3"),
+        "{written}\n{verified}"
+    );
+    assert_eq!(field(&written, "bytes"), field(&verified, "bytes"));
+    Write {
+        target,
+        writer,
+        written,
+        verified,
+    }
+}
+
 /// The value of `"key":"…"` or `"key":n` in a JSON line.
 pub fn field<'a>(line: &'a str, key: &str) -> &'a str {
     let pat = format!("\"{key}\":");
