@@ -460,3 +460,20 @@ fn rccc_victim_cif_p99_at_most_two() {
         assert!(v.cif_p99 <= 2.0, "{n}:1: CIF p99 {:.2}", v.cif_p99);
     }
 }
+
+/// 100 Gb/s 8:1 and 32:1 × 256 KiB: with drop-tail the victim's write that
+/// meets the speculative first windows waits behind up to seven BDPs (CIF
+/// p99 5.1 and 6.6). A switch that trims at one BDP cuts the first windows'
+/// queue to that BDP, and the p99 falls to 2 or below; RCCC's credit pulls
+/// the trimmed packets back without an RTO.
+#[test]
+fn rccc_victim_cif_p99_at_most_two_when_the_switch_trims() {
+    let mut link = LinkParams::new(100_000_000_000, Duration::from_micros(2), 1 << 20);
+    link.trim = Some(Trimming::uet(108 << 10));
+    for n in [8, 32] {
+        let r = rccc_victim(n, 256 << 10, &link, 4096);
+        let v = r.victim.expect("victim");
+        assert!(v.cif_p99 <= 2.0, "{n}:1: CIF p99 {:.2}", v.cif_p99);
+        assert_eq!(r.drops, 0, "{n}:1: trimmed, not dropped");
+    }
+}
