@@ -218,6 +218,9 @@ pub struct Ccc {
     /// Packets counted in `inflight`.
     inflight_pkts: u32,
     ev: EvSelector,
+    /// The EV of the current run and how many more packets it carries
+    /// (`EvConfig::burst` > 1).
+    ev_held: Option<(EntropyValue, u32)>,
     nscc: Option<Nscc>,
     rccc: Option<RcccSource>,
     pft: Option<Pft>,
@@ -260,6 +263,7 @@ impl Ccc {
             inflight: 0,
             inflight_pkts: 0,
             ev,
+            ev_held: None,
             nscc,
             rccc,
             pft,
@@ -434,9 +438,34 @@ impl Ccc {
     /// `GetSendParams`: EV, credit target and ACK request for the next packet.
     pub fn send_params(&mut self, now: Instant, rng: &mut impl Rng) -> SendParams {
         SendParams {
-            ev: self.ev.next_ev_at(now, rng),
+            ev: self.next_ev(now, rng),
             credit_target: self.credit_target(),
             ack_req: self.nscc.as_ref().is_some_and(Nscc::ack_request),
+        }
+    }
+
+    /// The next packet's EV: the held one while its run lasts
+    /// ([`EvConfig::burst`](crate::entropy::EvConfig::burst)), else the
+    /// selector's next.
+    fn next_ev(&mut self, now: Instant, rng: &mut impl Rng) -> EntropyValue {
+        if let Some((ev, left)) = &mut self.ev_held
+            && *left > 0
+        {
+            *left -= 1;
+            return *ev;
+        }
+        let ev = self.ev.next_ev_at(now, rng);
+        let burst = self.config.ev.burst;
+        self.ev_held = (burst > 1).then_some((ev, burst - 1));
+        ev
+    }
+
+    /// Feedback about `ev` to the selector; anything but GOOD also ends a
+    /// run on it, so the next packet takes another path.
+    fn ev_feedback(&mut self, now: Instant, ev: EntropyValue, feedback: EvFeedback) {
+        self.ev.process_ev_at(now, ev, feedback);
+        if feedback != EvFeedback::Good && self.ev_held.is_some_and(|(held, _)| held == ev) {
+            self.ev_held = None;
         }
     }
 
@@ -488,7 +517,7 @@ impl Ccc {
         } else {
             EvFeedback::Good
         };
-        self.ev.process_ev_at(now, ack.ev, feedback);
+        self.ev_feedback(now, ack.ev, feedback);
         // Outstanding packets leave inflight; those waiting for
         // retransmission left it when declared lost and now leave the
         // retransmit backlog: each packet is removed exactly once.
@@ -562,7 +591,7 @@ impl Ccc {
         } else {
             EvFeedback::Good
         };
-        self.ev.process_ev_at(now, nack.ev, feedback);
+        self.ev_feedback(now, nack.ev, feedback);
         self.mark_for_retransmit(nack.bytes);
         let rccc_on = self.rccc.is_some();
         if let Some(n) = &mut self.nscc {
@@ -591,7 +620,7 @@ impl Ccc {
     /// `OnInferredLoss`: an RTO (or SACK inference) declared `bytes` lost.
     pub fn on_inferred_loss(&mut self, now: Instant, bytes: u64, ev: Option<EntropyValue>) {
         if let Some(ev) = ev {
-            self.ev.process_ev_at(now, ev, EvFeedback::Timeout);
+            self.ev_feedback(now, ev, EvFeedback::Timeout);
         }
         self.mark_for_retransmit(bytes);
         if let Some(n) = &mut self.nscc {
@@ -786,6 +815,50 @@ mod tests {
         };
         let c = Ccc::new(cfg, Instant::ZERO, &mut rng);
         assert!(c.can_send(Instant::ZERO, 4000));
+    }
+
+    /// `EvConfig::burst` = 4: the EVs come in runs of four, each run's EV
+    /// the selector's next (as without runs), and loss feedback on the
+    /// run's EV ends it at once.
+    #[test]
+    fn evs_come_in_runs_that_end_on_bad_feedback() {
+        let cfg = |burst| CccConfig {
+            mtu: 1000,
+            algorithm: Algorithm::Fixed { window: 1 << 20 },
+            ev: EvConfig {
+                mode: crate::entropy::EvMode::Oblivious,
+                burst,
+                ..EvConfig::default()
+            },
+            ..CccConfig::default()
+        };
+        let t = Instant::ZERO;
+        let evs = |burst, n| {
+            let mut rng = Xoshiro256::seed_from_u64(9);
+            let mut c = Ccc::new(cfg(burst), t, &mut rng);
+            (0..n)
+                .map(|_| c.send_params(t, &mut rng).ev)
+                .collect::<Vec<_>>()
+        };
+        let single = evs(1, 3);
+        let runs = evs(4, 12);
+        assert_eq!(runs[..4], [single[0]; 4]);
+        assert_eq!(runs[4..8], [single[1]; 4]);
+        assert_eq!(runs[8..], [single[2]; 4]);
+        assert_ne!(single[0], single[1]);
+
+        let mut rng = Xoshiro256::seed_from_u64(9);
+        let mut c = Ccc::new(cfg(4), t, &mut rng);
+        let first = c.send_params(t, &mut rng).ev;
+        assert_eq!(c.send_params(t, &mut rng).ev, first);
+        // Feedback on another EV leaves the run alone; a loss on its own
+        // ends it.
+        c.on_inferred_loss(t, 1000, Some(EntropyValue::from_masked(1)));
+        assert_eq!(c.send_params(t, &mut rng).ev, first);
+        c.on_inferred_loss(t, 1000, Some(first));
+        let next = c.send_params(t, &mut rng).ev;
+        assert_ne!(next, first);
+        assert_eq!(c.send_params(t, &mut rng).ev, next);
     }
 
     #[test]

@@ -94,6 +94,13 @@ pub struct EvConfig {
     /// EV space is penalised, the bitmap stops skipping (default 0.5, §6
     /// "unless most paths are congested … default 50 %").
     pub saturation: f64,
+    /// Consecutive packets of a CCC that leave on one EV before the scheme
+    /// picks the next (default 1: every packet is sprayed on its own, §6).
+    /// Above 1 the CCC sprays runs of packets (flowlets) instead: a
+    /// sender that hands runs of equal datagrams to the kernel as one
+    /// segmentation-offload send needs them on one UDP source port. A run
+    /// ends early when its EV draws ECN, NACK or loss feedback [I].
+    pub burst: u32,
 }
 
 impl Default for EvConfig {
@@ -106,6 +113,7 @@ impl Default for EvConfig {
             freeze_exit: Some(Duration::from_millis(10)),
             explore_count: 16,
             saturation: 0.5,
+            burst: 1,
         }
     }
 }

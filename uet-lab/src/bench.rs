@@ -376,15 +376,11 @@ pub fn run(opts: &BenchOpts, mut progress: impl FnMut(&str)) -> Result<BenchRepo
     })
 }
 
-/// The lab of one backend. The udp backend's daemons send from one
-/// source port (`--ev-bits 0`, unless the caller's arguments say
-/// otherwise): one veth pair has one path to spray over, and with one
-/// socket per peer the data leaves in UDP GSO runs.
+/// The lab of one backend, its daemons as configured by default (the udp
+/// backend's spray runs of one GSO send's worth per EV, `ev_burst`) plus
+/// the caller's arguments.
 fn lab_config(opts: &BenchOpts, mtu: u32, backend: Backend) -> LabConfig {
-    let mut daemon_args = opts.daemon_args.clone();
-    if backend == Backend::Udp && !daemon_args.iter().any(|a| a == "--ev-bits") {
-        daemon_args.extend(["--ev-bits".to_owned(), "0".to_owned()]);
-    }
+    let daemon_args = opts.daemon_args.clone();
     LabConfig {
         hosts: 2,
         direct: true,
@@ -1130,7 +1126,7 @@ impl BenchReport {
                 )
             }),
             (
-                "uetd udp backend (one source port: GSO/GRO), RMA write (verified) / ÷ kernel UDP",
+                "uetd udp backend (GSO/GRO), RMA write (verified) / ÷ kernel UDP",
                 &|s, runs| {
                     format!(
                         "{} Gb/s / {} {}; retransmits/RTOs writer {}",

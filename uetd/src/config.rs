@@ -27,6 +27,7 @@
 //! api_max_registered_bytes = "16GiB"
 //! busy_poll_us = 200        # an idle worker polls at most this long before it sleeps
 //! udp_offload = true        # udp backend: GSO sends of runs, GRO receives
+//! # ev_burst = 1            # packets per EV (default: a GSO send's worth with udp offloads)
 //! # metrics_addr = "127.0.0.1:9464"  # serve /metrics (Prometheus) here
 //!
 //! # tss_start = "0rtt"    # secure PDC start: 0rtt (EXPECTED_0RTT_START) | 1rtt
@@ -365,10 +366,17 @@ pub struct Config {
     /// --udp-offload`): consecutive datagrams that leave by one EV's
     /// socket to one peer go out as one UDP GSO send, and the receive
     /// socket takes datagrams the kernel coalesced (GRO). Off with the
-    /// CRC trailer and native IP. Each EV has its own socket, so runs are
-    /// long only with few EVs: `ev_bits = 0` sends everything to a peer by
-    /// one socket (no spraying over the fabric's paths).
+    /// CRC trailer and native IP. Each EV has its own socket, so a run
+    /// needs consecutive packets on one EV: see `ev_burst`.
     pub udp_offload: bool,
+    /// Consecutive packets of a destination that leave on one EV before
+    /// the next is picked (also `uetd --ev-burst`; 1..=1024). Default:
+    /// with the udp backend's offloads on and more than one EV, as many
+    /// as one GSO send carries (64 datagrams and 64 KiB: 44 at MTU 1500),
+    /// so the data is sprayed over the paths in runs (flowlets) that each
+    /// leave by one send; otherwise 1, every packet sprayed on its own.
+    /// A run ends early when its EV draws ECN, NACK or loss feedback.
+    pub ev_burst: Option<u32>,
     /// Most regions one client holds registered at once, remote and local
     /// together (default 1024).
     pub api_max_registrations: usize,
@@ -427,6 +435,7 @@ impl Default for Config {
             api_hello_timeout_ms: 5_000,
             busy_poll_us: 200,
             udp_offload: true,
+            ev_burst: None,
             api_max_registrations: 1024,
             api_max_registered_bytes: Size(16 << 30),
             expose: Vec::new(),
@@ -557,6 +566,11 @@ impl Config {
         }
         if self.ev_bits > 10 {
             refuse!("ev_bits must be ≤ 10, not {}", self.ev_bits);
+        }
+        if let Some(b) = self.ev_burst
+            && !(1..=1024).contains(&b)
+        {
+            refuse!("ev_burst must be 1..=1024 packets, not {b}");
         }
         if let Some(m) = self.mtu
             && !(576..=9216).contains(&m)
@@ -690,6 +704,13 @@ mod tests {
             .contains("workers")
         );
         assert!(e(r#"backend = "xdp""#).contains("needs an interface"));
+        assert!(
+            e(r#"address = "10.0.0.1"
+            ev_burst = 0"#)
+            .contains("ev_burst must be 1..=1024")
+        );
+        let c = Config::parse("address = \"10.0.0.1\"\nev_burst = 8").unwrap();
+        assert_eq!(c.ev_burst, Some(8));
         assert!(
             e(r#"address = "10.0.0.1"
             colour = "blue""#)

@@ -29,7 +29,7 @@ use crate::io::PacketIo;
 use crate::mem::SharedRegion;
 use crate::neigh::Neighbours;
 use crate::tss::WorkerTss;
-use crate::udp::{UdpConfig, UdpIo};
+use crate::udp::{UdpConfig, UdpIo, gso_run_len};
 use crate::worker::{self, DaemonEndpoint, Output, Outputs, WorkerHandle, WorkerStats};
 use crate::xdp::{SteerConfig, XdpError, XdpMode, XdpSteer};
 use crate::xsk::{Handoff, XdpIo, XdpIoConfig, XskConfig, XskMode};
@@ -268,6 +268,9 @@ impl Daemon {
             (None, None, None)
         };
         for w in 0..cfg.workers {
+            // Whether the backend sends runs of one EV as one GSO send
+            // (`Config::ev_burst`).
+            let mut sprays_runs = false;
             let io: Box<dyn PacketIo + Send> = match cfg.backend {
                 Backend::Udp => {
                     if cfg.workers > 1 {
@@ -283,7 +286,9 @@ impl Daemon {
                     u.mtu = mtu;
                     u.encap = cfg.encap_config();
                     u.native_ip = cfg.encap() == Encap::Ip;
-                    Box::new(UdpIo::new(u).doing(|| "opening the UDP sockets".into())?)
+                    let udp = UdpIo::new(u).doing(|| "opening the UDP sockets".into())?;
+                    sprays_runs = udp.sprays_runs();
+                    Box::new(udp)
                 }
                 Backend::Xdp => {
                     let (Some(steer), Some(neigh), Some(hub)) = (&mut steer, &neigh, &hub) else {
@@ -332,6 +337,15 @@ impl Daemon {
             };
             pds.ccc.ev.base = 0xc000;
             pds.ccc.ev.ev_bits = cfg.ev_bits;
+            // By default a run of one EV is one full GSO send of
+            // full-size data packets.
+            let datagram = pds.max_ses_len + uet_wire::pds::req::CC_HEADER_LEN + tss_overhead;
+            let burst = if sprays_runs {
+                gso_run_len(datagram)
+            } else {
+                1
+            };
+            pds.ccc.ev.burst = cfg.ev_burst.unwrap_or(burst);
             mode.configure(
                 &mut pds,
                 cfg.link_rate.0,

@@ -273,6 +273,14 @@ impl UdpIo {
         })
     }
 
+    /// Whether runs of datagrams leave as GSO sends by one socket per EV:
+    /// then a run needs consecutive packets on one EV ([`gso_run_len`]).
+    /// Not when sends are not segmented, nor when one socket carries every
+    /// EV (runs form whatever the EVs).
+    pub fn sprays_runs(&self) -> bool {
+        self.gso && self.pool.len() >= 2
+    }
+
     /// What the segmentation offloads did so far.
     pub const fn offload_counts(&self) -> UdpOffloadCounts {
         self.offloads
@@ -446,6 +454,14 @@ fn take_datagram(
     let len = uet.len();
     sink(&meta, &mut dgram[at..at + len]);
     true
+}
+
+/// Datagrams of `datagram` bytes (UDP payload) that one GSO send carries:
+/// as many consecutive packets to a peer should share an EV for their run
+/// to leave as one send.
+#[must_use]
+pub fn gso_run_len(datagram: usize) -> u32 {
+    GSO_MAX_SEGMENTS.min(GSO_MAX_BYTES / datagram.max(1)).max(1) as u32
 }
 
 /// The end of the GSO run that begins at outgoing datagram `x` (before
@@ -824,6 +840,18 @@ mod offload_tests {
             }
         }
         got
+    }
+
+    /// A run of one EV is one GSO send: 64 datagrams and 65,000 bytes at
+    /// most (full data packets at MTU 1500, 3498 and 9000: 4 KiB payload).
+    #[test]
+    fn runs_per_ev_fill_one_gso_send() {
+        assert_eq!(gso_run_len(1472), 44);
+        assert_eq!(gso_run_len(3470), 18);
+        assert_eq!(gso_run_len(16 + 44 + 4096), 15);
+        assert_eq!(gso_run_len(100), 64);
+        assert_eq!(gso_run_len(70_000), 1);
+        assert_eq!(gso_run_len(0), 64);
     }
 
     #[test]

@@ -90,10 +90,10 @@ fn udp_to_udp_write_lands_byte_exact() {
     let _ = transfer(&pair, "udp", "udp");
 }
 
-#[test]
-fn a_udp_write_from_one_source_port_leaves_in_gso_sends_and_arrives_coalesced() {
-    let pair = Pair::new(83, 1500);
-    let (w, t) = transfer_with(&pair, "udp", "udp", &["--ev-bits", "0"]);
+/// A udp-to-udp write whose data leaves in GSO sends and arrives coalesced.
+fn udp_write_in_gso_runs(subnet: u8, args: &[&str]) {
+    let pair = Pair::new(subnet, 1500);
+    let (w, t) = transfer_with(&pair, "udp", "udp", args);
     let (w, t) = (&w["workers"][0], &t["workers"][0]);
     let data = w["pds"]["tx_data"].as_u64().unwrap();
     let gso = w["udp"]["gso_datagrams"].as_u64().unwrap();
@@ -103,6 +103,19 @@ fn a_udp_write_from_one_source_port_leaves_in_gso_sends_and_arrives_coalesced() 
     assert!(sends * 4 <= gso, "runs of at least four on average: {w}");
     let gro = t["udp"]["gro_datagrams"].as_u64().unwrap();
     assert!(gro * 10 >= data * 9, "{t}");
+}
+
+#[test]
+fn a_udp_write_from_one_source_port_leaves_in_gso_sends_and_arrives_coalesced() {
+    udp_write_in_gso_runs(83, &["--ev-bits", "0"]);
+}
+
+/// With the default 16 EVs (one socket each) the data is sprayed in runs
+/// of one GSO send's worth (`ev_burst`), so it leaves in GSO sends too;
+/// with one packet per EV it would leave datagram by datagram.
+#[test]
+fn a_sprayed_udp_write_leaves_in_gso_sends_of_one_ev_each() {
+    udp_write_in_gso_runs(93, &[]);
 }
 
 #[test]

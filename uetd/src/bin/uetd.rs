@@ -89,6 +89,10 @@ struct Args {
     /// sent from (udp); 0 = one.
     #[arg(long)]
     ev_bits: Option<u8>,
+    /// Consecutive packets on one EV before the next is picked (default: a
+    /// GSO send's worth with the udp backend's offloads, else 1).
+    #[arg(long)]
+    ev_burst: Option<u32>,
     /// A preset of wire choices: refprov = the UEC reference provider's
     /// (--encap ip, --ip-protocol 253, --crc-trailer on). Explicit flags win.
     #[arg(long, value_enum)]
@@ -206,6 +210,7 @@ fn config(a: &Args) -> Result<Config> {
         busy_poll_us,
         udp_offload,
         ev_bits,
+        ev_burst,
         frame_size
     );
     if a.interface.is_some() {
