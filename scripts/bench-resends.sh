@@ -11,7 +11,8 @@
 # PAUSE_MS=N stops the target's daemon for N ms every PAUSE_EVERY_MS (default
 # 200) while each phase runs (scripts/pause-process.py), as a host that takes
 # the target's vCPU away would; the phase lines then end with the pauses'
-# count, median and longest.
+# count, median and longest. Every phase line ends with t=START-END (Unix
+# seconds), to line up with the stalls scripts/cpu-hiccups.py prints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${1:-3}
@@ -74,8 +75,12 @@ label, bin_, mtu, gbps = sys.argv[1:5]
 wb, wa, tb, ta = (list(map(int, s.split())) for s in sys.argv[5:9])
 d = [a - b for a, b in zip(wa, wb)]
 dup = ta[3] - tb[3]
-print(f"build={bin_} mtu={mtu} phase={label} gbps={float(gbps):.2f} retransmits={d[0]} rtos={d[1]} sack_inferred={d[2]} target_duplicates={dup}")
+print(f"build={bin_} mtu={mtu} phase={label} gbps={float(gbps):.2f} retransmits={d[0]} rtos={d[1]} sack_inferred={d[2]} target_duplicates={dup}", end="")
 EOF
+}
+
+span() { # start -> " t=START-END" (Unix seconds, to line up with scripts/cpu-hiccups.py)
+  printf ' t=%.3f-%.3f' "$1" "$(date +%s.%N)"
 }
 
 run() { # bin mtu
@@ -92,6 +97,8 @@ run() { # bin mtu
   t0=$(stats "$B" "$bin" "$TMP/b.sock")
   local target=${PIDS[0]} paused
   pause_start "$target"
+  local began
+  began=$(date +%s.%N)
   ip netns exec "$A" "$bin/uetd" --interface v0 --backend xdp --write-to 10.95.0.2 \
     --generation "$gen" --bytes 1GiB --exit --stats --socket "$TMP/w.sock" >"$TMP/w.out" 2>/dev/null
   paused=$(pause_end)
@@ -106,7 +113,7 @@ print(w["gbps"])
 print(sum(x["tx_retransmits"] for x in p), sum(x["rtos"] for x in p), sum(x["sack_inferred"] for x in p), 0)
 EOF
   echo "$(phase write_1GiB "$(basename "$(dirname "$bin")")/$(basename "$bin")" "$mtu" "$(sed -n 1p "$TMP/w.sum")" \
-    "0 0 0 0" "$(sed -n 2p "$TMP/w.sum")" "$t0" "$t1")$paused"
+    "0 0 0 0" "$(sed -n 2p "$TMP/w.sum")" "$t0" "$t1")$(span "$began")$paused"
   ip netns exec "$A" "$bin/uetd" --interface v0 --backend xdp --socket "$TMP/a.sock" \
     >"$TMP/a.out" 2>"$TMP/a.err" &
   PIDS+=($!)
@@ -118,11 +125,12 @@ EOF
     w0=$(stats "$A" "$bin" "$TMP/a.sock"); t0=$(stats "$B" "$bin" "$TMP/b.sock")
     local g
     pause_start "$target"
+    began=$(date +%s.%N)
     g=$(ip netns exec "$A" "$bin/uet" perf --socket "$TMP/a.sock" "$uri" --region 1GiB \
       --size "$1" --depth "$2" --duration "$SECS" --json | python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["end"]["sum"]["bits_per_second"] / 1e9)')
     paused=$(pause_end)
     w1=$(stats "$A" "$bin" "$TMP/a.sock"); t1=$(stats "$B" "$bin" "$TMP/b.sock")
-    echo "$(phase "perf_${1}x$2" "$(basename "$(dirname "$bin")")/$(basename "$bin")" "$mtu" "$g" "$w0" "$w1" "$t0" "$t1")$paused"
+    echo "$(phase "perf_${1}x$2" "$(basename "$(dirname "$bin")")/$(basename "$bin")" "$mtu" "$g" "$w0" "$w1" "$t0" "$t1")$(span "$began")$paused"
   done
   stop
 }
