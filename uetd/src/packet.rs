@@ -30,6 +30,14 @@ impl PacketSocket {
         })
     }
 
+    /// Asks for receive and send buffers of `bytes`, past the system's
+    /// caps (root); false when not granted. A capture of a udp daemon's
+    /// GSO sends (frames of up to 64 KiB that cross a veth whole) needs
+    /// more than the default to keep up.
+    pub fn force_buffers(&self, bytes: usize) -> bool {
+        crate::sys::udp::force_buffers(self.fd.as_fd(), bytes)
+    }
+
     /// The interface's MAC address.
     pub const fn mac(&self) -> EthernetAddress {
         self.mac
