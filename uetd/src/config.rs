@@ -462,6 +462,20 @@ impl Config {
         })
     }
 
+    /// Reads a TOML file without checking it: for a caller that lays
+    /// flags over it first (an address given as a flag completes a file
+    /// without one) and then calls [`Config::check`].
+    pub fn load_unchecked(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| ConfigError::InFile {
+            path: path.to_owned(),
+            source: Box::new(e.into()),
+        })
+    }
+
     /// Parses TOML text and checks it.
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
         let c: Self = toml::from_str(text)?;

@@ -32,3 +32,25 @@ fn each_flag_reaches_the_configuration() {
         assert!(err.contains(error), "{args:?}: {err}");
     }
 }
+
+/// Flags complete a configuration file before it is checked: a file
+/// without an address, with the address and a bad `--mp-range` as flags,
+/// is refused for the range, not for the missing address.
+#[test]
+fn flags_complete_the_file_before_the_check() {
+    let dir = std::env::temp_dir().join(format!("uetd-flags-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("uetd.toml");
+    std::fs::write(&file, "busy_poll_us = 100\nbackend = \"udp\"\n").unwrap();
+    let err = refused(&[
+        "--config",
+        file.to_str().unwrap(),
+        "--address",
+        "127.0.0.1",
+        "--mp-range",
+        "100",
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(err.contains("mp_range must be"), "{err}");
+    assert!(!err.contains("give an interface or an address"), "{err}");
+}

@@ -190,7 +190,8 @@ fn parse_expose(s: &str) -> Result<Expose, String> {
 
 fn config(a: &Args) -> Result<Config> {
     let mut c = match &a.config {
-        Some(p) => Config::load(p)?,
+        // Checked below, once the flags are laid over it.
+        Some(p) => Config::load_unchecked(p)?,
         None => Config::default(),
     };
     macro_rules! set {
