@@ -29,16 +29,8 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-wait_for() { # file pattern
-  for _ in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-  echo "timed out waiting for $2 in $1" >&2; return 1
-}
-stats() { # ns dir sock -> "retransmits rtos"
-  ip netns exec "$1" "$2/uet" stats --socket "$3" | python3 -c '
-import json, sys
-w = json.load(sys.stdin)["workers"]
-print(sum(x["pds"]["tx_retransmits"] for x in w), sum(x["pds"]["rtos"] for x in w))'
-}
+# wait_for, stats
+source scripts/bench-common.sh
 URIS=()
 for i in "${!DIRS[@]}"; do
   d=${DIRS[$i]}
@@ -64,13 +56,13 @@ echo "load before: $(cat /proc/loadavg)"
 for r in $(seq "$RUNS"); do
   for i in "${!DIRS[@]}"; do
     d=${DIRS[$i]} a=uetll-$$-$i-a
-    read -r r0 t0 <<<"$(stats "$a" "$d" "$TMP/$i-a.sock")"
+    read -r r0 t0 _ _ <<<"$(stats "$a" "$d" "$TMP/$i-a.sock")"
     began=$(date +%s.%N)
     g=$(ip netns exec "$a" "$d/uet" perf --socket "$TMP/$i-a.sock" "${URIS[$i]}" --region 1GiB \
       --size 65536 --depth 16 --duration "$SECS" --json |
       python3 -c 'import json,sys; print(round(json.loads(sys.stdin.read().strip().splitlines()[-1])["end"]["sum"]["bits_per_second"] / 1e9, 2))')
     ended=$(date +%s.%N)
-    read -r r1 t1 <<<"$(stats "$a" "$d" "$TMP/$i-a.sock")"
+    read -r r1 t1 _ _ <<<"$(stats "$a" "$d" "$TMP/$i-a.sock")"
     printf 'build=%s round=%s mtu=%s gbps=%s retransmits=%s rtos=%s t=%.3f-%.3f\n' \
       "$(basename "$d")" "$r" "$MTU" "$g" $((r1 - r0)) $((t1 - t0)) "$began" "$ended"
   done

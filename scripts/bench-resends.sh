@@ -55,18 +55,8 @@ for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
 ip -n "$A" link set v0 up
 ip -n "$B" link set v1 up
 
-wait_for() { # file pattern
-  for _ in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
-  echo "timed out waiting for $2 in $1" >&2; return 1
-}
-stats() { # ns bin sock -> "retransmits rtos inferred duplicates"
-  ip netns exec "$1" "$2/uet" stats --socket "$3" | python3 -c '
-import json, sys
-w = json.load(sys.stdin)["workers"]
-p = [x["pds"] for x in w]
-print(sum(x["tx_retransmits"] for x in p), sum(x["rtos"] for x in p),
-      sum(x["sack_inferred"] for x in p), sum(x["drops"].get("duplicate", 0) for x in p))'
-}
+# wait_for, stats
+source scripts/bench-common.sh
 
 phase() { # label bin mtu gbps before-writer after-writer before-target after-target
   python3 - "$@" <<'EOF'

@@ -376,11 +376,10 @@ pub fn run(opts: &BenchOpts, mut progress: impl FnMut(&str)) -> Result<BenchRepo
     })
 }
 
-/// The lab of one backend, its daemons as configured by default (the udp
-/// backend's spray runs of one GSO send's worth per EV, `ev_burst`) plus
-/// the caller's arguments.
+/// The lab of one backend, its daemons with their defaults (the udp
+/// backend sprays runs of one GSO send's worth per EV, `ev_burst`) and the
+/// caller's arguments.
 fn lab_config(opts: &BenchOpts, mtu: u32, backend: Backend) -> LabConfig {
-    let daemon_args = opts.daemon_args.clone();
     LabConfig {
         hosts: 2,
         direct: true,
@@ -389,7 +388,7 @@ fn lab_config(opts: &BenchOpts, mtu: u32, backend: Backend) -> LabConfig {
         cc: opts.cc.clone(),
         region_bytes: opts.bytes.max(64 << 10),
         sender_daemons: true,
-        daemon_args,
+        daemon_args: opts.daemon_args.clone(),
         ..LabConfig::default()
     }
 }

@@ -450,16 +450,14 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Reads a TOML file.
+    /// Reads a TOML file and checks it.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::parse(&text).map_err(|e| ConfigError::InFile {
+        let c = Self::load_unchecked(path)?;
+        c.check().map_err(|e| ConfigError::InFile {
             path: path.to_owned(),
             source: Box::new(e),
-        })
+        })?;
+        Ok(c)
     }
 
     /// Reads a TOML file without checking it: for a caller that lays

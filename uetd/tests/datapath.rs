@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Pair, Uetd, Write, field, write_once};
+use common::{Pair, Uetd, Write, field, landed, write_once};
 
 /// Bytes per transfer: 1 GiB as the issue asks; `UET_E2E_BYTES` shrinks it
 /// for quick local runs.
@@ -229,9 +229,7 @@ fn xdp_daemon_killed_with_sigkill_restarts() {
             "--exit",
         ],
     );
-    let written = writer.wait_line("\"written\"", Duration::from_secs(60));
-    let verified = second.wait_line("\"verified\"", Duration::from_secs(60));
-    assert_eq!(field(&written, "xxh3"), field(&verified, "xxh3"));
+    landed(&mut writer, &mut second, Duration::from_secs(60));
     second.signal("-TERM");
     assert_eq!(second.wait_exit(Duration::from_secs(10)), Some(0));
     assert!(!xdp_attached(&pair.b, "v1"), "detached after a clean exit");
@@ -292,7 +290,5 @@ fn udp_daemon_killed_with_sigkill_restarts() {
             "--exit",
         ],
     );
-    let written = writer.wait_line("\"written\"", Duration::from_secs(60));
-    let verified = second.wait_line("\"verified\"", Duration::from_secs(60));
-    assert_eq!(field(&written, "xxh3"), field(&verified, "xxh3"));
+    landed(&mut writer, &mut second, Duration::from_secs(60));
 }

@@ -11,7 +11,7 @@ mod common;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use common::{Pair, Uetd, field};
+use common::{Pair, Uetd, field, landed};
 use uet_api::{Access, Client};
 use uet_wire::encap::crc32c;
 use uetd::packet::PacketSocket;
@@ -92,14 +92,7 @@ fn transfer(pair: &Pair, b_backend: &str, wire: &[&str]) {
     let sniff =
         (b_backend == "udp").then(|| pair.b.run(|| PacketSocket::open("v1")).unwrap().unwrap());
     let mut w = writer(pair, "xdp", wire, &size, &generation);
-    let written = w.wait_line("\"written\"", Duration::from_secs(600));
-    let verified = t.wait_line("\"verified\"", Duration::from_secs(60));
-    assert_eq!(
-        field(&written, "xxh3"),
-        field(&verified, "xxh3"),
-        "{b_backend} {wire:?}: {written}\n{verified}"
-    );
-    assert_eq!(field(&written, "bytes"), field(&verified, "bytes"));
+    let (written, _) = landed(&mut w, &mut t, Duration::from_secs(600));
     let w_stats = w.wait_line("\"workers\"", Duration::from_secs(30));
     assert_eq!(w.wait_exit(Duration::from_secs(30)), Some(0));
     let t_stats = stop(t);

@@ -193,7 +193,21 @@ pub fn write_once(
     ];
     args.extend_from_slice(extra);
     let mut writer = Uetd::spawn(&pair.a, &args);
-    let written = writer.wait_line("\"written\"", Duration::from_secs(600));
+    let (written, verified) = landed(&mut writer, &mut target, Duration::from_secs(600));
+    Write {
+        target,
+        writer,
+        written,
+        verified,
+    }
+}
+
+/// Waits (up to `within`) for the writer's `written` line and then for the
+/// target's `verified` one, and checks that the target hashed what the
+/// writer wrote: the same xxh3 over the same byte count. Returns both
+/// lines.
+pub fn landed(writer: &mut Uetd, target: &mut Uetd, within: Duration) -> (String, String) {
+    let written = writer.wait_line("\"written\"", within);
     let verified = target.wait_line("\"verified\"", Duration::from_secs(60));
     assert_eq!(
         field(&written, "xxh3"),
@@ -201,12 +215,7 @@ pub fn write_once(
         "{written}\n{verified}"
     );
     assert_eq!(field(&written, "bytes"), field(&verified, "bytes"));
-    Write {
-        target,
-        writer,
-        written,
-        verified,
-    }
+    (written, verified)
 }
 
 /// The value of `"key":"…"` or `"key":n` in a JSON line.
