@@ -53,20 +53,71 @@ unsafe impl Send for Mmap {}
 unsafe impl Sync for Mmap {}
 
 impl Mmap {
+    /// A private anonymous mapping of `len` bytes for a UMEM, populated,
+    /// and backed by transparent huge pages where the kernel gives them.
+    ///
+    /// The kernel pins a UMEM's pages when it is registered and unpins and
+    /// frees them, one page at a time, in a workqueue item after the last
+    /// socket closes (`xdp_umem_release`). That loop does not reschedule,
+    /// so on a kernel without full preemption it holds its CPU for the
+    /// whole area: 10–20 ms for 16 MiB of 4 KiB pages on a 2-vCPU VM, long
+    /// enough to time out a neighbour's packets (BENCHMARKS.md, "Where the
+    /// stalls at a daemon's start and stop come from"). With 2 MiB pages it
+    /// is 512 times fewer folios. So the area starts on a 2 MiB boundary,
+    /// is advised `MADV_HUGEPAGE` (honoured when transparent huge pages are
+    /// `always` or `madvise`) and populated afterwards; without them it is
+    /// the same memory in 4 KiB pages.
     fn anonymous(len: usize) -> Result<Self> {
+        const HUGE: usize = 2 << 20;
+        let align = if len >= HUGE { HUGE } else { 1 };
+        let span = len + (align - 1);
         // SAFETY: a fresh private anonymous mapping; no existing memory is
         // affected, and the result is checked against MAP_FAILED.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                len,
+                span,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
                 0,
             )
         };
-        Self::checked(p, len)
+        if p == libc::MAP_FAILED {
+            return Err(Error::last("mmap"));
+        }
+        let base = p as usize;
+        let start = base.next_multiple_of(align);
+        let end = start + len;
+        // SAFETY: the head [base, start) and the tail [end, base + span)
+        // lie inside the mapping just made and nothing refers to them; the
+        // kernel rounds the tail's length up to whole pages, and `start`,
+        // `end` are page-aligned because `base` and `len` are.
+        unsafe {
+            if start > base {
+                libc::munmap(p, start - base);
+            }
+            if base + span > end {
+                libc::munmap(end as *mut c_void, base + span - end);
+            }
+        }
+        let area = start as *mut c_void;
+        // SAFETY: [start, end) is the mapping kept; advice changes neither
+        // its contents nor its validity. A kernel without transparent huge
+        // pages refuses the first (EINVAL), which leaves 4 KiB pages.
+        let populated = unsafe {
+            libc::madvise(area, len, libc::MADV_HUGEPAGE);
+            libc::madvise(area, len, libc::MADV_POPULATE_WRITE) == 0
+        };
+        if !populated {
+            // Before Linux 5.14: fault the pages in by touching each one.
+            for off in (0..len).step_by(4096) {
+                // SAFETY: in bounds of the private mapping, which nothing
+                // else uses yet; the memory is zero and stays zero.
+                unsafe { std::ptr::write_volatile((start + off) as *mut u8, 0) };
+            }
+        }
+        Self::checked(area, len)
     }
 
     fn ring(fd: BorrowedFd<'_>, len: usize, pgoff: u64) -> Result<Self> {
@@ -1403,6 +1454,60 @@ pub(crate) mod in_memory {
             assert!(fill.needs_wakeup());
             k.set_need_wakeup(false);
             assert!(!fill.needs_wakeup());
+        }
+    }
+}
+
+#[cfg(test)]
+mod umem_mapping_tests {
+    use super::*;
+
+    /// `AnonHugePages` of the mapping that starts at `addr` in this
+    /// process, in bytes.
+    fn anon_huge_bytes(addr: usize) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ')
+                && let Some((lo, _)) = range.split_once('-')
+                && let Ok(lo) = usize::from_str_radix(lo, 16)
+            {
+                inside = lo == addr;
+                continue;
+            }
+            if inside && let Some(kb) = line.strip_prefix("AnonHugePages:") {
+                let kb = kb.trim().trim_end_matches(" kB").trim();
+                return kb.parse::<u64>().unwrap() * 1024;
+            }
+        }
+        panic!("no mapping starts at {addr:#x}");
+    }
+
+    #[test]
+    fn a_umem_starts_on_a_huge_page_boundary_populated_and_in_huge_pages() {
+        let len = 16 << 20;
+        let (umem, frames) = UmemArea::new(4096, (len / 4096) as u32).unwrap();
+        assert_eq!(frames.len(), len / 4096);
+        let addr = umem.map.ptr.as_ptr() as usize;
+        assert_eq!(addr % (2 << 20), 0, "{addr:#x} is not 2 MiB-aligned");
+        assert_eq!(umem.map.len, len);
+        // Populated: every page resident before anything touched it.
+        let mut resident = vec![0u8; len / 4096];
+        // SAFETY: mincore reads the page tables of our own mapping into a
+        // vector of one byte per page.
+        let rc = unsafe { libc::mincore(addr as *mut c_void, len, resident.as_mut_ptr()) };
+        assert_eq!(rc, 0);
+        assert!(resident.iter().all(|r| r & 1 == 1), "pages not populated");
+        // In huge pages wherever the kernel offers them for advised memory
+        // (it may fall short of a few when memory is fragmented).
+        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .unwrap_or_default();
+        if thp.contains("[always]") || thp.contains("[madvise]") {
+            let huge = anon_huge_bytes(addr);
+            assert!(
+                huge >= len as u64 / 2,
+                "only {huge} of {len} bytes in huge pages"
+            );
         }
     }
 }
