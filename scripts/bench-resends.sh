@@ -11,8 +11,11 @@
 # PAUSE_MS=N stops the target's daemon for N ms every PAUSE_EVERY_MS (default
 # 200) while each phase runs (scripts/pause-process.py), as a host that takes
 # the target's vCPU away would; the phase lines then end with the pauses'
-# count, median and longest. Every phase line ends with t=START-END (Unix
-# seconds), to line up with the stalls scripts/cpu-hiccups.py prints.
+# count, median and longest. PAUSE_BOTH=1 stops both daemons together in the
+# `uet perf` phases, as a hypervisor that throttles the whole VM does (the
+# write phase's writer is not known beforehand: its target alone). Every
+# phase line ends with t=START-END (Unix seconds), to line up with the
+# stalls scripts/cpu-hiccups.py prints.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${1:-3}
@@ -114,7 +117,7 @@ EOF
     local w0 w1
     w0=$(stats "$A" "$bin" "$TMP/a.sock"); t0=$(stats "$B" "$bin" "$TMP/b.sock")
     local g
-    pause_start "$target"
+    pause_start "$target${PAUSE_BOTH:+,${PIDS[1]}}"
     began=$(date +%s.%N)
     g=$(ip netns exec "$A" "$bin/uet" perf --socket "$TMP/a.sock" "$uri" --region 1GiB \
       --size "$1" --depth "$2" --duration "$SECS" --json | python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["end"]["sum"]["bits_per_second"] / 1e9)')

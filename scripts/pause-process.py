@@ -2,26 +2,35 @@
 """Stops a process (SIGSTOP) for MS milliseconds every EVERY milliseconds, as
 a host that takes a VM's vCPU away would, until the process exits or this
 script gets SIGTERM; then prints the pauses' count, median and longest (ms).
+Several PIDs (comma-separated) are stopped and continued together, as a
+hypervisor that throttles the whole VM stops every process in it.
 It runs SCHED_FIFO (as root) so that its own wake-ups, and with them the
 pauses' lengths, do not wait for the CPUs the paused process's peers keep
 busy.
 
-Usage: scripts/pause-process.py PID MS EVERY
+Usage: scripts/pause-process.py PID[,PID...] MS EVERY
 """
 import os
 import signal
 import sys
 import time
 
-pid, ms, every = int(sys.argv[1]), float(sys.argv[2]) / 1e3, float(sys.argv[3]) / 1e3
+pids = [int(p) for p in sys.argv[1].split(",")]
+ms, every = float(sys.argv[2]) / 1e3, float(sys.argv[3]) / 1e3
 got = []
 
 
+def signal_all(sig):
+    for pid in pids:
+        os.kill(pid, sig)
+
+
 def done(*_):
-    try:
-        os.kill(pid, signal.SIGCONT)
-    except ProcessLookupError:
-        pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
     got.sort()
     med = got[len(got) // 2] * 1e3 if got else 0.0
     top = got[-1] * 1e3 if got else 0.0
@@ -37,10 +46,10 @@ except PermissionError:
 try:
     while True:
         time.sleep(every)
-        os.kill(pid, signal.SIGSTOP)
+        signal_all(signal.SIGSTOP)
         t = time.monotonic()
         time.sleep(ms)
-        os.kill(pid, signal.SIGCONT)
+        signal_all(signal.SIGCONT)
         got.append(time.monotonic() - t)
 except ProcessLookupError:
     done()

@@ -765,6 +765,13 @@ impl<M: RegisteredMemory> Endpoint<M> {
         self.apply_deferred(now);
     }
 
+    /// Holds the timers that take a packet for lost by time alone until
+    /// `until` ([`Pds::hold_loss_timers`]): for a caller whose host did not
+    /// run it for a while.
+    pub fn hold_loss_timers(&mut self, until: Instant) {
+        self.pds.hold_loss_timers(until);
+    }
+
     /// Writes the next datagram's UET bytes into `buf`.
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {

@@ -278,6 +278,13 @@ const WORKER_FIELDS: &[Field] = &[
         "Of uet_worker_loop_iterations_total: those that slept in poll() for want of work.",
     ),
     (
+        "loop",
+        "host_stalls",
+        "uet_worker_loop_host_stalls_total",
+        Counter,
+        "Times the worker did not run for over 2 ms (the host took its CPU); its timers waited as long after each.",
+    ),
+    (
         "ring",
         "ops",
         "uet_worker_ring_ops_total",

@@ -144,7 +144,11 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                     "in_flight": s.in_flight,
                 },
                 "ccc": cccs,
-                "loop": { "iterations": s.iterations, "sleeps": s.sleeps },
+                "loop": {
+                    "iterations": s.iterations,
+                    "sleeps": s.sleeps,
+                    "host_stalls": s.host_stalls,
+                },
                 "ring": { "ops": s.ring_ops, "refused": s.ring_refused },
             });
             if let Some(t) = &s.tss {

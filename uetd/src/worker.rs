@@ -128,6 +128,67 @@ impl IdlePolicy {
         }
     }
 }
+/// When the worker itself was kept from running, and how long its loss
+/// timers wait after it ([`DaemonEndpoint::hold_loss_timers`]).
+///
+/// A retransmission timer measures how long the network has been silent;
+/// a stretch in which this worker did not run is not that. When the host
+/// takes the CPU away — a hypervisor that throttles the whole VM for tens
+/// of milliseconds, say — the peer on the same host stopped too, and when
+/// both resume every packet in flight is past its RTO although nothing was
+/// lost: the peer has not yet had the moment it needs to answer. So when
+/// the worker finds that it did not run for longer than [`Self::GAP_NS`]
+/// (two points of its loop that are microseconds apart when it runs, or a
+/// sleep that ended that much after its timeout), its RTOs and tail probes
+/// wait for as long as it was away, at most [`Self::MAX_NS`]; it goes on
+/// receiving, acknowledging and sending meanwhile. A packet that was
+/// really lost is found that much later; one the peer answers is not
+/// resent. Pure arithmetic on the caller's clock.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StallGrace {
+    last_ns: u64,
+    stalls: u64,
+}
+
+impl StallGrace {
+    /// A gap between two points of the loop longer than this is a stall:
+    /// the loop does at most a batch of work between them (well under a
+    /// millisecond), so a longer gap is time the worker was not running,
+    /// beyond the scheduler's usual slices.
+    pub const GAP_NS: u64 = 2_000_000;
+    /// The longest the loss timers wait after a stall.
+    pub const MAX_NS: u64 = 50_000_000;
+
+    /// The worker runs at `now_ns` and did not sleep since the last call.
+    /// Returns until when loss timers wait, if it was kept from running.
+    pub fn ran(&mut self, now_ns: u64) -> Option<u64> {
+        let gap = now_ns.saturating_sub(self.last_ns);
+        let first = self.last_ns == 0;
+        self.last_ns = now_ns;
+        (!first && gap > Self::GAP_NS).then(|| self.stalled(now_ns, gap))
+    }
+
+    /// A sleep that began at `asleep_ns` with `timeout` ended at `now_ns`.
+    /// Only the part past the timeout can be a stall: a sleep woken by an
+    /// event ended when the event came. Returns as [`Self::ran`] does.
+    pub fn woke(&mut self, now_ns: u64, asleep_ns: u64, timeout: Option<Duration>) -> Option<u64> {
+        self.last_ns = now_ns;
+        let t = u64::try_from(timeout?.as_nanos()).unwrap_or(u64::MAX);
+        let late = now_ns.saturating_sub(asleep_ns).saturating_sub(t);
+        (late > Self::GAP_NS).then(|| self.stalled(now_ns, late))
+    }
+
+    fn stalled(&mut self, now_ns: u64, gap: u64) -> u64 {
+        self.stalls += 1;
+        now_ns + gap.min(Self::MAX_NS)
+    }
+
+    /// Stalls seen.
+    pub fn stalls(&self) -> u64 {
+        self.stalls
+    }
+}
+
 /// Rings one worker serves at most (one per client connection; the
 /// control loop refuses more).
 pub const MAX_RINGS: usize = 256;
@@ -341,6 +402,10 @@ pub struct WorkerStats {
     pub iterations: u64,
     /// Sleeps in `poll()`.
     pub sleeps: u64,
+    /// Stretches in which the worker did not run for longer than
+    /// [`StallGrace::GAP_NS`] (the host took its CPU away); its timers
+    /// waited after each.
+    pub host_stalls: u64,
     /// Ring entries refused (bad handle, bounds, job, destination,
     /// undecodable) and rings broken (indices out of range).
     pub ring_refused: u64,
@@ -591,9 +656,13 @@ fn run(
     // Submits waiting for their peer's next-hop MAC.
     let mut held: NextHopHold<Command> = NextHopHold::default();
     tracing::debug!(worker = id, max_uet = io.max_uet_len(), "worker running");
+    let mut grace = StallGrace::default();
     loop {
         iterations += 1;
         let now = now();
+        if let Some(t) = grace.ran(now.as_nanos()) {
+            ep.hold_loss_timers(Instant::from_nanos(t));
+        }
         let mut busy = false;
         let mut cx = Cx {
             id,
@@ -672,6 +741,11 @@ fn run(
                 break due;
             }
         };
+        // A stall of the worker's own while it read (`StallGrace`) holds
+        // the loss timers before they are looked at.
+        if let Some(t) = grace.ran(monotonic_ns()) {
+            ep.hold_loss_timers(Instant::from_nanos(t));
+        }
         if timer_due {
             ep.handle_timeout(now);
         }
@@ -729,10 +803,13 @@ fn run(
 
         if now.as_nanos().saturating_sub(last_publish) >= PUBLISH_NS {
             last_publish = now.as_nanos();
-            publish(io, ep, stats, iterations, sleeps, &rings);
+            publish(io, ep, stats, (iterations, sleeps, grace.stalls()), &rings);
             publish_tss(stats, tss.as_ref());
         }
 
+        if let Some(t) = grace.ran(monotonic_ns()) {
+            ep.hold_loss_timers(Instant::from_nanos(t));
+        }
         if busy {
             last_busy = now.as_nanos();
             continue;
@@ -760,7 +837,7 @@ fn run(
             arrived |= r.ring.set_sleeping(true);
         }
         if !arrived {
-            publish(io, ep, stats, iterations, sleeps, &rings);
+            publish(io, ep, stats, (iterations, sleeps, grace.stalls()), &rings);
             publish_tss(stats, tss.as_ref());
             sleeps += 1;
             let wake_fd = rings
@@ -771,7 +848,11 @@ fn run(
             if let Err(e) = io.wait(timeout, wake_fd) {
                 tracing::warn!(worker = id, "poll failed: {e}");
             }
-            idle.slept(monotonic_ns().saturating_sub(asleep));
+            let woke = monotonic_ns();
+            idle.slept(woke.saturating_sub(asleep));
+            if let Some(t) = grace.woke(woke, asleep, timeout) {
+                ep.hold_loss_timers(Instant::from_nanos(t));
+            }
             wake.drain();
             for r in &rings.list {
                 r.doorbell.drain();
@@ -782,7 +863,7 @@ fn run(
         }
         last_busy = monotonic_ns();
     }
-    publish(io, ep, stats, iterations, sleeps, &rings);
+    publish(io, ep, stats, (iterations, sleeps, grace.stalls()), &rings);
     publish_tss(stats, tss.as_ref());
     tracing::debug!(worker = id, "worker stopped");
 }
@@ -866,8 +947,7 @@ fn publish(
     io: &dyn PacketIo,
     ep: &DaemonEndpoint,
     stats: &Mutex<WorkerStats>,
-    iterations: u64,
-    sleeps: u64,
+    (iterations, sleeps, host_stalls): (u64, u64, u64),
     rings: &Rings,
 ) {
     if let Ok(mut s) = stats.lock() {
@@ -881,6 +961,7 @@ fn publish(
         s.in_flight = ep.in_flight();
         s.iterations = iterations;
         s.sleeps = sleeps;
+        s.host_stalls = host_stalls;
         s.cccs.clear();
         for (dst, _tc, c) in ep.pds().cccs() {
             s.cccs.push(CccSnapshot {
@@ -1265,6 +1346,35 @@ mod tests {
         zero.slept(us(10));
         assert_eq!(zero.window(), Duration::ZERO);
         assert!(zero.should_sleep(0));
+    }
+
+    /// A gap in a running loop longer than 2 ms holds the loss timers for
+    /// as long as the gap (at most 50 ms); shorter gaps, a sleep that ends
+    /// at its timeout and one an event ends do not; a sleep that overran
+    /// its timeout holds them for the overrun.
+    #[test]
+    fn loss_timers_wait_as_long_as_the_worker_was_kept_from_running() {
+        let ms = |n: u64| n * 1_000_000;
+        let mut g = StallGrace::default();
+        assert_eq!(g.ran(ms(100)), None);
+        assert_eq!(g.ran(ms(101)), None);
+        // 2 ms exactly: the scheduler's slices.
+        assert_eq!(g.ran(ms(103)), None);
+        // The VM stopped for 30 ms between two points of the loop.
+        assert_eq!(g.ran(ms(133)), Some(ms(163)));
+        assert_eq!(g.stalls(), 1);
+        // Sleeps: to the timeout, or woken early by an event.
+        let mut g = StallGrace::default();
+        let t = Duration::from_millis;
+        assert_eq!(g.woke(ms(210), ms(200), Some(t(10))), None);
+        assert_eq!(g.woke(ms(400), ms(210), None), None);
+        assert_eq!(g.woke(ms(401), ms(400), Some(t(5))), None);
+        assert_eq!(g.ran(ms(402)), None);
+        // A 5 ms sleep that ended 25 ms late.
+        assert_eq!(g.woke(ms(431), ms(401), Some(t(5))), Some(ms(456)));
+        // A gap of a second holds them 50 ms, not a second.
+        assert_eq!(g.ran(ms(1431)), Some(ms(1481)));
+        assert_eq!(g.stalls(), 2);
     }
 
     /// A worker whose sleeps outlast its busy poll (nothing comes back

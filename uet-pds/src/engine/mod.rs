@@ -370,6 +370,9 @@ pub struct Pds {
     /// `config.ccc.algorithm.has_rccc()`, read on every poll (the
     /// configuration does not change).
     rccc_source: bool,
+    /// Until when no packet is taken for lost by time (RTO, tail probe):
+    /// the caller's host did not run for a while ([`Pds::hold_loss_timers`]).
+    loss_timers_held: Option<Instant>,
     /// Scratch lists reused for every ACK (no allocation per packet):
     /// EVs of newly acknowledged packets, and packets presumed lost.
     scratch_evs: Vec<EntropyValue>,
@@ -458,6 +461,7 @@ impl Pds {
             .and_then(|c| RcccReceiver::new(c).ok());
         Self {
             rccc_source: config.ccc.algorithm.has_rccc(),
+            loss_timers_held: None,
             config,
             rng: Xoshiro256::seed_from_u64(seed),
             id_rng: Xoshiro256::seed_from_u64(seed ^ 0x5044_4349_4400_0000),

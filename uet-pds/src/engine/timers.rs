@@ -26,7 +26,7 @@ impl Pds {
         let mut at = |x: Instant| t = Some(t.map_or(x, |y| y.min(x)));
         for r in self.rudi.inflight.values() {
             if !r.due {
-                at(r.sent_at + self.config.rto(r.rtx_count));
+                at(self.loss_timer(r.sent_at + self.config.rto(r.rtx_count)));
             }
         }
         for c in self.cccs.values() {
@@ -50,10 +50,10 @@ impl Pds {
         let mut t: Option<Instant> = None;
         let mut at = |x: Instant| t = Some(t.map_or(x, |y| y.min(x)));
         if let Some(e) = p.ledger.rto_guard() {
-            at(p.rto_deadline(&self.config, e));
+            at(self.loss_timer(p.rto_deadline(&self.config, e)));
         }
         if let Some(d) = Self::tail_probe_due(&self.config, self.rccc_source, p) {
-            at(d);
+            at(self.loss_timer(d));
         }
         if let Some(h) = p.hold_until {
             at(h);
@@ -227,13 +227,34 @@ impl Pds {
             .then_some(d)
     }
 
+    /// Holds the timers that take a packet for lost by time alone — RTOs
+    /// and tail probes — until `until` (the latest of all calls wins);
+    /// delayed ACKs, congestion control, idle and resource timers run on.
+    ///
+    /// For a caller whose host did not run it for a while: the silence it
+    /// then finds is its own, not the network's, and a peer stopped with
+    /// it (a hypervisor throttling the whole machine, say) needs a moment
+    /// after both resume to answer what it holds. Loss found by ACKs
+    /// (SACK inference, NACKs) is not held.
+    pub fn hold_loss_timers(&mut self, until: Instant) {
+        self.loss_timers_held = Some(self.loss_timers_held.map_or(until, |h| h.max(until)));
+    }
+
+    /// `deadline`, or later while loss timers are held.
+    #[inline]
+    fn loss_timer(&self, deadline: Instant) -> Instant {
+        self.loss_timers_held.map_or(deadline, |h| deadline.max(h))
+    }
+
     /// Handles expired timers: retransmission timeouts (backoff, retry
     /// budget), delayed ACKs, idle PDCs.
     pub fn handle_timeout(&mut self, now: Instant, upper: &mut impl SesHooks) {
         self.cms_timers(now);
+        let held = self.loss_timers_held.filter(|&h| now < h);
+        let loss_due = |d: Instant| now >= held.map_or(d, |h| d.max(h));
         let mut failed = Vec::new();
         for (id, r) in &mut self.rudi.inflight {
-            if !r.due && now >= r.sent_at + self.config.rto(r.rtx_count) {
+            if !r.due && loss_due(r.sent_at + self.config.rto(r.rtx_count)) {
                 if r.rtx_count >= self.config.max_rto_retx {
                     failed.push(*id);
                 } else {
@@ -279,7 +300,7 @@ impl Pds {
             let expired = p
                 .ledger
                 .rto_guard()
-                .is_some_and(|e| now >= p.rto_deadline(cfg, e));
+                .is_some_and(|e| loss_due(p.rto_deadline(cfg, e)));
             if expired && let Some(e) = p.ledger.rto_guard_mut() {
                 if e.rto_count >= max {
                     fail = true;
@@ -302,7 +323,7 @@ impl Pds {
                     }
                 }
             }
-            if !fail && Self::tail_probe_due(cfg, self.rccc_source, p).is_some_and(|d| now >= d) {
+            if !fail && Self::tail_probe_due(cfg, self.rccc_source, p).is_some_and(loss_due) {
                 let opaque = (self.rng.next_u32() as u16).max(1);
                 p.tail.sent(now, opaque, p.ledger.next_tx());
                 self.ctl.push_back(ControlPacket::TailProbe {

@@ -435,3 +435,74 @@ fn acks_that_pass_a_packet_over_delay_its_timeout_one_rto_at_most() {
     assert_eq!(rtx.len(), 1);
     assert_eq!(psn_of(&rtx[0]), psn_of(&p[0]));
 }
+
+/// Both hosts stop together for 30 ms (a hypervisor throttling the whole
+/// machine) with 200 packets in flight: when they resume, every packet is
+/// six RTOs old. The source's caller saw its own stall and holds the loss
+/// timers for as long; the target answers meanwhile and nothing is
+/// resent. Without the hold the oldest packet times out at once.
+#[test]
+fn loss_timers_held_after_the_hosts_own_stall_let_the_peer_answer() {
+    for hold in [true, false] {
+        let (mut a, mut b, pdc, now) = established_pair(fixed_rto(), fixed_rto());
+        let (p, sent) = burst(&mut a, pdc, now, 200);
+        let resumed = sent + Duration::from_millis(30);
+        if hold {
+            a.pds.hold_loss_timers(resumed + Duration::from_millis(30));
+        }
+        // The source's loop runs first: its timers are long past.
+        a.pds.handle_timeout(resumed, &mut a.up);
+        let early = requests(drain(&mut a, resumed));
+        if !hold {
+            assert_eq!(a.pds.counters().rto_fired, 1);
+            assert_eq!(early.len(), 1, "the oldest packet, resent");
+            continue;
+        }
+        assert!(early.is_empty());
+        assert_eq!(a.pds.counters().rto_fired, 0);
+        // Not woken before the hold ends.
+        let due = a.pds.poll_timeout().unwrap();
+        assert!(due >= resumed + Duration::from_millis(30), "{due:?}");
+        // The target resumes and acknowledges everything 0.5 ms later.
+        let answered = resumed + Duration::from_micros(500);
+        deliver_and_ack(&mut a, &mut b, answered, &p);
+        a.pds.handle_timeout(answered, &mut a.up);
+        assert!(requests(drain(&mut a, answered)).is_empty());
+        assert_eq!(a.pds.counters().rto_fired, 0);
+        assert_eq!(a.pds.counters().tx_retransmits, 0);
+    }
+}
+
+/// A hold delays a real loss's timeout to the hold's end, not beyond, and
+/// holds nothing else: the target's delayed ACK leaves on time.
+#[test]
+fn a_hold_delays_a_real_loss_to_its_end_and_no_delayed_ack() {
+    let (mut a, mut b, pdc, now) = established_pair(fixed_rto(), fixed_rto());
+    let (p, sent) = burst(&mut a, pdc, now, 1);
+    let until = sent + Duration::from_millis(20);
+    a.pds.hold_loss_timers(until);
+    b.pds.hold_loss_timers(until);
+    // B gets the packet; its ACK is not held back by the hold.
+    deliver(&mut b, sent, &p[0]);
+    let mut acks = drain(&mut b, sent);
+    if acks.is_empty() {
+        let due = b.pds.poll_timeout().expect("a delayed ACK");
+        assert!(due < sent + Duration::from_millis(1), "{due:?}");
+        b.pds.handle_timeout(due, &mut b.up);
+        acks = drain(&mut b, due);
+    }
+    assert!(!acks.is_empty(), "B acknowledges during the hold");
+    for d in &acks {
+        deliver(&mut a, sent, d);
+    }
+    // A second packet is lost: its RTO (5 ms) falls inside the hold and
+    // fires when the hold ends.
+    let (_lost, sent2) = burst(&mut a, pdc, sent, 1);
+    a.pds
+        .handle_timeout(sent2 + Duration::from_millis(10), &mut a.up);
+    assert_eq!(a.pds.counters().rto_fired, 0);
+    assert_eq!(a.pds.poll_timeout(), Some(until));
+    a.pds.handle_timeout(until, &mut a.up);
+    assert_eq!(a.pds.counters().rto_fired, 1);
+    assert_eq!(requests(drain(&mut a, until)).len(), 1);
+}
