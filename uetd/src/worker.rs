@@ -189,6 +189,13 @@ impl StallGrace {
     }
 }
 
+/// Holds `ep`'s loss timers until `until` when a stall was seen.
+fn hold_after_stall(ep: &mut DaemonEndpoint, until: Option<u64>) {
+    if let Some(t) = until {
+        ep.hold_loss_timers(Instant::from_nanos(t));
+    }
+}
+
 /// Rings one worker serves at most (one per client connection; the
 /// control loop refuses more).
 pub const MAX_RINGS: usize = 256;
@@ -660,9 +667,7 @@ fn run(
     loop {
         iterations += 1;
         let now = now();
-        if let Some(t) = grace.ran(now.as_nanos()) {
-            ep.hold_loss_timers(Instant::from_nanos(t));
-        }
+        hold_after_stall(ep, grace.ran(now.as_nanos()));
         let mut busy = false;
         let mut cx = Cx {
             id,
@@ -731,6 +736,10 @@ fn run(
                 }
             };
             rx += n;
+            // A stall of the worker's own while it read (`StallGrace`)
+            // holds the loss timers before they are looked at; checked per
+            // batch, which takes well under the stall threshold.
+            hold_after_stall(ep, grace.ran(monotonic_ns()));
             // Timers expire at `now` only once everything that arrived
             // before `now` has been read: after a stall (the thread
             // descheduled) the ACKs that would stop an RTO may sit behind
@@ -741,11 +750,6 @@ fn run(
                 break due;
             }
         };
-        // A stall of the worker's own while it read (`StallGrace`) holds
-        // the loss timers before they are looked at.
-        if let Some(t) = grace.ran(monotonic_ns()) {
-            ep.hold_loss_timers(Instant::from_nanos(t));
-        }
         if timer_due {
             ep.handle_timeout(now);
         }
@@ -757,6 +761,7 @@ fn run(
         // batch to process, the thread descheduled), and a send time
         // stamped before it would bring the packet's RTO that much closer.
         let now = self::now();
+        hold_after_stall(ep, grace.ran(now.as_nanos()));
         // Datagrams the engine produced count as work whether or not the
         // backend could send them: one it drops (no neighbour entry yet)
         // leaves the engine's next ones still waiting, and an engine with
@@ -807,9 +812,6 @@ fn run(
             publish_tss(stats, tss.as_ref());
         }
 
-        if let Some(t) = grace.ran(monotonic_ns()) {
-            ep.hold_loss_timers(Instant::from_nanos(t));
-        }
         if busy {
             last_busy = now.as_nanos();
             continue;
@@ -850,9 +852,7 @@ fn run(
             }
             let woke = monotonic_ns();
             idle.slept(woke.saturating_sub(asleep));
-            if let Some(t) = grace.woke(woke, asleep, timeout) {
-                ep.hold_loss_timers(Instant::from_nanos(t));
-            }
+            hold_after_stall(ep, grace.woke(woke, asleep, timeout));
             wake.drain();
             for r in &rings.list {
                 r.doorbell.drain();

@@ -39,10 +39,9 @@ fn pause_together(
     })
 }
 
-/// An RTO floor of 10 ms: above the few-millisecond stalls a busy test
-/// machine gives one daemon alone (which no hold covers), a third of the
-/// pauses made here.
-const RTO_INIT_US: &str = "10000";
+/// An RTO floor of 20 ms: above the stalls a busy test machine gives one
+/// daemon alone (which no hold covers), a third of the pauses made here.
+const RTO_INIT_US: &str = "20000";
 
 #[test]
 fn a_host_that_stops_both_daemons_together_times_nothing_out() {
@@ -81,14 +80,14 @@ fn a_host_that_stops_both_daemons_together_times_nothing_out() {
             RTO_INIT_US,
         ],
     );
-    // 30 ms pauses, three times the RTO floor, with 40 ms of running
+    // 60 ms pauses, three times the RTO floor, with 40 ms of running
     // between.
     let stop = Arc::new(AtomicBool::new(false));
     let pauses = Arc::new(AtomicU32::new(0));
     let pids = [target.child.id(), writer.child.id()];
     let pauser = pause_together(
         pids,
-        Duration::from_millis(30),
+        Duration::from_millis(60),
         Duration::from_millis(40),
         Arc::clone(&stop),
         Arc::clone(&pauses),
