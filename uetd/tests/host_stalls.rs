@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use common::{Pair, Uetd, field, landed};
+use common::{Pair, landed, start_write};
 
 /// Stops `pids` together (one `kill -STOP` for both) for `pause` every
 /// `every` until `stop`, counting the pauses. The pauses are the stimulus:
@@ -46,40 +46,8 @@ const RTO_INIT_US: &str = "20000";
 #[test]
 fn a_host_that_stops_both_daemons_together_times_nothing_out() {
     let pair = Pair::new(98, 1500);
-    let mut target = Uetd::spawn(
-        &pair.b,
-        &[
-            "--interface",
-            "v1",
-            "--backend",
-            "udp",
-            "--expose",
-            "1:0x5eed:512MiB",
-            "--rto-init-us",
-            RTO_INIT_US,
-        ],
-    );
-    let exposed = target.wait_line("\"exposed\"", Duration::from_secs(30));
-    let generation = field(&exposed, "generation").to_owned();
-    let mut writer = Uetd::spawn(
-        &pair.a,
-        &[
-            "--interface",
-            "v0",
-            "--backend",
-            "udp",
-            "--write-to",
-            &pair.b_ip,
-            "--generation",
-            &generation,
-            "--bytes",
-            "512MiB",
-            "--exit",
-            "--stats",
-            "--rto-init-us",
-            RTO_INIT_US,
-        ],
-    );
+    let extra = ["--rto-init-us", RTO_INIT_US, "--stats"];
+    let (mut target, mut writer) = start_write(&pair, "udp", "udp", "512MiB", &extra);
     // 60 ms pauses, three times the RTO floor, with 40 ms of running
     // between.
     let stop = Arc::new(AtomicBool::new(false));

@@ -165,6 +165,26 @@ pub fn write_once(
     bytes: &str,
     extra: &[&str],
 ) -> Write {
+    let (mut target, mut writer) = start_write(pair, a_backend, b_backend, bytes, extra);
+    let (written, verified) = landed(&mut writer, &mut target, Duration::from_secs(600));
+    Write {
+        target,
+        writer,
+        written,
+        verified,
+    }
+}
+
+/// [`write_once`]'s first half: the target daemon, once it has exposed
+/// its region, and the writer daemon, just started. Returns (target,
+/// writer); [`landed`] waits for the write.
+pub fn start_write(
+    pair: &Pair,
+    a_backend: &str,
+    b_backend: &str,
+    bytes: &str,
+    extra: &[&str],
+) -> (Uetd, Uetd) {
     let expose = format!("1:0x5eed:{bytes}");
     let mut args = vec![
         "--interface",
@@ -192,14 +212,8 @@ pub fn write_once(
         "--exit",
     ];
     args.extend_from_slice(extra);
-    let mut writer = Uetd::spawn(&pair.a, &args);
-    let (written, verified) = landed(&mut writer, &mut target, Duration::from_secs(600));
-    Write {
-        target,
-        writer,
-        written,
-        verified,
-    }
+    let writer = Uetd::spawn(&pair.a, &args);
+    (target, writer)
 }
 
 /// Waits (up to `within`) for the writer's `written` line and then for the
