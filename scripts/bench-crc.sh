@@ -22,15 +22,9 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-ip netns add "$A"
-ip netns add "$B"
-ip -n "$A" link add v0 type veth peer name v1 netns "$B"
-ip -n "$A" addr add 10.93.0.1/24 dev v0
-ip -n "$B" addr add 10.93.0.2/24 dev v1
-ip -n "$A" link set v0 up
-ip -n "$B" link set v1 up
-ip -n "$A" link set lo up
-ip -n "$B" link set lo up
+# veth_lab
+source scripts/bench-common.sh
+veth_lab "$A" "$B" 93
 
 ticks=$(getconf CLK_TCK)
 cpu_of() { awk -v t="$ticks" '{print ($14 + $15) / t}' "/proc/$1/stat"; }

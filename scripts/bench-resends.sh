@@ -49,17 +49,9 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-ip netns add "$A"
-ip netns add "$B"
-ip -n "$A" link add v0 type veth peer name v1 netns "$B"
-ip -n "$A" addr add 10.95.0.1/24 dev v0
-ip -n "$B" addr add 10.95.0.2/24 dev v1
-for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
-ip -n "$A" link set v0 up
-ip -n "$B" link set v1 up
-
-# wait_for, stats
+# wait_for, stats, veth_lab
 source scripts/bench-common.sh
+veth_lab "$A" "$B" 95
 
 phase() { # label bin mtu gbps before-writer after-writer before-target after-target
   python3 - "$@" <<'EOF'

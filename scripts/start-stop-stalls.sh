@@ -25,16 +25,9 @@ cleanup() {
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-ip netns add "$A"
-ip netns add "$B"
-ip -n "$A" link add v0 type veth peer name v1 netns "$B"
-ip -n "$A" addr add 10.99.0.1/24 dev v0
-ip -n "$B" addr add 10.99.0.2/24 dev v1
-ip -n "$A" link set v0 up
-ip -n "$B" link set v1 up
-
-# wait_for
+# wait_for, veth_lab
 source scripts/bench-common.sh
+veth_lab "$A" "$B" 99
 
 # The probe's extra argument only marks its processes as this run's.
 python3 scripts/cpu-hiccups.py "${LIMIT:-3}" "$TMP" >"$TMP/probe" &
