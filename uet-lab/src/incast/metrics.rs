@@ -556,6 +556,9 @@ impl TargetCheck {
     pub fn show(&self, v: f64) -> String {
         match self.unit {
             Unit::Ratio => format!("{v:.3}"),
+            // A median over an even number of runs can fall between two
+            // counts; rounding 0.5 to "0" made "0 ≤ 0: MISS".
+            Unit::Count if v.fract() != 0.0 => format!("{v:.1}"),
             Unit::Count => format!("{v:.0}"),
             Unit::Ns => format!("{:.1} µs", v / 1e3),
             Unit::Bps => format!("{:.0} Mb/s", v / 1e6),
@@ -1334,6 +1337,23 @@ pub(crate) mod tests {
         let ok = check_targets(&rccc_summary(1.03), &setup(), &cal(50_000));
         assert!(ok[0].pass);
         assert_eq!(ok[0].margin_text(), "0.020 to spare (1.9 %)");
+    }
+
+    /// A count's median over an even number of runs can be half a count: it
+    /// is shown as such, not rounded to a value that passes its bound.
+    #[test]
+    fn a_half_count_median_shows_its_half() {
+        let mut s = rccc_summary(1.03);
+        s.drops_after_first_rtt = Stat::of([0.0, 1.0]).unwrap();
+        let checks = check_targets(&s, &setup(), &cal(50_000));
+        let late = checks
+            .iter()
+            .find(|c| c.metric == "drops after the first RTT")
+            .unwrap();
+        assert!(!late.pass);
+        assert_eq!(late.show(late.value), "0.5");
+        assert_eq!(late.margin_text(), "missed by 0.5");
+        assert_eq!(late.show(3.0), "3");
     }
 
     #[test]
