@@ -36,8 +36,8 @@ if not a.sim:
     subprocess.run(["cargo", "build", "-q", "--release", "-p", "uet-tests", "--bin", "uet-sim"], check=True)
 keys = ["ict_over_ideal", "spread", "jain", "drops", "retransmits_per_packet", "rtos", "peak_queue_bytes", "utilisation"]
 vcols = " victim CIF mean | victim CIF p99 |" if a.victim else ""
-print(f"| N | cc | ICT/ideal | spread | Jain | drops | retx/pkt | RTOs | peak queue B | util |{vcols} ok | wall s |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if a.victim else ""))
+print(f"| N | cc | ICT/ideal | spread | Jain | drops | after 1st RTT (data) | retx/pkt | RTOs | peak queue B | util |{vcols} ok | wall s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if a.victim else ""))
 for n in a.senders.split(","):
     for cc in a.modes.split(","):
         runs = []
@@ -60,9 +60,13 @@ for n in a.senders.split(","):
             runs.append(json.loads(out))
         if timed_out:
             print(f"| {n} | {cc} | not finished in {a.timeout:.0f} s of wall time (seed {len(runs) + 1}) |"
-                  + " |" * (11 if a.victim else 9), flush=True)
+                  + " |" * (12 if a.victim else 10), flush=True)
             continue
         med = {k: statistics.median(r[k] for r in runs) for k in keys}
+        # Builds before the data/control split report only the total.
+        late = statistics.median(r.get("drops_after_first_rtt", 0) for r in runs)
+        late_data = (f'{statistics.median(r["data_drops_after_first_rtt"] for r in runs):.0f}'
+                     if all("data_drops_after_first_rtt" in r for r in runs) else "?")
         ok = all(r["ok"] for r in runs)
         vcell = ""
         if a.victim:
@@ -70,5 +74,5 @@ for n in a.senders.split(","):
             vp = statistics.median(r["victim"]["cif_p99"] for r in runs)
             vcell = f" {vm:.2f} | {vp:.2f} |"
         print(f"| {n} | {cc} | {med['ict_over_ideal']:.3f} | {med['spread']:.3f} | {med['jain']:.3f} | {med['drops']:.0f} | "
-              f"{med['retransmits_per_packet']:.3f} | {med['rtos']:.0f} | {med['peak_queue_bytes']:.0f} | {med['utilisation']:.2f} |{vcell} "
+              f"{late:.0f} ({late_data}) | {med['retransmits_per_packet']:.3f} | {med['rtos']:.0f} | {med['peak_queue_bytes']:.0f} | {med['utilisation']:.2f} |{vcell} "
               f"{'yes' if ok else 'NO'} | {time.time()-t:.1f} |", flush=True)

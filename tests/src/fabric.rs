@@ -196,6 +196,9 @@ pub struct PortStats {
     pub drops: u64,
     /// Of those, the ones dropped after [`Fabric::late_drops_after`].
     pub late_drops: u64,
+    /// Of those, data packets (trimmable ones: header-only control packets
+    /// such as probes and credit requests are not).
+    pub late_data_drops: u64,
     /// Packets marked CE.
     pub ecn_marked: u64,
     /// Packets trimmed.
@@ -523,6 +526,7 @@ impl<O: FrameOps> Fabric<O> {
             t.tx_bytes += p.stats.tx_bytes;
             t.drops += p.stats.drops;
             t.late_drops += p.stats.late_drops;
+            t.late_data_drops += p.stats.late_data_drops;
             t.ecn_marked += p.stats.ecn_marked;
             t.trimmed += p.stats.trimmed;
             t.impaired += p.stats.impaired;
@@ -784,6 +788,9 @@ impl<O: FrameOps> Fabric<O> {
             p.stats.drops += 1;
             if self.late_drops_after.is_some_and(|t| self.now > t) {
                 p.stats.late_drops += 1;
+                if self.ops.trimmable(&frame) {
+                    p.stats.late_data_drops += 1;
+                }
             }
             return;
         } else {

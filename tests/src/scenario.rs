@@ -164,6 +164,8 @@ pub struct Summary {
     pub queue_drops: u64,
     /// Of those, the ones dropped after [`Writes::late_drops_after`].
     pub late_queue_drops: u64,
+    /// Of those, data packets (not header-only control packets).
+    pub late_queue_data_drops: u64,
     /// Packets lost, duplicated or corrupted by impairments.
     pub impaired: u64,
     /// Peak switch queue in bytes.
@@ -724,6 +726,7 @@ pub fn run_writes(p: &Writes) -> Summary {
     let st = fabric.total_stats();
     summary.queue_drops = st.drops;
     summary.late_queue_drops = st.late_drops;
+    summary.late_queue_data_drops = st.late_data_drops;
     summary.impaired = st.impaired;
     summary.peak_queue = st.peak_queue;
     summary.trimmed = st.trimmed;
@@ -784,6 +787,10 @@ pub struct IncastReport {
     /// round trips (2 · T0) after the last sender's start, when every
     /// speculative first window has arrived.
     pub drops_after_first_rtt: u64,
+    /// Of those, data packets. The rest are header-only control packets
+    /// (tail probes, credit requests) of senders that had heard nothing
+    /// yet, sent into the first windows' queue before it drained.
+    pub data_drops_after_first_rtt: u64,
     /// Retransmissions per data packet sent.
     pub retransmits_per_packet: f64,
     /// Retransmission timeouts.
@@ -871,6 +878,7 @@ impl IncastReport {
             "jain": self.jain,
             "drops": self.drops,
             "drops_after_first_rtt": self.drops_after_first_rtt,
+            "data_drops_after_first_rtt": self.data_drops_after_first_rtt,
             "retransmits_per_packet": self.retransmits_per_packet,
             "rtos": self.rtos,
             "peak_queue_bytes": self.peak_queue_bytes,
@@ -1160,6 +1168,7 @@ fn run_incast_with(
         jain,
         drops: s.queue_drops,
         drops_after_first_rtt: s.late_queue_drops,
+        data_drops_after_first_rtt: s.late_queue_data_drops,
         retransmits_per_packet: s.retransmits as f64 / s.data_packets.max(1) as f64,
         rtos: s.rtos,
         peak_queue_bytes: s.peak_queue,

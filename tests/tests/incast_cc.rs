@@ -122,7 +122,8 @@ fn rccc_1023_to_1_of_100_kib_with_trimming() {
 /// RCCC, 1023 senders × 100 KiB into a drop-tail buffer: ≤ 1.15 × ideal.
 /// 102 MB of speculation meets 1 MiB of buffer; most senders lose their
 /// whole first window. 1.150 when the grants that paid back their forced
-/// packets got them evicted as idle, 1.103 since.
+/// packets got them evicted as idle, 1.103 after that, 1.014 since their
+/// credit requests enter them in the receiver's table and nothing is forced.
 #[test]
 #[cfg_attr(debug_assertions, ignore = "release only (seconds of simulation)")]
 fn rccc_1023_to_1_of_100_kib_drop_tail() {
@@ -358,8 +359,9 @@ fn a_window_lost_before_establishment_costs_one_rto() {
 /// --rate 1Gbps --latency-us 6 --max-ses-len 1446 --buffer 32KiB`.
 ///
 /// RCCC: eleven senders lose their whole speculative window; their
-/// SYN-addressed probes find it lost and the receiver pays their forced
-/// packets back without evicting them (59 RTOs before). NSCC: 32 one-MTU
+/// SYN-addressed probes find it lost, and the credit requests that follow
+/// enter them in the receiver's table (59 RTOs when the receiver evicted
+/// the senders whose forced packets it paid back). NSCC: 32 one-MTU
 /// windows overfill the buffer every round, so lone packets, their resends
 /// and probes keep being dropped. A probe's answer ends its episode, a
 /// probe unanswered for half an RTO_INIT goes again, and RTO_INIT covers
@@ -374,14 +376,42 @@ fn one_gigabit_32_to_1_drop_tail() {
     assert_nscc_targets(&overflowing(32, CcMode::Nscc, &link, &pds));
 }
 
+/// The same testbed at 64:1 and 128:1, RCCC: every drop of a data packet
+/// falls in the first round trip. Most senders lose their whole speculative
+/// window; each enters the receiver's table by the CREDIT_REQ its probe's
+/// answer lets it send, and its resends go on paced credit. When each of
+/// those answers forced one packet past closed credit instead, the forced
+/// packets arrived together once the first windows had drained and
+/// overflowed the buffer again: 14 (64:1) and 117 (128:1) data packets
+/// dropped after the first round trip, ICT 1.016 and 1.026. What still drops after it is header-only: probes of senders that
+/// have heard nothing, sent into the first windows' queue before it drains
+/// (32 KiB at 1 Gb/s takes 262 µs, four round trips).
+#[test]
+#[cfg_attr(debug_assertions, ignore = "release only (seconds of simulation)")]
+fn one_gigabit_64_and_128_to_1_drop_no_data_after_the_first_round_trip() {
+    let link = LinkParams::new(1_000_000_000, Duration::from_micros(6), 32 << 10);
+    let pds = incast_pds_config(&link, 1446);
+    for n in [64, 128] {
+        let r = overflowing(n, CcMode::Rccc, &link, &pds);
+        assert_rccc_targets(&r);
+        assert_eq!(r.data_drops_after_first_rtt, 0, "{n}:1");
+        assert!(
+            r.drops_after_first_rtt < r.drops / 4,
+            "{n}:1: {} of {} after the first round trip",
+            r.drops_after_first_rtt,
+            r.drops
+        );
+    }
+}
+
 /// The same testbed with cc-eval's jittered start, RCCC, five seeds. Late
 /// starters lose their whole speculative window, and their resends wait for
 /// credit. A probe answer that condemns the packets of a PDC the target has
-/// acknowledged nothing of forces the oldest one past closed credit: when
-/// only the establishing answer did, a second probe (the answer to the
-/// first ends the episode) condemned the forced packet, and four senders of
-/// seed 3 waited for credit for good. Every late starter is found by a
-/// probe: no RTOs (2 per seed when only the establishing answer forced).
+/// acknowledged nothing of lets the source's credit request name the PDC,
+/// and the target enters the source from it. (When the source forced a
+/// packet on the establishing answer alone, a second probe condemned the
+/// forced packet, and four senders of seed 3 waited for credit for good.)
+/// Every late starter is found by a probe: no RTOs.
 #[test]
 #[cfg_attr(debug_assertions, ignore = "release only (seconds of simulation)")]
 fn one_gigabit_32_to_1_rccc_with_a_jittered_start_completes() {

@@ -205,7 +205,12 @@ impl Pds {
         }
         // One pass, no key list: polling one CCC changes no other.
         let Self {
-            cccs, pdcs, ctl, ..
+            cccs,
+            pdcs,
+            ctl,
+            config,
+            active,
+            ..
         } = self;
         cccs.for_each_mut(|&key, c| {
             if !c
@@ -243,6 +248,22 @@ impl Pds {
                         },
                     };
                     ctl.push_back(ControlPacket::Cp { dst, repr });
+                }
+                // A PDC whose whole window the target never heard of, and
+                // whose requests have gone unanswered for RTO_INIT_TIME.
+                let unheard: Vec<PdcId> = pdcs
+                    .values()
+                    .filter(|p| p.ccc == key && p.unheard_loss_at.is_some())
+                    .map(|p| p.id)
+                    .collect();
+                for id in unheard {
+                    if let Some(p) = pdcs.get_mut(&id)
+                        && Self::force_unheard(config, now, p)
+                        && !p.scheduled
+                    {
+                        p.scheduled = true;
+                        active.push_back(id);
+                    }
                 }
             }
         });

@@ -70,6 +70,7 @@ impl Pds {
             queue: PktQueue::new(),
             clear_needed: false,
             forced_at: None,
+            unheard_loss_at: None,
             clear_sent: None,
             clear_out: None,
             delivered_at: None,
@@ -422,6 +423,7 @@ impl Pds {
         p.clear_out = None;
         p.delivered_at = None;
         p.forced_at = None;
+        p.unheard_loss_at = None;
         let rccc_key = p.rx.take().and_then(|rx| rx.rccc);
         p.probe = None;
         p.tail = TailProbe::default();

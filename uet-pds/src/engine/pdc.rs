@@ -75,8 +75,14 @@ pub(super) struct ReceiveState {
     /// Arrival time of the packet that triggered the pending ACK (NSCC
     /// service time, §2.7).
     pub(super) trigger_at: Instant,
-    /// The RCCC sender this direction belongs to, once a *_CC_REQ named it.
+    /// The RCCC sender this direction belongs to, once a *_CC_REQ named it
+    /// or a CREDIT_REQ came first (see `rccc_provisional`).
     pub(super) rccc: Option<(IpAddr, u8)>,
+    /// `rccc` came from a CREDIT_REQ before any *_CC_REQ: the CP names no
+    /// CCC, so the sender was entered as `ccc_id` 0 (a source's only or
+    /// default class); the first *_CC_REQ confirms the key or moves the
+    /// PDC to the one it names.
+    pub(super) rccc_provisional: bool,
 }
 
 impl ReceiveState {
@@ -100,6 +106,7 @@ impl ReceiveState {
             cleared: start.sub(1),
             trigger_at: Instant::ZERO,
             rccc: None,
+            rccc_provisional: false,
         }
     }
 
@@ -152,6 +159,9 @@ pub(super) struct Pdc {
     /// When an RTO last let a packet of this PDC pass closed congestion
     /// control.
     pub(super) forced_at: Option<Instant>,
+    /// When a probe's answer condemned packets of this PDC while the target
+    /// had acknowledged none of its data (`Pds::note_unheard_loss`).
+    pub(super) unheard_loss_at: Option<Instant>,
     pub(super) queue: PktQueue,
     pub(super) clear_needed: bool,
     /// The last CLEAR_PSN sent in a CLEAR CP: another is sent only when

@@ -308,12 +308,21 @@ fn a_late_first_copy_after_an_rto_resend_condemns_nothing() {
 /// sample. `size` is each packet's payload. Returns the packets and the
 /// probe, sent at the PTO.
 fn probing_unheard(cfg: PdsConfig, size: u32) -> (Host, Vec<Dgram>, Dgram, Instant) {
+    probing_unheard_in(cfg, size, 0)
+}
+
+/// [`probing_unheard`] on a PDC of traffic class `tc`.
+fn probing_unheard_in(cfg: PdsConfig, size: u32, tc: u8) -> (Host, Vec<Dgram>, Dgram, Instant) {
     let cfg = PdsConfig {
         tail_probe: Some(Duration::from_micros(5)),
         ..cfg
     };
     let mut a = host(A, 1, cfg);
-    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    let k = InitiatorKey {
+        tc: TrafficClass::from_masked(tc),
+        ..key(ReliableMode::Rud)
+    };
+    let pdc = a.pds.open(t(0), k).unwrap();
     a.pds.enqueue(t(0), pdc, pkts(2, 4, size)).unwrap();
     let first = drain(&mut a, t(0));
     // No RTT sample: the 5 µs floor stands in for the least round trip,
@@ -357,79 +366,180 @@ fn a_window_lost_before_establishment_is_found_by_a_syn_addressed_probe() {
     assert_eq!(a.pds.counters().rto_fired, 0);
 }
 
+/// A target whose PDS runs an RCCC receiver with `initial_window`.
+fn rccc_target(initial_window: u64) -> Host {
+    host(
+        B,
+        2,
+        PdsConfig {
+            rccc_receiver: Some(uet_cms::RcccConfig {
+                initial_window,
+                ..uet_cms::RcccConfig::default()
+            }),
+            ..PdsConfig::default()
+        },
+    )
+}
+
+fn is_credit_req(d: &Dgram) -> bool {
+    matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::CreditReq { .. }))
+}
+
+fn is_data(d: &Dgram) -> bool {
+    matches!(d.pds(), PdsRepr::Request(_))
+}
+
+/// Runs `a` and `b` on a lossless link with no delay until both are quiet
+/// or `until`, from `now`: every timer when due, every packet delivered at
+/// once. Returns A's data packets with the time each left.
+fn run_pair(a: &mut Host, b: &mut Host, mut now: Instant, until: Instant) -> Vec<(Instant, Psn)> {
+    let mut sent = vec![];
+    loop {
+        for _ in 0..10_000 {
+            let from_a = drain(a, now);
+            let from_b = drain(b, now);
+            if from_a.is_empty() && from_b.is_empty() {
+                break;
+            }
+            for d in &from_a {
+                if let PdsRepr::Request(r) = d.pds() {
+                    sent.push((now, r.psn));
+                }
+                deliver(b, now, d);
+            }
+            for d in &from_b {
+                deliver(a, now, d);
+            }
+        }
+        let next = [a.pds.poll_timeout(), b.pds.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
+        match next {
+            Some(w) if w < until => {
+                now = w.max(now);
+                a.pds.handle_timeout(now, &mut a.up);
+                b.pds.handle_timeout(now, &mut b.up);
+            }
+            _ => return sent,
+        }
+    }
+}
+
 /// With RCCC the resends wait for credit, and the target's RCCC receiver
-/// grants only to sources it has heard a CC header from, which the probe
-/// does not carry. The oldest lost packet passes the closed credit, as on
-/// an RTO, and nothing else does.
+/// has heard no CC header of this source: the whole speculative window was
+/// lost. The probe's answer establishes the PDC, so the CREDIT_REQ the loss
+/// raises names it, and the target enters the source from that request;
+/// the resends then go on the credit its pacer grants. No packet passes the
+/// closed credit: when every sender of an incast loses its window, forced
+/// packets arrive together as a burst at the queue the pacer is draining.
 #[test]
-fn after_a_syn_addressed_probe_the_oldest_lost_packet_passes_closed_credit() {
+fn after_a_syn_addressed_probe_a_credit_request_enters_the_source_and_credit_resends() {
     let (mut a, first, probe, when) = probing_unheard(rccc_source(2 * 4160), 4000);
     assert!(
         !first.is_empty() && first.len() < 4,
         "speculation admits a few"
     );
     assert!(drain(&mut a, when).is_empty(), "no credit, nothing leaves");
+    let mut b = rccc_target(2 * 4160);
+    let now = when + Duration::from_micros(3);
+    exchange(&mut a, &mut b, now, &[probe]);
+    let out = drain(&mut a, now);
+    assert!(!out.iter().any(is_data), "nothing forced past the credit");
+    let reqs: Vec<Dgram> = out.into_iter().filter(is_credit_req).collect();
+    assert_eq!(reqs.len(), 1);
+    let PdsRepr::Cp(c) = reqs[0].pds() else {
+        panic!()
+    };
+    assert!(
+        matches!(c.dpdcid, DpdcidField::Dpdcid(_)),
+        "to the established PDC: {:?}",
+        c.dpdcid
+    );
+    deliver(&mut b, now, &reqs[0]);
+    let rr = b.pds.rccc_receiver().unwrap();
+    assert_eq!(rr.stats().credit_requests, 1);
+    assert_eq!(rr.known_senders(), 1, "entered from the request");
+    assert_eq!(b.pds.counters().drops(DropReason::StrayFeedback), 0);
+    let sent = run_pair(&mut a, &mut b, now, now + PdsConfig::default().rto_init);
+    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 4);
+    assert!(sent.len() >= 4, "every packet resent or sent on credit");
+    assert_eq!(a.pds.counters().rto_fired, 0);
+    assert!(b.pds.rccc_receiver().unwrap().stats().grants > 0);
+    assert_eq!(
+        b.pds.rccc_receiver().unwrap().known_senders(),
+        1,
+        "the data's CC header named the sender the request entered"
+    );
+}
+
+/// A CREDIT_REQ names no CCC, so the target enters its sender as `ccc_id`
+/// 0. A source in another traffic class names its CCC in the first data
+/// packet's CC header, and the target moves the PDC to that sender: one
+/// sender in the table, not a stale one beside it, and every packet
+/// delivered.
+#[test]
+fn the_first_cc_header_moves_a_sender_entered_by_its_credit_request() {
+    let (mut a, _first, probe, when) = probing_unheard_in(rccc_source(2 * 4160), 4000, 3);
+    let mut b = rccc_target(2 * 4160);
+    let now = when + Duration::from_micros(3);
+    exchange(&mut a, &mut b, now, &[probe]);
+    let reqs: Vec<Dgram> = drain(&mut a, now)
+        .into_iter()
+        .filter(is_credit_req)
+        .collect();
+    assert_eq!(reqs.len(), 1);
+    deliver(&mut b, now, &reqs[0]);
+    assert_eq!(b.pds.rccc_receiver().unwrap().known_senders(), 1);
+    assert_eq!(b.pds.rccc_source_count(), 1);
+    run_pair(&mut a, &mut b, now, now + 4 * PdsConfig::default().rto_init);
+    assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 4);
+    assert_eq!(b.pds.counters().drops(DropReason::CccMismatch), 0);
+    assert_eq!(b.pds.rccc_receiver().unwrap().known_senders(), 1);
+    assert_eq!(b.pds.rccc_source_count(), 1);
+}
+
+/// The same against a target that cannot place the request (no RCCC
+/// receiver here; a peer that keys senders by data packets alone): the
+/// requests go unanswered, and with every packet condemned no RTO runs.
+/// The first request an RTO_INIT_TIME after the condemning answer lets the
+/// oldest packet pass the closed credit, and it alone; its CC header
+/// reaches any receiver. Without it nothing would ever leave.
+#[test]
+fn an_unanswered_credit_request_forces_the_oldest_packet_after_rto_init() {
+    let (mut a, first, probe, when) = probing_unheard(rccc_source(2 * 4160), 4000);
+    let rto = PdsConfig::default().rto_init;
     let mut b = host(B, 2, PdsConfig::default());
     let now = when + Duration::from_micros(3);
     exchange(&mut a, &mut b, now, &[probe]);
-    // Beside the resend goes a CREDIT_REQ, now to the established PDC.
-    let (re, ctl): (Vec<_>, Vec<_>) = drain(&mut a, now)
-        .into_iter()
-        .partition(|d| matches!(d.pds(), PdsRepr::Request(_)));
-    assert_eq!(psns(&re), psns(&first[..1]), "the oldest alone");
-    assert!(
-        ctl.iter().all(|d| matches!(
-            d.pds(),
-            PdsRepr::Cp(c) if matches!(c.payload, CpPayload::CreditReq { .. })
-        )),
-        "only credit requests beside it"
-    );
     assert_eq!(a.pds.counters().tail_probe_lost, first.len() as u64);
-    assert_eq!(a.pds.counters().rto_fired, 0);
-}
-
-/// The same when the answer that establishes the PDC is not the probe's: the
-/// first probe was only late, a second went half an RTO_INIT later, and the
-/// late answer to the first established the PDC without condemning anything.
-/// The second probe's answer condemns the window, and the oldest packet
-/// still passes closed credit: the target has acknowledged nothing of this
-/// PDC, so its RCCC receiver has not heard of the source, and with every
-/// packet condemned no RTO runs. Without this nothing would ever leave.
-#[test]
-fn an_answer_that_condemns_a_window_the_target_never_acknowledged_forces_its_oldest_packet() {
-    let (mut a, first, probe1, when) = probing_unheard(rccc_source(2 * 4160), 4000);
-    let rto = PdsConfig::default().rto_init;
-    assert!(drain(&mut a, when).is_empty(), "no credit, nothing leaves");
-    // Half an RTO_INIT later the first probe is presumed lost (credit
-    // requests, unanswerable yet, go meanwhile).
-    let probes = |ds: Vec<Dgram>| -> Vec<Dgram> { ds.into_iter().filter(is_probe).collect() };
-    let before = when + (rto / 2 - Duration::from_nanos(1));
-    a.pds.handle_timeout(before, &mut a.up);
-    assert!(probes(drain(&mut a, before)).is_empty());
-    let when2 = when + rto / 2;
-    a.pds.handle_timeout(when2, &mut a.up);
-    let probe2 = probes(drain(&mut a, when2));
-    assert_eq!(probe2.len(), 1);
-    let mut b = host(B, 2, PdsConfig::default());
-    // The late answer to the first probe establishes the PDC; it is not the
-    // outstanding probe's, so it condemns nothing.
-    let t1 = when2 + Duration::from_micros(1);
-    exchange(&mut a, &mut b, t1, &[probe1]);
-    assert!(
-        drain(&mut a, t1)
-            .iter()
-            .all(|d| !matches!(d.pds(), PdsRepr::Request(_))),
-        "no data yet"
-    );
-    assert_eq!(a.pds.counters().tail_probe_lost, 0);
-    let t2 = t1 + Duration::from_micros(2);
-    exchange(&mut a, &mut b, t2, &probe2);
-    let re: Vec<_> = drain(&mut a, t2)
-        .into_iter()
-        .filter(|d| matches!(d.pds(), PdsRepr::Request(_)))
-        .collect();
-    assert_eq!(a.pds.counters().tail_probe_lost, first.len() as u64);
-    assert_eq!(psns(&re), psns(&first[..1]), "the oldest alone");
+    let out = drain(&mut a, now);
+    assert!(!out.iter().any(is_data), "nothing forced yet");
+    assert_eq!(out.iter().filter(|d| is_credit_req(d)).count(), 1);
+    let mut t_now = now;
+    let mut forced = vec![];
+    let mut requests = 1;
+    while let Some(w) = a.pds.poll_timeout() {
+        if w > now + 4 * rto {
+            break;
+        }
+        t_now = w.max(t_now);
+        a.pds.handle_timeout(t_now, &mut a.up);
+        for d in drain(&mut a, t_now) {
+            if is_data(&d) {
+                forced.push((t_now, d));
+            } else if is_credit_req(&d) {
+                requests += 1;
+            }
+        }
+        if !forced.is_empty() {
+            break;
+        }
+    }
+    assert!(requests >= 2, "it kept asking");
+    assert_eq!(forced.len(), 1, "the oldest alone");
+    assert!(forced[0].0 >= now + rto, "not before RTO_INIT_TIME");
+    assert_eq!(psns(&[forced[0].1.clone()]), psns(&first[..1]));
     assert_eq!(a.pds.counters().rto_fired, 0);
 }
 
