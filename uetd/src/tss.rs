@@ -535,9 +535,29 @@ mod tests {
     use super::*;
     use std::io::Write as _;
 
-    fn file(name: &str, bytes: &[u8], mode: u32) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("uetd-keys-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
+    /// A directory of key files for one test, removed when it ends (also
+    /// when the test fails).
+    struct KeyDir(PathBuf);
+
+    impl KeyDir {
+        fn new(test: &str) -> Self {
+            let dir = std::env::temp_dir().join(format!("uetd-keys-{}-{test}", std::process::id()));
+            fs::create_dir_all(&dir).unwrap();
+            Self(dir)
+        }
+
+        fn file(&self, name: &str, bytes: &[u8], mode: u32) -> PathBuf {
+            file_in(&self.0, name, bytes, mode)
+        }
+    }
+
+    impl Drop for KeyDir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn file_in(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> PathBuf {
         let p = dir.join(name);
         let _ = fs::remove_file(&p);
         let mut f = fs::File::create(&p).unwrap();
@@ -550,6 +570,8 @@ mod tests {
 
     #[test]
     fn key_files_hold_raw_or_hex_keys_readable_by_their_owner_only() {
+        let dir = KeyDir::new("formats");
+        let file = |name: &str, bytes: &[u8], mode: u32| dir.file(name, bytes, mode);
         let raw = read_key_file(&file("raw", &[0x5a; 32], 0o600)).unwrap();
         assert_eq!(raw.expose(), &[0x5a; 32]);
         let hex = read_key_file(&file("hex", format!("{HEX}\n").as_bytes(), 0o400)).unwrap();
@@ -573,7 +595,8 @@ mod tests {
     /// Neither a key, nor a domain, nor the layer prints key bytes.
     #[test]
     fn keys_never_show_in_debug_output() {
-        let key = read_key_file(&file("dbg", HEX.as_bytes(), 0o600)).unwrap();
+        let dir = KeyDir::new("debug");
+        let key = read_key_file(&dir.file("dbg", HEX.as_bytes(), 0o600)).unwrap();
         let job = TssJob::with_key_file(3, "k".into());
         let t = WorkerTss::new(
             0,
