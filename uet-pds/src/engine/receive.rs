@@ -902,7 +902,7 @@ impl Pds {
         let evidence = newest_delivered.max(tail_answer.map(|t| t.sent_at));
         let probe_lost = Self::infer_losses(cfg, p, a, evidence, tail_answer, &mut inferred);
         if probe_lost > 0 && acked_pkts == 0 {
-            Self::note_unheard_loss(now, p);
+            Self::note_unheard_loss(now, p, self.rccc_source);
         }
         self.counters.tail_probe_lost += probe_lost;
         if !inferred.is_empty() {
@@ -1115,18 +1115,33 @@ impl Pds {
     /// it, and the receiver enters the source from it (HTSIM's RTS; see
     /// `on_credit_request_cp`).
     ///
-    /// Nothing is forced here. When every sender of a large incast loses its
-    /// whole window, their probes fall due together, and one packet forced
-    /// past closed credit by each answer arrived as a burst at the queue
-    /// the credit was pacing: at 1 Gb/s 64:1 into 32 KiB, 14 of them were
-    /// dropped a round trip after the first windows had drained. Only a
-    /// target that cannot place the request (one without an RCCC receiver,
-    /// or one that keys senders by data packets alone) leaves the source
-    /// waiting; then the first credit request an RTO_INIT_TIME after this
-    /// answer forces the oldest packet ([`Self::force_unheard`]).
+    /// With RCCC nothing is forced here. When every sender of a large
+    /// incast loses its whole window, their probes fall due together, and
+    /// one packet forced past closed credit by each answer arrived as a
+    /// burst at the queue the credit was pacing: at 1 Gb/s 64:1 into
+    /// 32 KiB, 14 of them were dropped a round trip after the first windows
+    /// had drained. Only a target that cannot place the request (one
+    /// without an RCCC receiver, or one that keys senders by data packets
+    /// alone) leaves the source waiting; then the first credit request an
+    /// RTO_INIT_TIME after this answer forces the oldest packet
+    /// ([`Self::force_unheard`]).
+    ///
+    /// Without RCCC (`rccc` false) there is no credit request to wait for,
+    /// and the oldest packet passes closed congestion control at once, as
+    /// on an RTO (no packet in flight runs an RTO or a probe any more). A
+    /// window-based source usually has room by then (the condemned packets
+    /// left its inflight), so this rarely changes what it sends.
     #[inline]
-    fn note_unheard_loss(now: Instant, p: &mut Pdc) {
-        if Self::unheard_window(p) && p.unheard_loss_at.is_none() {
+    fn note_unheard_loss(now: Instant, p: &mut Pdc, rccc: bool) {
+        if !Self::unheard_window(p) {
+            return;
+        }
+        if !rccc {
+            if let Some(e) = p.ledger.iter_mut().find(|e| e.needs_rtx) {
+                e.rto_forced = true;
+                p.forced_at = Some(now);
+            }
+        } else if p.unheard_loss_at.is_none() {
             p.unheard_loss_at = Some(now);
         }
     }
