@@ -156,6 +156,10 @@ const BYTE_PPM_NS: u128 = 8 * 1_000_000 * 1_000_000_000;
 /// 24-bit comparison is never ambiguous \[I\].
 pub const MAX_CREDIT_LIMIT: u64 = 1 << 21;
 
+/// Active senders per step of a grant's growth ([`RcccConfig::max_grant_steps`]):
+/// up to 15 active senders a grant is `min_grant`, from 16 twice it, …
+pub const SENDERS_PER_GRANT_STEP: usize = 8;
+
 /// RCCC parameters, shared by the source and the receiver side (both must
 /// agree on `initial_window`). Defaults are the 100 Gb/s, 12 µs reference
 /// network (`docs/protocol-notes.md` §5.2; HTSIM; seed).
@@ -203,6 +207,15 @@ pub struct RcccConfig {
     /// Most slices' worth of budget one late pacer tick may hand out (the
     /// daemon's poll loop is not exact). Default 2 \[I\].
     pub max_burst_slices: u32,
+    /// With many active senders, grants grow from `min_grant` up to this
+    /// many times it: one more `min_grant` per [`SENDERS_PER_GRANT_STEP`]
+    /// active senders \[I; HTSIM pulls 4 × MSS\]. Each grant costs the
+    /// receiver a CREDIT CP and wakes a sender, and with dozens of senders
+    /// served one packet each in turn a software host spends its CPU on
+    /// those wake-ups; with few senders, larger grants leave the link idle
+    /// while the one sender holding them waits to run. Default 1 (the
+    /// seed's division); the pacer's rate does not depend on it.
+    pub max_grant_steps: u32,
     /// An active sender that has not been heard from this long after a grant
     /// leaves the active table (its demand is dropped). Default 8 × base RTT
     /// [I: a live sender answers a grant within about one RTT].
@@ -249,6 +262,7 @@ impl RcccConfig {
             min_grant: u64::from(mtu),
             quantum: u64::from(mtu),
             max_burst_slices: 2,
+            max_grant_steps: 1,
             idle_timeout: base_rtt.saturating_mul(8),
             credit_timeout: base_rtt.saturating_mul(8),
             max_outstanding: 0,

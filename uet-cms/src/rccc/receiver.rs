@@ -693,7 +693,9 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         // Shares are water-filled: a sender whose demand is below its share
         // takes only its demand, and the share of the next one is worked
         // out again from what is left.
-        let min_grant = self.config.min_grant;
+        let steps = (n / super::SENDERS_PER_GRANT_STEP)
+            .clamp(1, self.config.max_grant_steps.max(1) as usize) as u64;
+        let min_grant = self.config.min_grant.saturating_mul(steps);
         let q = self.config.quantum.max(1);
         let min_units = min_grant.div_ceil(q).max(1);
         // The senders served leave the ordered set while the slice is
