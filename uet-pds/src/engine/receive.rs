@@ -508,7 +508,7 @@ impl Pds {
         let range = self.config.mp_range;
         let trigger_bytes = self.config.ack_gen_trigger;
         let min_add = self.config.ack_gen_min_pkt_add;
-        let Some(p) = self.pdcs.get_mut(&id) else {
+        let Some(mut p) = self.pdcs.get_mut(&id) else {
             return;
         };
         // A provisional RCCC key (a CREDIT_REQ came first) that this
@@ -521,10 +521,11 @@ impl Pds {
             rx.rccc = None;
             rx.rccc_provisional = false;
             self.release_rccc(now, id, old);
+            let Some(q) = self.pdcs.get_mut(&id) else {
+                return;
+            };
+            p = q;
         }
-        let Some(p) = self.pdcs.get_mut(&id) else {
-            return;
-        };
         let (local, peer) = (p.id, p.peer_id);
         let target_closing = p.closing && !p.initiator;
         let rx = match Self::receive_state(p, r.dpdcid, r.psn, range) {
