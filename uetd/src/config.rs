@@ -11,6 +11,7 @@
 //! cc = "rccc"             # none | nscc | rccc | nscc+rccc | pft
 //! link_rate = "10G"       # bits/s the congestion control plans for
 //! base_rtt_us = 50        # idle round trip the congestion control plans for
+//! pdc_idle_ms = 2000      # a PDC idle this long closes (its CC state with the last one)
 //! # profile = "refprov"   # the UEC reference provider's wire choices (below)
 //! encap = "udp"           # udp (UDP to `port`) | ip (IP protocol `ip_protocol`)
 //! ip_protocol = 253       # IP protocol number of native-IP UET
@@ -331,6 +332,10 @@ pub struct Config {
     pub window: Size,
     /// First retransmission timeout (RTO_INIT_TIME), µs.
     pub rto_init_us: u64,
+    /// A PDC with nothing in flight and nothing queued for this long
+    /// closes, ms; its congestion-control state goes with the last PDC
+    /// toward that peer.
+    pub pdc_idle_ms: u64,
     /// Seed of the endpoints' randomness (default: from the OS).
     pub seed: Option<u64>,
     /// Control socket path.
@@ -426,6 +431,7 @@ impl Default for Config {
             mp_range: 1024,
             window: Size(2 << 20),
             rto_init_us: 5_000,
+            pdc_idle_ms: 2_000,
             seed: None,
             socket: PathBuf::from("/run/uet/uetd.sock"),
             metrics_addr: None,
@@ -546,6 +552,9 @@ impl Config {
         }
         if self.window.0 < 4096 || self.window.0 > 1 << 30 {
             refuse!("window must be 4 KiB..1 GiB, not {}", self.window.0);
+        }
+        if !(10..=3_600_000).contains(&self.pdc_idle_ms) {
+            refuse!("pdc_idle_ms must be 10..=3600000, not {}", self.pdc_idle_ms);
         }
         if !(100..=10_000_000).contains(&self.rto_init_us) {
             refuse!(
@@ -723,6 +732,14 @@ mod tests {
         );
         let c = Config::parse("address = \"10.0.0.1\"\nev_burst = 8").unwrap();
         assert_eq!(c.ev_burst, Some(8));
+        assert!(
+            e(r#"address = "10.0.0.1"
+            pdc_idle_ms = 0"#)
+            .contains("pdc_idle_ms must be 10..=3600000, not 0")
+        );
+        assert_eq!(Config::default().pdc_idle_ms, 2_000);
+        let c = Config::parse("address = \"10.0.0.1\"\npdc_idle_ms = 300").unwrap();
+        assert_eq!(c.pdc_idle_ms, 300);
         assert!(
             e(r#"address = "10.0.0.1"
             colour = "blue""#)

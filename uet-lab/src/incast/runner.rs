@@ -14,7 +14,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use uet_api::{Client, Event, LocalHandle, Region, RemoteRegion, Status};
@@ -359,6 +359,8 @@ struct Counters {
     tx_nacks: u64,
     rx_ce: u64,
     tx_packets: u64,
+    /// PDCs open now (opened minus closed; not a delta).
+    pdcs_open: u64,
 }
 
 fn counters(c: &mut Client) -> Result<Counters> {
@@ -381,8 +383,42 @@ fn counters(c: &mut Client) -> Result<Counters> {
             m.values().filter_map(serde_json::Value::as_u64).sum()
         });
         k.tx_packets += w["io"]["tx_packets"].as_u64().unwrap_or(0);
+        k.pdcs_open += n("pdcs_opened").saturating_sub(n("pdcs_closed"));
     }
     Ok(k)
+}
+
+/// How long an idle PDC lives in the lab's daemons (`uetd --pdc-idle-ms`).
+/// Every run starts with none open, so each is an incast of new PDCs and
+/// new congestion-control state, speculative first windows included, as
+/// the simulator's runs are; with the daemon's default (2 s) the seeds
+/// after the first reused the first one's PDCs and credit state. Long
+/// enough that a sender the CPUs kept waiting does not lose its PDC in
+/// the middle of a flow (stalls of tens of ms are common here).
+const LAB_PDC_IDLE_MS: u64 = 300;
+
+/// Waits until none of `clients`' daemons holds an open PDC: the PDCs of
+/// the previous run have idled out and closed. An error after `limit`.
+fn wait_until_pdcs_closed(clients: &mut [&mut Client], limit: Duration) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        let mut open = 0;
+        for c in clients.iter_mut() {
+            open += counters(c)?.pdcs_open;
+        }
+        if open == 0 {
+            return Ok(());
+        }
+        if start.elapsed() > limit {
+            return Err(Error::Timeout {
+                awaiting: format!(
+                    "the previous run's PDCs to close ({LAB_PDC_IDLE_MS} ms idle, `uetd --pdc-idle-ms`)"
+                ),
+                state: format!("{open} still open after {} ms", limit.as_millis()),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 impl Counters {
@@ -396,6 +432,7 @@ impl Counters {
             tx_nacks: self.tx_nacks.saturating_sub(b.tx_nacks),
             rx_ce: self.rx_ce.saturating_sub(b.rx_ce),
             tx_packets: self.tx_packets.saturating_sub(b.tx_packets),
+            pdcs_open: self.pdcs_open,
         }
     }
 }
@@ -555,7 +592,12 @@ fn load_average() -> f64 {
 /// The daemons' arguments besides the lab's own: the busy poll, and the
 /// RTO once the calibration derived it.
 fn daemon_args(opts: &IncastOpts, rto_init_us: Option<u64>) -> Vec<String> {
-    let mut a = vec!["--busy-poll-us".into(), opts.busy_poll_us.to_string()];
+    let mut a = vec![
+        "--busy-poll-us".into(),
+        opts.busy_poll_us.to_string(),
+        "--pdc-idle-ms".into(),
+        LAB_PDC_IDLE_MS.to_string(),
+    ];
     if let Some(rto) = rto_init_us {
         a.extend(["--rto-init-us".into(), rto.to_string()]);
     }
@@ -972,6 +1014,18 @@ impl IncastLab {
         let slot = self.max_size.next_multiple_of(4096);
         let timeout = self.opts.timeout;
         let jitter = self.setup.jitter_ns;
+        let mut victim = victim;
+        {
+            let mut clients: Vec<&mut Client> = writers.iter_mut().map(|w| &mut w.client).collect();
+            if let Some(v) = victim.as_mut() {
+                clients.push(&mut v.client);
+            }
+            clients.push(&mut *receiver);
+            wait_until_pdcs_closed(
+                &mut clients,
+                Duration::from_millis(20 * LAB_PDC_IDLE_MS + 2_000),
+            )?;
+        }
         let before: Vec<Counters> = writers
             .iter_mut()
             .map(|w| counters(&mut w.client))

@@ -77,6 +77,9 @@ struct Args {
     /// First retransmission timeout, µs.
     #[arg(long)]
     rto_init_us: Option<u64>,
+    /// A PDC idle this long closes, ms (10..=3600000).
+    #[arg(long)]
+    pdc_idle_ms: Option<u64>,
     /// How long an idle worker keeps polling before it sleeps in `poll()`,
     /// µs (0: sleep as soon as the rings are empty; at most 100000).
     #[arg(long)]
@@ -208,6 +211,7 @@ fn config(a: &Args) -> Result<Config> {
         mp_range,
         window,
         rto_init_us,
+        pdc_idle_ms,
         busy_poll_us,
         udp_offload,
         ev_bits,
