@@ -589,8 +589,9 @@ fn load_average() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The daemons' arguments besides the lab's own: the busy poll, and the
-/// RTO once the calibration derived it.
+/// The daemons' arguments besides the lab's own: the busy poll, the PDC
+/// idle time ([`LAB_PDC_IDLE_MS`]), and the RTO once the calibration
+/// derived it.
 fn daemon_args(opts: &IncastOpts, rto_init_us: Option<u64>) -> Vec<String> {
     let mut a = vec![
         "--busy-poll-us".into(),
