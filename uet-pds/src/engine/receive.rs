@@ -1138,10 +1138,7 @@ impl Pds {
             return;
         }
         if !rccc {
-            if let Some(e) = p.ledger.iter_mut().find(|e| e.needs_rtx) {
-                e.rto_forced = true;
-                p.forced_at = Some(now);
-            }
+            Self::force_oldest_lost(now, p);
         } else if p.unheard_loss_at.is_none() {
             p.unheard_loss_at = Some(now);
         }
@@ -1171,15 +1168,22 @@ impl Pds {
             p.unheard_loss_at = None;
             return false;
         }
-        if now < t + p.rto(cfg, 0) {
+        if now < t + p.rto(cfg, 0) || !Self::force_oldest_lost(now, p) {
             return false;
         }
+        p.unheard_loss_at = Some(now);
+        true
+    }
+
+    /// Lets the oldest packet marked for retransmission pass closed
+    /// congestion control, as an RTO does; false if none is marked.
+    #[inline]
+    fn force_oldest_lost(now: Instant, p: &mut Pdc) -> bool {
         let Some(e) = p.ledger.iter_mut().find(|e| e.needs_rtx) else {
             return false;
         };
         e.rto_forced = true;
         p.forced_at = Some(now);
-        p.unheard_loss_at = Some(now);
         true
     }
 
