@@ -102,6 +102,7 @@ impl<E: Engine> Host for SimHost<E> {
             trimmed: h.trimmed,
             nominal_size: h.nominal_pktsize() as u32,
             sdi: None,
+            arrived: None,
         };
         self.engine.handle_datagram(now, &meta, &frame[range]);
     }

@@ -115,6 +115,9 @@ pub struct AckEvent {
     pub restore_cwnd: bool,
     /// Cumulative credit, when the ACK carried CREDIT state.
     pub credit: Option<Credit24>,
+    /// When the ACK reached the host, if stamped before it was handled
+    /// (NSCC times its RTT sample from it); `None`: at `now`.
+    pub arrival: Option<Instant>,
 }
 
 /// What a NACK tells the CCC (the arguments of `OnNACK`, §5.1).
@@ -546,6 +549,7 @@ impl Ccc {
                     service_time: ack.service_time,
                     rcv_cwnd_pend: ack.rcv_cwnd_pend,
                     restore_cwnd: ack.restore_cwnd,
+                    arrival: ack.arrival,
                 },
             );
             let after = n.cwnd();
@@ -741,6 +745,7 @@ mod tests {
             rcv_cwnd_pend: 0,
             restore_cwnd: false,
             credit: None,
+            arrival: None,
         }
     }
 
@@ -1046,6 +1051,7 @@ mod accounting_tests {
             rcv_cwnd_pend: 0,
             restore_cwnd: false,
             credit: None,
+            arrival: None,
         }
     }
 

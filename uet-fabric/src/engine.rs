@@ -819,6 +819,7 @@ impl Engine {
                 trimmed: None,
                 nominal_size: nominal_pktsize(8 + n) as u32,
                 sdi: None,
+                arrived: None,
             };
             let State { ep, rxbuf, .. } = st;
             ep.handle_datagram(now, &meta, &rxbuf[..n]);

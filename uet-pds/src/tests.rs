@@ -169,6 +169,7 @@ fn deliver_in(h: &mut Host, now: Instant, d: &Dgram, sdi: Option<uet_wire::pds::
         trimmed: d.trimmed,
         nominal_size: d.bytes.len() as u32 + 48,
         sdi,
+        arrived: None,
     };
     h.pds.handle_datagram(now, &meta, &d.bytes, &mut h.up);
     assert_timers_exact(&h.pds);
@@ -1168,4 +1169,52 @@ fn fast_retransmissions_do_not_spend_the_rto_budget() {
     }
     assert!(a.up.acked.iter().any(|p| p.token == 2), "the victim landed");
     assert!(a.up.failed.is_empty());
+}
+
+#[test]
+fn the_service_time_runs_from_the_packets_stamped_arrival() {
+    use uet_wire::pds::{AckCcState, PdsAckCc, PdsAckState};
+    let mut cfg = PdsConfig::default();
+    crate::CcMode::Nscc.configure(&mut cfg, 100_000_000_000, Duration::from_micros(12), false);
+    let service_of = |arrived: Option<Instant>| {
+        let mut a = host(A, 1, cfg.clone());
+        let mut b = host(B, 2, cfg.clone());
+        let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+        a.pds.enqueue(t(0), pdc, pkts(7, 1, 100)).unwrap();
+        let out = drain(&mut a, t(0));
+        assert_eq!(out.len(), 1);
+        let d = &out[0];
+        let meta = RxMeta {
+            src: d.src,
+            ev: d.ev,
+            ecn: d.ecn,
+            trimmed: None,
+            nominal_size: d.bytes.len() as u32 + 48,
+            sdi: None,
+            arrived,
+        };
+        // Read at 105 µs.
+        b.pds.handle_datagram(t(105), &meta, &d.bytes, &mut b.up);
+        let acks = drain(&mut b, t(105));
+        let Some(PdsRepr::Ack(ack)) = acks.first().map(Dgram::pds) else {
+            panic!("no ACK");
+        };
+        let PdsAckExt::Cc(PdsAckCc {
+            state: PdsAckState::Cc(AckCcState::Nscc(n)),
+            ..
+        }) = ack.ext
+        else {
+            panic!("no NSCC state in {:?}", ack.ext);
+        };
+        uet_cms::nscc::service_time_from_wire(n.service_time)
+    };
+    // Stamped on arrival at 5 µs: it waited 100 µs for the host, which is
+    // the destination's time, not the fabric's.
+    let stamped = service_of(Some(t(5)));
+    assert!(
+        stamped >= Duration::from_micros(99) && stamped <= Duration::from_micros(101),
+        "{stamped:?}"
+    );
+    // Unstamped: it arrived when it was read.
+    assert!(service_of(None) < Duration::from_micros(1));
 }

@@ -187,6 +187,7 @@ impl Pair {
             trimmed: None,
             nominal_size: len as u32 + 48,
             sdi: None,
+            arrived: None,
         };
         self.b.handle_datagram(self.now, &meta, &self.buf[..len]);
     }
@@ -205,6 +206,7 @@ impl Pair {
                 trimmed: None,
                 nominal_size: t.len as u32 + 48,
                 sdi: None,
+                arrived: None,
             };
             self.a
                 .handle_datagram(self.now, &meta, &self.ack_buf[..t.len]);

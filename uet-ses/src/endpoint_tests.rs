@@ -72,6 +72,7 @@ fn pump_tapped(
                 trimmed: None,
                 nominal_size: t.len as u32 + 48,
                 sdi: None,
+                arrived: None,
             };
             let bytes = buf[..t.len].to_vec();
             b.handle_datagram(now, &meta, &bytes);
@@ -85,6 +86,7 @@ fn pump_tapped(
                 trimmed: None,
                 nominal_size: t.len as u32 + 48,
                 sdi: None,
+                arrived: None,
             };
             let bytes = buf[..t.len].to_vec();
             a.handle_datagram(now, &meta, &bytes);
@@ -462,6 +464,7 @@ fn a_rudi_write_is_refused_not_acknowledged() {
         trimmed: None,
         nominal_size: frame.len() as u32 + 48,
         sdi: None,
+        arrived: None,
     };
     b.handle_datagram(Instant::ZERO, &meta, &frame);
     let t = b.poll_transmit(Instant::ZERO, &mut buf).unwrap();
@@ -651,6 +654,7 @@ fn pump_self(a: &mut Ep, me: IpAddr, mut now: Instant, lose: &[usize]) -> Instan
                 trimmed: None,
                 nominal_size: t.len as u32 + 48,
                 sdi: None,
+                arrived: None,
             };
             let bytes = buf[..t.len].to_vec();
             a.handle_datagram(now, &meta, &bytes);

@@ -101,6 +101,7 @@ impl PacketIo for MemIo {
                 trimmed: None,
                 nominal_size: nominal_pktsize(UDP_HEADER_LEN + t.len) as u32,
                 sdi: None,
+                arrived: None,
             };
             let bytes = Box::from(&self.buf[..t.len]);
             if self.tx.queue.push((meta, bytes)).is_err() {
@@ -429,6 +430,7 @@ mod tests {
                     trimmed: None,
                     nominal_size: 64,
                     sdi: None,
+                    arrived: None,
                 };
                 for _ in 0..n {
                     sink(&meta, &mut [0xff; 4]);

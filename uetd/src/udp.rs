@@ -445,6 +445,7 @@ fn take_datagram(
         trimmed,
         nominal_size: nominal_pktsize(transport_pktsize) as u32,
         sdi: None,
+        arrived: None,
     };
     stats.rx_packets += 1;
     stats.rx_bytes += dgram.len() as u64;

@@ -761,6 +761,9 @@ struct Lent {
     origin: u16,
     frame: Frame,
     rest: [Option<Frame>; MAX_CHAIN as usize - 1],
+    /// The packet's arrival stamp, taken (and cleared) by the worker that
+    /// received it.
+    arrived: Option<u64>,
 }
 
 impl Lent {
@@ -1053,6 +1056,7 @@ impl Wire {
             trimmed: h.trimmed,
             nominal_size: h.nominal_pktsize() as u32,
             sdi: None,
+            arrived: None,
         };
         Some((meta, range))
     }
@@ -1076,10 +1080,12 @@ fn deliver(
     hints: &mut Hints,
     next_hop: &dyn NextHop,
     stats: &mut IoStats,
-    (meta, uet): (RxMeta, Range<usize>),
+    (mut meta, uet): (RxMeta, Range<usize>),
+    arrived: Option<u64>,
     frame: &mut [u8],
     sink: &mut dyn FnMut(&RxMeta, &mut [u8]),
 ) {
+    meta.arrived = arrived.map(uet_wire::time::Instant::from_nanos);
     hints.observe(next_hop, meta.src, frame);
     stats.rx_packets += 1;
     stats.rx_bytes += frame.len() as u64;
@@ -1240,6 +1246,7 @@ impl XdpIo {
             let Some(mut l) = inbox.pop() else { break };
             b.left -= 1;
             let reg = self.hub.umem(l.origin);
+            let arrived = l.arrived;
             let data = if l.rest[0].is_some() {
                 self.extra.rx_gathered += 1;
                 let n = gather(&mut self.scratch, &reg.umem, l.frames());
@@ -1257,6 +1264,7 @@ impl XdpIo {
                     &*self.next_hop,
                     &mut self.stats,
                     p,
+                    arrived,
                     data,
                     sink,
                 );
@@ -1340,6 +1348,7 @@ impl XdpIo {
         sink: &mut dyn FnMut(&RxMeta, &mut [u8]),
         tap: Option<&mut Tap<'_>>,
     ) {
+        let arrived = self.umem.take_rx_stamp(&mut f);
         let data = self.umem.data(&f);
         let Some(p) = self.wire.parse(&mut self.stats, &mut self.extra, data) else {
             // Seen and dropped (malformed, not for us): captured, since
@@ -1360,6 +1369,7 @@ impl XdpIo {
                 &*self.next_hop,
                 &mut self.stats,
                 p,
+                arrived,
                 self.umem.data_mut(&mut f),
                 sink,
             );
@@ -1370,6 +1380,7 @@ impl XdpIo {
                 origin: self.worker as u16,
                 frame: f,
                 rest: Default::default(),
+                arrived,
             };
             if let Some(l) = self.hand_off(owner, lent, b) {
                 if let Some(t) = tap {
@@ -1398,6 +1409,7 @@ impl XdpIo {
             .0
             .split_first_mut()
             .expect("a chain has frames");
+        let arrived = self.umem.take_rx_stamp(head);
         let joined =
             self.umem.ends_chunk(head) && self.set.take_run(head, tail.len(), &mut self.run_buf);
         let data: &mut [u8] = if joined {
@@ -1434,6 +1446,7 @@ impl XdpIo {
                     &*self.next_hop,
                     &mut self.stats,
                     p,
+                    arrived,
                     data,
                     sink,
                 );
@@ -1450,6 +1463,7 @@ impl XdpIo {
                     origin: self.worker as u16,
                     frame,
                     rest,
+                    arrived,
                 };
                 if let Some(l) = self.hand_off(o, lent, b) {
                     if let Some(t) = tap.as_deref_mut() {

@@ -123,7 +123,7 @@ fn xsk_handoff_frames_reach_their_owner_and_come_back() {
             while total.load(Ordering::SeqCst) < 2 * N {
                 assert!(Instant::now() < deadline, "worker {w}: {:?}", io.stats());
                 let n = io
-                    .recv(64, &mut |m, b| got.push((m.src, b.to_vec())))
+                    .recv(64, &mut |m, b| got.push((m.src, b.to_vec(), m.arrived)))
                     .unwrap();
                 if n > 0 {
                     if total.fetch_add(n, Ordering::SeqCst) + n == 2 * N {
@@ -191,11 +191,13 @@ fn xsk_handoff_frames_reach_their_owner_and_come_back() {
         assert_eq!(got.len(), N, "worker {w}");
         assert!(
             got.iter()
-                .all(|(src, b)| *src == IpAddr::V4(want) && b.len() == 100)
+                .all(|(src, b, _)| *src == IpAddr::V4(want) && b.len() == 100)
         );
+        // The receiving worker took each arrival stamp and lent it on.
+        assert!(got.iter().all(|(_, _, at)| at.is_some()), "worker {w}");
         let mut seq: Vec<u16> = got
             .iter()
-            .map(|(_, b)| u16::from_be_bytes([b[0], b[1]]))
+            .map(|(_, b, _)| u16::from_be_bytes([b[0], b[1]]))
             .collect();
         seq.sort_unstable();
         assert_eq!(seq, (0..N as u16).collect::<Vec<_>>());

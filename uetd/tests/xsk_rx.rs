@@ -1,6 +1,6 @@
 //! AF_XDP receive on a real kernel: UET datagrams sent into a veth reach
 //! `XdpIo` in the other namespace through the XDP steering program, with
-//! the right metadata and bytes in place; other traffic stays with the
+//! the right metadata (the program's arrival stamp included) and bytes in place; other traffic stays with the
 //! kernel; frames not for us are counted drops; every frame comes back.
 
 mod xsk_common;
@@ -90,13 +90,24 @@ fn xsk_rx_kernel_udp_and_xsk_frames_arrive_through_xdp() {
         .unwrap();
     let udp = b.run(|| UdpSocket::bind((B, 5555)).unwrap()).unwrap();
     let n = 50;
+    let sent_from = uetd::worker::now();
     for i in 0..n {
         let p: Vec<u8> = (0..(i * 20 + 1)).map(|k| (i + k) as u8).collect();
         udp.send_to(&p, (A, 4793)).unwrap();
         udp.send_to(b"not uet", (A, 4794)).unwrap();
     }
     let got = recv_n(&mut io, n);
+    let read_by = uetd::worker::now();
     for (i, (m, bytes)) in got.iter().enumerate() {
+        // The steering program stamped each one's arrival (CLOCK_MONOTONIC,
+        // the daemon's clock) between its send and its read.
+        let at = m
+            .arrived
+            .unwrap_or_else(|| panic!("datagram {i} has no arrival stamp"));
+        assert!(
+            sent_from <= at && at <= read_by,
+            "datagram {i} arrived at {at:?}"
+        );
         let p: Vec<u8> = (0..(i * 20 + 1)).map(|k| (i + k) as u8).collect();
         assert_eq!(bytes, &p, "datagram {i}");
         assert_eq!(m.src, IpAddr::V4(B));
@@ -136,6 +147,7 @@ fn xsk_rx_kernel_udp_and_xsk_frames_arrive_through_xdp() {
     let ks: Vec<u8> = got.iter().map(|(_, b)| b[0]).collect();
     assert_eq!(ks, [1, 2, 3, 5, 6, 7, 8]);
     for (m, b) in &got {
+        assert!(m.arrived.is_some_and(|at| at <= uetd::worker::now()));
         assert_eq!(m.ev.get(), 40_000 + u16::from(b[0]));
         assert_eq!(m.ecn, Ecn::Ect1);
         assert_eq!(b.len(), 3);

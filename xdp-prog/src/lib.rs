@@ -61,6 +61,22 @@ pub fn objects() -> [(&'static str, &'static [u8]); 3] {
     ]
 }
 
+/// The arrival stamp the steering program writes as XDP metadata in front
+/// of every UET frame it steers (`struct uet_rx_meta` in
+/// `src/uet_steer.bpf.c`): [`LEN`](rx_meta::LEN) bytes ending where the
+/// frame's data begins, in host byte order.
+pub mod rx_meta {
+    /// Bytes of metadata.
+    pub const LEN: usize = 16;
+    /// Offset of `arrived_ns` (u64, `bpf_ktime_get_ns()`: CLOCK_MONOTONIC
+    /// nanoseconds when the program started on the frame).
+    pub const ARRIVED_NS: usize = 0;
+    /// Offset of `magic` (u32).
+    pub const MAGIC_AT: usize = 8;
+    /// `magic` when the program wrote the metadata ("UETS").
+    pub const MAGIC: u32 = 0x5545_5453;
+}
+
 /// Names and indices of the ECN marker (`src/uet_ecn.bpf.c`, whose header
 /// comment defines the model and each counter). Every map is an
 /// `BPF_MAP_TYPE_ARRAY` of `u64`.

@@ -55,6 +55,16 @@
 //   NO_SOCKET   the subset of PASSED that were UET frames with no socket
 //               registered at their queue (a queue the daemon does not serve).
 // SEEN == REDIRECTED + PASSED + MALFORMED.
+//
+// Arrival stamp: a UET frame carries, as XDP metadata just in front of its
+// data (bpf_xdp_adjust_meta; AF_XDP keeps it in the frame's headroom, in
+// copy mode too), a struct uet_rx_meta holding bpf_ktime_get_ns() taken when
+// the program started on it. It is when the frame reached the host, before
+// it waited in the socket's RX ring for the daemon to run: the daemon times
+// its congestion-control delays from it (NSCC's ACK arrival and the
+// destination's service time), as a NIC's receive timestamp would be used.
+// A driver that refuses metadata leaves the frame without it; the daemon
+// then uses the time it read the frame.
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -109,6 +119,15 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } counters SEC(".maps");
+
+/* Mirrors xdp_prog::rx_meta: 16 bytes, host byte order, right before the
+ * frame's data. */
+#define UET_RX_META_MAGIC 0x55455453 /* "UETS" */
+struct uet_rx_meta {
+	__u64 arrived_ns; /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
+	__u32 magic;      /* UET_RX_META_MAGIC */
+	__u32 reserved;   /* 0 */
+};
 
 struct vlan_hdr {
 	__be16 tci;
@@ -223,6 +242,8 @@ int uet_steer(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 zero = 0;
 	struct uet_steer_config *cfg;
+	__u64 arrived_ns = bpf_ktime_get_ns();
+	struct uet_rx_meta *meta;
 	enum verdict v;
 	long act;
 
@@ -244,6 +265,18 @@ int uet_steer(struct xdp_md *ctx)
 	if (v == VERDICT_PASS) {
 		count(UET_CNT_PASSED);
 		return XDP_PASS;
+	}
+
+	/* The arrival stamp. Adjusting the metadata invalidates every packet
+	 * pointer, so they are loaded again; nothing below reads the packet. */
+	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(*meta)) == 0) {
+		meta = (void *)(long)ctx->data_meta;
+		data = (void *)(long)ctx->data;
+		if ((void *)(meta + 1) <= data) {
+			meta->arrived_ns = arrived_ns;
+			meta->magic = UET_RX_META_MAGIC;
+			meta->reserved = 0;
+		}
 	}
 
 	/* The low bits of flags are the action when the slot is empty. */

@@ -23,7 +23,8 @@ pub const EVENT_CAPACITY: usize = 256;
 pub const MAX_RCV_CWND_PEND: u8 = 127;
 
 /// What NSCC needs from an ACK (the arguments of `NSCC.OnACK`, SPEC-TR
-/// §3.6.13.5). The ACK's arrival time is the `now` passed with it.
+/// §3.6.13.5). The ACK's arrival time is [`arrival`](Self::arrival), else
+/// the `now` passed with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NsccAck {
     /// `newly_rcvd_bytes`: growth of the destination's `rcvd_bytes` since the
@@ -47,6 +48,10 @@ pub struct NsccAck {
     pub rcv_cwnd_pend: u8,
     /// `Restore_Cwnd` (`rc`): restore the window saved when DFC began.
     pub restore_cwnd: bool,
+    /// `ack_arrival_time`, when the host stamped the ACK's arrival before
+    /// it was handled (an earlier time than `now` while it waited to be
+    /// read); `None`: it arrived at `now`.
+    pub arrival: Option<Instant>,
 }
 
 /// What NSCC needs from a NACK (the arguments of `NSCC.OnNACK`, SPEC-TR
@@ -356,7 +361,14 @@ impl Nscc {
         self.achieved_bytes = self.achieved_bytes.saturating_add(newly);
 
         // rtt_sample = calculate_rtt(pkt_tx_state, ack_arrival_time, Service_Time, Retx_Flag)
-        let rtt = calculate_rtt(ack.tx_time, ack.rtx_count, now, ack.service_time, ack.retx);
+        let arrival = ack.arrival.map_or(now, |t| t.min(now));
+        let rtt = calculate_rtt(
+            ack.tx_time,
+            ack.rtx_count,
+            arrival,
+            ack.service_time,
+            ack.retx,
+        );
         // rcv_limit_mode = apply_cwnd_penalty(Rcv_Cwnd_Pend, Restore_Cwnd, newly_rcvd_bytes)
         let rcv_limit_mode =
             self.apply_cwnd_penalty(now, ack.rcv_cwnd_pend, ack.restore_cwnd, newly);

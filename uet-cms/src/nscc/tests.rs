@@ -76,6 +76,7 @@ impl Trace {
             service_time: Duration::ZERO,
             rcv_cwnd_pend: 0,
             restore_cwnd: false,
+            arrival: None,
         };
         self.n.on_ack(self.now, &a);
         self
@@ -230,6 +231,7 @@ fn blog_dfc_penalty_4096_times_64_takes_75776_to_73728() {
         service_time: Duration::ZERO,
         rcv_cwnd_pend: 64,
         restore_cwnd: false,
+        arrival: None,
     };
     t.n.on_ack(t.now, &a);
     assert_eq!(t.n.inflight(), 75_776);
@@ -284,6 +286,7 @@ fn dfc_end_to_end_through_the_destination() {
         service_time: service_time_from_wire(st.service_time),
         rcv_cwnd_pend: st.rcv_cwnd_pend.get(),
         restore_cwnd: st.rc,
+        arrival: None,
     };
     t.n.on_ack(t.now, &ack);
     assert_eq!(t.n.cwnd(), 73_728);
@@ -318,6 +321,7 @@ fn dfc_suppresses_increases_and_floors_at_mtu() {
         service_time: Duration::ZERO,
         rcv_cwnd_pend: 127,
         restore_cwnd: false,
+        arrival: None,
     };
     t.n.on_ack(t.now, &a);
     // cwnd = min(cwnd, inflight) = −26 864, minus the penalty → floor MTU.
@@ -554,6 +558,7 @@ fn ack_with(t: &mut Trace, rtt_ns: u64, rtx_count: u32, retx: bool, svc: Duratio
         service_time: svc,
         rcv_cwnd_pend: 0,
         restore_cwnd: false,
+        arrival: None,
     };
     t.n.on_ack(t.now, &a);
 }
@@ -611,6 +616,53 @@ fn rtt_subtracts_service_time_and_updates_max_wnd() {
 }
 
 #[test]
+fn the_rtt_ends_at_the_acks_stamped_arrival_not_when_it_was_read() {
+    // Sent 13 µs ago; the ACK reached the host 3 µs after the send and
+    // waited 10 µs to be read: a 3 µs sample, as without the wait.
+    let mut t = Trace::new(cfg6(), 0);
+    t.advance(us(20));
+    let sent = t.now.as_nanos() - 13_000;
+    let a = NsccAck {
+        newly_rcvd_bytes: 1024,
+        ecn: false,
+        tx_time: at_ns(sent),
+        rtx_count: 0,
+        retx: false,
+        service_time: Duration::ZERO,
+        rcv_cwnd_pend: 0,
+        restore_cwnd: false,
+        arrival: Some(at_ns(sent + 3_000)),
+    };
+    t.n.on_ack(t.now, &a);
+    assert_eq!(t.n.base_rtt(), ns(2_944));
+    // The same ACK unstamped is a 13 µs sample: above the 6 µs base.
+    let mut u = Trace::new(cfg6(), 0);
+    u.advance(us(20));
+    u.n.on_ack(
+        u.now,
+        &NsccAck {
+            tx_time: at_ns(u.now.as_nanos() - 13_000),
+            arrival: None,
+            ..a
+        },
+    );
+    assert_eq!(u.n.base_rtt(), ns(BASE6));
+    assert!(u.n.avg_delay() > Duration::ZERO);
+    // A stamp later than `now` (clocks disagreeing) counts as `now`.
+    let mut v = Trace::new(cfg6(), 0);
+    v.advance(us(20));
+    v.n.on_ack(
+        v.now,
+        &NsccAck {
+            tx_time: at_ns(v.now.as_nanos() - 3_000),
+            arrival: Some(v.now + us(50)),
+            ..a
+        },
+    );
+    assert_eq!(v.n.base_rtt(), ns(2_944));
+}
+
+#[test]
 fn invalid_rtt_still_counts_bytes_and_dfc_but_not_signals() {
     let mut t = Trace::with_cwnd(50_000);
     t.send(60_000).advance(us(7));
@@ -623,6 +675,7 @@ fn invalid_rtt_still_counts_bytes_and_dfc_but_not_signals() {
         service_time: Duration::ZERO,
         rcv_cwnd_pend: 0,
         restore_cwnd: false,
+        arrival: None,
     };
     t.n.on_ack(t.now, &a);
     assert_eq!(t.n.inflight(), 60_000 - 36_864);
@@ -1036,6 +1089,7 @@ mod model {
                         service_time: ns(svc_ns),
                         rcv_cwnd_pend: pend,
                         restore_cwnd: rc,
+                        arrival: None,
                     };
                     n.on_ack(now, &a);
                     model -= newly as i64;

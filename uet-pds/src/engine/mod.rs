@@ -224,6 +224,15 @@ pub struct RxMeta {
     /// `None` for a datagram that came in the clear. A PDC takes the domain
     /// of the packet that opened it and accepts no packet of another.
     pub sdi: Option<Sdi>,
+    /// When it reached the host, when the receive path stamps arrivals
+    /// (`uetd`'s XDP program does) and it then waited to be read; `None`:
+    /// it arrived at the `now` it is handled at. Congestion control times
+    /// its delays from it, as from a NIC's receive timestamp: NSCC's RTT
+    /// takes an ACK's arrival, and a destination's service time runs
+    /// from the arrival of the packet it acknowledges, so the time a
+    /// datagram waited for its host to run is counted at neither end as
+    /// fabric delay. Loss timers keep the time the datagram is handled.
+    pub arrived: Option<Instant>,
 }
 
 /// A datagram to send: UET bytes in the caller's buffer plus where they go.

@@ -684,7 +684,10 @@ impl Pds {
         self.counters.rx_data += 1;
         rx.ev = meta.ev;
         rx.trigger = r.psn;
-        rx.trigger_at = now;
+        // The service time the ACK reports runs from the packet's arrival
+        // (`RxMeta::arrived`): a wait for this host to read it is the
+        // destination's, not the fabric's.
+        rx.trigger_at = meta.arrived.map_or(now, |t| t.min(now));
         rx.retx = r.retx;
         let ce = meta.ecn == Ecn::Ce;
         self.counters.rx_ce += u64::from(ce);
@@ -969,6 +972,7 @@ impl Pds {
                     rcv_cwnd_pend: rcv_pend,
                     restore_cwnd: restore,
                     credit,
+                    arrival: meta.arrived,
                 },
             );
             self.schedule(id);

@@ -260,6 +260,37 @@ impl UmemArea {
         unsafe { std::slice::from_raw_parts_mut(self.map.ptr.as_ptr().add(off), len) }
     }
 
+    /// The arrival stamp the steering program left in front of a received
+    /// frame's data (`xdp_prog::rx_meta`): CLOCK_MONOTONIC nanoseconds
+    /// when the frame reached the host, or `None` when the frame carries
+    /// none (a driver without XDP metadata, a frame not from the program).
+    /// The stamp's magic is cleared, so a chunk received again without
+    /// metadata cannot show a stale one.
+    pub(crate) fn take_rx_stamp(&self, f: &mut Frame) -> Option<u64> {
+        use xdp_prog::rx_meta::{ARRIVED_NS, LEN, MAGIC, MAGIC_AT};
+        assert_eq!(f.umem, self.id, "frame of another UMEM");
+        let base = self.base_of(f.addr);
+        assert!(base < self.map.len as u64, "frame outside its UMEM");
+        if f.addr < base + LEN as u64 {
+            return None;
+        }
+        let at = (f.addr - LEN as u64) as usize;
+        // SAFETY: [at, at + LEN) lies in the frame's chunk, before its data
+        // (checked above); the token is borrowed mutably and no kernel ring
+        // holds the chunk, so this is the only access to these bytes.
+        let meta = unsafe { std::slice::from_raw_parts_mut(self.map.ptr.as_ptr().add(at), LEN) };
+        let magic = u32::from_ne_bytes(meta[MAGIC_AT..MAGIC_AT + 4].try_into().expect("4 bytes"));
+        if magic != MAGIC {
+            return None;
+        }
+        meta[MAGIC_AT..MAGIC_AT + 4].fill(0);
+        Some(u64::from_ne_bytes(
+            meta[ARRIVED_NS..ARRIVED_NS + 8]
+                .try_into()
+                .expect("8 bytes"),
+        ))
+    }
+
     /// Asks the CPU to bring the first `len` bytes at `addr` (a received
     /// descriptor's data, still in a ring) into its cache: in copy mode
     /// the kernel wrote them on whichever CPU ran the softirq, so reading
