@@ -358,6 +358,7 @@ impl Daemon {
                 cfg.link_rate.0,
                 Duration::from_micros(cfg.base_rtt_us),
             );
+            software_window(&mut pds);
             let ep = DaemonEndpoint::new(
                 EndpointConfig {
                     pds,
@@ -909,6 +910,22 @@ fn software_pacer(pds: &mut PdsConfig, link_rate_bps: u64, base_rtt: Duration) {
         .max(u32::try_from(slices).unwrap_or(u32::MAX));
 }
 
+/// Keeps NSCC's window cap at the configured `MaxWnd` (1.5 × link rate ×
+/// `--base-rtt-us`) when base-RTT samples fall below that RTT
+/// ([`uet_cms::nscc::NsccConfig::min_max_wnd`]). A daemon's samples
+/// leave out the time packets wait for the hosts to read them — the
+/// target reports it as service time, and both ends time a packet from
+/// the XDP program's arrival stamp — so they come down to the bare link's
+/// round trip, while the packets a window must cover include those
+/// waiting in the hosts' rings. The simulator's hosts take no time, and
+/// keep the spec's rule.
+fn software_window(pds: &mut PdsConfig) {
+    if let uet_cms::Algorithm::Nscc(n) | uet_cms::Algorithm::NsccRccc(n, _) = &mut pds.ccc.algorithm
+    {
+        n.min_max_wnd = n.max_wnd;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -962,6 +979,25 @@ mod tests {
     /// Through 200 Mb/s a slice is one packet time. With 8 senders waiting
     /// the pacer grants one packet a slice; with 32 or more, four packets
     /// every fourth slice, in turn: the same rate, a quarter of the grants.
+    #[test]
+    fn a_daemons_nscc_window_cap_keeps_its_configured_max_wnd() {
+        for mode in [uet_pds::CcMode::Nscc, uet_pds::CcMode::NsccRccc] {
+            let mut pds = PdsConfig::default();
+            mode.configure(&mut pds, 400_000_000, WireDuration::from_micros(470), false);
+            software_window(&mut pds);
+            let (uet_cms::Algorithm::Nscc(n) | uet_cms::Algorithm::NsccRccc(n, _)) =
+                &pds.ccc.algorithm
+            else {
+                panic!("{mode}: no NSCC");
+            };
+            // 1.5 × 50 MB/s × 470 µs.
+            assert_eq!(n.max_wnd, 35_250, "{mode}");
+            assert_eq!(n.min_max_wnd, n.max_wnd, "{mode}");
+            // A base RTT of 20 µs leaves it there.
+            assert_eq!(n.max_wnd_for(Duration::from_micros(20)), 35_250, "{mode}");
+        }
+    }
+
     #[test]
     fn a_software_pacer_grants_more_at_a_time_to_many_senders() {
         for (n, packets) in [(8, 1), (16, 2), (64, 4)] {

@@ -663,6 +663,27 @@ fn the_rtt_ends_at_the_acks_stamped_arrival_not_when_it_was_read() {
 }
 
 #[test]
+fn a_floor_keeps_max_wnd_when_the_base_rtt_falls() {
+    // 3 µs of a 6 µs configured RTT: max_wnd halves without a floor...
+    let mut t = Trace::new(cfg6(), 0);
+    let configured = t.n.max_wnd();
+    t.advance(us(20));
+    ack_with(&mut t, 3_000, 0, false, Duration::ZERO);
+    assert_eq!(t.n.base_rtt(), ns(2_944));
+    assert!(t.n.max_wnd() < configured);
+    // ...and stays at the configured MaxWnd with it; the delay baseline
+    // still follows the sample.
+    let mut c = cfg6();
+    c.min_max_wnd = c.max_wnd;
+    let mut u = Trace::new(c, 0);
+    u.advance(us(20));
+    ack_with(&mut u, 3_000, 0, false, Duration::ZERO);
+    assert_eq!(u.n.base_rtt(), ns(2_944));
+    assert_eq!(u.n.max_wnd(), configured);
+    assert_eq!(u.n.cwnd(), configured);
+}
+
+#[test]
 fn invalid_rtt_still_counts_bytes_and_dfc_but_not_signals() {
     let mut t = Trace::with_cwnd(50_000);
     t.send(60_000).advance(us(7));
