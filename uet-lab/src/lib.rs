@@ -114,6 +114,9 @@ pub struct LabConfig {
     pub link_rate: Option<u64>,
     /// `uetd --base-rtt-us`.
     pub base_rtt_us: Option<u64>,
+    /// `uetd --fabric-rtt-us`.
+    #[serde(default)]
+    pub fabric_rtt_us: Option<u64>,
     /// More `uetd` arguments, for every daemon.
     pub daemon_args: Vec<String>,
     /// Bytes of the region every daemon exposes ([`REGION_RI`],
@@ -168,6 +171,7 @@ impl Default for LabConfig {
             cc: "none".into(),
             link_rate: None,
             base_rtt_us: None,
+            fabric_rtt_us: None,
             daemon_args: Vec::new(),
             region_bytes: 1 << 30,
             sender_daemons: true,
@@ -907,6 +911,9 @@ impl Lab {
         }
         if let Some(r) = c.base_rtt_us {
             a.extend(["--base-rtt-us".into(), r.to_string()]);
+        }
+        if let Some(r) = c.fabric_rtt_us {
+            a.extend(["--fabric-rtt-us".into(), r.to_string()]);
         }
         if c.tss {
             a.extend([

@@ -11,6 +11,7 @@
 //! cc = "rccc"             # none | nscc | rccc | nscc+rccc | pft
 //! link_rate = "10G"       # bits/s the congestion control plans for
 //! base_rtt_us = 50        # idle round trip the congestion control plans for
+//! # fabric_rtt_us = 20    # the fabric's part of it, NSCC's delay target (default: base_rtt_us)
 //! pdc_idle_ms = 2000      # a PDC idle this long closes (its CC state with the last one)
 //! # profile = "refprov"   # the UEC reference provider's wire choices (below)
 //! encap = "udp"           # udp (UDP to `port`) | ip (IP protocol `ip_protocol`)
@@ -318,8 +319,14 @@ pub struct Config {
     pub cc: String,
     /// The bottleneck rate congestion control plans for, bits/s.
     pub link_rate: Rate,
-    /// The idle round trip congestion control plans for, µs.
+    /// The idle round trip congestion control plans for, µs: the loop a
+    /// window or a credit bound must cover, the hosts' time in it included.
     pub base_rtt_us: u64,
+    /// The fabric's idle round trip without the hosts' time, µs: NSCC's
+    /// target delay and the thresholds derived from it (its delay samples
+    /// are timed from arrival stamps, so they hold the fabric's delay
+    /// alone). `None`: `base_rtt_us`, as the spec has one base RTT.
+    pub fabric_rtt_us: Option<u64>,
     /// log2 of the entropy (EV) space.
     pub ev_bits: u8,
     /// PSN tracking window (MP_RANGE) in packets; bounds a PDC's packets in
@@ -427,6 +434,7 @@ impl Default for Config {
             cc: "none".into(),
             link_rate: Rate(10_000_000_000),
             base_rtt_us: 50,
+            fabric_rtt_us: None,
             ev_bits: 4,
             mp_range: 1024,
             window: Size(2 << 20),
@@ -588,6 +596,18 @@ impl Config {
         if self.ev_bits > 10 {
             refuse!("ev_bits must be ≤ 10, not {}", self.ev_bits);
         }
+        if !(1..=10_000_000).contains(&self.base_rtt_us) {
+            refuse!("base_rtt_us must be 1..=10000000, not {}", self.base_rtt_us);
+        }
+        if let Some(f) = self.fabric_rtt_us
+            && !(1..=self.base_rtt_us).contains(&f)
+        {
+            refuse!(
+                "fabric_rtt_us must be 1..=base_rtt_us ({}), not {f}: the fabric's round trip \
+                 is part of the loop",
+                self.base_rtt_us
+            );
+        }
         if let Some(b) = self.ev_burst
             && !(1..=1024).contains(&b)
         {
@@ -732,6 +752,20 @@ mod tests {
         );
         let c = Config::parse("address = \"10.0.0.1\"\nev_burst = 8").unwrap();
         assert_eq!(c.ev_burst, Some(8));
+        assert!(
+            e(r#"address = "10.0.0.1"
+            base_rtt_us = 100
+            fabric_rtt_us = 101"#)
+            .contains("fabric_rtt_us must be 1..=base_rtt_us (100), not 101")
+        );
+        assert!(
+            e(r#"address = "10.0.0.1"
+            base_rtt_us = 0"#)
+            .contains("base_rtt_us must be 1..=10000000, not 0")
+        );
+        let c = Config::parse("address = \"10.0.0.1\"\nbase_rtt_us = 400\nfabric_rtt_us = 130")
+            .unwrap();
+        assert_eq!((c.base_rtt_us, c.fabric_rtt_us), (400, Some(130)));
         assert!(
             e(r#"address = "10.0.0.1"
             pdc_idle_ms = 0"#)

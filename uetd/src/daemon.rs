@@ -358,7 +358,11 @@ impl Daemon {
                 cfg.link_rate.0,
                 Duration::from_micros(cfg.base_rtt_us),
             );
-            software_window(&mut pds);
+            software_window(
+                &mut pds,
+                cfg.link_rate.0,
+                cfg.fabric_rtt_us.map(WireDuration::from_micros),
+            );
             let ep = DaemonEndpoint::new(
                 EndpointConfig {
                     pds,
@@ -919,10 +923,23 @@ fn software_pacer(pds: &mut PdsConfig, link_rate_bps: u64, base_rtt: Duration) {
 /// round trip, while the packets a window must cover include those
 /// waiting in the hosts' rings. The simulator's hosts take no time, and
 /// keep the spec's rule.
-fn software_window(pds: &mut PdsConfig) {
+///
+/// With `fabric_rtt` (`--fabric-rtt-us`), NSCC's target delay and what
+/// derives from it (the increase gains, the quick-adapt threshold, the
+/// adjust period) come from the fabric's round trip instead, since the
+/// stamped delay samples hold the fabric's delay alone; the window, from
+/// its start, still covers the whole loop.
+fn software_window(pds: &mut PdsConfig, link_rate_bps: u64, fabric_rtt: Option<WireDuration>) {
     if let uet_cms::Algorithm::Nscc(n) | uet_cms::Algorithm::NsccRccc(n, _) = &mut pds.ccc.algorithm
     {
-        n.min_max_wnd = n.max_wnd;
+        let loop_wnd = n.max_wnd;
+        if let Some(f) = fabric_rtt {
+            let mtu = u32::try_from(n.mtu).unwrap_or(u32::MAX);
+            *n = uet_cms::nscc::NsccConfig::new(link_rate_bps, link_rate_bps, f, mtu, n.trimming);
+            n.max_wnd = n.max_wnd.max(loop_wnd);
+            n.initial_cwnd = n.max_wnd;
+        }
+        n.min_max_wnd = loop_wnd;
     }
 }
 
@@ -976,15 +993,12 @@ mod tests {
         (out, cfg)
     }
 
-    /// Through 200 Mb/s a slice is one packet time. With 8 senders waiting
-    /// the pacer grants one packet a slice; with 32 or more, four packets
-    /// every fourth slice, in turn: the same rate, a quarter of the grants.
     #[test]
     fn a_daemons_nscc_window_cap_keeps_its_configured_max_wnd() {
         for mode in [uet_pds::CcMode::Nscc, uet_pds::CcMode::NsccRccc] {
             let mut pds = PdsConfig::default();
             mode.configure(&mut pds, 400_000_000, WireDuration::from_micros(470), false);
-            software_window(&mut pds);
+            software_window(&mut pds, 400_000_000, None);
             let (uet_cms::Algorithm::Nscc(n) | uet_cms::Algorithm::NsccRccc(n, _)) =
                 &pds.ccc.algorithm
             else {
@@ -995,9 +1009,41 @@ mod tests {
             assert_eq!(n.min_max_wnd, n.max_wnd, "{mode}");
             // A base RTT of 20 µs leaves it there.
             assert_eq!(n.max_wnd_for(Duration::from_micros(20)), 35_250, "{mode}");
+            assert_eq!(n.target_qdelay, Duration::from_micros(470), "{mode}");
         }
     }
 
+    #[test]
+    fn a_fabric_rtt_sets_nsccs_target_delay_and_the_loop_its_window() {
+        let mut pds = PdsConfig::default();
+        uet_pds::CcMode::NsccRccc.configure(
+            &mut pds,
+            400_000_000,
+            WireDuration::from_micros(470),
+            false,
+        );
+        let credit = pds.rccc_receiver.as_ref().map(|r| r.max_credit);
+        software_window(&mut pds, 400_000_000, Some(WireDuration::from_micros(150)));
+        let uet_cms::Algorithm::NsccRccc(n, r) = &pds.ccc.algorithm else {
+            panic!("no NSCC+RCCC");
+        };
+        assert_eq!(n.target_qdelay, Duration::from_micros(150));
+        assert_eq!(n.config_base_rtt, Duration::from_micros(150));
+        // The quick-adapt threshold: 4 × the target (a 5 × BDP buffer).
+        assert_eq!(n.qa_threshold, Some(Duration::from_micros(600)));
+        // The window and its floor cover the loop: 1.5 × 50 MB/s × 470 µs.
+        assert_eq!(
+            (n.max_wnd, n.initial_cwnd, n.min_max_wnd),
+            (35_250, 35_250, 35_250)
+        );
+        // RCCC keeps planning for the loop.
+        assert_eq!(r.base_rtt, Duration::from_micros(470));
+        assert_eq!(pds.rccc_receiver.as_ref().map(|r| r.max_credit), credit);
+    }
+
+    /// Through 200 Mb/s a slice is one packet time. With 8 senders waiting
+    /// the pacer grants one packet a slice; with 32 or more, four packets
+    /// every fourth slice, in turn: the same rate, a quarter of the grants.
     #[test]
     fn a_software_pacer_grants_more_at_a_time_to_many_senders() {
         for (n, packets) in [(8, 1), (16, 2), (64, 4)] {

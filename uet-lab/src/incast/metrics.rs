@@ -673,7 +673,7 @@ pub fn check_targets(s: &Summary, setup: &Setup, cal: &Calibration) -> Vec<Targe
             ));
             let target = nscc_target_delay_ns(setup, cal) as f64;
             out.push(check(
-                "steady queueing delay (0.5–2 × target_qdelay = base RTT)",
+                "steady queueing delay (0.5–2 × target_qdelay = fabric RTT)",
                 s.steady_delay_p50_ns.median,
                 Bound::Within(0.5 * target, 2.0 * target),
                 Unit::Ns,
@@ -684,11 +684,13 @@ pub fn check_targets(s: &Summary, setup: &Setup, cal: &Calibration) -> Vec<Targe
     out
 }
 
-/// NSCC's `target_qdelay` in the lab: 1.0·base_rtt (no trimming), with
-/// base_rtt the daemons' (`Setup::base_rtt_us`), or T0 p50 when a report
-/// predates that field, ns.
+/// NSCC's `target_qdelay` in the lab: 1.0 × the daemons' fabric RTT (no
+/// trimming; `Setup::fabric_rtt_us`), else their base RTT for a report
+/// from before the fabric RTT, else T0 p50 for one older still, ns.
 pub fn nscc_target_delay_ns(setup: &Setup, cal: &Calibration) -> u64 {
-    if setup.base_rtt_us > 0 {
+    if setup.fabric_rtt_us > 0 {
+        setup.fabric_rtt_us * 1000
+    } else if setup.base_rtt_us > 0 {
         setup.base_rtt_us * 1000
     } else {
         cal.t0.p50_ns
@@ -791,8 +793,20 @@ pub(crate) mod tests {
             cpus: 2,
             load_before: 0.5,
             base_rtt_us: 0,
+            fabric_rtt_us: 0,
             rto_init_us: 0,
         }
+    }
+
+    #[test]
+    fn nsccs_target_delay_is_the_fabric_rtt_else_the_base_rtt_else_t0() {
+        let c = cal(120_000);
+        let mut s = setup();
+        assert_eq!(nscc_target_delay_ns(&s, &c), 120_000);
+        s.base_rtt_us = 360;
+        assert_eq!(nscc_target_delay_ns(&s, &c), 360_000);
+        s.fabric_rtt_us = 121;
+        assert_eq!(nscc_target_delay_ns(&s, &c), 121_000);
     }
 
     pub(crate) fn cal(t0_ns: u64) -> Calibration {

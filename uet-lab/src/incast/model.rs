@@ -43,6 +43,11 @@ pub struct Setup {
     /// delay and window and RCCC's credit bound plan for, µs.
     #[serde(default)]
     pub base_rtt_us: u64,
+    /// The daemons' fabric RTT (`uetd --fabric-rtt-us`): NSCC's target
+    /// delay, µs; 0 in reports from before it (the target was the base
+    /// RTT then).
+    #[serde(default)]
+    pub fabric_rtt_us: u64,
     /// The daemons' RTO_INIT_TIME (`uetd --rto-init-us`), µs.
     #[serde(default)]
     pub rto_init_us: u64,
@@ -398,6 +403,7 @@ mod tests {
             cpus: 2,
             load_before: 0.0,
             base_rtt_us: 0,
+            fabric_rtt_us: 0,
             rto_init_us: 0,
         }
     }

@@ -317,8 +317,17 @@ fn setup_section(md: &mut String, report: &Report) {
         ("bytes per write operation", size_label(s.chunk)),
         ("datapath", s.backend.clone()),
         (
-            "daemons' base RTT (NSCC/RCCC plan for) / RTO_INIT",
-            format!("{} µs / {} µs", s.base_rtt_us, s.rto_init_us),
+            "daemons' base RTT (windows and credit cover it) / fabric RTT (NSCC's target delay) / RTO_INIT",
+            format!(
+                "{} µs / {} / {} µs",
+                s.base_rtt_us,
+                if s.fabric_rtt_us > 0 {
+                    format!("{} µs", s.fabric_rtt_us)
+                } else {
+                    "the base RTT".to_owned()
+                },
+                s.rto_init_us
+            ),
         ),
         (
             "CPUs / 1-min load before",
@@ -482,7 +491,7 @@ fn targets_section(
         md,
         "Medians over seeds, where N ≤ 16 and S ≥ 256 KiB. RCCC: ICT ≤ 1.05 × ideal, spread ≤ 1.10, \
          Jain ≥ 0.99, no RTO, no drop after the first RTT, victim CIF p99 ≤ 2. NSCC: ICT ≤ 1.10 × \
-         ideal, Jain ≥ 0.90, no RTO, steady queueing delay 0.5–2 × target_qdelay (= the daemons' base RTT: the lab \
+         ideal, Jain ≥ 0.90, no RTO, steady queueing delay 0.5–2 × target_qdelay (= the daemons' fabric RTT: the lab \
          does not trim). none, nscc+rccc and pft are measured only.\n"
     );
     if checks.is_empty() {

@@ -551,11 +551,14 @@ fn set_tbf(lab: &Lab, rate: u64, limit: u64) -> Result<()> {
 }
 
 impl Lab {
-    /// Restarts every serving daemon with congestion control `cc` and
-    /// base RTT `base_rtt_us`.
-    fn restart_daemons(&mut self, cc: &str, base_rtt_us: u64) -> Result<()> {
+    /// Restarts every serving daemon with congestion control `cc`, base
+    /// RTT `base_rtt_us` and fabric RTT `fabric_rtt_us` (at most the base
+    /// RTT).
+    fn restart_daemons(&mut self, cc: &str, base_rtt_us: u64, fabric_rtt_us: u64) -> Result<()> {
         self.state.config.cc = cc.to_owned();
-        self.state.config.base_rtt_us = Some(base_rtt_us.max(1));
+        let base = base_rtt_us.max(1);
+        self.state.config.base_rtt_us = Some(base);
+        self.state.config.fabric_rtt_us = Some(fabric_rtt_us.clamp(1, base));
         for i in 0..self.state.hosts.len() {
             if self.daemons[i].is_some() {
                 self.stop_daemon(i)?;
@@ -682,6 +685,7 @@ impl IncastLab {
             cpus: std::thread::available_parallelism().map_or(1, usize::from),
             load_before,
             base_rtt_us: 0,
+            fabric_rtt_us: 0,
             rto_init_us: 0,
         };
         let mut me = Self {
@@ -835,7 +839,8 @@ impl IncastLab {
         for _ in 0..3 {
             let r = self.opts.bottleneck;
             self.lab.state.config.daemon_args = daemon_args(&self.opts, Some(self.rto_init_us()));
-            self.lab.restart_daemons(cc, self.base_rtt_us())?;
+            self.lab
+                .restart_daemons(cc, self.base_rtt_us(), self.fabric_rtt_us())?;
             let dst = self.lab.region(0)?;
             let filled = self.all_at_once_bps(&dst, n, self.max_size)?;
             self.calibration.fit_steps.push(FitStep {
@@ -902,6 +907,15 @@ impl IncastLab {
 
     /// What the daemons plan for: `--base-rtt-us`, else
     /// [`BASE_RTT_PER_T0`] × T0 (p50).
+    /// The daemons' fabric RTT, NSCC's target delay: the idle T0 (p50).
+    /// NSCC times its delays from the XDP program's arrival stamps, so
+    /// they leave out the daemons' wake-ups that the base RTT's 3 × T0
+    /// makes room for; a target of 3 × T0 kept three BDPs queued in a
+    /// buffer of five, and bursts overflowed it.
+    fn fabric_rtt_us(&self) -> u64 {
+        self.calibration.t0.p50_ns.div_ceil(1000)
+    }
+
     fn base_rtt_us(&self) -> u64 {
         self.opts
             .base_rtt_us
@@ -933,10 +947,12 @@ impl IncastLab {
     pub fn runs(&mut self, cc: &str, mut done: impl FnMut(&Run)) -> Result<Vec<Run>> {
         let base_rtt_us = self.base_rtt_us();
         self.setup.base_rtt_us = base_rtt_us;
+        let fabric_rtt_us = self.fabric_rtt_us().min(base_rtt_us.max(1));
+        self.setup.fabric_rtt_us = fabric_rtt_us;
         let rto = self.rto_init_us();
         self.setup.rto_init_us = rto;
         self.lab.state.config.daemon_args = daemon_args(&self.opts, Some(rto));
-        self.lab.restart_daemons(cc, base_rtt_us)?;
+        self.lab.restart_daemons(cc, base_rtt_us, fabric_rtt_us)?;
         let max_n = *self.opts.senders.iter().max().expect("checked");
         let mut writers = (1..=max_n)
             .map(|h| Writer::new(&self.lab, h, self.max_size))

@@ -65,9 +65,14 @@ struct Args {
     /// Rate congestion control plans for (e.g. 10G).
     #[arg(long)]
     link_rate: Option<Rate>,
-    /// Idle round trip congestion control plans for, µs.
+    /// Idle round trip congestion control plans for, µs (windows and
+    /// credit cover it).
     #[arg(long)]
     base_rtt_us: Option<u64>,
+    /// The fabric's part of the base RTT, µs: NSCC's target delay
+    /// (default: the base RTT).
+    #[arg(long)]
+    fabric_rtt_us: Option<u64>,
     /// PSN tracking window (MP_RANGE) in packets, a multiple of 128.
     #[arg(long)]
     mp_range: Option<u32>,
@@ -208,6 +213,7 @@ fn config(a: &Args) -> Result<Config> {
         cc,
         link_rate,
         base_rtt_us,
+        fabric_rtt_us,
         mp_range,
         window,
         rto_init_us,
