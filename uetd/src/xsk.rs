@@ -1307,7 +1307,13 @@ impl XdpIo {
             // cache while this one is parsed and placed (copy mode: the
             // kernel wrote them on another CPU).
             if let Some((addr, len)) = self.set.socks[s].rx.peek() {
-                self.umem.prefetch(addr, len.min(RX_PREFETCH));
+                // From the arrival stamp in front of the data, which lies
+                // in the cache line before the packet's first.
+                let meta = xdp_prog::rx_meta::LEN as u64;
+                self.umem.prefetch(
+                    addr.saturating_sub(meta),
+                    len.min(RX_PREFETCH) + meta as u32,
+                );
             }
             let (chain, discarding) = &mut self.rx_chains[s];
             if *discarding {
