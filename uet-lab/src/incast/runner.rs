@@ -552,13 +552,12 @@ fn set_tbf(lab: &Lab, rate: u64, limit: u64) -> Result<()> {
 
 impl Lab {
     /// Restarts every serving daemon with congestion control `cc`, base
-    /// RTT `base_rtt_us` and fabric RTT `fabric_rtt_us` (at most the base
-    /// RTT).
+    /// RTT `base_rtt_us` and fabric RTT `fabric_rtt_us` (`uetd` refuses
+    /// one above the base RTT).
     fn restart_daemons(&mut self, cc: &str, base_rtt_us: u64, fabric_rtt_us: u64) -> Result<()> {
         self.state.config.cc = cc.to_owned();
-        let base = base_rtt_us.max(1);
-        self.state.config.base_rtt_us = Some(base);
-        self.state.config.fabric_rtt_us = Some(fabric_rtt_us.clamp(1, base));
+        self.state.config.base_rtt_us = Some(base_rtt_us.max(1));
+        self.state.config.fabric_rtt_us = Some(fabric_rtt_us);
         for i in 0..self.state.hosts.len() {
             if self.daemons[i].is_some() {
                 self.stop_daemon(i)?;
@@ -911,9 +910,14 @@ impl IncastLab {
     /// NSCC times its delays from the XDP program's arrival stamps, so
     /// they leave out the daemons' wake-ups that the base RTT's 3 × T0
     /// makes room for; a target of 3 × T0 kept three BDPs queued in a
-    /// buffer of five, and bursts overflowed it.
+    /// buffer of five, and bursts overflowed it. At most the base RTT (a
+    /// `--base-rtt-us` below T0).
     fn fabric_rtt_us(&self) -> u64 {
-        self.calibration.t0.p50_ns.div_ceil(1000)
+        self.calibration
+            .t0
+            .p50_ns
+            .div_ceil(1000)
+            .clamp(1, self.base_rtt_us().max(1))
     }
 
     fn base_rtt_us(&self) -> u64 {
@@ -947,7 +951,7 @@ impl IncastLab {
     pub fn runs(&mut self, cc: &str, mut done: impl FnMut(&Run)) -> Result<Vec<Run>> {
         let base_rtt_us = self.base_rtt_us();
         self.setup.base_rtt_us = base_rtt_us;
-        let fabric_rtt_us = self.fabric_rtt_us().min(base_rtt_us.max(1));
+        let fabric_rtt_us = self.fabric_rtt_us();
         self.setup.fabric_rtt_us = fabric_rtt_us;
         let rto = self.rto_init_us();
         self.setup.rto_init_us = rto;

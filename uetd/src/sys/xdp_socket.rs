@@ -229,13 +229,20 @@ impl UmemArea {
         addr & !u64::from(self.frame_size - 1)
     }
 
+    /// Checks `f` belongs here and returns the start of its chunk.
+    #[inline]
+    fn chunk_of(&self, f: &Frame) -> u64 {
+        assert_eq!(f.umem, self.id, "frame of another UMEM");
+        let base = self.base_of(f.addr);
+        assert!(base < self.map.len as u64, "frame outside its UMEM");
+        base
+    }
+
     /// Checks `f` belongs here and returns its data's byte range, clamped
     /// to its chunk (a kernel descriptor is trusted, but never past the
     /// chunk).
     fn span(&self, f: &Frame) -> (usize, usize) {
-        assert_eq!(f.umem, self.id, "frame of another UMEM");
-        let base = self.base_of(f.addr);
-        assert!(base < self.map.len as u64, "frame outside its UMEM");
+        let base = self.chunk_of(f);
         let end = (f.addr + u64::from(f.len)).min(base + u64::from(self.frame_size));
         (f.addr as usize, (end - f.addr) as usize)
     }
@@ -268,9 +275,7 @@ impl UmemArea {
     /// metadata cannot show a stale one.
     pub(crate) fn take_rx_stamp(&self, f: &mut Frame) -> Option<u64> {
         use xdp_prog::rx_meta::{ARRIVED_NS, LEN, MAGIC, MAGIC_AT};
-        assert_eq!(f.umem, self.id, "frame of another UMEM");
-        let base = self.base_of(f.addr);
-        assert!(base < self.map.len as u64, "frame outside its UMEM");
+        let base = self.chunk_of(f);
         if f.addr < base + LEN as u64 {
             return None;
         }
@@ -323,9 +328,7 @@ impl UmemArea {
 
     /// The whole chunk of a frame, for writing a packet into it.
     pub(crate) fn chunk_mut<'a>(&'a self, f: &'a mut Frame) -> &'a mut [u8] {
-        assert_eq!(f.umem, self.id, "frame of another UMEM");
-        let base = self.base_of(f.addr);
-        assert!(base < self.map.len as u64, "frame outside its UMEM");
+        let base = self.chunk_of(f);
         // SAFETY: the chunk lies inside the mapping; the token is unique
         // per chunk and borrowed mutably, and no kernel ring holds the
         // chunk, so this is the only access to these bytes.
