@@ -849,6 +849,8 @@ pub(crate) mod tests {
             retransmits: 0,
             rtos: 0,
             tx_data: bytes / 1000,
+            tail_probes: 0,
+            sack_inferred: 0,
             error: None,
         }
     }
@@ -939,6 +941,8 @@ pub(crate) mod tests {
                                     retransmits: if cc == "none" { 7 } else { 0 },
                                     rtos: u64::from(cc == "none"),
                                     tx_data: size / 1400 + 8,
+                                    tail_probes: 0,
+                                    sack_inferred: 0,
                                     error: None,
                                 }
                             })

@@ -216,6 +216,13 @@ pub struct Flow {
     /// Its daemon's data packets sent (first transmissions and
     /// retransmissions) during the run.
     pub tx_data: u64,
+    /// Its daemon's tail-loss probes during the run.
+    #[serde(default)]
+    pub tail_probes: u64,
+    /// Its daemon's packets presumed lost from SACK information or a
+    /// probe's answer (resent before their RTO) during the run.
+    #[serde(default)]
+    pub sack_inferred: u64,
     /// The error of a failed operation, if one failed.
     pub error: Option<String>,
 }

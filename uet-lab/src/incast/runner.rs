@@ -354,6 +354,8 @@ struct Counters {
     tx_data: u64,
     retransmits: u64,
     rtos: u64,
+    tail_probes: u64,
+    sack_inferred: u64,
     rx_data: u64,
     tx_acks: u64,
     tx_nacks: u64,
@@ -376,6 +378,8 @@ fn counters(c: &mut Client) -> Result<Counters> {
         k.tx_data += n("tx_data");
         k.retransmits += n("tx_retransmits");
         k.rtos += n("rtos");
+        k.tail_probes += n("tail_probes");
+        k.sack_inferred += n("sack_inferred");
         k.rx_data += n("rx_data");
         k.tx_acks += n("tx_acks");
         k.rx_ce += n("rx_ce");
@@ -427,6 +431,8 @@ impl Counters {
             tx_data: self.tx_data.saturating_sub(b.tx_data),
             retransmits: self.retransmits.saturating_sub(b.retransmits),
             rtos: self.rtos.saturating_sub(b.rtos),
+            tail_probes: self.tail_probes.saturating_sub(b.tail_probes),
+            sack_inferred: self.sack_inferred.saturating_sub(b.sack_inferred),
             rx_data: self.rx_data.saturating_sub(b.rx_data),
             tx_acks: self.tx_acks.saturating_sub(b.tx_acks),
             tx_nacks: self.tx_nacks.saturating_sub(b.tx_nacks),
@@ -1135,6 +1141,8 @@ impl IncastLab {
                 rtos: d.rtos,
                 // The PDS counts first transmissions as tx_data.
                 tx_data: d.tx_data + d.retransmits,
+                tail_probes: d.tail_probes,
+                sack_inferred: d.sack_inferred,
                 error: o.error,
             });
         }
