@@ -26,7 +26,11 @@
 //! and a probe answered from behind that queue is still exact. One probe
 //! per episode (see [`TailProbe::deadline`]). RTT samples come from the
 //! ACKs of packets sent once (Karn); before the first, the configured
-//! floor stands in for the least round trip.
+//! floor stands in for the least round trip. Once a probe's answer finds
+//! nothing lost, the flow is behind a queue rather than a loss, and the PTO
+//! follows the newest round trip until a probe or an RTO finds one
+//! ([`TailProbe::found`]): otherwise a flow behind a standing queue
+//! probes once per least round trip its packets wait.
 //!
 //! That includes an initiator that has heard nothing at all: its whole
 //! first window may have been dropped by a full drop-tail buffer, so the
@@ -75,6 +79,12 @@ pub(crate) struct Outstanding {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TailProbe {
     min_rtt: Option<Duration>,
+    /// The newest RTT sample.
+    latest_rtt: Option<Duration>,
+    /// The last probe's answer found nothing lost: what was in flight was
+    /// late, not lost, and the PTO follows the newest round trip until a
+    /// probe or an RTO finds a loss ([`TailProbe::deadline`]).
+    late: bool,
     /// The last data transmission, delivering ACK or probe.
     last_progress: Option<Instant>,
     outstanding: Option<Outstanding>,
@@ -90,6 +100,7 @@ impl TailProbe {
     pub(crate) fn on_delivery(&mut self, now: Instant, sent_at: Instant) {
         let rtt = now - sent_at;
         self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+        self.latest_rtt = Some(rtt);
         if self.episode.is_some_and(|p| sent_at > p) {
             self.episode = None;
         }
@@ -151,6 +162,10 @@ impl TailProbe {
     /// establishes the PDC: a second probe in one episode could otherwise
     /// leave a source waiting for credit for good.
     ///
+    /// After an answer that found nothing lost ([`TailProbe::found`]), a
+    /// [`PtoBasis::MinRtt`] PTO is max(2 · newest RTT, `min_pto`) +
+    /// `ack_delay`.
+    ///
     /// With [`PtoBasis::Floor`] the PTO ignores the RTT samples: 2 ·
     /// `min_pto` + `ack_delay`. See [`PtoBasis`].
     pub(crate) fn deadline(
@@ -162,6 +177,7 @@ impl TailProbe {
     ) -> Option<Instant> {
         let floor = min_pto?;
         let rtt = match basis {
+            PtoBasis::MinRtt if self.late => self.latest_rtt.max(self.min_rtt).unwrap_or(floor),
             PtoBasis::MinRtt => self.min_rtt.unwrap_or(floor),
             PtoBasis::Floor => floor,
         };
@@ -198,6 +214,30 @@ impl TailProbe {
         self.episode = None;
         self.last_progress = Some(now);
         Some(o)
+    }
+
+    /// What the answer to a probe found: `lost` if it (or the SACK it
+    /// carried) condemned a packet.
+    ///
+    /// An answer that finds nothing lost acknowledged everything sent
+    /// before the probe, or will: the packets in flight were behind a
+    /// queue the probe waited in too. Probed again a PTO of the least
+    /// round trip later, a flow behind a standing queue (many window-based
+    /// sources at one MTU each into one port) sends one probe for every
+    /// least round trip its packets spend queued, each answered with an
+    /// ACK — several control packets per data packet, and on software
+    /// hosts as many wake-ups of both ends. The PTO then follows the newest
+    /// round trip instead (RACK-TLP's 2 · SRTT, RFC 8985 §7.2, with the
+    /// newest sample so that it falls as soon as the queue drains), until
+    /// an answer or an RTO finds a loss.
+    pub(crate) fn found(&mut self, lost: bool) {
+        self.late = !lost;
+    }
+
+    /// A retransmission timeout fired: probes had not found the loss in
+    /// time, so they go at the least round trip's pace again.
+    pub(crate) fn on_rto(&mut self) {
+        self.late = false;
     }
 }
 
@@ -297,6 +337,45 @@ mod tests {
         assert_eq!(
             t.deadline(floor, d, PtoBasis::MinRtt, NEVER),
             Some(Instant::from_nanos(65_000))
+        );
+    }
+
+    #[test]
+    fn after_an_answer_that_found_nothing_lost_the_pto_follows_the_newest_rtt() {
+        let (floor, d) = (Some(Duration::from_micros(5)), Duration::ZERO);
+        let at = |t: &TailProbe| t.deadline(floor, d, PtoBasis::MinRtt, NEVER);
+        let mut t = TailProbe::default();
+        t.on_delivery(Instant::from_nanos(10_000), Instant::ZERO);
+        // A queue builds: the newest sample is 100 µs.
+        t.on_delivery(Instant::from_nanos(200_000), Instant::from_nanos(100_000));
+        t.on_progress(Instant::from_nanos(200_000));
+        // 2 × the least RTT (10 µs) while no probe has come back empty.
+        assert_eq!(at(&t), Some(Instant::from_nanos(220_000)));
+        t.sent(Instant::from_nanos(220_000), 7, 0);
+        assert!(t.answered(Instant::from_nanos(320_000), 7).is_some());
+        t.found(false);
+        // The answer found everything late, not lost: 2 × 100 µs now.
+        assert_eq!(at(&t), Some(Instant::from_nanos(520_000)));
+        // The queue drains: the PTO falls with the newest sample...
+        t.on_delivery(Instant::from_nanos(340_000), Instant::from_nanos(310_000));
+        assert_eq!(at(&t), Some(Instant::from_nanos(380_000)));
+        // ... to the least RTT's.
+        t.on_delivery(Instant::from_nanos(350_000), Instant::from_nanos(340_000));
+        assert_eq!(at(&t), Some(Instant::from_nanos(340_000)));
+        // A probe that finds a loss, or an RTO, returns to the least RTT.
+        t.on_delivery(Instant::from_nanos(400_000), Instant::from_nanos(300_000));
+        t.on_progress(Instant::from_nanos(400_000));
+        assert_eq!(at(&t), Some(Instant::from_nanos(600_000)));
+        t.found(true);
+        assert_eq!(at(&t), Some(Instant::from_nanos(420_000)));
+        t.found(false);
+        t.on_rto();
+        assert_eq!(at(&t), Some(Instant::from_nanos(420_000)));
+        // The idle-RTT basis (RCCC) never follows the samples.
+        t.found(false);
+        assert_eq!(
+            t.deadline(floor, d, PtoBasis::Floor, NEVER),
+            Some(Instant::from_nanos(410_000))
         );
     }
 

@@ -905,6 +905,9 @@ impl Pds {
         inferred.clear();
         let evidence = newest_delivered.max(tail_answer.map(|t| t.sent_at));
         let probe_lost = Self::infer_losses(cfg, p, a, evidence, tail_answer, &mut inferred);
+        if tail_answer.is_some() {
+            p.tail.found(!inferred.is_empty());
+        }
         if probe_lost > 0 && acked_pkts == 0 {
             Self::note_unheard_loss(now, p, self.rccc_source);
         }

@@ -316,6 +316,7 @@ impl Pds {
                     if may_force {
                         p.forced_at = Some(now);
                     }
+                    p.tail.on_rto();
                     self.counters.rto_fired += 1;
                     if !p.scheduled {
                         p.scheduled = true;

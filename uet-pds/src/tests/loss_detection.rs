@@ -199,6 +199,49 @@ fn a_probe_behind_delayed_packets_finds_nothing_lost() {
     assert_eq!(a.pds.counters().tx_retransmits, 0);
 }
 
+/// Behind a standing queue every packet outlives a PTO of the least round
+/// trip. Once a probe's answer has found the packets in flight late, not
+/// lost, the PTO follows the newest round trip: a flow sending one packet
+/// per round trip (a window-based source at its floor, one of many into one
+/// port) does not send a probe, and draw an ACK, for every packet.
+#[test]
+fn after_a_probe_finds_its_packets_late_the_pto_follows_the_queue() {
+    let (mut a, mut b, pdc, now) = probing();
+    let queue = Duration::from_micros(200);
+    let mut t = now;
+    let mut per_round = vec![];
+    for round in 0..4 {
+        let p = send(&mut a, pdc, t, 2 + round, 1);
+        let arrives = t + queue;
+        // Every timer that comes due while the packet waits in the queue.
+        let mut probes = vec![];
+        for _ in 0..8 {
+            let Some(w) = a.pds.poll_timeout().filter(|&w| w < arrives) else {
+                break;
+            };
+            a.pds.handle_timeout(w, &mut a.up);
+            probes.extend(drain(&mut a, w));
+        }
+        assert!(probes.iter().all(is_probe));
+        per_round.push(probes.len());
+        // The packet arrives, then the probes that queued behind it.
+        deliver(&mut b, arrives, &p[0]);
+        exchange(&mut a, &mut b, arrives, &probes);
+        assert!(drain(&mut a, arrives).is_empty(), "nothing found lost");
+        t = arrives;
+    }
+    assert_eq!(per_round, [1, 0, 0, 0]);
+    assert_eq!(a.pds.counters().tail_probe_lost, 0);
+    assert_eq!(a.pds.counters().tx_retransmits, 0);
+    assert_eq!(
+        a.up.acked
+            .iter()
+            .filter(|k| (2..6).contains(&k.token))
+            .count(),
+        4
+    );
+}
+
 #[test]
 fn no_probe_without_packets_in_flight_or_when_disabled() {
     // Disabled: the next timer after a lost packet is its RTO.
