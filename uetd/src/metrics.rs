@@ -572,6 +572,61 @@ const TSS_FIELDS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The RCCC receiver's pacer (`rccc_receiver`, only where the daemon paces
+/// RCCC sources): JSON field, metric name, help.
+const RCCC_RECEIVER_FIELDS: &[(&str, &str, &str)] = &[
+    (
+        "ticks",
+        "uet_rccc_pacer_ticks_total",
+        "Ticks of the RCCC receiver's pacer.",
+    ),
+    (
+        "grants",
+        "uet_rccc_grants_total",
+        "Credit grants the RCCC receiver's pacer handed out.",
+    ),
+    (
+        "granted_bytes",
+        "uet_rccc_granted_bytes_total",
+        "Bytes of credit the pacer granted (initial windows not counted).",
+    ),
+    (
+        "received_bytes",
+        "uet_rccc_received_bytes_total",
+        "Data bytes received from RCCC sources (nominal sizes, untrimmed packets).",
+    ),
+    (
+        "speculative_bytes",
+        "uet_rccc_speculative_bytes_total",
+        "Data bytes received on RCCC sources' speculative first windows.",
+    ),
+    (
+        "outstanding_limited",
+        "uet_rccc_outstanding_limited_total",
+        "Pacer ticks that granted less than their budget: the credit not yet spent reached its cap.",
+    ),
+    (
+        "credit_requests",
+        "uet_rccc_credit_requests_total",
+        "CREDIT_REQ control packets received.",
+    ),
+    (
+        "write_offs",
+        "uet_rccc_write_offs_total",
+        "CREDIT_REQs that wrote off a source's outstanding credit.",
+    ),
+    (
+        "idle_evictions",
+        "uet_rccc_idle_evictions_total",
+        "Sources dropped from the pacer's active table for not answering grants.",
+    ),
+    (
+        "last_hop_trims",
+        "uet_rccc_last_hop_trims_total",
+        "Packets from RCCC sources trimmed at the last hop.",
+    ),
+];
+
 /// Every reason the security sublayer drops a datagram for.
 fn tss_drop_reasons() -> impl Iterator<Item = &'static str> {
     uet_tss::DropReason::ALL
@@ -726,6 +781,20 @@ pub fn encode(doc: &Value) -> String {
                 tss_drops
                     .with_label_values(&[id.as_str(), reason])
                     .inc_by(w["tss"]["drops"][reason].as_u64().unwrap_or(0));
+            }
+        }
+    }
+
+    if workers.iter().any(|w| w.get("rccc_receiver").is_some()) {
+        let families: Vec<IntCounterVec> = RCCC_RECEIVER_FIELDS
+            .iter()
+            .map(|&(_, name, help)| x.counter(name, help, &["worker"]))
+            .collect();
+        for (i, w) in workers.iter().enumerate() {
+            let id = w["worker"].as_u64().unwrap_or(i as u64).to_string();
+            for (&(field, ..), c) in RCCC_RECEIVER_FIELDS.iter().zip(&families) {
+                c.with_label_values(&[id.as_str()])
+                    .inc_by(w["rccc_receiver"][field].as_u64().unwrap_or(0));
             }
         }
     }
@@ -1122,6 +1191,7 @@ mod tests {
         let mut s = WorkerStats {
             xsk: Some(crate::xsk::XskCounters::default()),
             udp: Some(crate::udp::UdpOffloadCounts::default()),
+            rccc_receiver: Some(uet_cms::rccc::RcccReceiverStats::default()),
             ..WorkerStats::default()
         };
         s.cccs.push(CccSnapshot {
@@ -1182,6 +1252,11 @@ mod tests {
         s.ses.ops_failed = 1;
         s.io.rx_bytes = 1 << 40;
         s.iterations = 99;
+        s.rccc_receiver = Some(uet_cms::rccc::RcccReceiverStats {
+            outstanding_limited: 6,
+            granted_bytes: 3000,
+            ..Default::default()
+        });
         s.cccs = vec![
             CccSnapshot {
                 dst: IpAddr::from([10, 0, 0, 2]),
@@ -1224,6 +1299,10 @@ mod tests {
             ("uet_io_rx_bytes_total{worker=\"0\"}", "1099511627776"),
             ("uet_worker_loop_iterations_total{worker=\"0\"}", "99"),
             ("uet_worker_loop_sleeps_total{worker=\"1\"}", "5"),
+            ("uet_rccc_outstanding_limited_total{worker=\"0\"}", "6"),
+            ("uet_rccc_granted_bytes_total{worker=\"0\"}", "3000"),
+            // A worker without a pacer reads as 0.
+            ("uet_rccc_granted_bytes_total{worker=\"1\"}", "0"),
             ("uet_ccc_destinations{worker=\"0\"}", "2"),
             (
                 "uet_ccc_cwnd_bytes{peer=\"10.0.0.2\",worker=\"0\"}",

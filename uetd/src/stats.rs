@@ -151,6 +151,21 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                 },
                 "ring": { "ops": s.ring_ops, "refused": s.ring_refused },
             });
+            if let Some(r) = &s.rccc_receiver {
+                // Only where the daemon paces RCCC sources.
+                w["rccc_receiver"] = json!({
+                    "ticks": r.ticks,
+                    "grants": r.grants,
+                    "granted_bytes": r.granted_bytes,
+                    "received_bytes": r.received_bytes,
+                    "speculative_bytes": r.speculative_bytes,
+                    "outstanding_limited": r.outstanding_limited,
+                    "credit_requests": r.credit_requests,
+                    "write_offs": r.write_offs,
+                    "idle_evictions": r.idle_evictions,
+                    "last_hop_trims": r.last_hop_trims,
+                });
+            }
             if let Some(t) = &s.tss {
                 // Only with `[[tss]]` domains.
                 let drops: Map<String, Value> = t

@@ -422,6 +422,8 @@ pub struct WorkerStats {
     pub cccs: Vec<CccSnapshot>,
     /// The security sublayer's, when the daemon has `[[tss]]` domains.
     pub tss: Option<crate::tss::TssStats>,
+    /// The RCCC receiver's pacer, when the daemon runs one.
+    pub rccc_receiver: Option<uet_cms::rccc::RcccReceiverStats>,
 }
 
 /// The control thread's handle on a worker.
@@ -957,6 +959,7 @@ fn publish(
         s.xsk = io.xsk_counters();
         s.udp = io.udp_offloads();
         s.pds = ep.pds().counters().clone();
+        s.rccc_receiver = ep.pds().rccc_receiver().map(|r| *r.stats());
         s.ses = ep.counters();
         s.in_flight = ep.in_flight();
         s.iterations = iterations;

@@ -992,6 +992,7 @@ pub(crate) mod tests {
                             tx_nacks: 0,
                             rx_ce: 3,
                             tx_packets: n as u64 * (size / 1400 + 1) / 4,
+                            ..ReceiverCounters::default()
                         };
                         r.victim = Some(VictimRun {
                             congested: LatencyStats {

@@ -275,6 +275,16 @@ pub struct ReceiverCounters {
     pub rx_ce: u64,
     /// Packets the receiver's datapath sent in all.
     pub tx_packets: u64,
+    /// Ticks of its RCCC pacer (RCCC modes).
+    #[serde(default)]
+    pub pacer_ticks: u64,
+    /// Credit its pacer granted, bytes (initial windows not counted).
+    #[serde(default)]
+    pub granted_bytes: u64,
+    /// Pacer ticks that granted less than their budget because the credit
+    /// not yet spent reached its cap.
+    #[serde(default)]
+    pub outstanding_limited: u64,
 }
 
 /// The victim's ping-pong during one run.

@@ -361,6 +361,9 @@ struct Counters {
     tx_nacks: u64,
     rx_ce: u64,
     tx_packets: u64,
+    pacer_ticks: u64,
+    granted_bytes: u64,
+    outstanding_limited: u64,
     /// PDCs open now (opened minus closed; not a delta).
     pdcs_open: u64,
 }
@@ -387,6 +390,11 @@ fn counters(c: &mut Client) -> Result<Counters> {
             m.values().filter_map(serde_json::Value::as_u64).sum()
         });
         k.tx_packets += w["io"]["tx_packets"].as_u64().unwrap_or(0);
+        let r = &w["rccc_receiver"];
+        let n = |key: &str| r[key].as_u64().unwrap_or(0);
+        k.pacer_ticks += n("ticks");
+        k.granted_bytes += n("granted_bytes");
+        k.outstanding_limited += n("outstanding_limited");
         k.pdcs_open += n("pdcs_opened").saturating_sub(n("pdcs_closed"));
     }
     Ok(k)
@@ -438,6 +446,11 @@ impl Counters {
             tx_nacks: self.tx_nacks.saturating_sub(b.tx_nacks),
             rx_ce: self.rx_ce.saturating_sub(b.rx_ce),
             tx_packets: self.tx_packets.saturating_sub(b.tx_packets),
+            pacer_ticks: self.pacer_ticks.saturating_sub(b.pacer_ticks),
+            granted_bytes: self.granted_bytes.saturating_sub(b.granted_bytes),
+            outstanding_limited: self
+                .outstanding_limited
+                .saturating_sub(b.outstanding_limited),
             pdcs_open: self.pdcs_open,
         }
     }
@@ -1170,6 +1183,9 @@ impl IncastLab {
                 tx_nacks: rx.tx_nacks,
                 rx_ce: rx.rx_ce,
                 tx_packets: rx.tx_packets,
+                pacer_ticks: rx.pacer_ticks,
+                granted_bytes: rx.granted_bytes,
+                outstanding_limited: rx.outstanding_limited,
             },
             victim: victim_lat.map(|congested| VictimRun { congested }),
             cpu_busy,
