@@ -257,6 +257,10 @@ impl UdpIo {
         // A coalesced receive is up to 64 KiB.
         let gro = offload && crate::sys::udp::enable_gro(rx_sock.as_fd());
         let rx_slot = if gro { 1 << 16 } else { slot };
+        // Arrival stamps for congestion control's delay samples, as the
+        // XDP program writes them for the xdp backend; without them the
+        // samples include the wait in the socket's queue.
+        crate::sys::udp::enable_rx_timestamps(rx_sock.as_fd());
         Ok(Self {
             rx: MsgBatch::new(batch, rx_slot),
             tx: MsgBatch::new(batch, slot),
@@ -354,7 +358,7 @@ fn take_datagram(
     stats: &mut IoStats,
     warned_crc: &mut bool,
     mut tap: Option<&mut Tap<'_>>,
-    (src, tos): (SocketAddr, u8),
+    (src, tos, arrived): (SocketAddr, u8, Option<u64>),
     dgram: &mut [u8],
     sink: &mut dyn FnMut(&RxMeta, &mut [u8]),
 ) -> bool {
@@ -445,7 +449,7 @@ fn take_datagram(
         trimmed,
         nominal_size: nominal_pktsize(transport_pktsize) as u32,
         sdi: None,
-        arrived: None,
+        arrived: arrived.map(uet_wire::time::Instant::from_nanos),
     };
     stats.rx_packets += 1;
     stats.rx_bytes += dgram.len() as u64;
@@ -455,6 +459,42 @@ fn take_datagram(
     let len = uet.len();
     sink(&meta, &mut dgram[at..at + len]);
     true
+}
+
+/// Turns the kernel's socket timestamps (CLOCK_REALTIME) into the daemon's
+/// clock (CLOCK_MONOTONIC): both read once per receive batch, so a
+/// datagram's stamp is off by the two clocks' drift over how long it
+/// waited — nanoseconds, where the wait is what the stamp takes out.
+#[derive(Debug, Clone, Copy)]
+struct StampClock {
+    /// CLOCK_MONOTONIC now.
+    mono: u64,
+    /// CLOCK_REALTIME now.
+    real: u64,
+}
+
+impl StampClock {
+    fn now() -> Self {
+        let real = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+        Self {
+            mono: crate::sys::mem::monotonic_ns(),
+            real: (real.tv_sec as u64)
+                .saturating_mul(1_000_000_000)
+                .saturating_add(real.tv_nsec as u64),
+        }
+    }
+
+    /// The monotonic time of realtime stamp `t`, never later than now (a
+    /// clock step between the kernel's stamp and here would put it in the
+    /// future); none for a stamp older than [`StampClock::MAX_AGE_NS`] (a
+    /// step the other way, or a datagram that lay in the queue that long:
+    /// either way no delay sample to take).
+    fn monotonic(self, t: u64) -> Option<u64> {
+        let age = self.real.saturating_sub(t);
+        (age <= Self::MAX_AGE_NS).then(|| self.mono.saturating_sub(age))
+    }
+
+    const MAX_AGE_NS: u64 = 1_000_000_000;
 }
 
 /// Datagrams of `datagram` bytes (UDP payload) that one GSO send carries:
@@ -550,9 +590,15 @@ impl PacketIo for UdpIo {
         let mut tap = self.capture.as_deref().and_then(Capture::tap);
         let n = self.rx.recv(self.rx_sock.as_fd(), max)?;
         let mut delivered = 0;
+        let to_monotonic = (n > 0).then(StampClock::now);
         for i in 0..n {
             let (_, src, tos) = self.rx.received(i);
             let seg = self.rx.segment(i);
+            let arrived = self
+                .rx
+                .stamp_realtime_ns(i)
+                .zip(to_monotonic)
+                .and_then(|(t, c)| c.monotonic(t));
             let buf = self.rx.received_mut(i);
             let Some(src) = src else {
                 self.stats.rx_dropped += 1;
@@ -572,7 +618,7 @@ impl PacketIo for UdpIo {
                     &mut self.stats,
                     &mut self.warned_crc,
                     tap.as_mut(),
-                    (src, tos),
+                    (src, tos, arrived),
                     dgram,
                     sink,
                 ));
@@ -841,6 +887,53 @@ mod offload_tests {
             }
         }
         got
+    }
+
+    /// A datagram carries when the kernel received it, on the daemon's
+    /// clock: after it was sent, and well before a daemon that let it wait
+    /// in the socket's queue read it.
+    #[test]
+    fn a_datagram_carries_its_arrival_on_the_daemons_clock() {
+        for offload in [true, false] {
+            let host = if offload { 4 } else { 6 };
+            let mut a = io(host, offload);
+            let mut b = io(host + 1, offload);
+            let sent = crate::sys::mem::monotonic_ns();
+            assert_eq!(
+                send(
+                    &mut a,
+                    IpAddr::V4(Ipv4Addr::new(127, 0, 0, host + 1)),
+                    &[100]
+                ),
+                1
+            );
+            // Not synchronisation: the datagram waits in b's queue meanwhile.
+            std::thread::sleep(Duration::from_millis(20));
+            let mut stamps = Vec::new();
+            for _ in 0..1000 {
+                poll_in(&[b.rx_sock.as_fd()], Some(Duration::from_millis(10))).unwrap();
+                b.recv(64, &mut |m, _| stamps.push(m.arrived)).unwrap();
+                if !stamps.is_empty() {
+                    break;
+                }
+            }
+            let read = crate::sys::mem::monotonic_ns();
+            assert_eq!(stamps.len(), 1, "offload {offload}");
+            let at = stamps[0].expect("stamped").as_nanos();
+            assert!(sent <= at && at <= read, "{sent} {at} {read}");
+            assert!(read - at >= 10_000_000, "waited {} ns", read - at);
+        }
+    }
+
+    #[test]
+    fn stamps_older_than_a_second_or_in_the_future_are_dropped_or_clamped() {
+        let c = StampClock {
+            mono: 5_000_000_000,
+            real: 1_700_000_000_000_000_000,
+        };
+        assert_eq!(c.monotonic(c.real - 300), Some(c.mono - 300));
+        assert_eq!(c.monotonic(c.real + 300), Some(c.mono));
+        assert_eq!(c.monotonic(c.real - 2_000_000_000), None);
     }
 
     /// A run of one EV is one GSO send: 64 datagrams and 65,000 bytes at

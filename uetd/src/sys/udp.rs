@@ -2,6 +2,8 @@
 //! IPV6_TCLASS control messages (ECN and DSCP of what arrived) and
 //! `sendmmsg` with the same control message per datagram (DSCP and ECN of
 //! what leaves). One syscall moves a batch (`docs/architecture.md` §8 rule 4).
+//! With [`enable_rx_timestamps`] each received datagram also carries the
+//! kernel's receive timestamp (SCM_TIMESTAMPNS).
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -10,7 +12,9 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 use super::{Error, Result};
 
-const CMSG_SPACE: usize = 64;
+/// Room for the control messages of one datagram: IP_TOS or IPV6_TCLASS
+/// (16 bytes), UDP_GRO (16) and SCM_TIMESTAMPNS (32), with margin.
+const CMSG_SPACE: usize = 128;
 
 /// Preallocated buffers and headers for one batch of datagrams.
 pub struct MsgBatch {
@@ -22,6 +26,8 @@ pub struct MsgBatch {
     /// Received: the segment size of a datagram the kernel coalesced
     /// (UDP_GRO control message), 0 for a single datagram.
     seg: Vec<u16>,
+    /// Received: the kernel's receive time (CLOCK_REALTIME ns; 0: none).
+    stamp: Vec<u64>,
     iov: Vec<libc::iovec>,
     hdr: Vec<libc::mmsghdr>,
     cmsg: Vec<[u64; CMSG_SPACE / 8]>,
@@ -53,6 +59,7 @@ impl MsgBatch {
             addrs: vec![ss; count],
             tos: vec![0; count],
             seg: vec![0; count],
+            stamp: vec![0; count],
             iov: vec![iov; count],
             hdr: vec![hdr; count],
             cmsg: vec![[0; CMSG_SPACE / 8]; count],
@@ -80,6 +87,12 @@ impl MsgBatch {
     /// each this long but the last (0: one datagram).
     pub fn segment(&self, i: usize) -> usize {
         usize::from(self.seg[i])
+    }
+
+    /// When the kernel received buffer `i` (with [`enable_rx_timestamps`]
+    /// on): CLOCK_REALTIME nanoseconds, the clock of socket timestamps.
+    pub fn stamp_realtime_ns(&self, i: usize) -> Option<u64> {
+        Some(self.stamp[i]).filter(|&t| t != 0)
     }
 
     /// Received datagram `i`'s bytes, to change in place (until the next
@@ -128,7 +141,7 @@ impl MsgBatch {
                     (libc::IPPROTO_IP, libc::IP_TOS)
                 };
                 let val: libc::c_int = self.tos[i].into();
-                // SAFETY: msg_control points at CMSG_SPACE (64) aligned
+                // SAFETY: msg_control points at CMSG_SPACE (128) aligned
                 // bytes, more than CMSG_SPACE(sizeof(int)); the first
                 // header is inside it.
                 unsafe {
@@ -169,6 +182,7 @@ impl MsgBatch {
             self.lens[i] = self.hdr[i].msg_len as usize;
             self.tos[i] = 0;
             self.seg[i] = 0;
+            self.stamp[i] = 0;
             let h = &self.hdr[i].msg_hdr;
             // SAFETY: the kernel filled msg_control/msg_controllen; the
             // CMSG_* macros walk within msg_controllen.
@@ -189,6 +203,13 @@ impl MsgBatch {
                     } else if lvl == libc::SOL_UDP && ty == UDP_GRO {
                         let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
                         self.seg[i] = u16::try_from(v).unwrap_or(0);
+                    } else if lvl == libc::SOL_SOCKET && ty == libc::SCM_TIMESTAMPNS {
+                        let ts =
+                            std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
+                        self.stamp[i] = u64::try_from(ts.tv_sec)
+                            .unwrap_or(0)
+                            .saturating_mul(1_000_000_000)
+                            .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0));
                     }
                     c = libc::CMSG_NXTHDR(h, c);
                 }
@@ -245,7 +266,7 @@ impl MsgBatch {
         self.prepare(range, false);
         let h = &mut self.hdr[start].msg_hdr;
         h.msg_iovlen = k as _;
-        // SAFETY: msg_control points at CMSG_SPACE (64) aligned bytes;
+        // SAFETY: msg_control points at CMSG_SPACE (128) aligned bytes;
         // prepare wrote the TOS header first and set msg_controllen to its
         // space; the UDP_SEGMENT header follows it and both fit in 64.
         unsafe {
@@ -416,6 +437,25 @@ pub fn enable_gro(fd: BorrowedFd<'_>) -> bool {
             fd.as_raw_fd(),
             libc::SOL_UDP,
             UDP_GRO,
+            (&raw const on).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
+
+/// Turns on the kernel's receive timestamps (SO_TIMESTAMPNS): every
+/// datagram received then carries, in a control message, when the kernel
+/// took it in — before it waited in the socket's queue for the daemon
+/// ([`MsgBatch::stamp_realtime_ns`]). False when the kernel refuses.
+pub fn enable_rx_timestamps(fd: BorrowedFd<'_>) -> bool {
+    let on: libc::c_int = 1;
+    // SAFETY: passes a pointer to a valid c_int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPNS,
             (&raw const on).cast(),
             size_of::<libc::c_int>() as libc::socklen_t,
         )
