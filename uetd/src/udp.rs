@@ -475,12 +475,9 @@ struct StampClock {
 
 impl StampClock {
     fn now() -> Self {
-        let real = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
         Self {
             mono: crate::sys::mem::monotonic_ns(),
-            real: (real.tv_sec as u64)
-                .saturating_mul(1_000_000_000)
-                .saturating_add(real.tv_nsec as u64),
+            real: crate::sys::mem::realtime_ns(),
         }
     }
 

@@ -135,3 +135,13 @@ pub fn monotonic_ns() -> u64 {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+/// CLOCK_REALTIME in nanoseconds: the clock of the kernel's socket
+/// timestamps, read only to turn those into [`monotonic_ns`]'s.
+pub fn realtime_ns() -> u64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+    u64::try_from(ts.tv_sec)
+        .unwrap_or(0)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::try_from(ts.tv_nsec).unwrap_or(0))
+}
