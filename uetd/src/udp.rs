@@ -888,37 +888,43 @@ mod offload_tests {
 
     /// A datagram carries when the kernel received it, on the daemon's
     /// clock: after it was sent, and well before a daemon that let it wait
-    /// in the socket's queue read it.
+    /// in the socket's queue read it. The kernel turns arrival stamping on
+    /// a little after the first socket asks (a deferred static key) and
+    /// stamps at the read until then, so the wait shows within a few tries.
     #[test]
     fn a_datagram_carries_its_arrival_on_the_daemons_clock() {
         for offload in [true, false] {
             let host = if offload { 4 } else { 6 };
             let mut a = io(host, offload);
             let mut b = io(host + 1, offload);
-            let sent = crate::sys::mem::monotonic_ns();
-            assert_eq!(
-                send(
-                    &mut a,
-                    IpAddr::V4(Ipv4Addr::new(127, 0, 0, host + 1)),
-                    &[100]
-                ),
-                1
-            );
-            // Not synchronisation: the datagram waits in b's queue meanwhile.
-            std::thread::sleep(Duration::from_millis(20));
-            let mut stamps = Vec::new();
-            for _ in 0..1000 {
-                poll_in(&[b.rx_sock.as_fd()], Some(Duration::from_millis(10))).unwrap();
-                b.recv(64, &mut |m, _| stamps.push(m.arrived)).unwrap();
-                if !stamps.is_empty() {
+            let mut waits = Vec::new();
+            for _ in 0..20 {
+                let sent = crate::sys::mem::monotonic_ns();
+                let to = IpAddr::V4(Ipv4Addr::new(127, 0, 0, host + 1));
+                assert_eq!(send(&mut a, to, &[100]), 1);
+                // Not synchronisation: the datagram waits in b's queue.
+                std::thread::sleep(Duration::from_millis(20));
+                let mut stamps = Vec::new();
+                for _ in 0..1000 {
+                    poll_in(&[b.rx_sock.as_fd()], Some(Duration::from_millis(10))).unwrap();
+                    b.recv(64, &mut |m, _| stamps.push(m.arrived)).unwrap();
+                    if !stamps.is_empty() {
+                        break;
+                    }
+                }
+                let read = crate::sys::mem::monotonic_ns();
+                assert_eq!(stamps.len(), 1, "offload {offload}");
+                let at = stamps[0].expect("stamped").as_nanos();
+                assert!(sent <= at && at <= read, "{sent} {at} {read}");
+                waits.push(read - at);
+                if read - at >= 10_000_000 {
                     break;
                 }
             }
-            let read = crate::sys::mem::monotonic_ns();
-            assert_eq!(stamps.len(), 1, "offload {offload}");
-            let at = stamps[0].expect("stamped").as_nanos();
-            assert!(sent <= at && at <= read, "{sent} {at} {read}");
-            assert!(read - at >= 10_000_000, "waited {} ns", read - at);
+            assert!(
+                waits.iter().any(|&w| w >= 10_000_000),
+                "offload {offload}: waits {waits:?} ns"
+            );
         }
     }
 
