@@ -400,17 +400,7 @@ pub fn force_buffers(fd: BorrowedFd<'_>, bytes: usize) -> bool {
     let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
     let mut ok = true;
     for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
-        // SAFETY: passes a pointer to a valid c_int and its size.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&raw const v).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        ok &= rc == 0;
+        ok &= set_int(fd, libc::SOL_SOCKET, opt, v).is_ok();
     }
     ok
 }
@@ -430,18 +420,7 @@ pub const GSO_MAX_SEGMENTS: usize = 64;
 /// size in a control message ([`MsgBatch::segment`]). False when the
 /// kernel refuses.
 pub fn enable_gro(fd: BorrowedFd<'_>) -> bool {
-    let on: libc::c_int = 1;
-    // SAFETY: passes a pointer to a valid c_int and its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_UDP,
-            UDP_GRO,
-            (&raw const on).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    rc == 0
+    set_int(fd, libc::SOL_UDP, UDP_GRO, 1).is_ok()
 }
 
 /// Turns on the kernel's receive timestamps (SO_TIMESTAMPNS): every
@@ -449,18 +428,7 @@ pub fn enable_gro(fd: BorrowedFd<'_>) -> bool {
 /// took it in — before it waited in the socket's queue for the daemon
 /// ([`MsgBatch::stamp_realtime_ns`]). False when the kernel refuses.
 pub fn enable_rx_timestamps(fd: BorrowedFd<'_>) -> bool {
-    let on: libc::c_int = 1;
-    // SAFETY: passes a pointer to a valid c_int and its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&raw const on).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    rc == 0
+    set_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1).is_ok()
 }
 
 /// `SO_NO_CHECK` (`<asm-generic/socket.h>`): send IPv4 UDP with checksum 0.
