@@ -606,6 +606,21 @@ const RCCC_RECEIVER_FIELDS: &[(&str, &str, &str)] = &[
         "Pacer ticks that granted less than their budget: the credit not yet spent reached its cap.",
     ),
     (
+        "late_bytes",
+        "uet_rccc_late_bytes_total",
+        "Pacer budget lost to ticks that came later than the pacer may catch up, bytes.",
+    ),
+    (
+        "withheld_bytes",
+        "uet_rccc_withheld_bytes_total",
+        "Pacer budget withheld because the credit not yet spent reached its cap, bytes.",
+    ),
+    (
+        "unclaimed_bytes",
+        "uet_rccc_unclaimed_bytes_total",
+        "Pacer budget no active source had demand for, bytes.",
+    ),
+    (
         "credit_requests",
         "uet_rccc_credit_requests_total",
         "CREDIT_REQ control packets received.",
@@ -1255,6 +1270,7 @@ mod tests {
         s.rccc_receiver = Some(uet_cms::rccc::RcccReceiverStats {
             outstanding_limited: 6,
             granted_bytes: 3000,
+            late_bytes: 700,
             ..Default::default()
         });
         s.cccs = vec![
@@ -1301,6 +1317,7 @@ mod tests {
             ("uet_worker_loop_sleeps_total{worker=\"1\"}", "5"),
             ("uet_rccc_outstanding_limited_total{worker=\"0\"}", "6"),
             ("uet_rccc_granted_bytes_total{worker=\"0\"}", "3000"),
+            ("uet_rccc_late_bytes_total{worker=\"0\"}", "700"),
             // A worker without a pacer reads as 0.
             ("uet_rccc_granted_bytes_total{worker=\"1\"}", "0"),
             ("uet_ccc_destinations{worker=\"0\"}", "2"),

@@ -80,6 +80,19 @@ pub struct RcccReceiverStats {
     /// Pacer ticks that granted less than their budget because the credit
     /// outstanding reached [`RcccConfig::max_outstanding`].
     pub outstanding_limited: u64,
+    /// Where the pacer's budget went other than to grants, in bytes of
+    /// credit at the paced rate; with `granted_bytes` they tell a link left
+    /// idle by a late pacer from one held back by the outstanding cap or by
+    /// senders that wanted no more.
+    ///
+    /// Budget of the time a tick came later than `max_burst_slices` after
+    /// the one before (the caller did not run the pacer for that long).
+    pub late_bytes: u64,
+    /// Budget withheld because the credit outstanding reached
+    /// [`RcccConfig::max_outstanding`].
+    pub withheld_bytes: u64,
+    /// Budget no active sender had demand for (reclaimed, not banked).
+    pub unclaimed_bytes: u64,
 }
 
 /// The positive part of a balance.
@@ -656,10 +669,15 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         } else {
             let since = self
                 .last_tick
-                .map_or(Duration::ZERO, |t| now.saturating_since(t));
-            since
-                .as_nanos()
-                .min(slice_ns * u128::from(self.config.max_burst_slices))
+                .map_or(Duration::ZERO, |t| now.saturating_since(t))
+                .as_nanos();
+            let most = slice_ns * u128::from(self.config.max_burst_slices);
+            let late = self.config.paced_units(since.saturating_sub(most)) / BYTE_PPM_NS;
+            self.stats.late_bytes = self
+                .stats
+                .late_bytes
+                .saturating_add(u64::try_from(late).unwrap_or(u64::MAX));
+            since.min(most)
         };
         self.resuming = false;
         self.last_tick = Some(now);
@@ -670,6 +688,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         self.write_offs_due(now);
         let n = self.active.len();
         if n == 0 {
+            self.stats.unclaimed_bytes += budget;
             self.next_tick = None;
             return;
         }
@@ -681,6 +700,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             .saturating_sub(self.outstanding());
         if budget > headroom {
             self.stats.outstanding_limited += 1;
+            self.stats.withheld_bytes += budget - headroom;
             budget = headroom;
         }
 
@@ -701,6 +721,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         // The senders served leave the ordered set while the slice is
         // divided and go back in with their new service afterwards.
         let mut picked: Vec<S> = Vec::new();
+        let mut carried = false;
         while budget > 0 {
             let Some(&(v, s)) = self.active.first() else {
                 break;
@@ -720,6 +741,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
                 // keep it for the next slice rather than grant sub-packet
                 // credit [I].
                 self.carry = budget;
+                carried = true;
                 break;
             }
             self.active.remove(&(v, s));
@@ -732,9 +754,11 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             // The sub-quantum remainder carries to the next slice, so the
             // long-run rate stays exact.
             self.carry = self.carry.max(budget);
+        } else if !carried {
+            // Budget nobody could use is not banked: unused credit is
+            // reclaimed [I].
+            self.stats.unclaimed_bytes += budget;
         }
-        // Budget nobody could use is not banked: unused credit is
-        // reclaimed [I].
 
         // Back into the set with their new service; those whose demand is
         // met leave the active table.
@@ -1076,6 +1100,10 @@ mod tests {
         assert_eq!(r.poll_grant(), Some((7, c24(32_500))));
         assert!(!r.is_active(7));
         assert_eq!(r.poll_timeout(), None);
+        // The second slice's 12,500 B met the last 7,500 B of demand; the
+        // rest was nobody's.
+        assert_eq!(r.stats().unclaimed_bytes, 5_000);
+        assert_eq!((r.stats().late_bytes, r.stats().withheld_bytes), (0, 0));
         assert!(core::iter::from_fn(|| r.poll_event()).any(|e| e
             == RcccReceiverEvent::Left {
                 now: us(1),
@@ -1212,6 +1240,9 @@ mod tests {
         r.on_rx(us(12), 1u32, c24(SEED_TARGET + 60_000), 0, false);
         r.handle_timeout(Instant::from_nanos(12_500));
         assert_eq!(r.granted(1), Some(12_500 + 12_500 + 18_750 + 25_000));
+        // The 9 µs beyond the two slices' catch-up are counted as late.
+        assert_eq!(r.stats().late_bytes, 9 * 12_500);
+        assert_eq!(r.stats().unclaimed_bytes, 0);
     }
 
     #[test]
@@ -1297,6 +1328,15 @@ mod tests {
         assert!(paced <= bound && paced > bound - 2 * 4160, "{paced}");
         assert_eq!(r.outstanding(), paced);
         assert!(r.stats().outstanding_limited > 0);
+        // The budget of the 100 slices went to grants or was withheld (up
+        // to the sub-packet carry of the last tick).
+        let budget = 100 * 12_375;
+        let accounted = paced + r.stats().withheld_bytes;
+        assert!(
+            accounted <= budget && accounted + 4160 > budget,
+            "{accounted}"
+        );
+        assert_eq!(r.stats().late_bytes + r.stats().unclaimed_bytes, 0);
         // Ten packets arrive: exactly that much may be granted again.
         for _ in 0..10 {
             r.on_rx(us(100), 1u32, c24(paced + 12_500 + 2_000_000), 4160, false);

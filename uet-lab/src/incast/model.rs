@@ -285,6 +285,15 @@ pub struct ReceiverCounters {
     /// not yet spent reached its cap.
     #[serde(default)]
     pub outstanding_limited: u64,
+    /// Pacer budget lost to ticks later than the pacer may catch up, bytes.
+    #[serde(default)]
+    pub late_bytes: u64,
+    /// Pacer budget withheld by the cap on credit not yet spent, bytes.
+    #[serde(default)]
+    pub withheld_bytes: u64,
+    /// Pacer budget no active sender wanted, bytes.
+    #[serde(default)]
+    pub unclaimed_bytes: u64,
 }
 
 /// The victim's ping-pong during one run.

@@ -364,6 +364,9 @@ struct Counters {
     pacer_ticks: u64,
     granted_bytes: u64,
     outstanding_limited: u64,
+    late_bytes: u64,
+    withheld_bytes: u64,
+    unclaimed_bytes: u64,
     /// PDCs open now (opened minus closed; not a delta).
     pdcs_open: u64,
 }
@@ -395,6 +398,9 @@ fn counters(c: &mut Client) -> Result<Counters> {
         k.pacer_ticks += n("ticks");
         k.granted_bytes += n("granted_bytes");
         k.outstanding_limited += n("outstanding_limited");
+        k.late_bytes += n("late_bytes");
+        k.withheld_bytes += n("withheld_bytes");
+        k.unclaimed_bytes += n("unclaimed_bytes");
         k.pdcs_open += n("pdcs_opened").saturating_sub(n("pdcs_closed"));
     }
     Ok(k)
@@ -451,6 +457,9 @@ impl Counters {
             outstanding_limited: self
                 .outstanding_limited
                 .saturating_sub(b.outstanding_limited),
+            late_bytes: self.late_bytes.saturating_sub(b.late_bytes),
+            withheld_bytes: self.withheld_bytes.saturating_sub(b.withheld_bytes),
+            unclaimed_bytes: self.unclaimed_bytes.saturating_sub(b.unclaimed_bytes),
             pdcs_open: self.pdcs_open,
         }
     }
@@ -1186,6 +1195,9 @@ impl IncastLab {
                 pacer_ticks: rx.pacer_ticks,
                 granted_bytes: rx.granted_bytes,
                 outstanding_limited: rx.outstanding_limited,
+                late_bytes: rx.late_bytes,
+                withheld_bytes: rx.withheld_bytes,
+                unclaimed_bytes: rx.unclaimed_bytes,
             },
             victim: victim_lat.map(|congested| VictimRun { congested }),
             cpu_busy,
