@@ -20,7 +20,7 @@ use hdrhistogram::Histogram;
 use uet_api::{Client, Event, LocalHandle, Region, RemoteRegion, Status};
 
 use super::model::{
-    Calibration, CcSample, FILL_TARGET, FitStep, Flow, LatencyStats, QueueSample, ReceiverCounters,
+    Calibration, CcSample, FILL_TARGET, FIT_STEPS, FitStep, Flow, LatencyStats, QueueSample, ReceiverCounters,
     Run, Setup, VictimRun,
 };
 use crate::error::{Error, Result, require};
@@ -854,7 +854,7 @@ impl IncastLab {
     /// than [`FILL_TARGET`] of R (the CPUs, not the bottleneck, hold them
     /// back: a controlled sender sends a few packets per wake-up where an
     /// uncontrolled one sends a window), R drops to that share of what
-    /// they filled, in 10 Mb/s steps, three times at most.
+    /// they filled, in 10 Mb/s steps, [`FIT_STEPS`] times at most.
     fn fit_to_control(&mut self) -> Result<()> {
         let Some(cc) = ["rccc", "nscc", "nscc+rccc", "pft"]
             .into_iter()
@@ -863,7 +863,7 @@ impl IncastLab {
             return Ok(());
         };
         let n = *self.opts.senders.iter().max().expect("checked");
-        for _ in 0..3 {
+        for _ in 0..FIT_STEPS {
             let r = self.opts.bottleneck;
             self.lab.state.config.daemon_args = daemon_args(&self.opts, Some(self.rto_init_us()));
             self.lab
