@@ -29,8 +29,8 @@ pub use cc_mode::CcMode;
 pub use config::{PdsConfig, SecureStart};
 pub use counters::{Counters, DropReason, NackCounts};
 pub use engine::{
-    InitiatorKey, OpenError, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, RxSes,
-    SesHooks, Transmit,
+    InitiatorKey, OpenError, PdcRoundTrip, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta,
+    RxRequest, RxSes, SesHooks, Transmit,
 };
 pub use rx_window::{RxOutcome, RxWindow};
 pub use tx_ledger::{TxEntry, TxLedger};

@@ -14,7 +14,7 @@ use uet_wire::time::{Duration, Instant};
 use uet_wire::{Dscp, Ecn, EntropyValue, JobId, MessageId, Psn, RiGeneration, TrafficClass};
 
 use crate::engine::{
-    InitiatorKey, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, SesHooks,
+    InitiatorKey, PdcRoundTrip, Pds, PdsError, PdsEvent, PktRef, Reply, RxMeta, RxRequest, SesHooks,
 };
 use crate::{DropReason, PdsConfig};
 
@@ -823,6 +823,38 @@ fn established(a: &mut Host, b: &mut Host) -> (uet_wire::PdcId, Instant) {
     }
     while a.pds.poll_event().is_some() {}
     (pdc, t(2))
+}
+
+#[test]
+fn round_trips_give_each_sending_pdcs_estimate_and_rto() {
+    // An RTO floor below the round trip, so the RTO shows the estimate.
+    let cfg = PdsConfig {
+        rto_init: Duration::from_nanos(100),
+        ..PdsConfig::default()
+    };
+    let mut a = host(A, 1, cfg.clone());
+    let mut b = host(B, 2, cfg.clone());
+    assert_eq!(a.pds.round_trips().count(), 0);
+    established(&mut a, &mut b);
+    let rt: Vec<PdcRoundTrip> = a.pds.round_trips().collect();
+    assert_eq!(rt.len(), 1);
+    let r = rt[0];
+    assert_eq!(r.peer, B);
+    // One sample of at most the 2 µs from send to ACK: SRTT is it and
+    // RTTVAR half of it (RFC 6298's first sample).
+    let srtt = r.srtt.as_nanos();
+    assert!(srtt > 0 && srtt <= 2_000, "{srtt}");
+    assert_eq!(r.rttvar.as_nanos(), srtt / 2);
+    let var = (4 * r.rttvar.as_nanos()).max(cfg.ack_delay.as_nanos());
+    assert_eq!(r.rto.as_nanos(), srtt + var);
+    // The target has sent no data of its own: no estimate.
+    assert_eq!(b.pds.round_trips().count(), 0);
+    // With the default floor the RTO is RTO_INIT_TIME.
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    established(&mut a, &mut b);
+    let r = a.pds.round_trips().next().unwrap();
+    assert_eq!(r.rto, PdsConfig::default().rto_init);
 }
 
 #[test]

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{GaugeVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 use serde_json::Value;
 use uet_pds::DropReason;
 use uet_wire::pds::NackCode;
@@ -482,6 +482,27 @@ const CCC_FIELDS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The round trip of the destination's PDC with the longest RTO, in
+/// seconds: (JSON field in ns, name, help). Labels `worker` and `peer`;
+/// no series before the first sample.
+const CCC_TIME_FIELDS: &[(&str, &str, &str)] = &[
+    (
+        "srtt_ns",
+        "uet_ccc_srtt_seconds",
+        "Smoothed round trip of the PDC to the peer whose RTO is the longest.",
+    ),
+    (
+        "rttvar_ns",
+        "uet_ccc_rttvar_seconds",
+        "Round-trip variation of that PDC.",
+    ),
+    (
+        "rto_ns",
+        "uet_ccc_rto_seconds",
+        "The RTO a packet sent now on that PDC would get (before any timeout's doubling).",
+    ),
+];
+
 /// Every NACK code's label value (the lower-case spec name), `unknown`
 /// (every reserved code) last.
 fn nack_code_labels() -> impl Iterator<Item = String> {
@@ -509,6 +530,15 @@ impl Exposition {
 
     fn gauge(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
         let g = IntGaugeVec::new(Opts::new(name, help), labels)
+            .expect("the metric names and labels here are valid");
+        self.registry
+            .register(Box::new(g.clone()))
+            .expect("each metric is registered once");
+        g
+    }
+
+    fn gauge_f64(&self, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
+        let g = GaugeVec::new(Opts::new(name, help), labels)
             .expect("the metric names and labels here are valid");
         self.registry
             .register(Box::new(g.clone()))
@@ -716,6 +746,10 @@ pub fn encode(doc: &Value) -> String {
         .iter()
         .map(|&(_, name, help)| x.gauge(name, help, &["worker", "peer"]))
         .collect();
+    let ccc_time: Vec<GaugeVec> = CCC_TIME_FIELDS
+        .iter()
+        .map(|&(_, name, help)| x.gauge_f64(name, help, &["worker", "peer"]))
+        .collect();
     // Per-backend sections: families only when some worker has one.
     let sections: Vec<(&str, &[SectionField], Vec<IntCounterVec>)> =
         [("xsk", XSK_FIELDS), ("udp", UDP_FIELDS)]
@@ -765,6 +799,12 @@ pub fn encode(doc: &Value) -> String {
                 if !c[field].is_null() {
                     g.with_label_values(&[id, peer.as_str()])
                         .set(as_i64(&c[field]));
+                }
+            }
+            for (&(field, ..), g) in CCC_TIME_FIELDS.iter().zip(&ccc_time) {
+                if let Some(ns) = c[field].as_u64() {
+                    g.with_label_values(&[id, peer.as_str()])
+                        .set(ns as f64 / 1e9);
                 }
             }
         }
@@ -1215,6 +1255,7 @@ mod tests {
             inflight: 2,
             backlog: 3,
             credit: Some(4),
+            round_trip: None,
         });
         let text = encode(&to_json(&[s], Some(&NeighCounts::default())));
         let (mut helps, mut types) = (Vec::new(), Vec::new());
@@ -1280,6 +1321,12 @@ mod tests {
                 inflight: -5,
                 backlog: 0,
                 credit: None,
+                round_trip: Some(uet_pds::PdcRoundTrip {
+                    peer: IpAddr::from([10, 0, 0, 2]),
+                    srtt: Duration::from_micros(120),
+                    rttvar: Duration::from_micros(30),
+                    rto: Duration::from_millis(5),
+                }),
             },
             CccSnapshot {
                 dst: "fd00::3".parse().unwrap(),
@@ -1287,6 +1334,7 @@ mod tests {
                 inflight: 2,
                 backlog: 3,
                 credit: Some(4096),
+                round_trip: None,
             },
         ];
         let other = WorkerStats {
@@ -1334,9 +1382,26 @@ mod tests {
                 "uet_ccc_credit_bytes{peer=\"fd00::3\",worker=\"0\"}",
                 "4096",
             ),
+            (
+                "uet_ccc_srtt_seconds{peer=\"10.0.0.2\",worker=\"0\"}",
+                "0.00012",
+            ),
+            (
+                "uet_ccc_rttvar_seconds{peer=\"10.0.0.2\",worker=\"0\"}",
+                "0.00003",
+            ),
+            (
+                "uet_ccc_rto_seconds{peer=\"10.0.0.2\",worker=\"0\"}",
+                "0.005",
+            ),
         ] {
             assert_eq!(value(&t, series), Some(v), "{series}\n{t}");
         }
+        // No round-trip sample towards fd00::3 yet: no series.
+        assert_eq!(
+            value(&t, "uet_ccc_rto_seconds{peer=\"fd00::3\",worker=\"0\"}"),
+            None
+        );
         // No RCCC towards 10.0.0.2: no credit series for it.
         assert_eq!(
             value(&t, "uet_ccc_credit_bytes{peer=\"10.0.0.2\",worker=\"0\"}"),
@@ -1364,6 +1429,7 @@ mod tests {
             inflight: 20,
             backlog: 30,
             credit: Some(-40),
+            round_trip: None,
         });
         let n = NeighCounts {
             destinations: 3,

@@ -23,6 +23,11 @@ use uet_wire::pds::NackCode;
 use crate::neigh::{NeighCounts, Neighbours};
 use crate::worker::WorkerStats;
 
+/// A duration in whole nanoseconds, for the document.
+fn ns(d: uet_wire::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// The non-zero NACK counts by lower-case spec name; the reserved codes
 /// all count under `unknown`.
 fn nack_map(codes: &uet_pds::NackCounts) -> Value {
@@ -96,6 +101,9 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                         "inflight": c.inflight,
                         "backlog": c.backlog,
                         "credit": c.credit,
+                        "srtt_ns": c.round_trip.map(|r| ns(r.srtt)),
+                        "rttvar_ns": c.round_trip.map(|r| ns(r.rttvar)),
+                        "rto_ns": c.round_trip.map(|r| ns(r.rto)),
                     })
                 })
                 .collect();
@@ -298,6 +306,7 @@ mod tests {
                         inflight: 1 << 20,
                         backlog: 123_456,
                         credit: Some(65_536),
+                        round_trip: None,
                     })
                     .collect(),
                 ..WorkerStats::default()

@@ -388,6 +388,9 @@ pub struct CccSnapshot {
     pub backlog: u64,
     /// RCCC credit available (bytes), when RCCC is on.
     pub credit: Option<i64>,
+    /// The round trip of the PDC to this destination whose RTO is the
+    /// longest (`Pds::round_trips`), once one has a sample.
+    pub round_trip: Option<uet_pds::PdcRoundTrip>,
 }
 
 /// A snapshot of a worker's counters.
@@ -965,6 +968,15 @@ fn publish(
         s.iterations = iterations;
         s.sleeps = sleeps;
         s.host_stalls = host_stalls;
+        // The longest RTO per destination: the PDC a timeout waits longest
+        // for (several PDCs to one peer share its CCC).
+        let mut rtts: FxHashMap<IpAddr, uet_pds::PdcRoundTrip> = FxHashMap::default();
+        for r in ep.pds().round_trips() {
+            let e = rtts.entry(r.peer).or_insert(r);
+            if r.rto > e.rto {
+                *e = r;
+            }
+        }
         s.cccs.clear();
         for (dst, _tc, c) in ep.pds().cccs() {
             s.cccs.push(CccSnapshot {
@@ -973,6 +985,7 @@ fn publish(
                 inflight: c.inflight(),
                 backlog: c.backlog(),
                 credit: c.rccc().map(uet_cms::RcccSource::credit),
+                round_trip: rtts.get(&dst).copied(),
             });
         }
     }

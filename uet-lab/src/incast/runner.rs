@@ -20,8 +20,8 @@ use hdrhistogram::Histogram;
 use uet_api::{Client, Event, LocalHandle, Region, RemoteRegion, Status};
 
 use super::model::{
-    Calibration, CcSample, FILL_TARGET, FIT_STEPS, FitStep, Flow, LatencyStats, QueueSample, ReceiverCounters,
-    Run, Setup, VictimRun,
+    Calibration, CcSample, FILL_TARGET, FIT_STEPS, FitStep, Flow, LatencyStats, QueueSample,
+    ReceiverCounters, Run, Setup, VictimRun,
 };
 use crate::error::{Error, Result, require};
 use crate::{EcnSettings, Lab, LabConfig, Sample, Sampler};

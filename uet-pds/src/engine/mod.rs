@@ -63,6 +63,19 @@ pub use crate::pkt_ref::PktRef;
 use pdc::Pdc;
 use transmit::ControlPacket;
 
+/// One PDC's round-trip estimate ([`Pds::round_trips`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PdcRoundTrip {
+    /// The peer FEP.
+    pub peer: IpAddr,
+    /// Smoothed round trip.
+    pub srtt: Duration,
+    /// Round-trip variation.
+    pub rttvar: Duration,
+    /// The RTO a packet sent now would get.
+    pub rto: Duration,
+}
+
 /// Entropy of control packets that answer no particular data packet
 /// (REFPROV default 0x4242, §8).
 const CONTROL_EV: EntropyValue = EntropyValue::from_masked(0x4242);
@@ -519,6 +532,21 @@ impl Pds {
     /// Open PDCs.
     pub fn pdc_count(&self) -> usize {
         self.pdcs.len()
+    }
+
+    /// The round trip of every PDC that has sent data: its peer, SRTT and
+    /// RTTVAR (`rto.rs`) and the RTO its next packet would get (before any
+    /// timeout's doubling). For `uet stats`: what a timeout waits for.
+    pub fn round_trips(&self) -> impl Iterator<Item = PdcRoundTrip> + '_ {
+        self.pdcs.values().filter_map(|p| {
+            let srtt = p.rtt.srtt()?;
+            Some(PdcRoundTrip {
+                peer: p.peer,
+                srtt,
+                rttvar: p.rtt.rttvar(),
+                rto: self.config.rto_for(&p.rtt, 0),
+            })
+        })
     }
 
     /// The receiver-side RCCC (active-sender table and credit pacer), when
