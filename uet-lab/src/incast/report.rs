@@ -580,6 +580,19 @@ fn misses_context(md: &mut String, report: &Report, summaries: &[Summary]) {
                 pct(g.utilisation.median)
             );
         }
+        if let Some((late, withheld)) = pacer_losses(report, g) {
+            let _ = writeln!(
+                md,
+                "- {} N={} S={}: the receiver's pacer lost {} of its budget to ticks later than its \
+                 catch-up (its worker waited for a CPU) and the outstanding cap withheld {} \
+                 (medians over seeds; `late_bytes`, `withheld_bytes` in docs/metrics.md)",
+                g.cc,
+                g.senders,
+                size_label(g.size),
+                pct(late),
+                pct(withheld)
+            );
+        }
         if g.failed_flows.max > 0.0 || g.rtos.max > 0.0 {
             let _ = writeln!(
                 md,
@@ -593,6 +606,29 @@ fn misses_context(md: &mut String, report: &Report, summaries: &[Summary]) {
         }
     }
     md.push('\n');
+}
+
+/// The median shares of the RCCC receiver pacer's budget (granted, late,
+/// withheld and unclaimed together) that were late and withheld over the
+/// runs of group `g`; `None` where no run counted a budget (no pacer, or
+/// results from before the counters).
+fn pacer_losses(report: &Report, g: &Summary) -> Option<(f64, f64)> {
+    let shares: Vec<(f64, f64)> = report
+        .runs
+        .iter()
+        .filter(|r| r.cc == g.cc && r.senders == g.senders && r.size == g.size)
+        .filter_map(|r| {
+            let c = &r.receiver;
+            let total = c.granted_bytes + c.late_bytes + c.withheld_bytes + c.unclaimed_bytes;
+            (c.late_bytes + c.withheld_bytes + c.unclaimed_bytes > 0).then(|| {
+                let t = total as f64;
+                (c.late_bytes as f64 / t, c.withheld_bytes as f64 / t)
+            })
+        })
+        .collect();
+    let late = Stat::of(shares.iter().map(|s| s.0))?;
+    let withheld = Stat::of(shares.iter().map(|s| s.1))?;
+    Some((late.median, withheld.median))
 }
 
 /// "0.24× none" when none is non-zero.
@@ -763,6 +799,34 @@ mod tests {
         for cc in ["none", "nscc", "rccc", "nscc+rccc"] {
             assert!(md.contains(&format!("\n| {cc} | 3 |")), "{cc} row");
         }
+    }
+
+    #[test]
+    fn the_rccc_pacers_lost_budget_is_named_beside_the_misses() {
+        let mut report = all_modes();
+        for (i, r) in report
+            .runs
+            .iter_mut()
+            .filter(|r| r.cc == "rccc")
+            .enumerate()
+        {
+            // Seeds late 10 %, 20 %, 30 %; withheld 5 % each.
+            let late = 10 * (i as u64 + 1);
+            r.receiver.granted_bytes = 95 - late;
+            r.receiver.late_bytes = late;
+            r.receiver.withheld_bytes = 5;
+            r.metrics.rtos = 1;
+        }
+        let md = markdown(&report);
+        assert!(
+            md.contains(
+                "the receiver's pacer lost 20.0 % of its budget to ticks later than its catch-up"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("the outstanding cap withheld 5.0 %"), "{md}");
+        // One line, for the one RCCC group: NSCC has no pacer.
+        assert_eq!(md.matches("the receiver's pacer lost").count(), 1, "{md}");
     }
 
     #[test]
