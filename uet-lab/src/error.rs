@@ -77,6 +77,16 @@ pub enum Error {
         /// Its last lines of stdout and stderr.
         log: String,
     },
+    /// A run failed, and the daemons' counters and logs at that moment were
+    /// kept in `saved` ([`crate::Lab::save_state`]).
+    #[error("a run failed; the daemons' counters and logs at that moment are in {}", saved.display())]
+    Kept {
+        /// What failed.
+        #[source]
+        error: Box<Self>,
+        /// Where the state was kept.
+        saved: PathBuf,
+    },
     /// Something awaited did not happen in time.
     #[error("timed out waiting for {awaiting}; {state}")]
     Timeout {

@@ -1182,6 +1182,32 @@ impl Lab {
         )))
     }
 
+    /// Keeps the evidence of a failed run in `dir`: each host's daemon
+    /// counters (`h<i>.json`, as `uet stats` gives them, or `h<i>.error`
+    /// where the daemon did not answer) and its log (`h<i>.log`), before the
+    /// lab is torn down and its log directory with it.
+    pub fn save_state(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+        for (i, h) in self.state.hosts.iter().enumerate() {
+            let stats = self
+                .client(i, "lab-save-state")
+                .and_then(|mut c| stats_json(&mut c, &format!("host {i}'s counters")));
+            let (name, text) = match stats {
+                Ok(v) => (format!("h{i}.json"), format!("{v:#}\n")),
+                Err(e) => (format!("h{i}.error"), format!("{e:#}\n")),
+            };
+            let path = dir.join(name);
+            std::fs::write(&path, text)
+                .map_err(Error::io(format!("writing {}", path.display())))?;
+            if h.log.exists() {
+                let to = dir.join(format!("h{i}.log"));
+                std::fs::copy(&h.log, &to)
+                    .map_err(Error::io(format!("copying {}", h.log.display())))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Bytes of the region host `i`'s serving daemon exposes.
     fn region_len(&self, i: usize) -> u64 {
         let c = &self.state.config;

@@ -315,6 +315,24 @@ fn a_peer_killed_mid_write_fails_the_write_within_the_retry_budget() {
     assert!(s["workers"][0]["pds"]["tx_data"].as_u64().unwrap() > 0);
     let ok = lab.write(1, 2, &WriteOpts::default()).unwrap();
     assert!(ok.verified(), "{ok:?}");
+    // What a failed run keeps: every live daemon's counters and each log;
+    // the killed one's connection error in place of its counters.
+    let dir = std::env::temp_dir().join(format!("uet-lab-saved-{}", std::process::id()));
+    lab.save_state(&dir).unwrap();
+    let err = std::fs::read_to_string(dir.join("h0.error")).unwrap();
+    assert!(err.contains("connecting to host 0"), "{err}");
+    assert!(!dir.join("h0.json").exists());
+    for i in 1..3 {
+        let s: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(format!("h{i}.json"))).unwrap())
+                .unwrap();
+        // Host 1 wrote, host 2 received.
+        let pds = &s["workers"][0]["pds"];
+        let data = pds["tx_data"].as_u64().unwrap() + pds["rx_data"].as_u64().unwrap();
+        assert!(data > 0, "{s}");
+        assert!(dir.join(format!("h{i}.log")).exists());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

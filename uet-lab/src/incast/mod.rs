@@ -35,7 +35,21 @@ pub fn run(
     let mut lab = IncastLab::up(opts)?;
     let mut runs = Vec::new();
     for cc in &ccs {
-        for mut r in lab.runs(cc, &mut progress)? {
+        let done = match lab.runs(cc, &mut progress) {
+            Ok(done) => done,
+            Err(e) => {
+                // The daemons' counters and logs go with the lab: keep them.
+                let saved = out.join("failed");
+                return Err(match lab.lab().save_state(&saved) {
+                    Ok(()) => Error::Kept {
+                        error: Box::new(e),
+                        saved,
+                    },
+                    Err(_) => e,
+                });
+            }
+        };
+        for mut r in done {
             r.metrics = metrics::compute(&r, &lab.setup, &lab.calibration);
             runs.push(r);
         }
