@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use prometheus::core::Collector;
 use prometheus::{GaugeVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
 use serde_json::Value;
 use uet_pds::DropReason;
@@ -519,31 +520,25 @@ struct Exposition {
 }
 
 impl Exposition {
-    fn counter(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-        let c = IntCounterVec::new(Opts::new(name, help), labels)
-            .expect("the metric names and labels here are valid");
+    /// Registers `m` (made from names and labels that are valid here).
+    fn register<M: Collector + Clone + 'static>(&self, m: prometheus::Result<M>) -> M {
+        let m = m.expect("the metric names and labels here are valid");
         self.registry
-            .register(Box::new(c.clone()))
+            .register(Box::new(m.clone()))
             .expect("each metric is registered once");
-        c
+        m
+    }
+
+    fn counter(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+        self.register(IntCounterVec::new(Opts::new(name, help), labels))
     }
 
     fn gauge(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
-        let g = IntGaugeVec::new(Opts::new(name, help), labels)
-            .expect("the metric names and labels here are valid");
-        self.registry
-            .register(Box::new(g.clone()))
-            .expect("each metric is registered once");
-        g
+        self.register(IntGaugeVec::new(Opts::new(name, help), labels))
     }
 
     fn gauge_f64(&self, name: &str, help: &str, labels: &[&str]) -> GaugeVec {
-        let g = GaugeVec::new(Opts::new(name, help), labels)
-            .expect("the metric names and labels here are valid");
-        self.registry
-            .register(Box::new(g.clone()))
-            .expect("each metric is registered once");
-        g
+        self.register(GaugeVec::new(Opts::new(name, help), labels))
     }
 
     /// A counter or gauge family named `name`, with `labels`.

@@ -665,6 +665,8 @@ fn run(
     let mut iterations = 0u64;
     let mut sleeps = 0u64;
     let mut last_publish = 0u64;
+    // Scratch for `publish`: each destination's PDC with the longest RTO.
+    let mut rtts = FxHashMap::default();
     // Submits waiting for their peer's next-hop MAC.
     let mut held: NextHopHold<Command> = NextHopHold::default();
     tracing::debug!(worker = id, max_uet = io.max_uet_len(), "worker running");
@@ -813,7 +815,14 @@ fn run(
 
         if now.as_nanos().saturating_sub(last_publish) >= PUBLISH_NS {
             last_publish = now.as_nanos();
-            publish(io, ep, stats, (iterations, sleeps, grace.stalls()), &rings);
+            publish(
+                io,
+                ep,
+                stats,
+                (iterations, sleeps, grace.stalls()),
+                &rings,
+                &mut rtts,
+            );
             publish_tss(stats, tss.as_ref());
         }
 
@@ -844,7 +853,14 @@ fn run(
             arrived |= r.ring.set_sleeping(true);
         }
         if !arrived {
-            publish(io, ep, stats, (iterations, sleeps, grace.stalls()), &rings);
+            publish(
+                io,
+                ep,
+                stats,
+                (iterations, sleeps, grace.stalls()),
+                &rings,
+                &mut rtts,
+            );
             publish_tss(stats, tss.as_ref());
             sleeps += 1;
             let wake_fd = rings
@@ -868,7 +884,14 @@ fn run(
         }
         last_busy = monotonic_ns();
     }
-    publish(io, ep, stats, (iterations, sleeps, grace.stalls()), &rings);
+    publish(
+        io,
+        ep,
+        stats,
+        (iterations, sleeps, grace.stalls()),
+        &rings,
+        &mut rtts,
+    );
     publish_tss(stats, tss.as_ref());
     tracing::debug!(worker = id, "worker stopped");
 }
@@ -948,12 +971,17 @@ fn take_from_ring(id: usize, rings: &mut Rings, i: usize) -> Option<Command> {
     }
 }
 
+/// Copies the worker's counters and per-destination state into `stats`,
+/// where the control thread reads them. `rtts` is scratch space kept by the
+/// caller, so that publishing (every millisecond, and before each sleep)
+/// allocates nothing once warm.
 fn publish(
     io: &dyn PacketIo,
     ep: &DaemonEndpoint,
     stats: &Mutex<WorkerStats>,
     (iterations, sleeps, host_stalls): (u64, u64, u64),
     rings: &Rings,
+    rtts: &mut FxHashMap<IpAddr, uet_pds::PdcRoundTrip>,
 ) {
     if let Ok(mut s) = stats.lock() {
         s.ring_refused = rings.refused;
@@ -970,7 +998,7 @@ fn publish(
         s.host_stalls = host_stalls;
         // The longest RTO per destination: the PDC a timeout waits longest
         // for (several PDCs to one peer share its CCC).
-        let mut rtts: FxHashMap<IpAddr, uet_pds::PdcRoundTrip> = FxHashMap::default();
+        rtts.clear();
         for r in ep.pds().round_trips() {
             let e = rtts.entry(r.peer).or_insert(r);
             if r.rto > e.rto {
