@@ -377,33 +377,38 @@ fn counters(c: &mut Client) -> Result<Counters> {
         .map_err(Error::client("reading a daemon's counters"))?;
     let v: serde_json::Value =
         serde_json::from_str(&text).map_err(Error::json("parsing a daemon's counters"))?;
+    Ok(counters_of(&v))
+}
+
+/// The counters of one `uet stats` document, summed over its workers.
+fn counters_of(v: &serde_json::Value) -> Counters {
     let mut k = Counters::default();
     for w in v["workers"].as_array().into_iter().flatten() {
         let p = &w["pds"];
-        let n = |key: &str| p[key].as_u64().unwrap_or(0);
-        k.tx_data += n("tx_data");
-        k.retransmits += n("tx_retransmits");
-        k.rtos += n("rtos");
-        k.tail_probes += n("tail_probes");
-        k.sack_inferred += n("sack_inferred");
-        k.rx_data += n("rx_data");
-        k.tx_acks += n("tx_acks");
-        k.rx_ce += n("rx_ce");
+        let pds = |key: &str| p[key].as_u64().unwrap_or(0);
+        k.tx_data += pds("tx_data");
+        k.retransmits += pds("tx_retransmits");
+        k.rtos += pds("rtos");
+        k.tail_probes += pds("tail_probes");
+        k.sack_inferred += pds("sack_inferred");
+        k.rx_data += pds("rx_data");
+        k.tx_acks += pds("tx_acks");
+        k.rx_ce += pds("rx_ce");
         k.tx_nacks += p["tx_nacks"].as_object().map_or(0, |m| {
             m.values().filter_map(serde_json::Value::as_u64).sum()
         });
+        k.pdcs_open += pds("pdcs_opened").saturating_sub(pds("pdcs_closed"));
         k.tx_packets += w["io"]["tx_packets"].as_u64().unwrap_or(0);
         let r = &w["rccc_receiver"];
-        let n = |key: &str| r[key].as_u64().unwrap_or(0);
-        k.pacer_ticks += n("ticks");
-        k.granted_bytes += n("granted_bytes");
-        k.outstanding_limited += n("outstanding_limited");
-        k.late_bytes += n("late_bytes");
-        k.withheld_bytes += n("withheld_bytes");
-        k.unclaimed_bytes += n("unclaimed_bytes");
-        k.pdcs_open += n("pdcs_opened").saturating_sub(n("pdcs_closed"));
+        let pacer = |key: &str| r[key].as_u64().unwrap_or(0);
+        k.pacer_ticks += pacer("ticks");
+        k.granted_bytes += pacer("granted_bytes");
+        k.outstanding_limited += pacer("outstanding_limited");
+        k.late_bytes += pacer("late_bytes");
+        k.withheld_bytes += pacer("withheld_bytes");
+        k.unclaimed_bytes += pacer("unclaimed_bytes");
     }
-    Ok(k)
+    k
 }
 
 /// How long an idle PDC lives in the lab's daemons (`uetd --pdc-idle-ms`).
@@ -1203,5 +1208,38 @@ impl IncastLab {
             cpu_busy,
             metrics: Default::default(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two workers' `uet stats` objects, one of them pacing RCCC sources.
+    fn doc() -> serde_json::Value {
+        serde_json::json!({ "workers": [
+            { "pds": { "tx_data": 10, "rx_data": 3, "pdcs_opened": 5, "pdcs_closed": 2,
+                       "tx_nacks": { "psn_oor_window": 1, "unknown": 2 } },
+              "io": { "tx_packets": 20 },
+              "rccc_receiver": { "ticks": 7, "granted_bytes": 4000, "late_bytes": 100 } },
+            { "pds": { "tx_data": 1, "pdcs_opened": 4, "pdcs_closed": 4 },
+              "io": { "tx_packets": 2 } }
+        ]})
+    }
+
+    #[test]
+    fn a_daemons_counters_sum_its_workers_and_its_open_pdcs_come_from_the_pds() {
+        let k = counters_of(&doc());
+        assert_eq!(
+            (k.tx_data, k.rx_data, k.tx_nacks, k.tx_packets),
+            (11, 3, 3, 22)
+        );
+        // The lab waits between runs until this is 0 on every daemon: it
+        // must count the PDS's PDCs, not read fields the pacer lacks.
+        assert_eq!(k.pdcs_open, 3);
+        assert_eq!(
+            (k.pacer_ticks, k.granted_bytes, k.late_bytes),
+            (7, 4000, 100)
+        );
     }
 }
