@@ -818,12 +818,12 @@ fn run(
             publish(
                 io,
                 ep,
+                tss.as_ref(),
                 stats,
                 (iterations, sleeps, grace.stalls()),
                 &rings,
                 &mut rtts,
             );
-            publish_tss(stats, tss.as_ref());
         }
 
         if busy {
@@ -856,12 +856,12 @@ fn run(
             publish(
                 io,
                 ep,
+                tss.as_ref(),
                 stats,
                 (iterations, sleeps, grace.stalls()),
                 &rings,
                 &mut rtts,
             );
-            publish_tss(stats, tss.as_ref());
             sleeps += 1;
             let wake_fd = rings
                 .wake_set
@@ -887,21 +887,13 @@ fn run(
     publish(
         io,
         ep,
+        tss.as_ref(),
         stats,
         (iterations, sleeps, grace.stalls()),
         &rings,
         &mut rtts,
     );
-    publish_tss(stats, tss.as_ref());
     tracing::debug!(worker = id, "worker stopped");
-}
-
-fn publish_tss(stats: &Mutex<WorkerStats>, tss: Option<&WorkerTss>) {
-    if let Some(t) = tss
-        && let Ok(mut s) = stats.lock()
-    {
-        s.tss = Some(t.stats());
-    }
 }
 
 /// The next operation of ring `i`, checked as the control loop checks a
@@ -971,13 +963,15 @@ fn take_from_ring(id: usize, rings: &mut Rings, i: usize) -> Option<Command> {
     }
 }
 
-/// Copies the worker's counters and per-destination state into `stats`,
-/// where the control thread reads them. `rtts` is scratch space kept by the
-/// caller, so that publishing (every millisecond, and before each sleep)
-/// allocates nothing once warm.
+/// Copies the worker's counters (the security sublayer's too, with
+/// `tss`) and per-destination state into `stats`, under one lock, where the
+/// control thread reads them. `rtts` is scratch space kept by the caller,
+/// so that publishing (every millisecond, and before each sleep) allocates
+/// nothing once warm.
 fn publish(
     io: &dyn PacketIo,
     ep: &DaemonEndpoint,
+    tss: Option<&WorkerTss>,
     stats: &Mutex<WorkerStats>,
     (iterations, sleeps, host_stalls): (u64, u64, u64),
     rings: &Rings,
@@ -996,6 +990,9 @@ fn publish(
         s.iterations = iterations;
         s.sleeps = sleeps;
         s.host_stalls = host_stalls;
+        if let Some(t) = tss {
+            s.tss = Some(t.stats());
+        }
         // The longest RTO per destination: the PDC a timeout waits longest
         // for (several PDCs to one peer share its CCC).
         rtts.clear();
