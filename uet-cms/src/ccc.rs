@@ -382,6 +382,15 @@ impl Ccc {
         self.update_state(now);
     }
 
+    /// The peer no longer knows this CCC's RCCC source: it starts afresh
+    /// ([`RcccSource::restart`]). Nothing else changes.
+    pub fn restart_rccc(&mut self, now: Instant) {
+        if let Some(r) = &mut self.rccc {
+            r.restart(now);
+        }
+        self.update_state(now);
+    }
+
     /// Withdraws backlog that will not be sent (an operation failed).
     pub fn withdraw(&mut self, now: Instant, bytes: u64) {
         self.backlog = self.backlog.saturating_sub(bytes);

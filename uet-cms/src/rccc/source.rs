@@ -99,6 +99,9 @@ pub struct RcccSourceStats {
     pub resyncs: u64,
     /// CREDIT_REQ CPs taken by the PDS.
     pub requests: u64,
+    /// Fresh starts after the receiver forgot the source
+    /// ([`restart`](RcccSource::restart)).
+    pub restarts: u64,
     /// Sends reported while `can_send` was false (caller misuse; counted).
     pub overdrafts: u64,
 }
@@ -203,6 +206,31 @@ impl RcccSource {
     /// Counters.
     pub fn stats(&self) -> &RcccSourceStats {
         &self.stats
+    }
+
+    /// Starts afresh, as a new source would: speculating, with the initial
+    /// window as both balance and cumulative count, no request pending and
+    /// the credit timer reset. What waits to be sent stays.
+    ///
+    /// For a source the receiver no longer knows: the receiver forgets a
+    /// source with the last PDC that carried it, and a source left without
+    /// credit then has nothing to reach it with. Its PDCs are either closed
+    /// or never heard from, so no data packet can carry a credit target
+    /// and no CREDIT_REQ can be addressed; a packet never sent never times
+    /// out. A new CCC would start exactly this way, and the receiver enters
+    /// a new source at the same cumulative count.
+    pub fn restart(&mut self, now: Instant) {
+        self.credit = self.config.initial_window as i64;
+        self.cum = wire24(self.config.initial_window);
+        self.resync_from = None;
+        self.speculating = true;
+        self.request = None;
+        self.blocked_since = None;
+        self.wait_start = None;
+        self.retries = 0;
+        self.last_wait = None;
+        self.stats.restarts += 1;
+        self.refresh(now);
     }
 
     /// `OnNewData`: `bytes` of new data were queued.
@@ -781,6 +809,39 @@ mod tests {
         assert_eq!(s.stats().granted_bytes, cum - 12_500);
         assert_eq!(s.cumulative(), wire24(cum));
         assert!(cum > 1 << 24);
+    }
+
+    #[test]
+    fn a_restart_speculates_again_and_keeps_what_waits() {
+        let mut s = RcccSource::new(seed_config()).unwrap();
+        s.on_new_data(us(0), 12_500);
+        s.on_send(us(0), 12_500, false);
+        s.on_ack(us(12));
+        s.on_credit_update(us(20), Credit24::new(30_000).unwrap());
+        s.on_send(us(21), 17_500, false);
+        // Blocked with new demand: a request pending, no credit.
+        s.on_new_data(us(30), 50_000);
+        assert!(s.needs_credit_request());
+        assert_eq!(s.credit(), 0);
+        s.restart(us(40));
+        assert!(s.is_speculating());
+        assert_eq!(s.credit(), 12_500);
+        assert_eq!(s.cumulative(), Credit24::new(12_500).unwrap());
+        assert_eq!(s.backlog(), 50_000);
+        assert!(
+            !s.needs_credit_request(),
+            "the next packet carries the target"
+        );
+        assert_eq!(s.poll_timeout(), None, "not blocked");
+        assert_eq!(s.stats().restarts, 1);
+        // The receiver enters it afresh at the same count: its first grant
+        // is new credit, not a value to resynchronize on.
+        assert!(s.can_send(12_500));
+        s.on_send(us(41), 12_500, false);
+        assert_eq!(
+            s.on_credit_update(us(50), Credit24::new(25_000).unwrap()),
+            CreditUpdate::New(12_500)
+        );
     }
 
     #[test]

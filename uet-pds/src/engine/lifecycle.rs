@@ -210,6 +210,11 @@ impl Pds {
     /// and the two ends' cumulative credit counters re-synchronize
     /// (`RcccSource::on_credit_update`), so a peer's state lives no longer
     /// than its PDCs and tables a peer can grow stay within `max_pdcs`.
+    ///
+    /// A CCC left only with PDCs that have sent nothing yet (a write queued
+    /// while the last PDC closed) is kept, but its RCCC source starts
+    /// afresh, as the next PDC's new CCC would have: the peer forgets the
+    /// source with the last PDC that carried it.
     pub(super) fn remove_pdc(&mut self, now: Instant, id: PdcId, error: Option<PdsError>) {
         if let Some(p) = self.pdcs.remove(&id) {
             if p.pending {
@@ -227,8 +232,23 @@ impl Pds {
             if let Some(key) = p.rx.as_ref().and_then(|rx| rx.rccc) {
                 self.release_rccc(now, id, key);
             }
-            if self.cccs.index(&p.ccc).is_some() && !self.pdcs.values().any(|q| q.ccc == p.ccc) {
-                self.cccs.remove(&p.ccc);
+            if self.cccs.index(&p.ccc).is_some() {
+                let (none_left, none_known) = {
+                    let mut left = self.pdcs.values().filter(|q| q.ccc == p.ccc).peekable();
+                    (left.peek().is_none(), left.all(Self::unsent))
+                };
+                if none_left {
+                    self.cccs.remove(&p.ccc);
+                } else if none_known
+                    && let Some(c) = self.cccs.get_mut(&p.ccc)
+                    && c.rccc().is_some()
+                {
+                    // The peer knows none of the PDCs left: it has forgotten
+                    // this source with the last one it knew, and a source
+                    // without credit could never reach it again.
+                    c.restart_rccc(now);
+                    self.schedule_ccc(p.ccc);
+                }
             }
             if let Some(k) = p.key
                 && self.reuse.get(&k) == Some(&id)
@@ -244,6 +264,11 @@ impl Pds {
             self.events
                 .push_back(PdsEvent::PdcClosed { pdc: id, error });
         }
+    }
+
+    /// An initiator PDC that has sent nothing its peer could know it by.
+    fn unsent(q: &Pdc) -> bool {
+        q.initiator && !q.established && !q.nacked && q.ledger.next_psn() == q.start
     }
 
     /// A free local PDC ID, drawn at random (`PdcTable::alloc`), or `None`

@@ -410,7 +410,7 @@ fn a_window_lost_before_establishment_is_found_by_a_syn_addressed_probe() {
 }
 
 /// A target whose PDS runs an RCCC receiver with `initial_window`.
-fn rccc_target(initial_window: u64) -> Host {
+pub(super) fn rccc_target(initial_window: u64) -> Host {
     host(
         B,
         2,
@@ -435,7 +435,12 @@ fn is_data(d: &Dgram) -> bool {
 /// Runs `a` and `b` on a lossless link with no delay until both are quiet
 /// or `until`, from `now`: every timer when due, every packet delivered at
 /// once. Returns A's data packets with the time each left.
-fn run_pair(a: &mut Host, b: &mut Host, mut now: Instant, until: Instant) -> Vec<(Instant, Psn)> {
+pub(super) fn run_pair(
+    a: &mut Host,
+    b: &mut Host,
+    mut now: Instant,
+    until: Instant,
+) -> Vec<(Instant, Psn)> {
     let mut sent = vec![];
     loop {
         for _ in 0..10_000 {

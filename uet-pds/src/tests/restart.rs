@@ -216,3 +216,58 @@ fn a_refusal_for_want_of_a_pdc_is_resent_after_a_backoff() {
     assert_eq!(a.pds.counters().nack_backoffs, 5);
     assert!(a.up.failed.is_empty());
 }
+
+/// A write queued while the last PDC towards its peer closes goes on a new
+/// PDC that shares the CCC, whose RCCC source ended its speculation long
+/// ago and holds no credit. The target forgets the source with the last
+/// PDC that carried it, so once the old PDC is gone nothing of this source
+/// is known there: the source starts afresh, as a new CCC's would, with
+/// its speculative window. Before, the new PDC never sent: no credit, no
+/// established PDC to carry a CREDIT_REQ, and no packet to time out.
+#[test]
+fn a_write_queued_while_the_last_pdc_closes_starts_its_rccc_source_afresh() {
+    use super::loss_detection::{rccc_target, run_pair};
+    let window = 2 * 4160;
+    let mut a = host(A, 1, rccc_source(window));
+    let mut b = rccc_target(window);
+    let tc = TrafficClass::from_masked(0);
+    let old = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), old, pkts(1, 2, 4000)).unwrap();
+    run_pair(&mut a, &mut b, t(0), t(100));
+    assert_eq!(a.up.acked.iter().filter(|p| p.token == 1).count(), 2);
+    let source = |a: &Host| a.pds.ccc(B, tc).unwrap().rccc().unwrap().clone();
+    assert!(!source(&a).is_speculating());
+    assert_eq!(source(&a).credit(), 0);
+    // The idle timeout closes the PDC; the target forgets it on CLOSE.
+    let when = a.pds.poll_timeout().unwrap();
+    a.pds.handle_timeout(when, &mut a.up);
+    let close = drain(&mut a, when);
+    assert!(
+        matches!(close[0].pds(), PdsRepr::Cp(c) if c.payload == CpPayload::Close),
+        "a CLOSE"
+    );
+    deliver(&mut b, when, &close[0]);
+    let close_ack = drain(&mut b, when);
+    assert_eq!(b.pds.rccc_receiver().unwrap().known_senders(), 0);
+    // A write comes before the CLOSE's ACK: a new PDC on the same CCC.
+    let new = a.pds.open(when, key(ReliableMode::Rud)).unwrap();
+    assert_ne!(new, old);
+    a.pds.enqueue(when, new, pkts(2, 4, 4000)).unwrap();
+    assert!(!source(&a).is_speculating());
+    for d in drain(&mut a, when) {
+        deliver(&mut b, when, &d);
+    }
+    for d in &close_ack {
+        deliver(&mut a, when, d);
+    }
+    assert_eq!(a.pds.pdc_count(), 1, "the old PDC is gone");
+    assert!(source(&a).is_speculating(), "the source starts afresh");
+    assert_eq!(source(&a).credit(), window as i64);
+    assert_eq!(source(&a).stats().restarts, 1);
+    let rto = PdsConfig::default().rto_init;
+    run_pair(&mut a, &mut b, when, when + 4 * rto);
+    assert_eq!(a.up.acked.iter().filter(|p| p.token == 2).count(), 4);
+    assert!(a.up.failed.is_empty(), "{:?}", a.up.failed);
+    assert_eq!(a.pds.counters().rto_fired, 0);
+    assert_eq!(b.pds.rccc_receiver().unwrap().known_senders(), 1);
+}
