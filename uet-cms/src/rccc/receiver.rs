@@ -147,6 +147,10 @@ struct Entry {
     /// forced a packet past its credit, down to
     /// [`RcccReceiver::balance_floor`].
     balance: i64,
+    /// Bytes taken as speculative since the sender was entered: a source
+    /// speculates at most its initial window per life (see
+    /// [`RcccReceiver::on_data`]).
+    speculated: u64,
 }
 
 impl Entry {
@@ -363,6 +367,24 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             0
         };
         self.heard(now, sender, credit_target, extra);
+        // A source speculates once per life, at most its initial window
+        // (`RcccSource`); the PDS takes SYN for speculation, but a PDC
+        // opened later on a source's CCC sends SYN packets on paced credit
+        // until it is established. Past the initial window, then, a packet
+        // is paced and settles its credit; counted speculative, it settled
+        // nothing, the sender's balance stayed at the outstanding bound
+        // and the pacer granted it nothing more [I].
+        let arrival = match self.senders.get_mut(&sender) {
+            Some(e) if arrival == Arrival::Speculative => {
+                if e.speculated >= self.config.initial_window {
+                    Arrival::Paced
+                } else {
+                    e.speculated = e.speculated.saturating_add(bytes);
+                    arrival
+                }
+            }
+            _ => arrival,
+        };
         // Every paced or retransmitted byte that arrives settles credit, a
         // trimmed packet's too (it spent its credit and is no longer in
         // flight). Speculative bytes were sent on the initial window, which
@@ -585,6 +607,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             cp_pending: false,
             unanswered_since: None,
             balance: 0,
+            speculated: 0,
         });
         e.unanswered_since = None;
         // The target relative to what was granted, by serial arithmetic; a

@@ -370,7 +370,14 @@ impl RcccSource {
         // plus the most credit asked ahead and a packet of debt
         // (`MAX_CREDIT_LIMIT`'s bound).
         let in_step = 2 * to_i64(self.config.max_credit) + i64::from(self.config.mtu);
-        let update = if d.abs() > in_step {
+        // A value that follows a stray one in step confirms the re-base even
+        // when it looks merely old against ours: a receiver that started
+        // afresh at a small count grants up from it, and its next values
+        // can be nearer our count than the bound while still behind it.
+        let follows_stray = self
+            .resync_from
+            .is_some_and(|from| (0..=in_step).contains(&diff24(cumulative, from)));
+        let update = if d.abs() > in_step || (d < 0 && follows_stray) {
             match self.resync_from {
                 Some(from) if (0..=in_step).contains(&diff24(cumulative, from)) => {
                     self.stats.resyncs += 1;

@@ -900,6 +900,41 @@ fn late_speculative_packets_do_not_settle_paced_credit() {
     assert_eq!(rx.outstanding(), paced - 4160);
 }
 
+/// A source speculates at most its initial window once per life; more
+/// packets taken for speculative (SYN set, as a PDC opened later on the
+/// same CCC sends them on paced credit until it is established) settle
+/// their credit as paced ones do. Otherwise they settled nothing, the
+/// sender's balance stayed at the outstanding bound, and the pacer stopped
+/// granting it (two engines writing both ways, several jobs each: a write
+/// waited for a credit timeout's write-off, and failed when the target's
+/// idle timeout came first).
+#[test]
+fn speculative_arrivals_past_the_initial_window_settle_as_paced() {
+    let cfg = RcccConfig {
+        pacing_ppm: 1_000_000,
+        ..RcccConfig::default()
+    };
+    let window = cfg.initial_window;
+    let t0 = Instant::ZERO;
+    let (mut rx, initial) = unpaid_arrivals(cfg, 1, 4160, Arrival::Speculative);
+    rx.handle_timeout(t0 + Duration::from_micros(1));
+    assert!(rx.poll_grant().is_some(), "a grant");
+    let paced = rx.granted(1).unwrap() - initial;
+    assert!(paced >= 4160);
+    // The rest of the initial window: speculative, it settles nothing.
+    let mut speculated = 4160;
+    while speculated < window {
+        rx.on_data(t0, 1, wire24(1_000_000), 4160, false, Arrival::Speculative);
+        speculated += 4160;
+    }
+    assert_eq!(rx.outstanding(), paced);
+    assert_eq!(rx.stats().speculative_bytes, speculated);
+    // Past it, a SYN packet came on the grant.
+    rx.on_data(t0, 1, wire24(1_000_000), 4160, false, Arrival::Speculative);
+    assert_eq!(rx.outstanding(), paced - 4160);
+    assert_eq!(rx.stats().speculative_bytes, speculated);
+}
+
 /// A sender that sent past its credit (packets forced by RTOs or a probe's
 /// answer) owes the receiver: the grants that fill the deficit cannot be
 /// answered with data, and must not get it evicted as idle.
@@ -974,4 +1009,53 @@ fn a_receiver_that_forgot_the_source_is_followed_after_one_resync() {
     rx.handle_timeout(later);
     let (_, g2) = rx.poll_grant().unwrap();
     assert!(matches!(a.on_credit_update(later, g2), CreditUpdate::New(n) if n > 0));
+}
+
+/// The same when the source's count is only a little more than the bound
+/// ahead of the receiver's fresh one: the first grant is far off, the
+/// next ones, a packet further on, fall within the bound behind the
+/// source's count. They follow the stray value in step and confirm the
+/// re-base; taken for stale, every grant after the first was ignored and
+/// the source starved (two engines writing both ways, a target PDC closed
+/// while the source's CCC lived on).
+#[test]
+fn grants_that_follow_a_stray_value_re_base_even_when_they_look_old() {
+    let cfg = RcccConfig {
+        pacing_ppm: 1_000_000,
+        ..RcccConfig::default()
+    };
+    let in_step = 2 * cfg.max_credit + u64::from(cfg.mtu);
+    let initial = cfg.initial_window;
+    let mut a = RcccSource::new(cfg).unwrap();
+    let now = Instant::ZERO;
+    a.on_new_data(now, 64_000_000);
+    a.on_ack(now);
+    // The source's count: just past the bound ahead of a fresh receiver's.
+    let ours = initial + in_step + 100;
+    for cum in [initial + in_step / 2, ours] {
+        assert!(matches!(
+            a.on_credit_update(now, wire24(cum)),
+            CreditUpdate::New(_)
+        ));
+        a.on_send(now, a.credit().unsigned_abs(), false);
+    }
+    let credit = a.credit();
+    // The fresh receiver's count, then its next grant of a packet.
+    assert_eq!(
+        a.on_credit_update(now, wire24(initial)),
+        CreditUpdate::Resync
+    );
+    let next = initial + 4160;
+    assert!(ours - next <= in_step, "looks merely old");
+    assert_eq!(a.on_credit_update(now, wire24(next)), CreditUpdate::Resync);
+    assert_eq!(a.stats().resyncs, 1);
+    assert_eq!(
+        a.credit(),
+        credit,
+        "no credit gained or lost by the re-base"
+    );
+    assert_eq!(
+        a.on_credit_update(now, wire24(next + 4160)),
+        CreditUpdate::New(4160)
+    );
 }
