@@ -21,6 +21,7 @@ use crate::{DropReason, PdsConfig};
 mod clean_link;
 mod domain;
 mod inflight;
+mod liveness;
 mod loss_detection;
 mod offpath;
 mod restart;
@@ -1249,4 +1250,100 @@ fn the_service_time_runs_from_the_packets_stamped_arrival() {
     );
     // Unstamped: it arrived when it was read.
     assert!(service_of(None) < Duration::from_micros(1));
+}
+
+/// Two PDCs towards one destination share its CCC. The one the CCC held
+/// back left the send round robin; the ACK that opens the window answers
+/// the other PDC, which has nothing left to send. The ACK schedules every
+/// PDC of the CCC, so the held one sends. Before, it waited for good: only
+/// the PDC the ACK named was scheduled.
+#[test]
+fn an_ack_that_opens_a_shared_window_schedules_the_pdc_it_held_back() {
+    let mut cfg = PdsConfig::default();
+    let window = 2 * cfg.nominal(1000);
+    cfg.ccc.algorithm = uet_cms::Algorithm::Fixed {
+        window: u64::from(window),
+    };
+    let mut a = host(A, 1, cfg);
+    let mut b = host(B, 2, PdsConfig::default());
+    let first = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    let mut k = key(ReliableMode::Rud);
+    k.job = JobId::from_masked(2);
+    let second = a.pds.open(t(0), k).unwrap();
+    assert_ne!(first, second);
+    a.pds.enqueue(t(0), first, pkts(1, 2, 1000)).unwrap();
+    let out = drain(&mut a, t(0));
+    assert_eq!(out.len(), 2, "the window is full");
+    a.pds.enqueue(t(1), second, pkts(2, 2, 1000)).unwrap();
+    assert!(drain(&mut a, t(1)).is_empty(), "held back by the window");
+    for d in &out {
+        deliver(&mut b, t(2), d);
+    }
+    for d in drain(&mut b, t(2)) {
+        deliver(&mut a, t(3), &d);
+    }
+    assert_eq!(a.up.acked.len(), 2);
+    let sent = drain(&mut a, t(3));
+    assert_eq!(sent.len(), 2, "the held PDC sends once the window opens");
+}
+
+/// A source whose first window was trimmed asks for credit (as in
+/// `a_nacked_unestablished_source_still_asks_for_credit`) while its peer
+/// also writes to it: the CCC towards the peer holds the target PDC of the
+/// peer's write too. That PDC is
+/// established and addressable, but it has sent no data, so the peer's
+/// receiver does not know this source by it (at the peer it is an
+/// initiator PDC): the request goes on the PDC that sent the data. Before,
+/// it went on the addressable target PDC and was dropped at the peer.
+#[test]
+fn a_credit_request_goes_on_the_pdc_that_carried_the_data() {
+    let rccc = uet_cms::RcccConfig {
+        initial_window: 2 * 4160,
+        ..uet_cms::RcccConfig::default()
+    };
+    let mut a = host(A, 1, rccc_source(2 * 4160));
+    let mut b = host(
+        B,
+        2,
+        PdsConfig {
+            rccc_receiver: Some(rccc),
+            ..PdsConfig::default()
+        },
+    );
+    // B writes to A first: A holds a target PDC towards B, on the same CCC.
+    let mut kb = key(ReliableMode::Rud);
+    kb.dst = A;
+    let from_b = b.pds.open(t(0), kb).unwrap();
+    b.pds.enqueue(t(0), from_b, pkts(9, 1, 100)).unwrap();
+    exchange(&mut b, &mut a, t(0));
+    assert_eq!(b.up.acked.len(), 1);
+    let pdc = a.pds.open(t(1), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(1), pdc, pkts(1, 4, 4000)).unwrap();
+    let first: Vec<Dgram> = drain(&mut a, t(1))
+        .into_iter()
+        .filter(|d| matches!(d.pds(), PdsRepr::Request(_)))
+        .collect();
+    assert_eq!(first.len(), 2, "the speculative window");
+    for mut d in first {
+        d.bytes.truncate(16);
+        d.trimmed = Some(Trim::LastHop);
+        deliver(&mut b, t(2), &d);
+    }
+    for d in &drain(&mut b, t(2)) {
+        deliver(&mut a, t(3), d);
+    }
+    let reqs: Vec<Dgram> = drain(&mut a, t(3))
+        .into_iter()
+        .filter(|d| {
+            matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::CreditReq { .. }))
+        })
+        .collect();
+    assert_eq!(reqs.len(), 1);
+    let PdsRepr::Cp(c) = reqs[0].pds() else {
+        panic!()
+    };
+    assert_eq!(c.spdcid, Some(pdc), "from the PDC that sent the data");
+    deliver(&mut b, t(4), &reqs[0]);
+    assert_eq!(b.pds.counters().drops(DropReason::StrayFeedback), 0);
+    assert_eq!(b.pds.rccc_receiver().unwrap().stats().credit_requests, 1);
 }

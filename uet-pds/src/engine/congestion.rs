@@ -115,6 +115,32 @@ impl Pds {
         (bytes, pkts, rtx)
     }
 
+    /// Every PDC's state, for a test's failure message.
+    #[cfg(test)]
+    pub(crate) fn pdc_dump(&self) -> Vec<String> {
+        self.pdcs
+            .values()
+            .map(|p| {
+                format!(
+                    "pdc {:?} peer {:?} init {} est {} closing {} nacked {} start {:?} next {:?} ledger {} queue {} sched {} peer_id {:?} rx_rccc {:?}",
+                    p.id,
+                    p.peer,
+                    p.initiator,
+                    p.established,
+                    p.closing,
+                    p.nacked,
+                    p.start,
+                    p.ledger.next_psn(),
+                    p.ledger.len(),
+                    p.queue.packets(),
+                    p.scheduled,
+                    p.peer_id,
+                    p.rx.as_ref().map(|r| r.rccc)
+                )
+            })
+            .collect()
+    }
+
     /// Hands every queued congestion-control state change, of every CCC,
     /// to `f` with the CCC's destination and traffic class
     /// ([`Ccc::poll_trace`]): for tracing and plots.
@@ -204,6 +230,7 @@ impl Pds {
             return;
         }
         // One pass, no key list: polling one CCC changes no other.
+        let mut forgotten = Vec::new();
         let Self {
             cccs,
             pdcs,
@@ -220,27 +247,58 @@ impl Pds {
                 return;
             }
             if let Some(target) = c.poll_credit_request(now) {
-                // Any established PDC of this CCC carries the request; else
-                // one the target has NACKed, addressed as its SYN packets
-                // are (the target knows it by {source, SPDCID}, §2.2).
-                // A source whose whole first window was trimmed holds
-                // nothing but NACKs, which do not establish its PDC; this
-                // is how it still reaches the receiver once the receiver's
-                // idle timeout has dropped its demand. A PDC never heard
-                // from waits for its RTO instead: the target may not know
-                // it, and a request it cannot place only adds packets to a
-                // full buffer.
+                // A PDC of this CCC that has sent data carries the request:
+                // the target's receiver knows the source by the CC headers
+                // of that data. (A target PDC that has only acknowledged
+                // the peer's writes does not: at the peer it is an
+                // initiator PDC the receiver never took data on, and the
+                // request would be dropped there.) An established one, by
+                // PDC ID; else one the target has NACKed, addressed as its
+                // SYN packets are (the target knows it by {source,
+                // SPDCID}, §2.2). A source whose whole first window was
+                // trimmed holds nothing but NACKs, which do not establish
+                // its PDC; this is how it still reaches the receiver once
+                // the receiver's idle timeout has dropped its demand. A PDC
+                // never heard from waits for its RTO instead: the target
+                // may not know it, and a request it cannot place only adds
+                // packets to a full buffer.
                 let pdc = pdcs
                     .values()
-                    .filter(|p| p.ccc == key && (Self::addressable(p) || p.initiator && p.nacked))
+                    .filter(|p| {
+                        p.ccc == key
+                            && !Self::sent_nothing(p)
+                            && (Self::addressable(p) || p.initiator && p.nacked)
+                    })
                     .max_by_key(|p| Self::addressable(p))
-                    .map(|p| (p.id, p.peer, p.mode, Self::dst_field(p, p.start)));
-                if let Some((id, dst, mode, dpdcid)) = pdc {
+                    .map(|p| {
+                        // Addressed by PDC ID, the request names the PDC's
+                        // next PSN, as a PROBE does: a target that no
+                        // longer knows the PDC NACKs it with that PSN,
+                        // which the PDC can verify (`on_nack`) and reopen.
+                        let psn = if Self::addressable(p) {
+                            p.ledger.next_psn()
+                        } else {
+                            Psn(0)
+                        };
+                        (p.id, p.peer, p.mode, Self::dst_field(p, p.start), psn)
+                    });
+                if pdc.is_none()
+                    && pdcs
+                        .values()
+                        .filter(|p| p.ccc == key)
+                        .all(Self::sent_nothing)
+                {
+                    // Nothing can carry the request, and the target knows
+                    // none of this CCC's PDCs.
+                    forgotten.push(key);
+                    return;
+                }
+                if let Some((id, dst, mode, dpdcid, psn)) = pdc {
                     let repr = PdsCpRepr {
                         mode,
                         retx: false,
                         ar: false,
-                        psn: Psn(0),
+                        psn,
                         spdcid: Some(id),
                         dpdcid,
                         payload: CpPayload::CreditReq {
@@ -267,6 +325,34 @@ impl Pds {
                 }
             }
         });
+        for key in forgotten {
+            self.restart_forgotten_source(now, key);
+        }
+    }
+
+    /// Restarts the RCCC source of CCC `key` when the target knows none of
+    /// its PDCs: every one left is an initiator PDC that has sent nothing
+    /// yet (opened while the last one closed, or reopened because the
+    /// target had forgotten it). The target forgets a source with the last
+    /// PDC that carried it, and a source without credit could never reach
+    /// it again: no data packet may leave to carry a credit target, no PDC
+    /// the target knows can carry a CREDIT_REQ, and a packet never sent
+    /// never times out. So it starts as a new CCC's source would
+    /// (`RcccSource::restart`), and its PDCs are scheduled.
+    pub(super) fn restart_forgotten_source(&mut self, now: Instant, key: (IpAddr, TrafficClass)) {
+        let forgotten = {
+            let mut left = self.pdcs.values().filter(|q| q.ccc == key).peekable();
+            left.peek().is_some() && left.all(Self::sent_nothing)
+        };
+        if !forgotten {
+            return;
+        }
+        if let Some(c) = self.cccs.get_mut(&key)
+            && c.rccc().is_some()
+        {
+            c.restart_rccc(now);
+            self.schedule_ccc(key);
+        }
     }
 
     /// Turns the receiver pacer's grants into CREDIT control packets.

@@ -196,12 +196,16 @@ impl Pds {
         // backlog, unacknowledged ones leave inflight, marked ones leave the
         // retransmit backlog.
         let (infl, infl_pkts, rtx) = CcShare::of_ledger(&self.config, &p.ledger);
-        if let Some(c) = self.cccs.get_mut(&p.ccc) {
+        let key = p.ccc;
+        if let Some(c) = self.cccs.get_mut(&key) {
             c.withdraw(now, withdrawn);
             c.abandon(now, infl, infl_pkts, rtx);
         }
         self.pdcs.insert(id, p);
         self.remove_pdc(now, id, Some(error));
+        // What it had in flight no longer holds the CCC: the PDCs it held
+        // back may send (they were taken off the send round robin).
+        self.schedule_ccc(key);
     }
 
     /// Forgets a PDC, and with it whatever state for its peer no other PDC
@@ -213,8 +217,7 @@ impl Pds {
     ///
     /// A CCC left only with PDCs that have sent nothing yet (a write queued
     /// while the last PDC closed) is kept, but its RCCC source starts
-    /// afresh, as the next PDC's new CCC would have: the peer forgets the
-    /// source with the last PDC that carried it.
+    /// afresh (`restart_forgotten_source`).
     pub(super) fn remove_pdc(&mut self, now: Instant, id: PdcId, error: Option<PdsError>) {
         if let Some(p) = self.pdcs.remove(&id) {
             if p.pending {
@@ -233,21 +236,10 @@ impl Pds {
                 self.release_rccc(now, id, key);
             }
             if self.cccs.index(&p.ccc).is_some() {
-                let (none_left, none_known) = {
-                    let mut left = self.pdcs.values().filter(|q| q.ccc == p.ccc).peekable();
-                    (left.peek().is_none(), left.all(Self::unsent))
-                };
-                if none_left {
+                if self.pdcs.values().any(|q| q.ccc == p.ccc) {
+                    self.restart_forgotten_source(now, p.ccc);
+                } else {
                     self.cccs.remove(&p.ccc);
-                } else if none_known
-                    && let Some(c) = self.cccs.get_mut(&p.ccc)
-                    && c.rccc().is_some()
-                {
-                    // The peer knows none of the PDCs left: it has forgotten
-                    // this source with the last one it knew, and a source
-                    // without credit could never reach it again.
-                    c.restart_rccc(now);
-                    self.schedule_ccc(p.ccc);
                 }
             }
             if let Some(k) = p.key
@@ -266,9 +258,12 @@ impl Pds {
         }
     }
 
-    /// An initiator PDC that has sent nothing its peer could know it by.
-    fn unsent(q: &Pdc) -> bool {
-        q.initiator && !q.established && !q.nacked && q.ledger.next_psn() == q.start
+    /// Whether `q` has sent nothing the peer could know this end's RCCC
+    /// source by: no packet with a PSN of this PDC's life (no request,
+    /// response or CLOSE). A target PDC that has only acknowledged sends
+    /// none either: the peer's receiver learns of a source from its data.
+    pub(super) fn sent_nothing(q: &Pdc) -> bool {
+        q.ledger.next_psn() == q.start
     }
 
     /// A free local PDC ID, drawn at random (`PdcTable::alloc`), or `None`
@@ -419,7 +414,9 @@ impl Pds {
             }
         }
         if queue.is_empty() {
+            let key = p.ccc;
             self.remove_pdc(now, id, None);
+            self.schedule_ccc(key);
             return;
         }
         if let Some(pid) = p.peer_id.take()
@@ -458,9 +455,14 @@ impl Pds {
         p.reopens += 1;
         p.last_activity = now;
         self.counters.pdcs_reopened += 1;
+        let ccc = p.ccc;
+        // It sends again from the start, and what it had in flight no
+        // longer holds the CCC: the other PDCs it held back may send too.
+        self.schedule_ccc(ccc);
         self.schedule(id);
         if let Some(key) = rccc_key {
             self.release_rccc(now, id, key);
         }
+        self.restart_forgotten_source(now, ccc);
     }
 }

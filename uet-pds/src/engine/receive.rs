@@ -10,7 +10,7 @@ use core::cell::Cell;
 use std::net::IpAddr;
 use uet_cms::nscc::{RcvdBytesTracker, service_time_from_wire};
 use uet_cms::rccc::Arrival;
-use uet_cms::{AckEvent, NackEvent};
+use uet_cms::{AckEvent, CccState, NackEvent};
 use uet_wire::encap::Trim;
 use uet_wire::pds::tss::Sdi;
 use uet_wire::pds::{
@@ -926,6 +926,7 @@ impl Pds {
         // when this ACK delivered nothing new (every packet it covers was
         // SACKed before, the CACK having waited for a CLEAR, §3).
         let reschedule = p.clear_needed || (una_moved && !p.queue.is_empty());
+        let ccc_key = p.ccc;
         let ccc_ix = Self::ccc_ix(&self.cccs, p);
         // CC feedback: NSCC state (rcvd_bytes → newly received bytes,
         // service time, DFC) or CREDIT state (RCCC cumulative credit), §2.7.
@@ -958,6 +959,7 @@ impl Pds {
         if acked_pkts > 0
             && let Some(c) = ccc_ix.and_then(|ix| self.cccs.at_mut(ix))
         {
+            let blocked = c.state() == CccState::Active;
             c.on_ack(
                 now,
                 &AckEvent {
@@ -978,7 +980,16 @@ impl Pds {
                     arrival: meta.arrived,
                 },
             );
-            self.schedule(id);
+            if blocked && c.state() == CccState::Ready {
+                // The CCC held data back and may send again (window room,
+                // credit on the ACK): every PDC it held, not only this
+                // one, which may have nothing left to send. Others that
+                // share the CCC were taken off the send round robin when
+                // it blocked them.
+                self.schedule_ccc(ccc_key);
+            } else {
+                self.schedule(id);
+            }
         }
         if !inferred.is_empty() {
             if let Some(c) = ccc_ix.and_then(|ix| self.cccs.at_mut(ix)) {
@@ -1351,6 +1362,22 @@ impl Pds {
                     p.hold_until = Some(p.hold_until.map_or(until, |h| h.max(until)));
                     self.counters.nack_backoffs += 1;
                 }
+                // A window the target NACKed before it established the
+                // PDC: the retransmissions wait for credit, and the credit
+                // requests are addressed as SYN packets are, by {source,
+                // SPDCID}. A target that has forgotten that PDC since (an
+                // unconfirmed PDC it reaped) drops them, and no packet is
+                // in flight to time out, so after RTO_INIT_TIME of
+                // unanswered requests the oldest packet is forced
+                // (`force_unheard`).
+                if marked
+                    && self.rccc_source
+                    && !p.established
+                    && p.unheard_loss_at.is_none()
+                    && Self::unheard_window(p)
+                {
+                    p.unheard_loss_at = Some(now);
+                }
                 if marked {
                     self.schedule(id);
                 }
@@ -1442,6 +1469,18 @@ impl Pds {
             // Target side: a source asks for credit (its credit timeout).
             CpPayload::CreditReq { target_credit } => {
                 let id = match (c.dpdcid, c.spdcid) {
+                    // A PDC we do not know (forgotten after its idle
+                    // timeout while the source still held it open): the
+                    // source is told, as for any packet of a PDC we do not
+                    // know, and opens it afresh. Otherwise a source whose
+                    // credit ran out could only ever ask again.
+                    (DpdcidField::Dpdcid(Some(id)), Some(sp))
+                        if self.pdcs.get(&id).is_none_or(|p| p.peer != meta.src) =>
+                    {
+                        self.counters.drop(DropReason::UnknownPdc);
+                        self.nack(meta, NackCode::InvDpdcid, c.psn, None, Some(sp), 0);
+                        return;
+                    }
                     (DpdcidField::Dpdcid(Some(id)), _) => Some(id),
                     // From a PDC not yet established: by {source, SPDCID}.
                     (DpdcidField::Syn { .. }, Some(sp)) => {

@@ -271,3 +271,82 @@ fn a_write_queued_while_the_last_pdc_closes_starts_its_rccc_source_afresh() {
     assert_eq!(a.pds.counters().rto_fired, 0);
     assert_eq!(b.pds.rccc_receiver().unwrap().known_senders(), 1);
 }
+
+/// A source waiting for credit sends nothing but CREDIT_REQs. When the
+/// target has forgotten the PDC meanwhile (here: it restarted), each
+/// request names the PDC's next PSN and the target NACKs it INV_DPDCID,
+/// as any packet of a PDC it does not know; the source verifies the PSN,
+/// reopens the PDC and, the target knowing none of its PDCs, speculates
+/// again. Before, the target dropped such requests unanswered and the
+/// write waited for good.
+#[test]
+fn a_credit_request_to_a_forgotten_pdc_is_refused_and_the_pdc_reopens() {
+    use super::loss_detection::{rccc_target, run_pair};
+    let window = 2 * 4160;
+    let mut a = host(A, 1, rccc_source(window));
+    let mut b = rccc_target(window);
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 2, 4000)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(2, 4, 4000)).unwrap();
+    // The speculative window carries token 1; its ACKs end speculation.
+    let first = drain(&mut a, t(0));
+    assert_eq!(first.len(), 2);
+    for d in &first {
+        deliver(&mut b, t(1), d);
+    }
+    for d in drain(&mut b, t(1)) {
+        deliver(&mut a, t(2), &d);
+    }
+    assert_eq!(a.up.acked.len(), 2);
+    assert!(drain(&mut a, t(2)).is_empty(), "no credit for token 2");
+    // The target restarts before it grants anything.
+    let mut b = rccc_target(window);
+    let rto = PdsConfig::default().rto_init;
+    run_pair(&mut a, &mut b, t(2), t(2) + 4 * rto);
+    assert_eq!(a.pds.counters().pdcs_reopened, 1);
+    assert_eq!(
+        a.pds.counters().rx_nack_codes.0[usize::from(NackCode::InvDpdcid.code())],
+        1
+    );
+    assert_eq!(a.up.acked.iter().filter(|p| p.token == 2).count(), 4);
+    assert!(a.up.failed.is_empty(), "{:?}", a.up.failed);
+    assert_eq!(b.up.requests.len(), 4, "the new target got token 2 once");
+}
+
+/// A window the target NACKed (trimmed) before the PDC was established
+/// waits for credit, and its credit requests are addressed as its SYN
+/// packets are. A target that has forgotten the unconfirmed PDC since
+/// (here: it restarted) drops them, and nothing is in flight to time out:
+/// after RTO_INIT_TIME of unanswered requests the oldest packet passes
+/// closed credit, opens the PDC at the target, and the rest follow on the
+/// credit it earns.
+#[test]
+fn a_nacked_window_whose_target_forgot_the_pdc_forces_its_oldest_packet() {
+    use super::loss_detection::{rccc_target, run_pair};
+    let window = 2 * 4160;
+    let rto = PdsConfig::default().rto_init;
+    let mut a = host(A, 1, rccc_source(window));
+    let mut b = rccc_target(window);
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 4, 4000)).unwrap();
+    let first = drain(&mut a, t(0));
+    assert_eq!(first.len(), 2, "the speculative window");
+    for mut d in first {
+        d.bytes.truncate(16);
+        d.trimmed = Some(Trim::LastHop);
+        deliver(&mut b, t(1), &d);
+    }
+    for d in drain(&mut b, t(1)) {
+        deliver(&mut a, t(2), &d);
+    }
+    assert!(
+        drain(&mut a, t(2))
+            .iter()
+            .all(|d| !matches!(d.pds(), PdsRepr::Request(_)))
+    );
+    let mut b = rccc_target(window);
+    run_pair(&mut a, &mut b, t(2), t(2) + 4 * rto);
+    assert_eq!(a.up.acked.iter().filter(|p| p.token == 1).count(), 4);
+    assert!(a.up.failed.is_empty(), "{:?}", a.up.failed);
+    assert_eq!(a.pds.counters().rto_fired, 0);
+}
