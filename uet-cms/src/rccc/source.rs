@@ -396,6 +396,8 @@ impl RcccSource {
         } else {
             let newly = d.unsigned_abs();
             self.cum = cumulative;
+            // A newer grant cancels a re-base the stray value began.
+            self.resync_from = None;
             self.stats.granted_bytes = self.stats.granted_bytes.saturating_add(newly);
             self.credit = self.credit.saturating_add(d);
             let max = to_i64(self.config.max_credit);
