@@ -3,7 +3,8 @@
 //! included), several jobs and two traffic classes sharing each
 //! destination's CCCs, idle timeouts short enough that PDCs close between
 //! and during writes, and a wire that delays, reorders, drops, duplicates
-//! and trims. Whatever the schedule, every packet handed to the PDS is
+//! and trims, and engines that restart mid-run. Whatever the schedule,
+//! every packet handed to the PDS (by an engine that lived on) is
 //! acknowledged or failed, and once the writes stop every engine forgets
 //! every PDC, CCC and RCCC source. A write that can neither send nor fail
 //! is the bug this finds (a new PDC on the CCC of one that was closing,
@@ -146,10 +147,13 @@ impl Dice {
     }
 }
 
-/// Runs the schedule; returns the engines and the writes made, as (from,
-/// token, packets).
+/// Runs the schedule, restarting engine `i` at `at_us` for each `(at_us,
+/// i)` in `restarts` (a new engine that knows nothing, as a daemon that
+/// restarted); returns the engines and the writes whose engine lived on,
+/// as (from, token, packets).
 fn run(
     ops: &[Op],
+    restarts: &[(u64, usize)],
     which: u8,
     rate_bps: u64,
     idle_us: u64,
@@ -168,6 +172,10 @@ fn run(
     let mut wire: Vec<InFlight> = vec![];
     let mut now = t(0);
     let mut next_op = 0;
+    let mut restarts: Vec<(u64, usize)> = restarts.to_vec();
+    restarts.sort_unstable();
+    let mut next_restart = 0;
+    let mut lives = 10;
     // Long enough for RTOs to back off to failure and for every idle PDC
     // to close, CLOSE retransmissions included.
     let horizon = t(3_000) + Duration::from_secs(120);
@@ -199,6 +207,7 @@ fn run(
         }
         let next = [
             ops.get(next_op).map(|o| t(o.at_us)),
+            restarts.get(next_restart).map(|r| t(r.0)),
             wire.iter().map(|w| w.at).min(),
         ]
         .into_iter()
@@ -212,6 +221,13 @@ fn run(
             state(&hosts)
         );
         now = now.max(next);
+        while let Some(&(_, i)) = restarts.get(next_restart).filter(|r| t(r.0) <= now) {
+            // What its writes became died with it.
+            written.retain(|&(from, _, _)| from != i);
+            lives += 1;
+            hosts[i] = host(HOSTS[i], lives, config(which, rate_bps, idle_us));
+            next_restart += 1;
+        }
         while let Some(o) = ops.get(next_op).filter(|o| t(o.at_us) <= now) {
             let token = next_op as u64;
             let k = InitiatorKey {
@@ -258,10 +274,11 @@ proptest! {
         rate_bps in prop::sample::select(vec![1_000_000_000u64, 10_000_000_000]),
         idle_us in prop::sample::select(vec![50u64, 200, 1_000, 50_000]),
         w in wire(),
+        restarts in prop::collection::vec((0u64..3_000, 0usize..3), 0..2),
         seed in any::<u64>(),
     ) {
-        let (hosts, written) = run(&ops, which, rate_bps, idle_us, w, seed);
-        let clean = w.loss_ppm == 0 && w.trim_ppm == 0;
+        let (hosts, written) = run(&ops, &restarts, which, rate_bps, idle_us, w, seed);
+        let clean = w.loss_ppm == 0 && w.trim_ppm == 0 && restarts.is_empty();
         for (from, token, n) in written {
             let up = &hosts[from].up;
             for frag in 0..n {
