@@ -331,9 +331,10 @@ impl Pds {
     }
 
     /// Restarts the RCCC source of CCC `key` when the target knows none of
-    /// its PDCs: every one left is an initiator PDC that has sent nothing
-    /// yet (opened while the last one closed, or reopened because the
-    /// target had forgotten it). The target forgets a source with the last
+    /// its PDCs: every one left has sent nothing yet (an initiator PDC
+    /// opened while the last one closed, or reopened because the target
+    /// had forgotten it; a target PDC that has only acknowledged the
+    /// peer's writes). The target forgets a source with the last
     /// PDC that carried it, and a source without credit could never reach
     /// it again: no data packet may leave to carry a credit target, no PDC
     /// the target knows can carry a CREDIT_REQ, and a packet never sent
