@@ -133,6 +133,18 @@ fn drain(h: &mut Host, now: Instant) -> Vec<Dgram> {
 
 /// Every datagram `h` has to send, with the security domain each names.
 fn drain_domains(h: &mut Host, now: Instant) -> Vec<(Dgram, Option<uet_wire::pds::tss::Sdi>)> {
+    drain_routed(h, now)
+        .into_iter()
+        .map(|(_, d, sdi)| (d, sdi))
+        .collect()
+}
+
+/// Every datagram `h` has to send, with where it goes and the security
+/// domain it names.
+fn drain_routed(
+    h: &mut Host,
+    now: Instant,
+) -> Vec<(IpAddr, Dgram, Option<uet_wire::pds::tss::Sdi>)> {
     let mut out = vec![];
     let mut buf = [0u8; 9000];
     // The general path, checked against the fast path's claim: when
@@ -151,9 +163,17 @@ fn drain_domains(h: &mut Host, now: Instant) -> Vec<(Dgram, Option<uet_wire::pds
             dscp: t.dscp,
             trimmed: None,
         };
-        out.push((d, t.sdi));
+        out.push((t.dst, d, t.sdi));
     }
     out
+}
+
+/// `d` as the last switch before its destination trims it: its headers
+/// only, marked trimmed at the last hop.
+fn trimmed_at_last_hop(mut d: Dgram) -> Dgram {
+    d.bytes.truncate(16);
+    d.trimmed = Some(Trim::LastHop);
+    d
 }
 
 fn deliver(h: &mut Host, now: Instant, d: &Dgram) {
@@ -953,6 +973,21 @@ fn rccc_source(initial_window: u64) -> PdsConfig {
     }
 }
 
+/// A target whose PDS runs an RCCC receiver with `initial_window`.
+fn rccc_target(initial_window: u64) -> Host {
+    host(
+        B,
+        2,
+        PdsConfig {
+            rccc_receiver: Some(uet_cms::RcccConfig {
+                initial_window,
+                ..uet_cms::RcccConfig::default()
+            }),
+            ..PdsConfig::default()
+        },
+    )
+}
+
 /// A source whose congestion control admits nothing (here: RCCC with its
 /// speculative window spent on packets that were all lost) must still be
 /// able to make itself heard: each RTO lets one retransmission through,
@@ -1015,6 +1050,37 @@ fn a_lost_window_forces_one_packet_per_rto_not_all() {
     assert!(credit_reqs >= 1, "it waits for credit and asks for it");
 }
 
+/// A opens a PDC to B and queues four 4,000 B packets; its speculative
+/// window (two of them) arrives trimmed at the last hop, and B's NACKs
+/// come back. Two packets to resend and no credit: A asks at once, still
+/// unestablished. Returns the PDC and that CREDIT_REQ.
+fn trimmed_first_window(a: &mut Host, b: &mut Host, at: Instant) -> (uet_wire::PdcId, Dgram) {
+    let pdc = a.pds.open(at, key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(at, pdc, pkts(1, 4, 4000)).unwrap();
+    let first: Vec<Dgram> = drain(a, at)
+        .into_iter()
+        .filter(|d| matches!(d.pds(), PdsRepr::Request(_)))
+        .collect();
+    assert_eq!(first.len(), 2, "the speculative window");
+    let later = at + Duration::from_micros(1);
+    for d in first {
+        deliver(b, later, &trimmed_at_last_hop(d));
+    }
+    let nacks = drain(b, later);
+    assert!(nacks.iter().all(|d| matches!(d.pds(), PdsRepr::Nack(_))));
+    for d in &nacks {
+        deliver(a, later, d);
+    }
+    let mut reqs: Vec<Dgram> = drain(a, later)
+        .into_iter()
+        .filter(|d| {
+            matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::CreditReq { .. }))
+        })
+        .collect();
+    assert_eq!(reqs.len(), 1);
+    (pdc, reqs.remove(0))
+}
+
 /// A source that has heard nothing but NACKs is not established, yet its
 /// RCCC may need credit: its CREDIT_REQ goes out addressed like its SYN
 /// packets, and the target finds the PDC by {source, SPDCID} and counts
@@ -1023,56 +1089,16 @@ fn a_lost_window_forces_one_packet_per_rto_not_all() {
 /// trimmed hung once credit had to cover whole packets).
 #[test]
 fn a_nacked_unestablished_source_still_asks_for_credit() {
-    let cfg = rccc_source(2 * 4160);
-    let rccc = uet_cms::RcccConfig {
-        initial_window: 2 * 4160,
-        ..uet_cms::RcccConfig::default()
-    };
-    let mut a = host(A, 1, cfg);
-    let mut b = host(
-        B,
-        2,
-        PdsConfig {
-            rccc_receiver: Some(rccc),
-            ..PdsConfig::default()
-        },
-    );
-    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
-    a.pds.enqueue(t(0), pdc, pkts(1, 4, 4000)).unwrap();
-    let first: Vec<Dgram> = drain(&mut a, t(0))
-        .into_iter()
-        .filter(|d| matches!(d.pds(), PdsRepr::Request(_)))
-        .collect();
-    assert_eq!(first.len(), 2, "the speculative window");
-    // Both arrive trimmed at the last hop: the target NACKs them.
-    for mut d in first {
-        d.bytes.truncate(16);
-        d.trimmed = Some(Trim::LastHop);
-        deliver(&mut b, t(1), &d);
-    }
-    let nacks = drain(&mut b, t(1));
-    assert!(nacks.iter().all(|d| matches!(d.pds(), PdsRepr::Nack(_))));
-    for d in &nacks {
-        deliver(&mut a, t(2), d);
-    }
-    // Two packets to resend and no credit: the source asks at once, still
-    // unestablished, addressed as its SYN packets are.
-    let reqs: Vec<Dgram> = drain(&mut a, t(2))
-        .into_iter()
-        .filter(|d| {
-            matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::CreditReq { .. }))
-        })
-        .collect();
-    assert_eq!(reqs.len(), 1);
-    let PdsRepr::Cp(c) = reqs[0].pds() else {
-        panic!()
-    };
+    let mut a = host(A, 1, rccc_source(2 * 4160));
+    let mut b = rccc_target(2 * 4160);
+    let (_, req) = trimmed_first_window(&mut a, &mut b, t(0));
+    let PdsRepr::Cp(c) = req.pds() else { panic!() };
     assert!(
         matches!(c.dpdcid, DpdcidField::Syn { .. }),
         "addressed as a SYN packet: {:?}",
         c.dpdcid
     );
-    deliver(&mut b, t(3), &reqs[0]);
+    deliver(&mut b, t(3), &req);
     assert_eq!(
         b.pds.counters().drops(DropReason::StrayFeedback),
         0,
@@ -1297,19 +1323,8 @@ fn an_ack_that_opens_a_shared_window_schedules_the_pdc_it_held_back() {
 /// it went on the addressable target PDC and was dropped at the peer.
 #[test]
 fn a_credit_request_goes_on_the_pdc_that_carried_the_data() {
-    let rccc = uet_cms::RcccConfig {
-        initial_window: 2 * 4160,
-        ..uet_cms::RcccConfig::default()
-    };
     let mut a = host(A, 1, rccc_source(2 * 4160));
-    let mut b = host(
-        B,
-        2,
-        PdsConfig {
-            rccc_receiver: Some(rccc),
-            ..PdsConfig::default()
-        },
-    );
+    let mut b = rccc_target(2 * 4160);
     // B writes to A first: A holds a target PDC towards B, on the same CCC.
     let mut kb = key(ReliableMode::Rud);
     kb.dst = A;
@@ -1317,33 +1332,10 @@ fn a_credit_request_goes_on_the_pdc_that_carried_the_data() {
     b.pds.enqueue(t(0), from_b, pkts(9, 1, 100)).unwrap();
     exchange(&mut b, &mut a, t(0));
     assert_eq!(b.up.acked.len(), 1);
-    let pdc = a.pds.open(t(1), key(ReliableMode::Rud)).unwrap();
-    a.pds.enqueue(t(1), pdc, pkts(1, 4, 4000)).unwrap();
-    let first: Vec<Dgram> = drain(&mut a, t(1))
-        .into_iter()
-        .filter(|d| matches!(d.pds(), PdsRepr::Request(_)))
-        .collect();
-    assert_eq!(first.len(), 2, "the speculative window");
-    for mut d in first {
-        d.bytes.truncate(16);
-        d.trimmed = Some(Trim::LastHop);
-        deliver(&mut b, t(2), &d);
-    }
-    for d in &drain(&mut b, t(2)) {
-        deliver(&mut a, t(3), d);
-    }
-    let reqs: Vec<Dgram> = drain(&mut a, t(3))
-        .into_iter()
-        .filter(|d| {
-            matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::CreditReq { .. }))
-        })
-        .collect();
-    assert_eq!(reqs.len(), 1);
-    let PdsRepr::Cp(c) = reqs[0].pds() else {
-        panic!()
-    };
+    let (pdc, req) = trimmed_first_window(&mut a, &mut b, t(1));
+    let PdsRepr::Cp(c) = req.pds() else { panic!() };
     assert_eq!(c.spdcid, Some(pdc), "from the PDC that sent the data");
-    deliver(&mut b, t(4), &reqs[0]);
+    deliver(&mut b, t(4), &req);
     assert_eq!(b.pds.counters().drops(DropReason::StrayFeedback), 0);
     assert_eq!(b.pds.rccc_receiver().unwrap().stats().credit_requests, 1);
 }

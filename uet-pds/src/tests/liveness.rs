@@ -111,30 +111,6 @@ struct InFlight {
     d: Dgram,
 }
 
-/// Everything `h` has to send, with where each datagram goes ([`drain`]
-/// with the destination).
-fn drain_to(h: &mut Host, now: Instant) -> Vec<(IpAddr, Dgram)> {
-    let mut out = vec![];
-    let mut buf = [0u8; 9000];
-    loop {
-        let idle = h.pds.nothing_to_send();
-        let sent = h.pds.poll_transmit_general(now, &mut buf, &mut h.up);
-        assert!(!idle || sent.is_none(), "nothing_to_send, yet {sent:?}");
-        assert_timers_exact(&h.pds);
-        let Some(t) = sent else { break };
-        let d = Dgram {
-            src: h.addr,
-            ev: t.ev,
-            bytes: buf[..t.len].to_vec(),
-            ecn: t.ecn,
-            dscp: t.dscp,
-            trimmed: None,
-        };
-        out.push((t.dst, d));
-    }
-    out
-}
-
 /// xorshift64*: the wire's drops and delays, from the case's seed.
 struct Dice(u64);
 
@@ -181,14 +157,13 @@ fn run(
     let horizon = t(3_000) + Duration::from_secs(120);
     loop {
         for h in &mut hosts {
-            for (dst, mut d) in drain_to(h, now) {
+            for (dst, mut d, _) in drain_routed(h, now) {
                 if dice.next() % 1_000_000 < w.loss_ppm {
                     continue;
                 }
                 let to = HOSTS.iter().position(|&x| x == dst).unwrap();
                 if dice.next() % 1_000_000 < w.trim_ppm && matches!(d.pds(), PdsRepr::Request(_)) {
-                    d.bytes.truncate(16);
-                    d.trimmed = Some(Trim::LastHop);
+                    d = trimmed_at_last_hop(d);
                 }
                 let copies = if dice.next() % 1_000_000 < w.dup_ppm {
                     2

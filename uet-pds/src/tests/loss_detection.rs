@@ -409,21 +409,6 @@ fn a_window_lost_before_establishment_is_found_by_a_syn_addressed_probe() {
     assert_eq!(a.pds.counters().rto_fired, 0);
 }
 
-/// A target whose PDS runs an RCCC receiver with `initial_window`.
-pub(super) fn rccc_target(initial_window: u64) -> Host {
-    host(
-        B,
-        2,
-        PdsConfig {
-            rccc_receiver: Some(uet_cms::RcccConfig {
-                initial_window,
-                ..uet_cms::RcccConfig::default()
-            }),
-            ..PdsConfig::default()
-        },
-    )
-}
-
 fn is_credit_req(d: &Dgram) -> bool {
     matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::CreditReq { .. }))
 }

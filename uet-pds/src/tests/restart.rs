@@ -226,7 +226,7 @@ fn a_refusal_for_want_of_a_pdc_is_resent_after_a_backoff() {
 /// established PDC to carry a CREDIT_REQ, and no packet to time out.
 #[test]
 fn a_write_queued_while_the_last_pdc_closes_starts_its_rccc_source_afresh() {
-    use super::loss_detection::{rccc_target, run_pair};
+    use super::loss_detection::run_pair;
     let window = 2 * 4160;
     let mut a = host(A, 1, rccc_source(window));
     let mut b = rccc_target(window);
@@ -281,7 +281,7 @@ fn a_write_queued_while_the_last_pdc_closes_starts_its_rccc_source_afresh() {
 /// write waited for good.
 #[test]
 fn a_credit_request_to_a_forgotten_pdc_is_refused_and_the_pdc_reopens() {
-    use super::loss_detection::{rccc_target, run_pair};
+    use super::loss_detection::run_pair;
     let window = 2 * 4160;
     let mut a = host(A, 1, rccc_source(window));
     let mut b = rccc_target(window);
@@ -322,7 +322,7 @@ fn a_credit_request_to_a_forgotten_pdc_is_refused_and_the_pdc_reopens() {
 /// credit it earns.
 #[test]
 fn a_nacked_window_whose_target_forgot_the_pdc_forces_its_oldest_packet() {
-    use super::loss_detection::{rccc_target, run_pair};
+    use super::loss_detection::run_pair;
     let window = 2 * 4160;
     let rto = PdsConfig::default().rto_init;
     let mut a = host(A, 1, rccc_source(window));
@@ -331,10 +331,8 @@ fn a_nacked_window_whose_target_forgot_the_pdc_forces_its_oldest_packet() {
     a.pds.enqueue(t(0), pdc, pkts(1, 4, 4000)).unwrap();
     let first = drain(&mut a, t(0));
     assert_eq!(first.len(), 2, "the speculative window");
-    for mut d in first {
-        d.bytes.truncate(16);
-        d.trimmed = Some(Trim::LastHop);
-        deliver(&mut b, t(1), &d);
+    for d in first {
+        deliver(&mut b, t(1), &trimmed_at_last_hop(d));
     }
     for d in drain(&mut b, t(1)) {
         deliver(&mut a, t(2), &d);
