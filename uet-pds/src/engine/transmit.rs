@@ -508,6 +508,10 @@ impl Pds {
         upper: &mut impl SesHooks,
     ) -> Option<Transmit> {
         let range = self.config.mp_range;
+        if self.rccc_source && self.waits_for_close(id) {
+            // `remove_pdc` schedules it when the close completes.
+            return None;
+        }
         let p = self.pdcs.get_mut(&id)?;
         if p.hold_until.is_some_and(|h| now < h) {
             // `handle_timeout` schedules it again when the hold ends.
@@ -675,6 +679,36 @@ impl Pds {
             buf,
             upper,
         )
+    }
+
+    /// Whether PDC `id`, which has sent nothing yet, must wait for its
+    /// CCC's closing PDCs: every PDC of the CCC that carried this RCCC
+    /// source's data is closing. The target forgets the source when the
+    /// last of them closes there; a first packet sent before that, on the
+    /// old credit, enters it afresh at the initial window while our count
+    /// goes on, and the two counts may sit too close for a re-base
+    /// (`RcccSource::on_credit_update`), leaving every grant looking old.
+    /// Held until the close completes, the PDC finds the source restarted
+    /// (`restart_forgotten_source`), in step with the target. Costs a
+    /// round trip, and only to a write that races an idle close.
+    fn waits_for_close(&self, id: PdcId) -> bool {
+        let Some(p) = self.pdcs.get(&id) else {
+            return false;
+        };
+        if !p.initiator || !Self::sent_nothing(p) || p.queue.is_empty() {
+            return false;
+        }
+        let mut closing = false;
+        for q in self.pdcs.values() {
+            if q.id == id || q.ccc != p.ccc || Self::sent_nothing(q) {
+                continue;
+            }
+            if !q.closing {
+                return false;
+            }
+            closing = true;
+        }
+        closing
     }
 
     /// Whether a CP can name the peer's PDC ID (`dst_field` without SYN).

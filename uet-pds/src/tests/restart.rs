@@ -348,3 +348,82 @@ fn a_nacked_window_whose_target_forgot_the_pdc_forces_its_oldest_packet() {
     assert!(a.up.failed.is_empty(), "{:?}", a.up.failed);
     assert_eq!(a.pds.counters().rto_fired, 0);
 }
+
+/// A write that races an idle close: the closing PDC is the last that
+/// carried the source's data, and the CCC still holds credit the target
+/// granted it. The new PDC does not spend that credit: its first packet
+/// would reach the target after the CLOSE made it forget the source, and
+/// enter the source afresh at the initial window while our count went on
+/// (two counts a re-base cannot always reconcile). It waits for the close
+/// to complete, then starts with the source, in step with the target.
+#[test]
+fn a_write_racing_an_idle_close_waits_for_it_and_starts_in_step() {
+    use super::loss_detection::run_pair;
+    use uet_wire::pds::PdsCpRepr;
+    let window = 2 * 4160;
+    let mut a = host(A, 1, rccc_source(window));
+    let mut b = rccc_target(window);
+    let tc = TrafficClass::from_masked(0);
+    let old = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), old, pkts(1, 2, 4000)).unwrap();
+    let first = drain(&mut a, t(0));
+    for d in &first {
+        deliver(&mut b, t(1), d);
+    }
+    let acks = drain(&mut b, t(1));
+    let PdsRepr::Ack(ack) = acks[0].pds() else {
+        panic!("an ACK")
+    };
+    for d in &acks {
+        deliver(&mut a, t(2), d);
+    }
+    assert_eq!(a.up.acked.len(), 2);
+    // A grant arrives that nothing queued will spend.
+    let source = |a: &Host| a.pds.ccc(B, tc).unwrap().rccc().unwrap().clone();
+    let cum = source(&a).cumulative().get();
+    let grant = PdsRepr::Cp(PdsCpRepr {
+        mode: ReliableMode::Rud,
+        retx: false,
+        ar: false,
+        psn: Psn(0),
+        spdcid: ack.spdcid,
+        dpdcid: DpdcidField::Dpdcid(Some(old)),
+        payload: CpPayload::Credit { credit: cum + 8320 },
+    });
+    let mut bytes = vec![0u8; grant.buffer_len()];
+    grant.emit(&mut bytes);
+    let grant = Dgram {
+        bytes,
+        ..acks[0].clone()
+    };
+    deliver(&mut a, t(3), &grant);
+    assert_eq!(source(&a).credit(), 8320);
+    // The idle timeout closes the old PDC; a write comes before the ACK.
+    let when = a.pds.poll_timeout().unwrap();
+    a.pds.handle_timeout(when, &mut a.up);
+    let close = drain(&mut a, when);
+    assert_eq!(close.len(), 1);
+    let new = a.pds.open(when, key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(when, new, pkts(2, 2, 4000)).unwrap();
+    assert!(drain(&mut a, when).is_empty(), "it waits for the close");
+    deliver(&mut b, when, &close[0]);
+    for d in drain(&mut b, when) {
+        deliver(&mut a, when, &d);
+    }
+    assert_eq!(a.pds.pdc_count(), 1, "the old PDC is gone");
+    assert!(source(&a).is_speculating(), "the source starts afresh");
+    let sent = drain(&mut a, when);
+    assert_eq!(sent.len(), 2, "both packets leave on the initial window");
+    for d in &sent {
+        deliver(&mut b, when, d);
+    }
+    run_pair(
+        &mut a,
+        &mut b,
+        when,
+        when + 4 * PdsConfig::default().rto_init,
+    );
+    assert_eq!(a.up.acked.iter().filter(|p| p.token == 2).count(), 2);
+    assert!(a.up.failed.is_empty(), "{:?}", a.up.failed);
+    assert_eq!(b.pds.rccc_receiver().unwrap().stats().credit_requests, 0);
+}
