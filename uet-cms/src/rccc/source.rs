@@ -377,16 +377,32 @@ impl RcccSource {
         let follows_stray = self
             .resync_from
             .is_some_and(|from| (0..=in_step).contains(&diff24(cumulative, from)));
+        // A re-base begins only from a value far ahead (a receiver that
+        // went on while this source started afresh) or from one near the
+        // initial window (a receiver that started afresh). A value far
+        // behind anywhere else is an old one, reordered past many grants:
+        // re-basing on it and the next old one counted the grants between
+        // twice (the closed-loop test, with control packets jittered by ten
+        // round trips) [I].
+        let fresh_receiver =
+            (0..=in_step).contains(&diff24(cumulative, wire24(self.config.initial_window)));
         let update = if d.abs() > in_step || (d < 0 && follows_stray) {
             match self.resync_from {
                 Some(from) if (0..=in_step).contains(&diff24(cumulative, from)) => {
                     self.stats.resyncs += 1;
                     self.cum = cumulative;
                     self.resync_from = None;
+                    CreditUpdate::Resync
                 }
-                _ => self.resync_from = Some(cumulative),
+                _ if d > 0 || fresh_receiver => {
+                    self.resync_from = Some(cumulative);
+                    CreditUpdate::Resync
+                }
+                _ => {
+                    self.stats.stale_updates += 1;
+                    CreditUpdate::Stale
+                }
             }
-            CreditUpdate::Resync
         } else if d == 0 {
             self.stats.duplicate_updates += 1;
             CreditUpdate::Duplicate
