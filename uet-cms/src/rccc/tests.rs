@@ -372,6 +372,15 @@ impl Sim {
     }
 }
 
+/// The default configuration paced at the full link rate (the seed's
+/// arithmetic).
+fn at_line_rate() -> RcccConfig {
+    RcccConfig {
+        pacing_ppm: 1_000_000,
+        ..RcccConfig::default()
+    }
+}
+
 fn config_for(rate_idx: usize, pacing: u32, rtt_us: u64) -> RcccConfig {
     let rates = [
         10_000_000_000,
@@ -413,9 +422,8 @@ fn clean(rtt_us: u64) -> Net {
 #[test]
 fn seed_walk_through() {
     let cfg = RcccConfig {
-        pacing_ppm: 1_000_000,
         quantum: 1,
-        ..RcccConfig::default()
+        ..at_line_rate()
     };
     let mut a = RcccSource::new(cfg.clone()).unwrap();
     let mut rx: RcccReceiver<u8> = RcccReceiver::new(cfg).unwrap();
@@ -484,10 +492,7 @@ fn incast_finishes_near_ideal_and_fair() {
 
 #[test]
 fn lost_last_grant_is_recovered_by_the_credit_timeout() {
-    let cfg = RcccConfig {
-        pacing_ppm: 1_000_000,
-        ..RcccConfig::default()
-    };
+    let cfg = at_line_rate();
     let timeout = cfg.credit_timeout;
     let mut src = RcccSource::new(cfg.clone()).unwrap();
     let mut rx: RcccReceiver<u8> = RcccReceiver::new(cfg).unwrap();
@@ -850,10 +855,7 @@ fn pace_until(rx: &mut RcccReceiver<u8>, end: Instant) {
 /// 32:1 drop-tail kept its buffer full and dropped paced packets).
 #[test]
 fn speculative_bytes_do_not_hide_later_grants_from_the_outstanding_bound() {
-    let cfg = RcccConfig {
-        pacing_ppm: 1_000_000,
-        ..RcccConfig::default()
-    };
+    let cfg = at_line_rate();
     let t0 = Instant::ZERO;
     // Three packets of the initial window arrive, with a large backlog.
     // Every paced byte granted from now on is outstanding until its data
@@ -880,10 +882,7 @@ fn speculative_bytes_do_not_hide_later_grants_from_the_outstanding_bound() {
 /// behind it on every crossing.
 #[test]
 fn late_speculative_packets_do_not_settle_paced_credit() {
-    let cfg = RcccConfig {
-        pacing_ppm: 1_000_000,
-        ..RcccConfig::default()
-    };
+    let cfg = at_line_rate();
     let t0 = Instant::ZERO;
     let (mut rx, initial) = unpaid_arrivals(cfg, 1, 4160, Arrival::Speculative);
     rx.handle_timeout(t0 + Duration::from_micros(1));
@@ -910,10 +909,7 @@ fn late_speculative_packets_do_not_settle_paced_credit() {
 /// idle timeout came first).
 #[test]
 fn speculative_arrivals_past_the_initial_window_settle_as_paced() {
-    let cfg = RcccConfig {
-        pacing_ppm: 1_000_000,
-        ..RcccConfig::default()
-    };
+    let cfg = at_line_rate();
     let window = cfg.initial_window;
     let t0 = Instant::ZERO;
     let (mut rx, initial) = unpaid_arrivals(cfg, 1, 4160, Arrival::Speculative);
@@ -973,9 +969,8 @@ fn grants_that_fill_a_deficit_need_no_answer() {
 #[test]
 fn a_receiver_that_forgot_the_source_is_followed_after_one_resync() {
     let cfg = RcccConfig {
-        pacing_ppm: 1_000_000,
         quantum: 1,
-        ..RcccConfig::default()
+        ..at_line_rate()
     };
     let mut a = RcccSource::new(cfg.clone()).unwrap();
     let t0 = Instant::ZERO;
@@ -1020,10 +1015,7 @@ fn a_receiver_that_forgot_the_source_is_followed_after_one_resync() {
 /// while the source's CCC lived on).
 #[test]
 fn grants_that_follow_a_stray_value_re_base_even_when_they_look_old() {
-    let cfg = RcccConfig {
-        pacing_ppm: 1_000_000,
-        ..RcccConfig::default()
-    };
+    let cfg = at_line_rate();
     let in_step = 2 * cfg.max_credit + u64::from(cfg.mtu);
     let initial = cfg.initial_window;
     let mut a = RcccSource::new(cfg).unwrap();

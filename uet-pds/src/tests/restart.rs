@@ -217,6 +217,23 @@ fn a_refusal_for_want_of_a_pdc_is_resent_after_a_backoff() {
     assert!(a.up.failed.is_empty());
 }
 
+/// A (an RCCC source) writes two packets to B on its speculative window;
+/// both are acknowledged, which ends the speculation with the window spent.
+/// Returns A's PDC and one of B's ACKs.
+fn spend_the_first_window(a: &mut Host, b: &mut Host) -> (uet_wire::PdcId, Dgram) {
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 2, 4000)).unwrap();
+    for d in &drain(a, t(0)) {
+        deliver(b, t(1), d);
+    }
+    let acks = drain(b, t(1));
+    for d in &acks {
+        deliver(a, t(2), d);
+    }
+    assert_eq!(a.up.acked.len(), 2);
+    (pdc, acks[0].clone())
+}
+
 /// A write queued while the last PDC towards its peer closes goes on a new
 /// PDC that shares the CCC, whose RCCC source ended its speculation long
 /// ago and holds no credit. The target forgets the source with the last
@@ -231,10 +248,7 @@ fn a_write_queued_while_the_last_pdc_closes_starts_its_rccc_source_afresh() {
     let mut a = host(A, 1, rccc_source(window));
     let mut b = rccc_target(window);
     let tc = TrafficClass::from_masked(0);
-    let old = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
-    a.pds.enqueue(t(0), old, pkts(1, 2, 4000)).unwrap();
-    run_pair(&mut a, &mut b, t(0), t(100));
-    assert_eq!(a.up.acked.iter().filter(|p| p.token == 1).count(), 2);
+    let (old, _) = spend_the_first_window(&mut a, &mut b);
     let source = |a: &Host| a.pds.ccc(B, tc).unwrap().rccc().unwrap().clone();
     assert!(!source(&a).is_speculating());
     assert_eq!(source(&a).credit(), 0);
@@ -364,20 +378,10 @@ fn a_write_racing_an_idle_close_waits_for_it_and_starts_in_step() {
     let mut a = host(A, 1, rccc_source(window));
     let mut b = rccc_target(window);
     let tc = TrafficClass::from_masked(0);
-    let old = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
-    a.pds.enqueue(t(0), old, pkts(1, 2, 4000)).unwrap();
-    let first = drain(&mut a, t(0));
-    for d in &first {
-        deliver(&mut b, t(1), d);
-    }
-    let acks = drain(&mut b, t(1));
-    let PdsRepr::Ack(ack) = acks[0].pds() else {
+    let (old, ack) = spend_the_first_window(&mut a, &mut b);
+    let PdsRepr::Ack(a_repr) = ack.pds() else {
         panic!("an ACK")
     };
-    for d in &acks {
-        deliver(&mut a, t(2), d);
-    }
-    assert_eq!(a.up.acked.len(), 2);
     // A grant arrives that nothing queued will spend.
     let source = |a: &Host| a.pds.ccc(B, tc).unwrap().rccc().unwrap().clone();
     let cum = source(&a).cumulative().get();
@@ -386,16 +390,13 @@ fn a_write_racing_an_idle_close_waits_for_it_and_starts_in_step() {
         retx: false,
         ar: false,
         psn: Psn(0),
-        spdcid: ack.spdcid,
+        spdcid: a_repr.spdcid,
         dpdcid: DpdcidField::Dpdcid(Some(old)),
         payload: CpPayload::Credit { credit: cum + 8320 },
     });
     let mut bytes = vec![0u8; grant.buffer_len()];
     grant.emit(&mut bytes);
-    let grant = Dgram {
-        bytes,
-        ..acks[0].clone()
-    };
+    let grant = Dgram { bytes, ..ack };
     deliver(&mut a, t(3), &grant);
     assert_eq!(source(&a).credit(), 8320);
     // The idle timeout closes the old PDC; a write comes before the ACK.
