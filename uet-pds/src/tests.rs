@@ -1313,6 +1313,84 @@ fn an_ack_that_opens_a_shared_window_schedules_the_pdc_it_held_back() {
     assert_eq!(sent.len(), 2, "the held PDC sends once the window opens");
 }
 
+/// An RCCC receiver's grant goes in the ACK the PDC owes anyway: while
+/// data it has not acknowledged yet waits for the coalescing trigger (four
+/// 4,000 B packets) or `ack_delay`, the grant makes that ACK leave now
+/// with the credit in it, instead of a CREDIT CP beside a later ACK. A
+/// 64-packet write on a clean wire, the receiver's 1 µs pacer granting a
+/// packet or three per slice: every CP the receiver sends finds all the
+/// data acknowledged, and it sends fewer packets in all than before (one
+/// per grant, and no ACK of its own for most grants).
+#[test]
+fn a_grant_to_a_source_owed_an_ack_rides_in_the_ack() {
+    use std::collections::VecDeque;
+    use uet_wire::pds::{AckCcState, PdsAckState as AckState};
+    let mut a = host(A, 1, rccc_source(4160));
+    let mut b = rccc_target(4160);
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 64, 4000)).unwrap();
+    let later = |x: Option<Psn>, y: Psn| Some(x.filter(|p| p.is_after(y)).unwrap_or(y));
+    // Each way takes 3 µs; the hosts run every 1 µs.
+    let hop = Duration::from_micros(3);
+    let mut to_b: VecDeque<(Instant, Dgram)> = VecDeque::new();
+    let mut to_a: VecDeque<(Instant, Dgram)> = VecDeque::new();
+    let (mut delivered, mut acked) = (None::<Psn>, None::<Psn>);
+    let (mut cps, mut acks, mut credit_acks, mut data) = (0, 0, 0, 0);
+    let mut now = t(0);
+    while a.up.acked.len() < 64 && now < t(2_000) {
+        while let Some((_, d)) = to_b.front().filter(|(at, _)| *at <= now).cloned() {
+            to_b.pop_front();
+            if let PdsRepr::Request(r) = d.pds() {
+                delivered = later(delivered, r.psn);
+            }
+            deliver(&mut b, now, &d);
+        }
+        while let Some((_, d)) = to_a.front().filter(|(at, _)| *at <= now).cloned() {
+            to_a.pop_front();
+            deliver(&mut a, now, &d);
+        }
+        for h in [&mut a, &mut b] {
+            if h.pds.poll_timeout().is_some_and(|w| w <= now) {
+                h.pds.handle_timeout(now, &mut h.up);
+            }
+        }
+        for d in drain(&mut a, now) {
+            data += u32::from(matches!(d.pds(), PdsRepr::Request(_)));
+            to_b.push_back((now + hop, d));
+        }
+        for d in drain(&mut b, now) {
+            match d.pds() {
+                PdsRepr::Ack(ack) => {
+                    acks += 1;
+                    acked = later(acked, ack.cack_psn);
+                    if let PdsAckExt::Cc(cc) = ack.ext
+                        && matches!(cc.state, AckState::Cc(AckCcState::Credit(_)))
+                    {
+                        credit_acks += 1;
+                    }
+                }
+                PdsRepr::Cp(c) if matches!(c.payload, CpPayload::Credit { .. }) => {
+                    cps += 1;
+                    assert_eq!(
+                        acked, delivered,
+                        "a CREDIT CP while data waited for its ACK, at {now:?}"
+                    );
+                }
+                _ => {}
+            }
+            to_a.push_back((now + hop, d));
+        }
+        now += Duration::from_micros(1);
+    }
+    assert_eq!(a.up.acked.len(), 64, "the write completes");
+    assert_eq!(data, 64, "a clean wire: nothing resent");
+    assert!(credit_acks > 8, "grants rode in ACKs ({credit_acks})");
+    assert!(
+        cps + acks < data,
+        "fewer packets back than data packets: {cps} CPs + {acks} ACKs for {data}"
+    );
+}
+
 /// A source whose first window was trimmed asks for credit (as in
 /// `a_nacked_unestablished_source_still_asks_for_credit`) while its peer
 /// also writes to it: the CCC towards the peer holds the target PDC of the

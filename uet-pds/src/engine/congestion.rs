@@ -2,7 +2,7 @@
 //! invariant, CCC lookup, RCCC credit requests and grants.
 
 use super::Pds;
-use super::pdc::{Pdc, TxItem};
+use super::pdc::{AckDue, Pdc, TxItem};
 use super::transmit::ControlPacket;
 use std::net::IpAddr;
 
@@ -356,17 +356,44 @@ impl Pds {
         }
     }
 
-    /// Turns the receiver pacer's grants into CREDIT control packets.
+    /// Sends the receiver pacer's grants: in the ACK its PDC owes anyway,
+    /// or else in a CREDIT control packet.
+    ///
+    /// A PDC that holds arrivals it has not acknowledged yet (its ACK
+    /// waits for the coalescing trigger or `ack_delay`) acknowledges them
+    /// now, and the ACK_CC carries the cumulative credit (`cc_type`
+    /// CREDIT, §2.7; [`RcccReceiver::grant_for`]) in place of a CREDIT CP.
+    /// One packet instead of two for the source to read, and the ACK it
+    /// would have sent a little later is not needed: with grants of one
+    /// or two packets, the usual case while several sources share the
+    /// link, a source's stream of grants then carries all its ACKs. An
+    /// earlier ACK reports the same state a later one would have \[I:
+    /// ACK coalescing is the target's choice, §3\].
+    ///
+    /// [`RcccReceiver::grant_for`]: uet_cms::RcccReceiver::grant_for
     pub(super) fn queue_grants(&mut self) {
         let Some(rr) = &mut self.rccc_rx else {
             return;
         };
         while let Some((key, credit)) = rr.poll_grant() {
-            let Some(p) = self
-                .rccc_pdc
-                .get(&key)
-                .and_then(|(id, _)| self.pdcs.get(id))
-            else {
+            let Some(&(id, _)) = self.rccc_pdc.get(&key) else {
+                continue;
+            };
+            // (A closing PDC's last ACK may be a plain one, without CC
+            // state: its grants go in CPs.)
+            if let Some(p) = self.pdcs.get_mut(&id)
+                && !p.closing
+                && let Some(rx) = p.rx.as_mut()
+                && rx.rccc == Some(key)
+                && rx.due != AckDue::No
+            {
+                if rx.due != AckDue::Now {
+                    rx.due = AckDue::Now;
+                    self.acks.push_back(id);
+                }
+                continue;
+            }
+            let Some(p) = self.pdcs.get(&id) else {
                 continue;
             };
             let repr = PdsCpRepr {
