@@ -379,23 +379,23 @@ impl Pds {
             let Some(&(id, _)) = self.rccc_pdc.get(&key) else {
                 continue;
             };
+            let Some(p) = self.pdcs.get(&id) else {
+                continue;
+            };
             // (A closing PDC's last ACK may be a plain one, without CC
             // state: its grants go in CPs.)
-            if let Some(p) = self.pdcs.get_mut(&id)
-                && !p.closing
-                && let Some(rx) = p.rx.as_mut()
-                && rx.rccc == Some(key)
-                && rx.due != AckDue::No
-            {
-                if rx.due != AckDue::Now {
+            let owed =
+                p.rx.as_ref()
+                    .filter(|rx| !p.closing && rx.rccc == Some(key) && rx.due != AckDue::No);
+            if let Some(rx) = owed {
+                if rx.due != AckDue::Now
+                    && let Some(rx) = self.pdcs.get_mut(&id).and_then(|p| p.rx.as_mut())
+                {
                     rx.due = AckDue::Now;
                     self.acks.push_back(id);
                 }
                 continue;
             }
-            let Some(p) = self.pdcs.get(&id) else {
-                continue;
-            };
             let repr = PdsCpRepr {
                 mode: p.mode,
                 retx: false,
