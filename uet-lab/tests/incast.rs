@@ -5,7 +5,8 @@
 //! below what the four senders feed together when a loaded two-core
 //! machine cannot feed 500 Mb/s (there is no incast to control unless the
 //! senders are faster than the bottleneck), and further while the four
-//! with congestion control fill less than 95 % of it; the daemons sleep when
+//! with congestion control fill less than 95 % of it or the receiver's
+//! RCCC pacer runs late; the daemons sleep when
 //! idle instead of polling (five daemons share two CPUs). Bounds are the
 //! looser ones a loaded two-core CI machine allows (its scheduler stalls
 //! fire RTOs with nothing lost, so RTO counts are reported, not asserted);
@@ -60,6 +61,14 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
     let fit = &report.calibration.fit_steps;
     assert!(!fit.is_empty(), "no fit with congestion control");
     assert!(fit.iter().all(|f| f.bottleneck_bps as f64 >= r), "{fit:?}");
+    // With RCCC each step read the receiver's pacer, and each step's
+    // verdict (a short fill or a late pacer lowers R; a pass measures R
+    // once more) set the next one's R.
+    assert!(fit.iter().all(|f| f.pacer_late.is_some()), "{fit:?}");
+    for w in fit.windows(2) {
+        let next = w[0].next_bottleneck().unwrap_or(w[0].bottleneck_bps);
+        assert_eq!(w[1].bottleneck_bps, next, "{fit:?}");
+    }
     assert!(
         report.calibration.all_senders_bps > r,
         "all senders at once: {} b/s, R = {r}",

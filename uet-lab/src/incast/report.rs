@@ -393,9 +393,15 @@ fn calibration_section(md: &mut String, report: &Report) {
         );
     }
     for f in &c.fit_steps {
+        let late = f.pacer_late.map_or(String::new(), |l| {
+            format!(
+                "; the receiver's pacer lost {} of its budget to late ticks",
+                pct(l)
+            )
+        });
         let _ = writeln!(
             md,
-            "- every sender at once through the bottleneck with {}: {} of R = {} ({})",
+            "- every sender at once through the bottleneck with {}: {} of R = {} ({}){late}",
             f.cc,
             mbps(f.filled_bps),
             mbps(f.bottleneck_bps as f64),

@@ -20,8 +20,8 @@ use hdrhistogram::Histogram;
 use uet_api::{Client, Event, LocalHandle, Region, RemoteRegion, Status};
 
 use super::model::{
-    Calibration, CcSample, FILL_TARGET, FIT_STEPS, FitStep, Flow, LatencyStats, QueueSample,
-    ReceiverCounters, Run, Setup, VictimRun,
+    Calibration, CcSample, FIT_STEPS, FitStep, Flow, LatencyStats, QueueSample, ReceiverCounters,
+    Run, Setup, VictimRun,
 };
 use crate::error::{Error, Result, require};
 use crate::{EcnSettings, Lab, LabConfig, Sample, Sampler};
@@ -859,7 +859,9 @@ impl IncastLab {
     /// than [`FILL_TARGET`] of R (the CPUs, not the bottleneck, hold them
     /// back: a controlled sender sends a few packets per wake-up where an
     /// uncontrolled one sends a window), R drops to that share of what
-    /// they filled, in 10 Mb/s steps, [`FIT_STEPS`] times at most.
+    /// they filled; with RCCC, also while the receiver's pacer lost more
+    /// than [`crate::incast::model::LATE_TARGET`] of its budget to late
+    /// ticks ([`FitStep::next_bottleneck`]). [`FIT_STEPS`] times at most.
     fn fit_to_control(&mut self) -> Result<()> {
         let Some(cc) = ["rccc", "nscc", "nscc+rccc", "pft"]
             .into_iter()
@@ -868,23 +870,39 @@ impl IncastLab {
             return Ok(());
         };
         let n = *self.opts.senders.iter().max().expect("checked");
+        let paced = cc.contains("rccc");
+        // R is kept once two steps in a row at it passed: one write is a
+        // noisy measure on a busy machine (one passed at 680 Mb/s with
+        // the pacer 1 % late; the runs there lost 19–22 %).
+        let mut passed_at = None;
         for _ in 0..FIT_STEPS {
             let r = self.opts.bottleneck;
             self.lab.state.config.daemon_args = daemon_args(&self.opts, Some(self.rto_init_us()));
             self.lab
                 .restart_daemons(cc, self.base_rtt_us(), self.fabric_rtt_us())?;
             let dst = self.lab.region(0)?;
-            let filled = self.all_at_once_bps(&dst, n, self.max_size)?;
-            self.calibration.fit_steps.push(FitStep {
+            let mut receiver = self.lab.client(0, "incast-calibration")?;
+            let before = counters(&mut receiver)?;
+            let chunk = self.opts.chunk_for(self.max_size);
+            let filled = self.all_at_once_bps(&dst, n, self.max_size, chunk)?;
+            let rx = counters(&mut receiver)?.since(before);
+            let budget = rx.granted_bytes + rx.late_bytes + rx.withheld_bytes + rx.unclaimed_bytes;
+            let step = FitStep {
                 cc: cc.to_owned(),
                 bottleneck_bps: r,
                 filled_bps: filled,
-            });
-            let next = ((filled * FILL_TARGET) as u64 / 10_000_000 * 10_000_000).max(10_000_000);
-            if filled >= FILL_TARGET * r as f64 || next >= r {
-                break;
+                pacer_late: (paced && budget > 0).then(|| rx.late_bytes as f64 / budget as f64),
+            };
+            let next = step.next_bottleneck();
+            self.calibration.fit_steps.push(step);
+            match next {
+                None if passed_at == Some(r) => break,
+                None => passed_at = Some(r),
+                Some(next) => {
+                    passed_at = None;
+                    self.apply_bottleneck(next)?;
+                }
             }
-            self.apply_bottleneck(next)?;
         }
         Ok(())
     }
@@ -895,13 +913,13 @@ impl IncastLab {
     fn all_senders_bps(&self, dst: &RemoteRegion, n: usize) -> Result<f64> {
         let share =
             (self.lab.state.config.region_bytes / n as u64 / 4096 * 4096).clamp(4096, SOLO_BYTES);
-        self.all_at_once_bps(dst, n, share)
+        self.all_at_once_bps(dst, n, share, share.min(1 << 20))
     }
 
     /// Wire bits/s of `n` senders writing `share` bytes each into their
     /// own parts of the receiver's region from a common start: their wire
     /// bytes over the time from the first submit to the last completion.
-    fn all_at_once_bps(&self, dst: &RemoteRegion, n: usize, share: u64) -> Result<f64> {
+    fn all_at_once_bps(&self, dst: &RemoteRegion, n: usize, share: u64, chunk: u64) -> Result<f64> {
         let stride = share.next_multiple_of(4096);
         let mut writers = (1..=n)
             .map(|h| Writer::new(&self.lab, h, share))
@@ -916,7 +934,7 @@ impl IncastLab {
                     let barrier = &barrier;
                     s.spawn(move || {
                         barrier.wait();
-                        w.flow(dst, i as u64 * stride, share, share.min(1 << 20), timeout)
+                        w.flow(dst, i as u64 * stride, share, chunk, timeout)
                     })
                 })
                 .collect();
