@@ -57,7 +57,8 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
     let r = report.setup.bottleneck_bps as f64;
     assert!(r <= 500e6, "R = {r}");
     // And fitted with congestion control: every sender at once through
-    // the bottleneck, R lowered while they filled less than 95 % of it.
+    // the bottleneck, R lowered while they filled less than 95 % of it
+    // or the pacer ran late.
     let fit = &report.calibration.fit_steps;
     assert!(!fit.is_empty(), "no fit with congestion control");
     assert!(fit.iter().all(|f| f.bottleneck_bps as f64 >= r), "{fit:?}");

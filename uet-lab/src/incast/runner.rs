@@ -45,7 +45,8 @@ pub struct IncastOpts {
     pub bottleneck: u64,
     /// Lower R below what all senders feed together when they cannot feed
     /// `bottleneck` (`model::fit_bottleneck`), then while all of them with
-    /// congestion control fill less than 95 % of it: on a machine of few
+    /// congestion control fill less than 95 % of it or the receiver's RCCC
+    /// pacer runs late (`FitStep::next_bottleneck`): on a machine of few
     /// CPUs the incast is then limited by the bottleneck, not by the CPUs.
     pub fit_bottleneck: bool,
     /// The daemons' `--busy-poll-us`: how long an idle worker polls before
