@@ -33,21 +33,25 @@ pub fn run(
     std::fs::create_dir_all(out).map_err(Error::io(format!("creating {}", out.display())))?;
     let ccs = opts.ccs.clone();
     let mut lab = IncastLab::up(opts)?;
+    // The daemons' counters and logs go with the lab: keep them.
+    let kept = |lab: &mut IncastLab, e: Error| {
+        let saved = out.join("failed");
+        match lab.lab().save_state(&saved) {
+            Ok(()) => Error::Kept {
+                error: Box::new(e),
+                saved,
+            },
+            Err(_) => e,
+        }
+    };
+    if let Err(e) = lab.calibrate_all() {
+        return Err(kept(&mut lab, e));
+    }
     let mut runs = Vec::new();
     for cc in &ccs {
         let done = match lab.runs(cc, &mut progress) {
             Ok(done) => done,
-            Err(e) => {
-                // The daemons' counters and logs go with the lab: keep them.
-                let saved = out.join("failed");
-                return Err(match lab.lab().save_state(&saved) {
-                    Ok(()) => Error::Kept {
-                        error: Box::new(e),
-                        saved,
-                    },
-                    Err(_) => e,
-                });
-            }
+            Err(e) => return Err(kept(&mut lab, e)),
         };
         for mut r in done {
             r.metrics = metrics::compute(&r, &lab.setup, &lab.calibration);

@@ -721,7 +721,7 @@ impl IncastLab {
             fabric_rtt_us: 0,
             rto_init_us: 0,
         };
-        let mut me = Self {
+        let me = Self {
             lab,
             opts,
             setup,
@@ -739,11 +739,17 @@ impl IncastLab {
             victim_host,
             max_size,
         };
-        me.calibrate()?;
-        if me.opts.fit_bottleneck {
-            me.fit_to_control()?;
-        }
         Ok(me)
+    }
+
+    /// Calibrates the lab (T0, the senders' rates, and with
+    /// `fit_bottleneck` R fitted to what they feed and control).
+    pub fn calibrate_all(&mut self) -> Result<()> {
+        self.calibrate()?;
+        if self.opts.fit_bottleneck {
+            self.fit_to_control()?;
+        }
+        Ok(())
     }
 
     /// The lab underneath.
