@@ -66,14 +66,17 @@ impl CcMode {
         // RCCC's first (speculative) window: one BDP, as HTSIM/EQDS
         // speculate (up to 1.5 BDP), rather than the seed's conservative
         // 12.5 KB, which leaves a lone sender waiting a round trip for
-        // credit.
+        // credit. At least one full packet: a speculating source that
+        // cannot send its first packet has nothing in flight to time out
+        // and no PDC the receiver knows to ask for credit on, so a path
+        // whose BDP is under a packet (10 Mb/s × 1 ms) would never send.
         let rccc = || {
             // Grants in whole packets of the size the PDS sends (split
             // grants put many senders in lock step; HTSIM grants packets),
             // and the four-packet floors of `max_credit` and
             // `max_outstanding` in those packets.
             let mut r = RcccConfig::for_link(rate_bps, base_rtt).with_mtu(mtu);
-            r.initial_window = r.bdp();
+            r.initial_window = r.bdp().max(u64::from(mtu));
             r
         };
         pds.ccc.mtu = mtu;
@@ -119,6 +122,16 @@ mod tests {
         assert!(p.rccc_receiver.is_some());
         // 1 Gb/s x 50 us = 6,250 B BDP: ACK trigger BDP/4.
         assert_eq!(p.ack_gen_trigger, 1_562);
+        // A BDP under one packet (10 Mb/s x 500 us = 625 B): the first
+        // window is still a full packet.
+        let mut p = PdsConfig::default();
+        CcMode::Rccc.configure(&mut p, 10_000_000, Duration::from_micros(500), false);
+        let mtu = u64::from(p.nominal(p.max_ses_len as u32));
+        let Algorithm::Rccc(r) = &p.ccc.algorithm else {
+            panic!("{:?}", p.ccc.algorithm)
+        };
+        assert_eq!(r.initial_window, mtu);
+        assert_eq!(p.rccc_receiver.as_ref().unwrap().initial_window, mtu);
         let mut p = PdsConfig::default();
         CcMode::Nscc.configure(&mut p, 100_000_000_000, rtt, true);
         assert!(matches!(p.ccc.algorithm, Algorithm::Nscc(_)));

@@ -6,8 +6,8 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use uet_wire::encap::Trim;
 use uet_wire::pds::{
-    CpPayload, DpdcidField, NackCode, NackTarget, NextHeader, PdsAckExt, PdsAckRequest, PdsRepr,
-    ReliableMode,
+    CpPayload, DpdcidField, NackCode, NackTarget, NextHeader, PdsAckExt, PdsAckRequest, PdsCpRepr,
+    PdsRepr, ReliableMode,
 };
 use uet_wire::ses::{ListKind, ResponseOpcode, ReturnCode, SesRepr, SesResponseRepr};
 use uet_wire::time::{Duration, Instant};
@@ -1389,6 +1389,114 @@ fn a_grant_to_a_source_owed_an_ack_rides_in_the_ack() {
         cps + acks < data,
         "fewer packets back than data packets: {cps} CPs + {acks} ACKs for {data}"
     );
+}
+
+/// RCCC on a path whose BDP is less than one packet (10 Mb/s, 500 µs:
+/// 625 B): the source's first packet leaves on its speculative window, and
+/// the write completes. With a first window of one BDP the source held
+/// 625 B of credit for a 4 KiB packet: nothing could leave, nothing was in
+/// flight to time out, and no PDC the receiver knew could carry a credit
+/// request (on the veth lab, a calibration that lowered R to 20 Mb/s hung
+/// every sender).
+#[test]
+fn a_path_whose_bdp_is_under_a_packet_still_sends_its_first_packet() {
+    let mut cfg = PdsConfig::default();
+    crate::CcMode::Rccc.configure(&mut cfg, 10_000_000, Duration::from_micros(500), false);
+    let mut a = host(A, 1, cfg.clone());
+    let mut b = host(B, 2, cfg);
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 4, 4000)).unwrap();
+    let mut now = t(0);
+    while a.up.acked.len() < 4 && now < t(1_000_000) {
+        if a.pds.poll_timeout().is_some_and(|w| w <= now) {
+            a.pds.handle_timeout(now, &mut a.up);
+        }
+        if b.pds.poll_timeout().is_some_and(|w| w <= now) {
+            b.pds.handle_timeout(now, &mut b.up);
+        }
+        exchange(&mut a, &mut b, now);
+        now += Duration::from_micros(100);
+    }
+    assert_eq!(a.up.acked.len(), 4, "the write completes");
+    assert!(a.up.failed.is_empty());
+}
+
+/// A source that waits for credit with data queued sends nothing but
+/// CREDIT_REQs, by PDC ID, for as long as the receiver's pacer serves
+/// others (seconds in a large incast on a busy host). Its PDC is not idle:
+/// the target neither asks it to close nor forgets it, as it would after
+/// `idle_timeout` of silence. Before, a request did not count as the
+/// PDC's activity; the target reaped such PDCs, the source's next request
+/// drew INV_DPDCID, and reopening failed every message part of which had
+/// been acknowledged (64 lab senders into one receiver). Once the
+/// requests stop, the idle close goes on as before.
+#[test]
+fn a_source_asking_for_credit_keeps_its_pdc_open_at_the_target() {
+    let idle = Duration::from_millis(2);
+    let mut a = host(A, 1, rccc_source(4160));
+    let mut b = host(
+        B,
+        2,
+        PdsConfig {
+            rccc_receiver: Some(uet_cms::RcccConfig {
+                initial_window: 4160,
+                ..uet_cms::RcccConfig::default()
+            }),
+            idle_timeout: idle,
+            ..PdsConfig::default()
+        },
+    );
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 1, 4000)).unwrap();
+    let first = drain(&mut a, t(0));
+    for d in &first {
+        deliver(&mut b, t(1), d);
+    }
+    let mut b_pdc = None;
+    for d in drain(&mut b, t(1)) {
+        if let PdsRepr::Ack(ack) = d.pds() {
+            b_pdc = ack.spdcid;
+        }
+        deliver(&mut a, t(2), &d);
+    }
+    assert_eq!(a.up.acked.len(), 1);
+    // A's request for credit, as it sends it on a credit timeout.
+    let repr = PdsCpRepr {
+        mode: ReliableMode::Rud,
+        retx: false,
+        ar: false,
+        psn: Psn(0),
+        spdcid: Some(pdc),
+        dpdcid: DpdcidField::Dpdcid(b_pdc),
+        payload: CpPayload::CreditReq {
+            target_credit: 4 * 4160,
+        },
+    };
+    let mut bytes = vec![0u8; PdsRepr::Cp(repr).buffer_len()];
+    PdsRepr::Cp(repr).emit(&mut bytes);
+    let req = Dgram {
+        bytes,
+        ..first[0].clone()
+    };
+    let close_req = |out: &[Dgram]| {
+        out.iter()
+            .any(|d| matches!(d.pds(), PdsRepr::Cp(c) if c.payload == CpPayload::CloseReq))
+    };
+    // Ten idle timeouts of requests, one every half idle timeout.
+    let mut now = t(2);
+    for _ in 0..20 {
+        now += idle / 2;
+        deliver(&mut b, now, &req);
+        if b.pds.poll_timeout().is_some_and(|w| w <= now) {
+            b.pds.handle_timeout(now, &mut b.up);
+        }
+        assert!(!close_req(&drain(&mut b, now)), "asked to close at {now:?}");
+        assert_eq!(b.pds.pdc_count(), 1, "forgotten at {now:?}");
+    }
+    // The requests stop: an idle timeout later the target asks to close.
+    now += idle;
+    b.pds.handle_timeout(now, &mut b.up);
+    assert!(close_req(&drain(&mut b, now)));
 }
 
 /// A source whose first window was trimmed asks for credit (as in

@@ -1488,6 +1488,19 @@ impl Pds {
                     }
                     _ => None,
                 };
+                // A source asking for credit holds the PDC open with data
+                // to send: it is as active as one whose data flows, and
+                // must not be asked to close or forgotten as idle while
+                // the pacer serves others (`idle_close`). Reaped, its
+                // next request would draw INV_DPDCID, and reopening fails
+                // the messages it had partly delivered.
+                if let Some(p) = id.and_then(|id| self.pdcs.get_mut(&id))
+                    && p.peer == meta.src
+                    && p.sdi == meta.sdi
+                    && p.peer_id.is_none_or(|x| c.spdcid == Some(x))
+                {
+                    p.last_activity = now;
+                }
                 let key = id.and_then(|id| self.rccc_key_for_request(id, meta));
                 match (key, self.rccc_rx.as_mut()) {
                     (Some(k), Some(rr)) => {
