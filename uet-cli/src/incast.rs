@@ -36,7 +36,7 @@ pub(crate) struct IncastArgs {
     /// calibration picks (it lowers R below what all senders feed together
     /// at once, then while with congestion control they fill less than
     /// 95 % of it or the receiver's RCCC pacer loses more than 2 % of its
-    /// budget to late ticks; the report says so).
+    /// budget to late ticks, down to 200 Mb/s; the report says so).
     #[arg(long, default_value = "1G")]
     pub bottleneck: Rate,
     /// Use --bottleneck as it is, whatever the senders feed.

@@ -146,8 +146,8 @@ impl FitStep {
     /// `None` to keep this one: lower while the senders filled less than
     /// [`FILL_TARGET`] of R (to that share of what they filled), or while
     /// the receiver's RCCC pacer lost more than [`LATE_TARGET`] of its
-    /// budget to late ticks (by [`LATE_STEP`]); in 10 Mb/s steps, at
-    /// least 10 Mb/s.
+    /// budget to late ticks (by [`LATE_STEP`], not below
+    /// [`LATE_FLOOR_BPS`]); in 10 Mb/s steps, at least 10 Mb/s.
     pub fn next_bottleneck(&self) -> Option<u64> {
         let r = self.bottleneck_bps;
         let step = |bps: f64| (bps as u64 / 10_000_000 * 10_000_000).max(10_000_000);
@@ -155,8 +155,8 @@ impl FitStep {
         if self.filled_bps < FILL_TARGET * r as f64 {
             next = next.min(step(self.filled_bps * FILL_TARGET));
         }
-        if self.pacer_late.is_some_and(|l| l > LATE_TARGET) {
-            next = next.min(step(r as f64 * LATE_STEP));
+        if self.pacer_late.is_some_and(|l| l > LATE_TARGET) && r > LATE_FLOOR_BPS {
+            next = next.min(step(r as f64 * LATE_STEP).max(LATE_FLOOR_BPS));
         }
         (next < r).then_some(next)
     }
@@ -182,6 +182,14 @@ impl FitStep {
 /// about 1.02 plus the share lost (200 Mb/s: 0.2–0.9 % late, 1.017–1.026;
 /// 400 Mb/s: 2–19 %, 1.04–1.28). 2 % keeps RCCC's 1.05 within reach.
 pub const LATE_TARGET: f64 = 0.02;
+
+/// The least R a late pacer lowers the bottleneck to. Lateness falls with
+/// the packet rate only while the packets are what keeps the CPUs busy;
+/// with many senders the daemons' wake-ups keep the receiver's worker
+/// waiting at any rate (64 senders on two vCPUs: one calibration went on
+/// lowering R to 20 Mb/s), and a lower R then only lengthens the runs.
+/// The report gives the share lost at the rate kept.
+pub const LATE_FLOOR_BPS: u64 = 200_000_000;
 
 /// The factor a step applies to R when the pacer was late: lateness
 /// falls steeply with the packet rate, and one calibration write is a
@@ -583,6 +591,16 @@ mod tests {
         assert_eq!(
             step(1_000_000_000, 500e6, Some(0.2)).next_bottleneck(),
             Some(470_000_000)
+        );
+        // A late pacer lowers R to 200 Mb/s at most; a short fill below.
+        assert_eq!(
+            step(240_000_000, 239e6, Some(0.05)).next_bottleneck(),
+            Some(200_000_000)
+        );
+        assert_eq!(step(200_000_000, 199e6, Some(0.5)).next_bottleneck(), None);
+        assert_eq!(
+            step(200_000_000, 150e6, Some(0.5)).next_bottleneck(),
+            Some(140_000_000)
         );
         // Never below 10 Mb/s, and no step that does not lower.
         assert_eq!(step(10_000_000, 1e6, Some(0.5)).next_bottleneck(), None);
