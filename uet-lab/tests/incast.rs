@@ -70,6 +70,12 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
         let next = w[0].next_bottleneck().unwrap_or(w[0].bottleneck_bps);
         assert_eq!(w[1].bottleneck_bps, next, "{fit:?}");
     }
+    // A last step that filled a smaller share of a lower R sent it back.
+    if let [.., before, last] = fit.as_slice()
+        && last.worse_than(before)
+    {
+        assert_eq!(r, before.bottleneck_bps as f64, "{fit:?}");
+    }
     assert!(
         report.calibration.all_senders_bps > r,
         "all senders at once: {} b/s, R = {r}",

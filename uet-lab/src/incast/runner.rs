@@ -901,7 +901,18 @@ impl IncastLab {
                 pacer_late: (paced && budget > 0).then(|| rx.late_bytes as f64 / budget as f64),
             };
             let next = step.next_bottleneck();
+            let back = self
+                .calibration
+                .fit_steps
+                .last()
+                .filter(|before| step.worse_than(before))
+                .map(|before| before.bottleneck_bps);
             self.calibration.fit_steps.push(step);
+            if let Some(r) = back {
+                // Lowering R made them fill less of it: the higher one.
+                self.apply_bottleneck(r)?;
+                break;
+            }
             match next {
                 None if passed_at == Some(r) => break,
                 None => passed_at = Some(r),
