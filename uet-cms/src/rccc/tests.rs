@@ -872,6 +872,18 @@ fn speculative_bytes_do_not_hide_later_grants_from_the_outstanding_bound() {
     assert_eq!(rx.outstanding(), paced.saturating_sub(4160));
 }
 
+/// A receiver that took sender 1's first 4,160 B packet as speculative
+/// and then ran its first slice: the receiver and the paced credit that
+/// slice granted (at least a packet).
+fn granted_after_one_speculative_packet(cfg: RcccConfig) -> (RcccReceiver<u8>, u64) {
+    let (mut rx, initial) = unpaid_arrivals(cfg, 1, 4160, Arrival::Speculative);
+    rx.handle_timeout(Instant::ZERO + Duration::from_micros(1));
+    assert!(rx.poll_grant().is_some(), "a grant");
+    let paced = rx.granted(1).unwrap() - initial;
+    assert!(paced >= 4160);
+    (rx, paced)
+}
+
 /// Speculative packets that were queued behind other senders' first
 /// windows arrive after the pacer has granted: they were sent on the
 /// initial window, not on those grants, so they must not settle them.
@@ -882,13 +894,8 @@ fn speculative_bytes_do_not_hide_later_grants_from_the_outstanding_bound() {
 /// behind it on every crossing.
 #[test]
 fn late_speculative_packets_do_not_settle_paced_credit() {
-    let cfg = at_line_rate();
     let t0 = Instant::ZERO;
-    let (mut rx, initial) = unpaid_arrivals(cfg, 1, 4160, Arrival::Speculative);
-    rx.handle_timeout(t0 + Duration::from_micros(1));
-    assert!(rx.poll_grant().is_some(), "a grant");
-    let paced = rx.granted(1).unwrap() - initial;
-    assert!(paced >= 4160);
+    let (mut rx, paced) = granted_after_one_speculative_packet(at_line_rate());
     // The rest of the initial window arrives after the grant.
     for _ in 0..3 {
         rx.on_data(t0, 1, wire24(1_000_000), 4160, false, Arrival::Speculative);
@@ -912,11 +919,7 @@ fn speculative_arrivals_past_the_initial_window_settle_as_paced() {
     let cfg = at_line_rate();
     let window = cfg.initial_window;
     let t0 = Instant::ZERO;
-    let (mut rx, initial) = unpaid_arrivals(cfg, 1, 4160, Arrival::Speculative);
-    rx.handle_timeout(t0 + Duration::from_micros(1));
-    assert!(rx.poll_grant().is_some(), "a grant");
-    let paced = rx.granted(1).unwrap() - initial;
-    assert!(paced >= 4160);
+    let (mut rx, paced) = granted_after_one_speculative_packet(cfg);
     // The rest of the initial window: speculative, it settles nothing.
     let mut speculated = 4160;
     while speculated < window {
