@@ -81,6 +81,13 @@ pub struct Counters {
     pub tx_data: u64,
     /// Data packets retransmitted.
     pub tx_retransmits: u64,
+    /// Of `tx_retransmits`, the first resends of data packets that left
+    /// before their PDC heard anything from the target (its first ACK or
+    /// NACK): packets lost, or presumed lost, in the PDC's first round
+    /// trip, before congestion control had any feedback to act on. A
+    /// bottleneck's drops minus these are the drops congestion control
+    /// could have avoided.
+    pub first_rtt_resent: u64,
     /// Retransmission timeouts that fired.
     pub rto_fired: u64,
     /// Packets presumed lost from SACK information and resent early.

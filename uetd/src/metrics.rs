@@ -140,6 +140,13 @@ const WORKER_FIELDS: &[Field] = &[
     ),
     (
         "pds",
+        "first_rtt_resent",
+        "uet_pds_first_rtt_resent_total",
+        Counter,
+        "Of uet_pds_tx_retransmits_total: first resends of data packets sent before their PDC heard from the target (losses in a PDC's first round trip).",
+    ),
+    (
+        "pds",
         "rtos",
         "uet_pds_rtos_total",
         Counter,

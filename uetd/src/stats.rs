@@ -125,6 +125,7 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                 "pds": {
                     "tx_data": s.pds.tx_data,
                     "tx_retransmits": s.pds.tx_retransmits,
+                    "first_rtt_resent": s.pds.first_rtt_resent,
                     "rtos": s.pds.rto_fired,
                     "sack_inferred": s.pds.sack_inferred,
                     "tail_probes": s.pds.tail_probes,

@@ -110,14 +110,6 @@ fn nearest(queue: &[QueueSample], t_ns: i64) -> Option<&QueueSample> {
 }
 
 /// The last sample at or before `t_ns` among `queue`, else the first.
-fn at_or_before(queue: &[QueueSample], t_ns: i64) -> Option<&QueueSample> {
-    queue
-        .iter()
-        .take_while(|s| s.t_ns <= t_ns)
-        .last()
-        .or_else(|| queue.first())
-}
-
 /// Every [`Metrics`] field of one run per `docs/congestion-evaluation.md` (see each field's
 /// doc); `f_c` stays `None` ([`fill_f_c`] compares runs).
 ///
@@ -131,7 +123,9 @@ fn at_or_before(queue: &[QueueSample], t_ns: i64) -> Option<&QueueSample> {
 ///   over windows, `None` when no window counts.
 /// - Queue metrics from the samples at t ≥ 0: drops and CE marks are the
 ///   last sample's counter minus the first's; `drops_after_first_rtt`
-///   subtracts the counter at T0 instead. Steady p50/p99 over samples in
+///   subtracts the packets the senders lost in their PDCs' first round
+///   trip (`Flow::first_rtt_resent`): each flow's own first round trip,
+///   which on a loaded host starts milliseconds after the common start. Steady p50/p99 over samples in
 ///   [10·T0, ICT] (0 without). Utilisation = TBF bytes sent between the
 ///   samples nearest 0 and ICT / (R·ICT/8) (0 without samples or time).
 /// - Ratios with a zero denominator are 0; victim CIFs are `None` without a
@@ -171,10 +165,10 @@ pub fn compute(run: &Run, setup: &Setup, cal: &Calibration) -> Metrics {
     };
     let drops = counter(|s| s.drops);
     let ce_marks = counter(|s| s.ce_marks);
-    let drops_after_first_rtt = match (at_or_before(&queue, t0 as i64), last) {
-        (Some(a), Some(b)) => b.drops.saturating_sub(a.drops),
-        _ => 0,
-    };
+    // The senders resent these first-round-trip losses once each; on the
+    // lab's one bottleneck they are its drops of first-window packets.
+    let first_rtt_lost: u64 = flows.iter().map(|f| f.first_rtt_resent).sum();
+    let drops_after_first_rtt = drops.saturating_sub(first_rtt_lost);
     let peak_queue_bytes = queue.iter().map(|s| s.backlog_bytes).max().unwrap_or(0);
     let mut steady: Vec<u64> = queue
         .iter()
@@ -847,6 +841,7 @@ pub(crate) mod tests {
             end_ns: end,
             progress,
             retransmits: 0,
+            first_rtt_resent: 0,
             rtos: 0,
             tx_data: bytes / 1000,
             tail_probes: 0,
@@ -939,6 +934,7 @@ pub(crate) mod tests {
                                     end_ns: end,
                                     progress,
                                     retransmits: if cc == "none" { 7 } else { 0 },
+                                    first_rtt_resent: 0,
                                     rtos: u64::from(cc == "none"),
                                     tx_data: size / 1400 + 8,
                                     tail_probes: 0,
@@ -1109,7 +1105,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn drops_count_from_the_start_and_after_the_first_rtt() {
+    fn drops_count_from_the_start_and_after_each_flows_first_round_trip() {
         let mut q = Vec::new();
         for (t, d) in [
             (-1000, 2),
@@ -1124,12 +1120,21 @@ pub(crate) mod tests {
             s.ce_marks = 2 * d;
             q.push(s);
         }
-        let mut r = run("none", 1, vec![flow(1, 0, 2_000_000, 50)], q);
+        // Two senders lost 3 and 1 packets of their first round trips (the
+        // second started 1.5 ms late, so its losses came long after T0).
+        let mut f = vec![flow(1, 0, 2_000_000, 50), flow(2, 1_500_000, 2_000_000, 50)];
+        f[0].first_rtt_resent = 3;
+        f[1].first_rtt_resent = 1;
+        let mut r = run("none", 1, f, q);
         r.receiver.rx_data = 20;
         r.receiver.tx_acks = 5;
         let m = compute(&r, &setup(), &cal(50_000));
         assert_eq!(m.drops, 10);
         assert_eq!(m.drops_after_first_rtt, 6);
+        // More first-round-trip resends than drops (losses elsewhere): none
+        // is counted after the first round trip, not a wrapped count.
+        r.flows[0].first_rtt_resent = 30;
+        assert_eq!(compute(&r, &setup(), &cal(50_000)).drops_after_first_rtt, 0);
         assert!((m.ce_per_data - 1.0).abs() < 1e-12);
         assert!((m.acks_per_data - 0.25).abs() < 1e-12);
     }

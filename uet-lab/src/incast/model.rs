@@ -291,6 +291,10 @@ pub struct Flow {
     pub progress: Vec<(u64, u64)>,
     /// Its daemon's retransmitted packets during the run.
     pub retransmits: u64,
+    /// Of `retransmits`, first resends of packets its daemon sent before
+    /// hearing from the receiver (in each PDC's first round trip).
+    #[serde(default)]
+    pub first_rtt_resent: u64,
     /// Its daemon's retransmission timeouts during the run.
     pub rtos: u64,
     /// Its daemon's data packets sent (first transmissions and
@@ -437,7 +441,9 @@ pub struct Metrics {
     pub jain_window_ns: u64,
     /// TBF drops during the run.
     pub drops: u64,
-    /// Of those, drops after the first T0 of the run.
+    /// Of those, drops of packets sent after their flow's first round
+    /// trip: the drops less the senders' first-round-trip losses
+    /// ([`Flow::first_rtt_resent`]).
     pub drops_after_first_rtt: u64,
     /// Σ retransmits / Σ first transmissions.
     pub retransmits_per_packet: f64,

@@ -187,7 +187,7 @@ const SUMMARY_TABLES: &[(&str, &[Column])] = &[
         "Queue and loss",
         &[
             ("drops", |s| cell(s.drops, count)),
-            ("drops after T0", |s| cell(s.drops_after_first_rtt, count)),
+            ("drops after 1st RTT", |s| cell(s.drops_after_first_rtt, count)),
             ("rtx/packet", |s| cell(s.retransmits_per_packet, ratio)),
             ("RTOs", |s| cell(s.rtos, count)),
             ("peak queue (KiB)", |s| cell(s.peak_queue_bytes, kib)),
@@ -800,7 +800,7 @@ mod tests {
         assert!(md.contains("| buffer (TBF limit) | 31250 B (5.00 BDP, 20.8 full frames) |"));
         assert!(md.contains("### N = 4, S = 1 MiB"));
         assert!(md.contains("| mode | runs | ICT (ms) | ICT/ideal | spread | Jain |"));
-        assert!(md.contains("| mode | runs | drops | drops after T0 |"));
+        assert!(md.contains("| mode | runs | drops | drops after 1st RTT |"));
         assert!(md.contains("| mode | runs | ACKs/data | CE/data | victim CIF avg |"));
         for cc in ["none", "nscc", "rccc", "nscc+rccc"] {
             assert!(md.contains(&format!("\n| {cc} | 3 |")), "{cc} row");

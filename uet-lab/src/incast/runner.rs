@@ -354,6 +354,7 @@ fn latency(h: &Histogram<u64>, secs: f64) -> LatencyStats {
 struct Counters {
     tx_data: u64,
     retransmits: u64,
+    first_rtt_resent: u64,
     rtos: u64,
     tail_probes: u64,
     sack_inferred: u64,
@@ -389,6 +390,7 @@ fn counters_of(v: &serde_json::Value) -> Counters {
         let pds = |key: &str| p[key].as_u64().unwrap_or(0);
         k.tx_data += pds("tx_data");
         k.retransmits += pds("tx_retransmits");
+        k.first_rtt_resent += pds("first_rtt_resent");
         k.rtos += pds("rtos");
         k.tail_probes += pds("tail_probes");
         k.sack_inferred += pds("sack_inferred");
@@ -450,6 +452,7 @@ impl Counters {
         Self {
             tx_data: self.tx_data.saturating_sub(b.tx_data),
             retransmits: self.retransmits.saturating_sub(b.retransmits),
+            first_rtt_resent: self.first_rtt_resent.saturating_sub(b.first_rtt_resent),
             rtos: self.rtos.saturating_sub(b.rtos),
             tail_probes: self.tail_probes.saturating_sub(b.tail_probes),
             sack_inferred: self.sack_inferred.saturating_sub(b.sack_inferred),
@@ -1201,6 +1204,7 @@ impl IncastLab {
                 end_ns: Writer::end(&o) - t0,
                 progress: o.progress.iter().map(|&(t, b)| (t - t0, b)).collect(),
                 retransmits: d.retransmits,
+                first_rtt_resent: d.first_rtt_resent,
                 rtos: d.rtos,
                 // The PDS counts first transmissions as tx_data.
                 tx_data: d.tx_data + d.retransmits,

@@ -74,6 +74,7 @@ impl Pds {
             clear_sent: None,
             clear_out: None,
             delivered_at: None,
+            heard_from: None,
             closing: false,
             rod_ev,
             rx: None,
@@ -444,6 +445,7 @@ impl Pds {
         p.clear_sent = None;
         p.clear_out = None;
         p.delivered_at = None;
+        p.heard_from = None;
         p.forced_at = None;
         p.unheard_loss_at = None;
         let rccc_key = p.rx.take().and_then(|rx| rx.rccc);

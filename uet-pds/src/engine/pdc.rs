@@ -176,6 +176,10 @@ pub(super) struct Pdc {
     /// before: the path and the target were alive then
     /// (`Pdc::rto_deadline`).
     pub(super) delivered_at: Option<Instant>,
+    /// The first PSN sent after the target's first ACK or NACK on this PDC
+    /// reached us (`None` until then): the packets before it left before
+    /// the source heard anything, in the PDC's first round trip.
+    pub(super) heard_from: Option<Psn>,
     pub(super) closing: bool,
     pub(super) rod_ev: EntropyValue,
     // Receive half (created by the first packet from the peer).
@@ -224,6 +228,15 @@ pub(super) struct Pdc {
 }
 
 impl Pdc {
+    /// Records that feedback from the target arrived: what is sent from
+    /// now on is sent with something heard.
+    #[inline]
+    pub(super) fn note_heard(&mut self) {
+        if self.heard_from.is_none() {
+            self.heard_from = Some(self.ledger.next_psn());
+        }
+    }
+
     pub(super) fn idle(&self) -> bool {
         self.ledger.is_empty() && self.queue.is_empty() && self.holds == 0
     }

@@ -369,6 +369,7 @@ impl Pds {
                         clear_sent: None,
                         clear_out: None,
                         delivered_at: None,
+                        heard_from: None,
                         closing: false,
                         rod_ev: meta.ev,
                         rx: None,
@@ -745,6 +746,7 @@ impl Pds {
         }
         self.counters.rx_acks += 1;
         p.last_activity = now;
+        p.note_heard();
         if p.pending && a.spdcid == p.peer_id {
             // Return traffic acknowledged by the initiator's PDC.
             p.pending = false;
@@ -1308,6 +1310,7 @@ impl Pds {
         }
         p.last_activity = now;
         p.nacked = true;
+        p.note_heard();
         let key = p.ccc;
         match n.code.sender_action() {
             NackAction::Retransmit | NackAction::ReDrive => {

@@ -540,6 +540,10 @@ impl Pds {
             };
             e.ev = ev;
             self.counters.tx_retransmits += 1;
+            if !sacked && e.rtx_count == 1 && matches!(item, TxItem::Data(_)) {
+                let unheard = p.heard_from.is_none_or(|h| psn.is_before(h));
+                self.counters.first_rtt_resent += u64::from(unheard);
+            }
             if sacked {
                 let cp = PdsCpRepr {
                     mode: p.mode,

@@ -630,3 +630,40 @@ fn an_answered_probe_ends_its_episode_and_a_lost_resend_is_probed_again() {
     assert_eq!(a.pds.counters().tail_probes, 2);
     second_probe_finds_the_loss(&mut a, &mut b, when2, &probe2, &p);
 }
+
+#[test]
+fn only_losses_of_packets_sent_before_any_feedback_count_as_first_round_trip_losses() {
+    let mut a = host(A, 1, PdsConfig::default());
+    let mut b = host(B, 2, PdsConfig::default());
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    // The first window leaves blind; its first packet is lost, the other
+    // four arrive and their ACKs have it resent (SACK inference).
+    let first = send(&mut a, pdc, t(0), 1, 5);
+    exchange(&mut a, &mut b, t(20), &first[1..]);
+    let re = drain(&mut a, t(21));
+    assert_eq!(re.len(), 1, "the lost first packet is resent");
+    let c = a.pds.counters();
+    assert_eq!((c.tx_retransmits, c.first_rtt_resent), (1, 1));
+    // Its resend is lost too: a second resend of the same packet is not a
+    // second first-round-trip loss.
+    let mut again = vec![];
+    let mut now = t(21);
+    while again.is_empty() && now < t(50_000) {
+        now = a.pds.poll_timeout().expect("the resend is timed");
+        a.pds.handle_timeout(now, &mut a.up);
+        again = drain(&mut a, now);
+    }
+    assert_eq!(again.len(), 1, "resent again when its timer fires");
+    let rto = now;
+    let c = a.pds.counters();
+    assert_eq!((c.tx_retransmits, c.first_rtt_resent), (2, 1));
+    exchange(&mut a, &mut b, rto, &again);
+    // Sent after the source heard from the target: a loss, but not one of
+    // the first round trip.
+    let later = send(&mut a, pdc, rto, 2, 5);
+    exchange(&mut a, &mut b, rto + Duration::from_micros(20), &later[1..]);
+    let re = drain(&mut a, rto + Duration::from_micros(21));
+    assert_eq!(re.len(), 1, "the lost later packet is resent");
+    let c = a.pds.counters();
+    assert_eq!((c.tx_retransmits, c.first_rtt_resent), (3, 1));
+}
