@@ -114,7 +114,9 @@ pub enum Arrival {
     Speculative,
     /// On paced credit (or forced past it by an RTO).
     Paced,
-    /// A retransmission.
+    /// A retransmission of a packet sent on paced credit: it settles its
+    /// own credit and its lost original's. A retransmission of a
+    /// speculative packet is [`Arrival::Paced`]: its original took none.
     Retransmission,
 }
 
@@ -289,6 +291,13 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         self.senders.get(&sender).map(|e| e.granted)
     }
 
+    /// `sender`'s paced credit granted and not yet back as data, if known:
+    /// negative when more came back than was granted (see
+    /// [`Self::outstanding`], which counts the positive balances).
+    pub fn balance(&self, sender: S) -> Option<i64> {
+        self.senders.get(&sender).map(|e| e.balance)
+    }
+
     /// Paced credit granted and not yet back as data, over all senders
     /// (see [`RcccConfig::max_outstanding`]).
     pub fn outstanding(&self) -> u64 {
@@ -412,12 +421,14 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         self.settle(sender, back, floor);
     }
 
-    /// The lowest a sender's balance goes: its initial window (each
-    /// retransmission of a lost speculative packet settles twice, though
-    /// its original took no counted credit) and two packets (one forced
-    /// past its credit by an RTO or a probe, one retransmission settled
-    /// twice when its original arrived after all). Bounds how far settled-but-unpaid bytes
-    /// can loosen [`RcccConfig::max_outstanding`].
+    /// The lowest a sender's balance goes: its initial window (a caller
+    /// that reports the retransmission of a lost speculative packet as an
+    /// [`Arrival::Retransmission`] settles it twice, though its original
+    /// took no counted credit; the PDS reports it as paced) and two
+    /// packets (one forced past its credit by an RTO or a probe, one
+    /// retransmission settled twice when its original arrived after all).
+    /// Bounds how far settled-but-unpaid bytes can loosen
+    /// [`RcccConfig::max_outstanding`].
     fn balance_floor(&self) -> i64 {
         let f = self
             .config

@@ -83,9 +83,29 @@ pub(super) struct ReceiveState {
     /// default class); the first *_CC_REQ confirms the key or moves the
     /// PDC to the one it names.
     pub(super) rccc_provisional: bool,
+    /// The lowest PSN seen on a first transmission without SYN: the source
+    /// had heard from us when it sent it. Packets below it left with SYN,
+    /// before the source heard anything (§2.2), on its initial window.
+    pub(super) heard_from: Option<Psn>,
 }
 
 impl ReceiveState {
+    /// Records a first transmission of `psn` with or without SYN.
+    #[inline]
+    pub(super) fn note_first_tx(&mut self, psn: Psn, syn: bool) {
+        if !syn && self.heard_from.is_none_or(|h| psn.is_before(h)) {
+            self.heard_from = Some(psn);
+        }
+    }
+
+    /// Whether the first transmission of `psn` left before its source had
+    /// heard from us (with SYN), as far as the arrivals tell: below the
+    /// first PSN seen without SYN, or before any was seen.
+    #[inline]
+    pub(super) fn sent_unheard(&self, psn: Psn) -> bool {
+        self.heard_from.is_none_or(|h| psn.is_before(h))
+    }
+
     pub(super) fn new(start: Psn, range: u32) -> Self {
         Self {
             win: RxWindow::new(start, range),
@@ -107,6 +127,7 @@ impl ReceiveState {
             trigger_at: Instant::ZERO,
             rccc: None,
             rccc_provisional: false,
+            heard_from: None,
         }
     }
 

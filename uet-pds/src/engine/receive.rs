@@ -572,8 +572,22 @@ impl Pds {
             // anything from us: speculative, on its initial window (seed:
             // SYN stays set until the first ACK_CC). Its bytes count against
             // the sender's share (`RcccReceiver`, "Fair share").
-            let arrival = if r.retx {
+            //
+            // A retransmission settles its original's credit as well as its
+            // own, unless the original was speculative: that one took no
+            // counted credit, and settling it too took the sender's balance
+            // below zero, so the pacer granted that much beyond its bound on
+            // outstanding credit. On the veth lab, where a few speculative
+            // first windows are lost in every incast, the bound came loose
+            // by up to a BDP per sender, and paced bursts overflowed the
+            // buffer long after the first round trip \[I\].
+            if !r.retx {
+                rx.note_first_tx(r.psn, r.syn());
+            }
+            let arrival = if r.retx && !rx.sent_unheard(r.psn) {
                 Arrival::Retransmission
+            } else if r.retx {
+                Arrival::Paced
             } else if r.syn() {
                 Arrival::Speculative
             } else {

@@ -667,3 +667,33 @@ fn only_losses_of_packets_sent_before_any_feedback_count_as_first_round_trip_los
     let c = a.pds.counters();
     assert_eq!((c.tx_retransmits, c.first_rtt_resent), (3, 1));
 }
+
+/// A retransmission settles its original's credit with its own at the RCCC
+/// receiver, except when the original was speculative: that one took no
+/// counted credit. Settled twice, the lost first packet left the sender's
+/// balance a packet below what it owes, and the pacer granted that much
+/// beyond its bound on outstanding credit.
+#[test]
+fn the_resend_of_a_lost_speculative_packet_settles_only_its_own_credit() {
+    let mut a = host(A, 1, rccc_source(2 * 4160));
+    let mut b = rccc_target(2 * 4160);
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 6, 4000)).unwrap();
+    let first = drain(&mut a, t(0));
+    assert_eq!(first.len(), 2, "the speculative window");
+    // The first packet is lost; the second arrives.
+    exchange(&mut a, &mut b, t(3), &first[1..]);
+    run_pair(&mut a, &mut b, t(3), t(50_000));
+    assert_eq!(a.up.acked.len(), 6);
+    assert_eq!(a.pds.counters().first_rtt_resent, 1);
+    let rr = b.pds.rccc_receiver().unwrap();
+    let sender = (A, 0);
+    let paced_granted = rr.granted(sender).unwrap() - 2 * 4160;
+    let st = rr.stats();
+    let paced_back = st.received_bytes - st.speculative_bytes;
+    assert_eq!(
+        rr.balance(sender),
+        Some(paced_granted as i64 - paced_back as i64),
+        "every paced byte settled once: granted {paced_granted}, back {paced_back}"
+    );
+}
