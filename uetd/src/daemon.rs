@@ -941,6 +941,31 @@ fn software_window(pds: &mut PdsConfig, link_rate_bps: u64, fabric_rtt: Option<W
         }
         n.min_max_wnd = loop_wnd;
     }
+    if let Some(f) = fabric_rtt {
+        speculate_one_fabric_bdp(pds, link_rate_bps, f);
+    }
+}
+
+/// RCCC's speculative first window, at both ends, as one BDP of the
+/// fabric's round trip instead of the loop's (`--base-rtt-us`, which
+/// covers the time packets wait for the hosts to run). A first window
+/// lands on the bottleneck's buffer, which is sized in the fabric's BDPs;
+/// the hosts' delay is not room in it. On the veth lab the loop is 3 × the
+/// fabric's round trip, so every sender speculated three fabric BDPs into
+/// a buffer of five, and a sender whose host started it milliseconds late
+/// sent them onto a queue the pacer already kept: drops of the others'
+/// paced packets, after their first round trip \[I\]. At least one packet,
+/// as `CcMode::configure` sets it.
+fn speculate_one_fabric_bdp(pds: &mut PdsConfig, link_rate_bps: u64, fabric_rtt: WireDuration) {
+    let bdp = u64::try_from(u128::from(link_rate_bps) * fabric_rtt.as_nanos() / 8_000_000_000)
+        .unwrap_or(u64::MAX);
+    let sources = match &mut pds.ccc.algorithm {
+        uet_cms::Algorithm::Rccc(r) | uet_cms::Algorithm::NsccRccc(_, r) => Some(r),
+        _ => None,
+    };
+    for r in sources.into_iter().chain(pds.rccc_receiver.as_mut()) {
+        r.initial_window = bdp.max(u64::from(r.mtu)).min(r.initial_window);
+    }
 }
 
 #[cfg(test)]
@@ -1036,9 +1061,39 @@ mod tests {
             (n.max_wnd, n.initial_cwnd, n.min_max_wnd),
             (35_250, 35_250, 35_250)
         );
-        // RCCC keeps planning for the loop.
+        // RCCC keeps planning for the loop, but speculates one fabric BDP
+        // (50 MB/s × 150 µs), at the source and as the receiver expects.
         assert_eq!(r.base_rtt, Duration::from_micros(470));
+        assert_eq!(r.initial_window, 7_500);
         assert_eq!(pds.rccc_receiver.as_ref().map(|r| r.max_credit), credit);
+        assert_eq!(
+            pds.rccc_receiver.as_ref().map(|r| r.initial_window),
+            Some(7_500)
+        );
+    }
+
+    #[test]
+    fn rccc_speculates_one_fabric_bdp_and_at_least_a_packet() {
+        for (rate, fabric, window) in [
+            // Without a fabric RTT: one BDP of the loop, 50 MB/s × 470 µs.
+            (400_000_000, None, 23_500),
+            (400_000_000, Some(150), 7_500),
+            // Under a packet: one packet (of the PDS's nominal size).
+            (10_000_000, Some(150), 4_156),
+        ] {
+            let mut pds = PdsConfig::default();
+            uet_pds::CcMode::Rccc.configure(&mut pds, rate, WireDuration::from_micros(470), false);
+            software_window(&mut pds, rate, fabric.map(WireDuration::from_micros));
+            let uet_cms::Algorithm::Rccc(r) = &pds.ccc.algorithm else {
+                panic!("no RCCC");
+            };
+            let rx = pds.rccc_receiver.as_ref().expect("an RCCC receiver");
+            assert_eq!(
+                (r.initial_window, rx.initial_window),
+                (window, window),
+                "{rate} {fabric:?}"
+            );
+        }
     }
 
     /// Through 200 Mb/s a slice is one packet time. With 8 senders waiting
