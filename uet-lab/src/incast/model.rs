@@ -378,6 +378,13 @@ pub struct ReceiverCounters {
     /// Pacer budget no active sender wanted, bytes.
     #[serde(default)]
     pub unclaimed_bytes: u64,
+    /// Senders its pacer dropped from the active table for not answering a
+    /// grant within the idle timeout (a sender's host that did not run it).
+    #[serde(default)]
+    pub idle_evictions: u64,
+    /// Outstanding credit its pacer wrote off on a sender's CREDIT_REQ.
+    #[serde(default)]
+    pub write_offs: u64,
 }
 
 /// The victim's ping-pong during one run.

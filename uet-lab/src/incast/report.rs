@@ -187,7 +187,9 @@ const SUMMARY_TABLES: &[(&str, &[Column])] = &[
         "Queue and loss",
         &[
             ("drops", |s| cell(s.drops, count)),
-            ("drops after 1st RTT", |s| cell(s.drops_after_first_rtt, count)),
+            ("drops after 1st RTT", |s| {
+                cell(s.drops_after_first_rtt, count)
+            }),
             ("rtx/packet", |s| cell(s.retransmits_per_packet, ratio)),
             ("RTOs", |s| cell(s.rtos, count)),
             ("peak queue (KiB)", |s| cell(s.peak_queue_bytes, kib)),

@@ -369,6 +369,8 @@ struct Counters {
     late_bytes: u64,
     withheld_bytes: u64,
     unclaimed_bytes: u64,
+    idle_evictions: u64,
+    write_offs: u64,
     /// PDCs open now (opened minus closed; not a delta).
     pdcs_open: u64,
 }
@@ -410,6 +412,8 @@ fn counters_of(v: &serde_json::Value) -> Counters {
         k.late_bytes += pacer("late_bytes");
         k.withheld_bytes += pacer("withheld_bytes");
         k.unclaimed_bytes += pacer("unclaimed_bytes");
+        k.idle_evictions += pacer("idle_evictions");
+        k.write_offs += pacer("write_offs");
     }
     k
 }
@@ -469,6 +473,8 @@ impl Counters {
             late_bytes: self.late_bytes.saturating_sub(b.late_bytes),
             withheld_bytes: self.withheld_bytes.saturating_sub(b.withheld_bytes),
             unclaimed_bytes: self.unclaimed_bytes.saturating_sub(b.unclaimed_bytes),
+            idle_evictions: self.idle_evictions.saturating_sub(b.idle_evictions),
+            write_offs: self.write_offs.saturating_sub(b.write_offs),
             pdcs_open: self.pdcs_open,
         }
     }
@@ -1243,6 +1249,8 @@ impl IncastLab {
                 late_bytes: rx.late_bytes,
                 withheld_bytes: rx.withheld_bytes,
                 unclaimed_bytes: rx.unclaimed_bytes,
+                idle_evictions: rx.idle_evictions,
+                write_offs: rx.write_offs,
             },
             victim: victim_lat.map(|congested| VictimRun { congested }),
             cpu_busy,
@@ -1261,7 +1269,8 @@ mod tests {
             { "pds": { "tx_data": 10, "rx_data": 3, "pdcs_opened": 5, "pdcs_closed": 2,
                        "tx_nacks": { "psn_oor_window": 1, "unknown": 2 } },
               "io": { "tx_packets": 20 },
-              "rccc_receiver": { "ticks": 7, "granted_bytes": 4000, "late_bytes": 100 } },
+              "rccc_receiver": { "ticks": 7, "granted_bytes": 4000, "late_bytes": 100,
+                                 "idle_evictions": 2, "write_offs": 1 } },
             { "pds": { "tx_data": 1, "pdcs_opened": 4, "pdcs_closed": 4 },
               "io": { "tx_packets": 2 } }
         ]})
@@ -1281,5 +1290,6 @@ mod tests {
             (k.pacer_ticks, k.granted_bytes, k.late_bytes),
             (7, 4000, 100)
         );
+        assert_eq!((k.idle_evictions, k.write_offs), (2, 1));
     }
 }
