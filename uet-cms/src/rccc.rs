@@ -241,6 +241,13 @@ pub struct RcccConfig {
     /// lost with a dropped packet is written off when the retransmission
     /// arrives, or when the idle timeout drops the sender from the table.
     pub max_outstanding: u64,
+    /// Outstanding credit the pacer allows per active sender when that sums
+    /// to more than `max_outstanding` (`RcccReceiver::outstanding_bound`).
+    /// Default 0: the bound alone. A receiver whose senders' hosts take
+    /// milliseconds to run them (a software pacer, `uetd`) sets one
+    /// packet, so every active sender can hold a packet's credit at once
+    /// \[I\].
+    pub outstanding_per_sender: u64,
 }
 
 impl RcccConfig {
@@ -266,6 +273,7 @@ impl RcccConfig {
             idle_timeout: base_rtt.saturating_mul(8),
             credit_timeout: base_rtt.saturating_mul(8),
             max_outstanding: 0,
+            outstanding_per_sender: 0,
         };
         // Seed: the initial burst is one slice at line rate (12.5 KB at
         // 100 Gb/s and 1 µs).

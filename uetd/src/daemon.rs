@@ -897,9 +897,12 @@ const PACER_GRANT_STEPS: u32 = 4;
 /// [`PACER_CATCH_UP`] (one BDP: a worker descheduled for longer left the
 /// link idle that long, and a BDP more arriving at once is what the
 /// buffer is sized for; the lab's buffer is 5 × BDP). Grants grow to
-/// [`PACER_GRANT_STEPS`] packets with many senders. The simulator keeps the
-/// seed's values: its timers are exact and its hosts cost nothing per
-/// wake-up.
+/// [`PACER_GRANT_STEPS`] packets with many senders, and every active
+/// sender may hold a packet's credit however many there are
+/// (`RcccConfig::outstanding_per_sender`): senders' hosts run them
+/// milliseconds late, and with the bound alone the pacer's credit waited
+/// at a few of them while the link idled. The simulator keeps the seed's
+/// values: its timers are exact and its hosts cost nothing per wake-up.
 fn software_pacer(pds: &mut PdsConfig, link_rate_bps: u64, base_rtt: Duration) {
     let Some(r) = pds.rccc_receiver.as_mut() else {
         return;
@@ -912,6 +915,7 @@ fn software_pacer(pds: &mut PdsConfig, link_rate_bps: u64, base_rtt: Duration) {
     r.max_burst_slices = r
         .max_burst_slices
         .max(u32::try_from(slices).unwrap_or(u32::MAX));
+    r.outstanding_per_sender = r.outstanding_per_sender.max(r.min_grant);
 }
 
 /// Keeps NSCC's window cap at the configured `MaxWnd` (1.5 × link rate ×
