@@ -35,7 +35,7 @@ pub(crate) struct IncastArgs {
     /// Bottleneck rate toward the receiver, bits/s: the most the
     /// calibration picks (it lowers R below what all senders feed together
     /// at once, then while with congestion control they fill less than
-    /// 95 % of it or the receiver's RCCC pacer loses more than 2 % of its
+    /// 95 % of it or the receiver's RCCC pacer loses more than 1 % of its
     /// budget to late ticks, down to 200 Mb/s; the report says so).
     #[arg(long, default_value = "1G")]
     pub bottleneck: Rate,
