@@ -125,7 +125,8 @@ fn nearest(queue: &[QueueSample], t_ns: i64) -> Option<&QueueSample> {
 ///   last sample's counter minus the first's; `drops_after_first_rtt`
 ///   subtracts the packets the senders lost in their PDCs' first round
 ///   trip (`Flow::first_rtt_resent`): each flow's own first round trip,
-///   which on a loaded host starts milliseconds after the common start. Steady p50/p99 over samples in
+///   which on a loaded host starts milliseconds after the common start.
+///   Steady p50/p99 over samples in
 ///   [10·T0, ICT] (0 without). Utilisation = TBF bytes sent between the
 ///   samples nearest 0 and ICT / (R·ICT/8) (0 without samples or time).
 /// - Ratios with a zero denominator are 0; victim CIFs are `None` without a

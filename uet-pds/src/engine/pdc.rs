@@ -37,6 +37,13 @@ pub(super) enum AckDue {
 /// The receive direction of a PDC: the PSN window of the peer's requests
 /// and the ACK this end owes for them (created by the first packet from
 /// the peer).
+/// Whether `psn` left before its source heard from the target, given the
+/// first PSN sent after it did (`None`: not yet).
+#[inline]
+pub(super) fn sent_unheard(heard_from: Option<Psn>, psn: Psn) -> bool {
+    heard_from.is_none_or(|h| psn.is_before(h))
+}
+
 #[derive(Debug)]
 pub(super) struct ReceiveState {
     pub(super) win: RxWindow,
@@ -103,7 +110,7 @@ impl ReceiveState {
     /// first PSN seen without SYN, or before any was seen.
     #[inline]
     pub(super) fn sent_unheard(&self, psn: Psn) -> bool {
-        self.heard_from.is_none_or(|h| psn.is_before(h))
+        sent_unheard(self.heard_from, psn)
     }
 
     pub(super) fn new(start: Psn, range: u32) -> Self {

@@ -541,7 +541,7 @@ impl Pds {
             e.ev = ev;
             self.counters.tx_retransmits += 1;
             if !sacked && e.rtx_count == 1 && matches!(item, TxItem::Data(_)) {
-                let unheard = p.heard_from.is_none_or(|h| psn.is_before(h));
+                let unheard = super::pdc::sent_unheard(p.heard_from, psn);
                 self.counters.first_rtt_resent += u64::from(unheard);
             }
             if sacked {
