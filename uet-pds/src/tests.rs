@@ -1525,3 +1525,58 @@ fn a_credit_request_goes_on_the_pdc_that_carried_the_data() {
     assert_eq!(b.pds.counters().drops(DropReason::StrayFeedback), 0);
     assert_eq!(b.pds.rccc_receiver().unwrap().stats().credit_requests, 1);
 }
+
+/// The target puts a grant in the ACK a PDC owes, and that ACK may
+/// acknowledge nothing new (it answers a CLEAR, an ACK request or a
+/// probe). Its cumulative credit counts all the same: ignored, the grant
+/// was lost and a blocked source waited out its credit timeout.
+#[test]
+fn credit_in_an_ack_that_acknowledges_nothing_new_is_taken() {
+    use uet_wire::pds::{AckCcState, PdsAckCc, PdsAckState};
+    let mut a = host(A, 1, rccc_source(4160));
+    let mut b = rccc_target(4160);
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 4, 4000)).unwrap();
+    let first = drain(&mut a, t(0));
+    assert_eq!(first.len(), 1, "a one-packet speculative window");
+    deliver(&mut b, t(3), &first[0]);
+    let acks: Vec<Dgram> = drain(&mut b, t(3))
+        .into_iter()
+        .filter(|d| matches!(d.pds(), PdsRepr::Ack(_)))
+        .collect();
+    let template = acks.last().expect("an ACK").clone();
+    deliver(&mut a, t(6), &template);
+    assert_eq!(a.up.acked.len(), 1);
+    // What that ACK's credit allows leaves; then the source waits.
+    let sent = drain(&mut a, t(6))
+        .iter()
+        .filter(|d| matches!(d.pds(), PdsRepr::Request(_)))
+        .count();
+    assert!(drain(&mut a, t(7)).is_empty(), "blocked on credit");
+    // The same ACK again, acknowledging nothing new, with one more
+    // packet's credit.
+    let PdsRepr::Ack(mut ack) = template.pds() else {
+        panic!("not an ACK")
+    };
+    let PdsAckExt::Cc(PdsAckCc {
+        state: PdsAckState::Cc(AckCcState::Credit(c)),
+        ..
+    }) = &mut ack.ext
+    else {
+        panic!("no credit in {:?}", ack.ext)
+    };
+    c.credit = uet_wire::Credit24::from_masked(c.credit.get() + 4160);
+    let repr = PdsRepr::Ack(ack);
+    let mut bytes = vec![0; repr.buffer_len()];
+    repr.emit(&mut bytes);
+    let grant = Dgram { bytes, ..template };
+    deliver(&mut a, t(8), &grant);
+    let more = drain(&mut a, t(8))
+        .iter()
+        .filter(|d| matches!(d.pds(), PdsRepr::Request(_)))
+        .count();
+    assert_eq!(
+        more, 1,
+        "the grant's packet leaves (after {sent} on the first ACK)"
+    );
+}

@@ -1006,6 +1006,18 @@ impl Pds {
             } else {
                 self.schedule(id);
             }
+        } else if let Some(credit) = credit
+            && let Some(c) = ccc_ix.and_then(|ix| self.cccs.at_mut(ix))
+        {
+            // An ACK that acknowledges nothing new (it answers a CLEAR, an
+            // ACK request or a probe) still carries the cumulative credit:
+            // the target's pacer puts its grants in the ACK a PDC owes, so
+            // ignoring it loses the grant, as a lost CREDIT CP would, and
+            // the source waits out its credit timeout. On the veth lab a
+            // victim writing 64 B through an RCCC incast waited up to
+            // 64 credit timeouts, 140-260 ms per write at its p99 [I].
+            c.on_credit_update(now, credit);
+            self.schedule_ccc(ccc_key);
         }
         if !inferred.is_empty() {
             if let Some(c) = ccc_ix.and_then(|ix| self.cccs.at_mut(ix)) {
