@@ -988,6 +988,16 @@ fn rccc_target(initial_window: u64) -> Host {
     )
 }
 
+/// An RCCC source A and target B, both with `initial_window`, and `n`
+/// packets of 4,000 B queued at A at t = 0 on a new RUD PDC.
+fn rccc_write(initial_window: u64, n: u32) -> (Host, Host, uet_wire::PdcId) {
+    let mut a = host(A, 1, rccc_source(initial_window));
+    let b = rccc_target(initial_window);
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, n, 4000)).unwrap();
+    (a, b, pdc)
+}
+
 /// A source whose congestion control admits nothing (here: RCCC with its
 /// speculative window spent on packets that were all lost) must still be
 /// able to make itself heard: each RTO lets one retransmission through,
@@ -1325,10 +1335,7 @@ fn an_ack_that_opens_a_shared_window_schedules_the_pdc_it_held_back() {
 fn a_grant_to_a_source_owed_an_ack_rides_in_the_ack() {
     use std::collections::VecDeque;
     use uet_wire::pds::{AckCcState, PdsAckState as AckState};
-    let mut a = host(A, 1, rccc_source(4160));
-    let mut b = rccc_target(4160);
-    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
-    a.pds.enqueue(t(0), pdc, pkts(1, 64, 4000)).unwrap();
+    let (mut a, mut b, _) = rccc_write(4160, 64);
     let later = |x: Option<Psn>, y: Psn| Some(x.filter(|p| p.is_after(y)).unwrap_or(y));
     // Each way takes 3 µs; the hosts run every 1 µs.
     let hop = Duration::from_micros(3);
@@ -1533,10 +1540,7 @@ fn a_credit_request_goes_on_the_pdc_that_carried_the_data() {
 #[test]
 fn credit_in_an_ack_that_acknowledges_nothing_new_is_taken() {
     use uet_wire::pds::{AckCcState, PdsAckCc, PdsAckState};
-    let mut a = host(A, 1, rccc_source(4160));
-    let mut b = rccc_target(4160);
-    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
-    a.pds.enqueue(t(0), pdc, pkts(1, 4, 4000)).unwrap();
+    let (mut a, mut b, _) = rccc_write(4160, 4);
     let first = drain(&mut a, t(0));
     assert_eq!(first.len(), 1, "a one-packet speculative window");
     deliver(&mut b, t(3), &first[0]);

@@ -675,10 +675,7 @@ fn only_losses_of_packets_sent_before_any_feedback_count_as_first_round_trip_los
 /// beyond its bound on outstanding credit.
 #[test]
 fn the_resend_of_a_lost_speculative_packet_settles_only_its_own_credit() {
-    let mut a = host(A, 1, rccc_source(2 * 4160));
-    let mut b = rccc_target(2 * 4160);
-    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
-    a.pds.enqueue(t(0), pdc, pkts(1, 6, 4000)).unwrap();
+    let (mut a, mut b, _) = rccc_write(2 * 4160, 6);
     let first = drain(&mut a, t(0));
     assert_eq!(first.len(), 2, "the speculative window");
     // The first packet is lost; the second arrives.
