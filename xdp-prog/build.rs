@@ -32,6 +32,8 @@ fn main() {
         println!("cargo:rerun-if-changed=src/{name}.bpf.c");
         println!("cargo:rerun-if-changed=obj/{name}.bpf.o");
     }
+    // The headers the programs share (`#include "NAME.h"` from src/).
+    println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-env-changed=CLANG");
     println!("cargo:rerun-if-env-changed=XDP_PROG_REQUIRE_CLANG");
 

@@ -56,6 +56,11 @@ pub(crate) struct IncastArgs {
     /// No ECN marking.
     #[arg(long, conflicts_with = "ecn")]
     pub no_ecn: bool,
+    /// A trimming switch: a packet that would overflow the buffer is cut
+    /// to its headers and forwarded (the receiver NACKs it) instead of
+    /// dropped; the daemons take NSCC's parameters for trimming.
+    #[arg(long)]
+    pub trim: bool,
     /// Start jitter: each sender starts U[0, JITTER] µs after the common
     /// start.
     #[arg(long, default_value_t = 0)]
@@ -121,6 +126,7 @@ impl IncastArgs {
             buffer: self.buffer.map(|b| b.0),
             ecn: self.ecn,
             no_ecn: self.no_ecn,
+            trim: self.trim,
             jitter: Duration::from_micros(self.jitter_us),
             victim: self.victim,
             victim_realtime: !self.victim_normal_priority,

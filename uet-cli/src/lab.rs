@@ -99,6 +99,11 @@ pub(crate) struct UpArgs {
     /// ECN thresholds KMIN,KMAX in bytes of virtual backlog.
     #[arg(long, value_parser = crate::args::parse_ecn_pair)]
     pub ecn: Option<(u64, u64)>,
+    /// A trimming switch: a packet that would overflow the buffer is cut
+    /// to its headers and forwarded (the receiver NACKs it) instead of
+    /// dropped; the daemons run --trimming true. Needs --bottleneck.
+    #[arg(long, requires = "bottleneck")]
+    pub trim: bool,
     /// The virtual queue drains at bottleneck × gamma.
     #[arg(long, default_value_t = 1.0)]
     pub gamma: f64,
@@ -312,6 +317,7 @@ fn up(a: UpArgs) -> Result<()> {
         bottleneck: a.bottleneck.map(|s| s.0),
         buffer: a.buffer.map(|s| s.0),
         ecn: a.ecn,
+        trim: a.trim,
         gamma: a.gamma,
         mtu: a.mtu,
         backend: a.backend,

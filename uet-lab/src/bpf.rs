@@ -182,6 +182,12 @@ pub struct EcnSettings {
     pub thresholds: Option<(u64, u64)>,
     /// The buffer, bytes (virtual drops above it); 0 = unbounded.
     pub limit: u64,
+    /// A trimming switch: a UET frame that would overflow `limit` is
+    /// trimmed to this many bytes of UDP payload and forwarded, marked
+    /// DSCP_TRIMMED, instead of dropped (the TBF needs room beyond
+    /// `limit` for them). `None`: drop-tail.
+    #[serde(default)]
+    pub trim_to: Option<u32>,
 }
 
 /// The ECN marker's counters, plus its virtual backlog now.
@@ -199,6 +205,10 @@ pub struct EcnCounters {
     pub vq_peak: u64,
     /// Bytes admitted to the virtual queue.
     pub vq_bytes: u64,
+    /// Frames trimmed for the limit (a trimming switch).
+    pub trimmed: u64,
+    /// Frames whose trimming failed in a helper (dropped).
+    pub trim_errors: u64,
     /// The virtual backlog at the time of reading, bytes.
     pub vq_backlog: u64,
 }
@@ -225,13 +235,17 @@ impl EcnMaps {
             .checked_div(s.rate_bps)
             .map_or(0, |p| p.max(1));
         let (kmin, kmax) = s.thresholds.unwrap_or((0, 0));
-        let flags = if s.thresholds.is_some() {
-            ecn::FLAG_MARK
-        } else {
-            0
-        };
+        let mut flags = 0;
+        if s.thresholds.is_some() {
+            flags |= ecn::FLAG_MARK;
+        }
+        if s.trim_to.is_some() {
+            flags |= ecn::FLAG_TRIM;
+        }
         // Thresholds and limit first, the rate (which turns the queue on)
         // last.
+        let trim_to = u64::from(s.trim_to.unwrap_or(0));
+        set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_TRIM_TO, trim_to)?;
         set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_KMIN, kmin)?;
         set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_KMAX, kmax)?;
         set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_LIMIT, s.limit)?;
@@ -254,6 +268,8 @@ impl EcnMaps {
             vq_drops: c(ecn::CNT_VQ_DROPS)?,
             vq_peak: c(ecn::CNT_VQ_PEAK)?,
             vq_bytes: c(ecn::CNT_VQ_BYTES)?,
+            trimmed: c(ecn::CNT_TRIMMED)?,
+            trim_errors: c(ecn::CNT_TRIM_ERRORS)?,
             vq_backlog,
         })
     }

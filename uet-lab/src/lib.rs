@@ -87,6 +87,20 @@ pub const REGION_RI: u16 = 1;
 /// Its key.
 pub const REGION_KEY: u64 = 0x5eed;
 
+/// UDP payload bytes a packet trimmed at the bottleneck keeps
+/// ([`LabConfig::trim`]): a data packet's PDS and SES headers (60 bytes
+/// with the CC header), which the receiver needs to NACK it.
+pub const TRIM_TO: u32 = 64;
+
+/// The Ethernet frame of a trimmed packet: Ethernet, IPv4, UDP and
+/// [`TRIM_TO`].
+pub const TRIMMED_FRAME_BYTES: u64 = 14 + 20 + 8 + TRIM_TO as u64;
+
+/// Trimmed frames the bottleneck's TBF has room for beyond the buffer
+/// ([`LabConfig::trim`]): two per sender of the largest incast the lab
+/// runs (64).
+pub const TRIM_ROOM_FRAMES: u64 = 128;
+
 /// How a lab is built.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LabConfig {
@@ -100,6 +114,13 @@ pub struct LabConfig {
     /// ECN marking thresholds (Kmin, Kmax), bytes of virtual backlog;
     /// needs a bottleneck.
     pub ecn: Option<(u64, u64)>,
+    /// A trimming switch: a UET packet that would overflow the buffer is
+    /// trimmed to [`TRIM_TO`] bytes of UDP payload and forwarded, marked
+    /// DSCP_TRIMMED, instead of dropped (`uet_ecn`; the TBF gets room for
+    /// [`TRIM_ROOM_FRAMES`] trimmed frames beyond the buffer), and the
+    /// daemons run `--trimming true`. Needs a bottleneck.
+    #[serde(default)]
+    pub trim: bool,
     /// The virtual queue drains at R · `gamma`.
     pub gamma: f64,
     /// IP MTU of every link (above 3498 the daemons' packets span several
@@ -165,6 +186,7 @@ impl Default for LabConfig {
             bottleneck: None,
             buffer: None,
             ecn: None,
+            trim: false,
             gamma: 1.0,
             mtu: 1500,
             backend: Backend::Xdp,
@@ -194,6 +216,17 @@ impl LabConfig {
         )
     }
 
+    /// The TBF's limit (bytes): the buffer, and with [`LabConfig::trim`]
+    /// room beyond it for trimmed frames, which the switch forwards.
+    pub fn tbf_limit(&self) -> Option<u64> {
+        let buffer = self.buffer_bytes()?;
+        Some(if self.trim {
+            buffer + TRIM_ROOM_FRAMES * TRIMMED_FRAME_BYTES
+        } else {
+            buffer
+        })
+    }
+
     /// The TBF burst (bytes): two frames, or R · 20 µs if larger.
     pub fn burst_bytes(&self) -> Option<u64> {
         let r = self.bottleneck?;
@@ -214,6 +247,9 @@ impl LabConfig {
             WHAT,
             || "ECN marking needs a bottleneck (the virtual queue drains at its rate)".into(),
         )?;
+        require(!self.trim || self.bottleneck.is_some(), WHAT, || {
+            "trimming needs a bottleneck (it trims what would overflow its buffer)".into()
+        })?;
         if let Some((kmin, kmax)) = self.ecn {
             require(kmin <= kmax, WHAT, || {
                 format!("ECN Kmin {kmin} > Kmax {kmax}")
@@ -806,7 +842,7 @@ impl Lab {
         self.state.detour_ifindex = ifindex(sw, "dt0")?;
 
         if let (Some(rate), Some(limit), Some(burst)) =
-            (cfg.bottleneck, cfg.buffer_bytes(), cfg.burst_bytes())
+            (cfg.bottleneck, cfg.tbf_limit(), cfg.burst_bytes())
         {
             tbf(sw, "add", rate, burst, limit)
                 .map_err(Error::during("installing the TBF bottleneck"))?;
@@ -836,6 +872,7 @@ impl Lab {
                 .map_or(0, |r| (r as f64 * cfg.gamma).round() as u64),
             thresholds: cfg.ecn,
             limit,
+            trim_to: cfg.trim.then_some(TRIM_TO),
         })?;
         self.impair(&Impairment::default())?;
         self.state.save()
@@ -926,6 +963,9 @@ impl Lab {
         }
         if let Some(r) = c.fabric_rtt_us {
             a.extend(["--fabric-rtt-us".into(), r.to_string()]);
+        }
+        if c.trim {
+            a.extend(["--trimming".into(), "true".into()]);
         }
         if c.tss {
             a.extend([

@@ -167,6 +167,54 @@ fn ecn_marks_when_the_queue_builds_and_not_when_idle() {
     assert!(busy.vq_peak > 6_000, "{busy:?}");
 }
 
+#[test]
+fn a_trimming_bottleneck_forwards_what_overflows_as_headers_and_drops_nothing() {
+    // A fixed 64 KiB window (44 packets) from each of two writers into a
+    // 24-frame buffer: drop-tail would drop about half of what is in
+    // flight, every round trip.
+    let buffer = 24 * 1514;
+    let mut lab = Lab::up(LabConfig {
+        hosts: 3,
+        bottleneck: Some(100_000_000),
+        buffer: Some(buffer),
+        trim: true,
+        region_bytes: 16 << 20,
+        daemon_args: vec!["--window".into(), "64KiB".into()],
+        ..LabConfig::default()
+    })
+    .unwrap();
+    let s = lab.sampler().unwrap();
+    let before = s.sample().unwrap();
+    let opts = WriteOpts {
+        bytes: 4 << 20,
+        chunk: 256 << 10,
+        ..WriteOpts::default()
+    };
+    let a = lab.start_write(1, 0, &opts).unwrap();
+    let b = lab.start_write(2, 0, &opts).unwrap();
+    let (a, b) = (a.wait(&mut lab).unwrap(), b.wait(&mut lab).unwrap());
+    assert!(a.verified() && b.verified(), "{a:?}\n{b:?}");
+    let after = s.sample().unwrap();
+    let trimmed = after.ecn.trimmed - before.ecn.trimmed;
+    assert!(trimmed > 0, "nothing trimmed: {after:?}");
+    assert_eq!(after.ecn.trim_errors, 0, "{after:?}");
+    // The TBF has room for the trimmed frames beyond the buffer, and the
+    // marker trimmed every whole packet the buffer could not hold.
+    assert_eq!(after.qdisc.drops, before.qdisc.drops, "{after:?}");
+    assert_eq!(after.ecn.vq_drops, before.ecn.vq_drops, "{after:?}");
+    // The receiver NACKed the trimmed data packets as trimmed (a resend
+    // can be trimmed again; a trimmed control packet draws no NACK), and
+    // the writers resent each.
+    let target = stats(&lab, 0);
+    let nacked = nacks(&target, "tx_nacks", "uet_trimmed");
+    assert!(
+        nacked <= trimmed && nacked * 100 >= trimmed * 99,
+        "{trimmed} trimmed, {nacked} NACKed: {}",
+        target["workers"]
+    );
+    assert!(a.retransmits + b.retransmits >= nacked, "{a:?}\n{b:?}");
+}
+
 /// Bytes of the fault tests' writes: `UET_LAB_FAULT_BYTES` (e.g. 64MiB),
 /// else 1 GiB.
 fn fault_bytes() -> u64 {

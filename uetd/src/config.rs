@@ -12,6 +12,7 @@
 //! link_rate = "10G"       # bits/s the congestion control plans for
 //! base_rtt_us = 50        # idle round trip the congestion control plans for
 //! # fabric_rtt_us = 20    # the fabric's part of it, NSCC's delay target (default: base_rtt_us)
+//! trimming = false        # the fabric's switches trim packets instead of dropping them
 //! pdc_idle_ms = 2000      # a PDC idle this long closes (its CC state with the last one)
 //! # profile = "refprov"   # the UEC reference provider's wire choices (below)
 //! encap = "udp"           # udp (UDP to `port`) | ip (IP protocol `ip_protocol`)
@@ -327,6 +328,13 @@ pub struct Config {
     /// are timed from arrival stamps, so they hold the fabric's delay
     /// alone). `None`: `base_rtt_us`, as the spec has one base RTT.
     pub fabric_rtt_us: Option<u64>,
+    /// The fabric's switches trim a packet they cannot queue instead of
+    /// dropping it (UET packet trimming): NSCC then takes the spec's
+    /// parameters for a trimming fabric — a target delay of 0.75 × the
+    /// base RTT, quick adapt off — since a loss is a NACK one queue away
+    /// rather than a timeout (`docs/protocol-notes.md`). Every daemon
+    /// recognises trimmed packets either way; this only tunes NSCC.
+    pub trimming: bool,
     /// log2 of the entropy (EV) space.
     pub ev_bits: u8,
     /// PSN tracking window (MP_RANGE) in packets; bounds a PDC's packets in
@@ -435,6 +443,7 @@ impl Default for Config {
             link_rate: Rate(10_000_000_000),
             base_rtt_us: 50,
             fabric_rtt_us: None,
+            trimming: false,
             ev_bits: 4,
             mp_range: 1024,
             window: Size(2 << 20),

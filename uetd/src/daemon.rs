@@ -351,7 +351,7 @@ impl Daemon {
                 &mut pds,
                 cfg.link_rate.0,
                 WireDuration::from_micros(cfg.base_rtt_us),
-                false,
+                cfg.trimming,
             );
             software_pacer(
                 &mut pds,

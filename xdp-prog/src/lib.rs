@@ -100,10 +100,19 @@ pub mod ecn {
     pub const CFG_LIMIT: u32 = 3;
     /// `FLAG_*` bits.
     pub const CFG_FLAGS: u32 = 4;
+    /// UDP payload bytes a frame trimmed for the limit keeps.
+    pub const CFG_TRIM_TO: u32 = 5;
+    /// The UET UDP port (0: 4793): only UET frames are trimmed.
+    pub const CFG_UDP_PORT: u32 = 6;
+    /// The DSCP of a trimmed frame (0: 16, DSCP_TRIMMED).
+    pub const CFG_TRIM_DSCP: u32 = 7;
     /// Entries of the config map.
-    pub const CFG_COUNT: u32 = 5;
+    pub const CFG_COUNT: u32 = 8;
     /// [`CFG_FLAGS`] bit: mark CE.
     pub const FLAG_MARK: u64 = 1;
+    /// [`CFG_FLAGS`] bit: trim a UET frame that would overflow the limit
+    /// instead of leaving it to the TBF to drop (a trimming switch).
+    pub const FLAG_TRIM: u64 = 2;
     /// Packets seen.
     pub const CNT_SEEN: u32 = 0;
     /// Packets marked CE.
@@ -116,8 +125,12 @@ pub mod ecn {
     pub const CNT_VQ_PEAK: u32 = 4;
     /// Bytes admitted to the virtual queue.
     pub const CNT_VQ_BYTES: u32 = 5;
+    /// Frames trimmed for the limit ([`FLAG_TRIM`]).
+    pub const CNT_TRIMMED: u32 = 6;
+    /// Frames whose trimming failed in a helper (dropped).
+    pub const CNT_TRIM_ERRORS: u32 = 7;
     /// Entries of the counter map.
-    pub const CNT_COUNT: u32 = 6;
+    pub const CNT_COUNT: u32 = 8;
 }
 
 /// Names and indices of the impairment programs (`src/uet_impair.bpf.c`,

@@ -22,28 +22,47 @@
 // counted as a virtual drop and not added, as the TBF's byte FIFO drops it.
 // Lengths are skb->len at tc egress: the Ethernet frame, what TBF counts.
 //
+// A trimming switch (ECN_FLAG_TRIM): a UET-over-UDP frame that would
+// overflow LIMIT is trimmed instead (uet_trim.h: cut to TRIM_TO bytes of
+// UDP payload, DSCP TRIM_DSCP) and admitted whatever the backlog, as a
+// switch that trims forwards the trimmed packet (there it may take a queue
+// of its own, here it waits in the same FIFO). It is not marked, and goes
+// out through this port's egress once more (bpf_redirect, skb->mark
+// UET_MARK_TRIMMED, which this program and uet_impair let through), so
+// that the TBF counts its trimmed length. The lab gives the TBF room
+// beyond LIMIT for these small frames, so the TBF drops none of them; any
+// other frame that would overflow is dropped here (TC_ACT_SHOT, counted as
+// a virtual drop), so that the TBF's larger limit does not admit it.
+//
 // Config (ARRAY of u64, index enum ecn_cfg; written by uetd::lab):
 //   PS_PER_BYTE   picoseconds per byte of the drain rate; 0 disables the
 //                 virtual queue (and marking): the program only counts SEEN.
 //   KMIN, KMAX    thresholds, bytes of virtual backlog.
 //   LIMIT         the buffer in bytes; 0 = unbounded.
-//   FLAGS         bit 0 (ECN_FLAG_MARK): mark.
+//   FLAGS         bit 0 (ECN_FLAG_MARK): mark; bit 1 (ECN_FLAG_TRIM): trim
+//                 instead of overflowing LIMIT.
+//   TRIM_TO       UDP payload bytes a trimmed frame keeps.
+//   UDP_PORT      the UET UDP port (0: 4793).
+//   TRIM_DSCP     the DSCP of a trimmed frame (0: 16, DSCP_TRIMMED).
 // State (ARRAY of u64): [0] = F, picoseconds.
 // Counters (ARRAY of u64, atomic adds, index enum ecn_cnt):
 //   SEEN       every packet the program ran on (all traffic, not only UET).
 //   MARKED     packets set to CE (bpf_skb_ecn_set_ce returned 1; it also
 //              returns 1 for a packet already CE).
 //   NOT_ECT    packets chosen for marking that are Not-ECT or not IP.
-//   VQ_DROPS   packets the virtual queue refused (LIMIT).
+//   VQ_DROPS   packets the virtual queue refused (LIMIT) and did not trim.
 //   VQ_PEAK    the largest virtual backlog, bytes, including the packet
 //              (a racy max: it may miss a concurrent larger value).
 //   VQ_BYTES   bytes admitted to the virtual queue.
-// The program never drops or redirects: it returns TC_ACT_UNSPEC (TCX_NEXT),
-// so later programs and the qdisc see every packet.
+//   TRIMMED    frames trimmed for the LIMIT (ECN_FLAG_TRIM).
+//   TRIM_ERRORS frames whose trimming failed in a helper (dropped).
+// Without ECN_FLAG_TRIM the program never drops or redirects: it returns
+// TC_ACT_UNSPEC (TCX_NEXT), so later programs and the qdisc see every
+// packet.
 
-#include <linux/bpf.h>
 #include <linux/pkt_cls.h>
-#include <bpf/bpf_helpers.h>
+
+#include "uet_trim.h"
 
 enum ecn_cfg {
 	ECN_CFG_PS_PER_BYTE = 0,
@@ -51,10 +70,14 @@ enum ecn_cfg {
 	ECN_CFG_KMAX = 2,
 	ECN_CFG_LIMIT = 3,
 	ECN_CFG_FLAGS = 4,
-	ECN_CFG_COUNT = 5,
+	ECN_CFG_TRIM_TO = 5,
+	ECN_CFG_UDP_PORT = 6,
+	ECN_CFG_TRIM_DSCP = 7,
+	ECN_CFG_COUNT = 8,
 };
 
 #define ECN_FLAG_MARK 0x1
+#define ECN_FLAG_TRIM 0x2
 
 enum ecn_cnt {
 	ECN_CNT_SEEN = 0,
@@ -63,7 +86,9 @@ enum ecn_cnt {
 	ECN_CNT_VQ_DROPS = 3,
 	ECN_CNT_VQ_PEAK = 4,
 	ECN_CNT_VQ_BYTES = 5,
-	ECN_CNT_COUNT = 6,
+	ECN_CNT_TRIMMED = 6,
+	ECN_CNT_TRIM_ERRORS = 7,
+	ECN_CNT_COUNT = 8,
 };
 
 struct {
@@ -105,6 +130,10 @@ int uet_ecn(struct __sk_buff *skb)
 {
 	__u32 zero = 0;
 	__u64 len = skb->len;
+	if ((skb->mark & UET_MARK_MAGIC_MASK) == UET_MARK_TRIMMED) {
+		skb->mark = 0; /* the second pass of a frame trimmed below */
+		return TC_ACT_UNSPEC;
+	}
 	count(ECN_CNT_SEEN, 1);
 
 	__u64 ps = cfg(ECN_CFG_PS_PER_BYTE);
@@ -121,8 +150,28 @@ int uet_ecn(struct __sk_buff *skb)
 
 	__u64 limit = cfg(ECN_CFG_LIMIT);
 	if (limit && backlog + len > limit) {
-		count(ECN_CNT_VQ_DROPS, 1);
-		return TC_ACT_UNSPEC;
+		__u64 flags = cfg(ECN_CFG_FLAGS);
+		__u32 ihl_bytes;
+		if (!(flags & ECN_FLAG_TRIM)) {
+			count(ECN_CNT_VQ_DROPS, 1);
+			return TC_ACT_UNSPEC;
+		}
+		if (!uet_udp_frame(skb, cfg(ECN_CFG_UDP_PORT), &ihl_bytes)) {
+			count(ECN_CNT_VQ_DROPS, 1);
+			return TC_ACT_SHOT;
+		}
+		if (uet_trim(skb, ihl_bytes, cfg(ECN_CFG_TRIM_TO), cfg(ECN_CFG_TRIM_DSCP)) < 0) {
+			count(ECN_CNT_TRIM_ERRORS, 1);
+			return TC_ACT_SHOT;
+		}
+		/* Trimmed (or already no longer than a trimmed frame): admitted,
+		 * and sent through the egress again at its new length. */
+		len = skb->len;
+		__sync_fetch_and_add(f, len * ps);
+		count(ECN_CNT_VQ_BYTES, len);
+		count(ECN_CNT_TRIMMED, 1);
+		skb->mark = UET_MARK_TRIMMED;
+		return bpf_redirect(skb->ifindex, 0);
 	}
 	__sync_fetch_and_add(f, len * ps);
 	count(ECN_CNT_VQ_BYTES, len);

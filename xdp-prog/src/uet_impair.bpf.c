@@ -21,12 +21,9 @@
 //            kernel has no netem, and EDT needs the absent fq qdisc). The
 //            port is carried in skb->mark (kept across veth inside one
 //            namespace; scrubbed when a frame leaves for a host).
-//   TRIM     the frame is truncated to Ethernet + IP + UDP + TRIM_TO payload
-//            bytes (bpf_skb_change_tail), the IPv4 total length and UDP
-//            length rewritten, the UDP checksum zeroed (allowed on IPv4) and
-//            the DSCP set to TRIM_DSCP (default 16, the UET spec's
-//            DSCP_TRIMMED), keeping the ECN bits; the IPv4 header checksum is
-//            updated incrementally (bpf_l3_csum_replace).
+//   TRIM     the frame is trimmed to Ethernet + IP + UDP + TRIM_TO payload
+//            bytes and marked with TRIM_DSCP (default 16, the UET spec's
+//            DSCP_TRIMMED): uet_trim() in uet_trim.h.
 //
 // Config (ARRAY of u64, index enum imp_cfg): LOSS, DUP, REORDER, TRIM
 // (probabilities as above), TRIM_TO (bytes of UDP payload kept), UDP_PORT
@@ -40,19 +37,11 @@
 //   RETURNED  frames back from the detour (sent on, out of order).
 //   ERRORS    helper failures (the frame then goes on unchanged).
 
-#include <linux/bpf.h>
-#include <linux/if_ether.h>
-#include <linux/in.h>
-#include <linux/ip.h>
 #include <linux/pkt_cls.h>
-#include <linux/udp.h>
-#include <bpf/bpf_endian.h>
-#include <bpf/bpf_helpers.h>
 
-#define UET_DEFAULT_UDP_PORT 4793
-#define UET_DSCP_TRIMMED 16
+#include "uet_trim.h"
 
-#define MARK_MAGIC_MASK 0xffff0000u
+#define MARK_MAGIC_MASK UET_MARK_MAGIC_MASK
 #define MARK_DUP 0x5e710000u
 #define MARK_DETOUR 0x5e720000u /* | ifindex of the port to return to */
 #define MARK_RETURNED 0x5e730000u
@@ -114,48 +103,6 @@ static __always_inline int chance(__u32 i)
 	return p && (__u64)bpf_get_prandom_u32() < p;
 }
 
-#define IP_OFF ETH_HLEN
-#define IP_CSUM_OFF (IP_OFF + offsetof(struct iphdr, check))
-#define IP_TOT_OFF (IP_OFF + offsetof(struct iphdr, tot_len))
-
-/* Truncates the UET frame (IPv4 header of ihl_bytes) to TRIM_TO bytes of
- * UDP payload and marks it trimmed. Returns 0, or -1 on a helper failure. */
-static __always_inline int trim(struct __sk_buff *skb, __u32 ihl_bytes)
-{
-	__u32 keep_payload = cfg(IMP_CFG_TRIM_TO);
-	__u32 keep = ETH_HLEN + ihl_bytes + sizeof(struct udphdr) + keep_payload;
-	if (skb->len <= keep)
-		return 1; /* nothing to cut */
-	if (bpf_skb_change_tail(skb, keep, 0))
-		return -1;
-
-	__u16 w0_old, w0_new; /* version/IHL + TOS, as one 16-bit word */
-	if (bpf_skb_load_bytes(skb, IP_OFF, &w0_old, 2))
-		return -1;
-	__u8 *b = (__u8 *)&w0_new;
-	__u8 dscp = cfg(IMP_CFG_TRIM_DSCP) ?: UET_DSCP_TRIMMED;
-	b[0] = ((__u8 *)&w0_old)[0];
-	b[1] = (dscp << 2) | (((__u8 *)&w0_old)[1] & 0x3);
-	if (bpf_l3_csum_replace(skb, IP_CSUM_OFF, w0_old, w0_new, 2) ||
-	    bpf_skb_store_bytes(skb, IP_OFF, &w0_new, 2, 0))
-		return -1;
-
-	__u16 tot_old;
-	__u16 tot_new = bpf_htons(keep - ETH_HLEN);
-	if (bpf_skb_load_bytes(skb, IP_TOT_OFF, &tot_old, 2) ||
-	    bpf_l3_csum_replace(skb, IP_CSUM_OFF, tot_old, tot_new, 2) ||
-	    bpf_skb_store_bytes(skb, IP_TOT_OFF, &tot_new, 2, 0))
-		return -1;
-
-	__u32 udp_off = ETH_HLEN + ihl_bytes;
-	__u16 ulen = bpf_htons(sizeof(struct udphdr) + keep_payload);
-	__u16 zero = 0;
-	if (bpf_skb_store_bytes(skb, udp_off + offsetof(struct udphdr, len), &ulen, 2, 0) ||
-	    bpf_skb_store_bytes(skb, udp_off + offsetof(struct udphdr, check), &zero, 2, 0))
-		return -1;
-	return 0;
-}
-
 SEC("classifier")
 int uet_impair(struct __sk_buff *skb)
 {
@@ -169,26 +116,15 @@ int uet_impair(struct __sk_buff *skb)
 		count(IMP_CNT_RETURNED);
 		return TC_ACT_UNSPEC;
 	}
+	if ((mark & MARK_MAGIC_MASK) == UET_MARK_TRIMMED)
+		return TC_ACT_UNSPEC; /* uet_ecn's second pass (uet_trim.h) */
 
 	__u64 only = cfg(IMP_CFG_IFINDEX);
 	if (only && only != skb->ifindex)
 		return TC_ACT_UNSPEC;
 
-	struct ethhdr eth;
-	struct iphdr ip;
-	struct udphdr udp;
-	if (bpf_skb_load_bytes(skb, 0, &eth, sizeof(eth)) || eth.h_proto != bpf_htons(ETH_P_IP))
-		return TC_ACT_UNSPEC;
-	if (bpf_skb_load_bytes(skb, IP_OFF, &ip, sizeof(ip)) || ip.version != 4 || ip.ihl < 5 ||
-	    ip.protocol != IPPROTO_UDP)
-		return TC_ACT_UNSPEC;
-	if (ip.frag_off & bpf_htons(0x1fff))
-		return TC_ACT_UNSPEC; /* a non-first fragment has no UDP header */
-	__u32 ihl_bytes = (__u32)ip.ihl * 4;
-	if (bpf_skb_load_bytes(skb, ETH_HLEN + ihl_bytes, &udp, sizeof(udp)))
-		return TC_ACT_UNSPEC;
-	__u16 port = cfg(IMP_CFG_UDP_PORT) ?: UET_DEFAULT_UDP_PORT;
-	if (udp.dest != bpf_htons(port))
+	__u32 ihl_bytes;
+	if (!uet_udp_frame(skb, cfg(IMP_CFG_UDP_PORT), &ihl_bytes))
 		return TC_ACT_UNSPEC;
 	count(IMP_CNT_SEEN);
 
@@ -211,7 +147,7 @@ int uet_impair(struct __sk_buff *skb)
 		return bpf_redirect(detour, 0);
 	}
 	if (chance(IMP_CFG_TRIM)) {
-		int r = trim(skb, ihl_bytes);
+		int r = uet_trim(skb, ihl_bytes, cfg(IMP_CFG_TRIM_TO), cfg(IMP_CFG_TRIM_DSCP));
 		if (r == 0)
 			count(IMP_CNT_TRIMMED);
 		else if (r < 0)

@@ -2,7 +2,8 @@
 //! `src/NAME.bpf.c` (the bpf2go convention, `docs/architecture.md` §5), for every
 //! object of `xdp_prog::objects()`:
 //!
-//! - always: the SHA-256 of the C source must be the one recorded in
+//! - always: the SHA-256 of the C source, followed by every `src/*.h` it
+//!   includes with `#include "…"`, must be the one recorded in
 //!   `obj/NAME.bpf.o.stamp` (caught even without clang), and the
 //!   committed object must hash to the recorded object hash;
 //! - when this build compiled the program with the same clang version that
@@ -68,8 +69,25 @@ fn committed_objects_match_their_sources() {
     }
 }
 
+/// `src/NAME.bpf.c` followed by each header of `src/` it includes with
+/// `#include "…"`, in the order included: what its object is built from.
+fn source_of(name: &str) -> Vec<u8> {
+    let src = root().join("src");
+    let mut source = std::fs::read(src.join(format!("{name}.bpf.c"))).unwrap();
+    let text = String::from_utf8(source.clone()).unwrap();
+    for line in text.lines() {
+        let Some(rest) = line.trim().strip_prefix("#include \"") else {
+            continue;
+        };
+        let header = rest.split('"').next().unwrap();
+        let path = src.join(header);
+        source.extend(std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())));
+    }
+    source
+}
+
 fn check(name: &str, fresh: &[u8]) {
-    let source = std::fs::read(root().join(format!("src/{name}.bpf.c"))).unwrap();
+    let source = source_of(name);
     let obj_path = root().join(format!("obj/{name}.bpf.o"));
     let stamp_path = root().join(format!("obj/{name}.bpf.o.stamp"));
 
@@ -95,8 +113,8 @@ fn check(name: &str, fresh: &[u8]) {
     assert_eq!(
         sha256_hex(&source),
         stamp.source,
-        "src/{name}.bpf.c changed since obj/{name}.bpf.o was built: run xdp-prog/regen.sh and \
-         commit obj/"
+        "src/{name}.bpf.c or a header it includes changed since obj/{name}.bpf.o was built: run \
+         xdp-prog/regen.sh and commit obj/"
     );
     assert_eq!(
         sha256_hex(&committed),

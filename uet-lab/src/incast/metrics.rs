@@ -165,6 +165,7 @@ pub fn compute(run: &Run, setup: &Setup, cal: &Calibration) -> Metrics {
         _ => 0,
     };
     let drops = counter(|s| s.drops);
+    let trimmed = counter(|s| s.trimmed);
     let ce_marks = counter(|s| s.ce_marks);
     // The senders resent these first-round-trip losses once each; on the
     // lab's one bottleneck they are its drops of first-window packets.
@@ -218,6 +219,7 @@ pub fn compute(run: &Run, setup: &Setup, cal: &Calibration) -> Metrics {
         jain_window_ns: window_ns,
         drops,
         drops_after_first_rtt,
+        trimmed,
         retransmits_per_packet: ratio(retransmits as f64, first_tx as f64),
         rtos: flows.iter().map(|f| f.rtos).sum(),
         peak_queue_bytes,
@@ -302,7 +304,7 @@ pub fn fill_f_c(runs: &mut [Run], _cal: &Calibration) {
 
 /// Median, 90th percentile (nearest rank) and maximum of one metric over
 /// the seeds of a group.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stat {
     /// Median (mean of the middle two for an even count).
     pub median: f64,
@@ -354,6 +356,9 @@ pub struct Summary {
     pub drops: Stat,
     /// TBF drops after the first T0.
     pub drops_after_first_rtt: Stat,
+    /// Packets the bottleneck trimmed.
+    #[serde(default)]
+    pub trimmed: Stat,
     /// Retransmits per first transmission.
     pub retransmits_per_packet: Stat,
     /// RTOs.
@@ -434,6 +439,7 @@ fn summary(cc: &str, senders: usize, size: u64, rs: &[&Run]) -> Summary {
         jain_windowed: some(|m| m.jain_windowed),
         drops: all(|m| m.drops as f64),
         drops_after_first_rtt: all(|m| m.drops_after_first_rtt as f64),
+        trimmed: all(|m| m.trimmed as f64),
         retransmits_per_packet: all(|m| m.retransmits_per_packet),
         rtos: all(|m| m.rtos as f64),
         peak_queue_bytes: all(|m| m.peak_queue_bytes as f64),
@@ -779,6 +785,7 @@ pub(crate) mod tests {
             ecn: Some((1_250, 5_000)),
             jitter_ns: 0,
             victim: false,
+            trim: false,
             seeds: 3,
             mtu: 1500,
             backend: "xdp".into(),
@@ -860,6 +867,7 @@ pub(crate) mod tests {
             sent_bytes: 0,
             vq_bytes: backlog_bytes / 2,
             ce_marks: 0,
+            trimmed: 0,
         }
     }
 

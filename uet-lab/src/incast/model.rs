@@ -22,6 +22,10 @@ pub struct Setup {
     pub jitter_ns: u64,
     /// Whether a victim ping-pong crossed the bottleneck during the runs.
     pub victim: bool,
+    /// Whether the bottleneck trimmed what overflowed its buffer instead
+    /// of dropping it (and the daemons ran `--trimming true`).
+    #[serde(default)]
+    pub trim: bool,
     /// Seeds per (cc, senders, size).
     pub seeds: usize,
     /// IP MTU of every link.
@@ -343,6 +347,10 @@ pub struct QueueSample {
     pub vq_bytes: u64,
     /// CE marks the eBPF marker set since the run's first sample.
     pub ce_marks: u64,
+    /// Packets the bottleneck trimmed since the run's first sample (a
+    /// trimming switch).
+    #[serde(default)]
+    pub trimmed: u64,
 }
 
 /// One sender's congestion context toward the receiver, sampled.
@@ -467,6 +475,10 @@ pub struct Metrics {
     /// trip: the drops less the senders' first-round-trip losses
     /// ([`Flow::first_rtt_resent`]).
     pub drops_after_first_rtt: u64,
+    /// Packets the bottleneck trimmed during the run (a trimming switch;
+    /// 0 with drop-tail).
+    #[serde(default)]
+    pub trimmed: u64,
     /// Σ retransmits / Σ first transmissions.
     pub retransmits_per_packet: f64,
     /// Σ RTOs.
@@ -528,6 +540,7 @@ mod tests {
             ecn: None,
             jitter_ns: 0,
             victim: false,
+            trim: false,
             seeds: 1,
             mtu: 1500,
             backend: "xdp".into(),

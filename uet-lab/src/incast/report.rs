@@ -61,6 +61,7 @@ const METRIC_COLUMNS: &[MetricColumn] = &[
     ("drops_after_first_rtt", |m| {
         m.drops_after_first_rtt.to_string()
     }),
+    ("trimmed", |m| m.trimmed.to_string()),
     ("retransmits_per_packet", |m| {
         m.retransmits_per_packet.to_string()
     }),
@@ -190,6 +191,7 @@ const SUMMARY_TABLES: &[(&str, &[Column])] = &[
             ("drops after 1st RTT", |s| {
                 cell(s.drops_after_first_rtt, count)
             }),
+            ("trimmed", |s| cell(s.trimmed, count)),
             ("rtx/packet", |s| cell(s.retransmits_per_packet, ratio)),
             ("RTOs", |s| cell(s.rtos, count)),
             ("peak queue (KiB)", |s| cell(s.peak_queue_bytes, kib)),
@@ -293,6 +295,16 @@ fn setup_section(md: &mut String, report: &Report) {
         (
             "buffer (TBF limit)",
             format!("{} B{}", s.buffer_bytes, in_frames(s.buffer_bytes)),
+        ),
+        (
+            "when the buffer is full",
+            if s.trim {
+                "trimmed to the headers and forwarded (the receiver NACKs it); the daemons run \
+                 --trimming true"
+            } else {
+                "dropped (drop-tail)"
+            }
+            .to_string(),
         ),
         (
             "ECN Kmin / Kmax (virtual queue)",

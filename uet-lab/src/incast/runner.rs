@@ -61,6 +61,10 @@ pub struct IncastOpts {
     pub ecn: Option<(u64, u64)>,
     /// No ECN marking at all.
     pub no_ecn: bool,
+    /// A trimming switch ([`crate::LabConfig::trim`]): the bottleneck
+    /// trims a UET packet that would overflow the buffer to its headers
+    /// and forwards it, and the daemons run `--trimming true`.
+    pub trim: bool,
     /// Start jitter: senders start U[0, jitter] after the common start.
     pub jitter: Duration,
     /// Run a victim ping-pong across the bottleneck during the incasts.
@@ -106,6 +110,7 @@ impl Default for IncastOpts {
             buffer: None,
             ecn: None,
             no_ecn: false,
+            trim: false,
             jitter: Duration::ZERO,
             victim: false,
             victim_realtime: true,
@@ -573,6 +578,7 @@ fn queue_samples(raw: &[Sample], t0: u64) -> Vec<QueueSample> {
         return Vec::new();
     };
     let (d0, b0, m0) = (first.qdisc.drops, first.qdisc.bytes, first.ecn.marked);
+    let t0_trimmed = first.ecn.trimmed;
     raw.iter()
         .map(|s| QueueSample {
             t_ns: s.qdisc.t_ns as i64 - t0 as i64,
@@ -582,6 +588,7 @@ fn queue_samples(raw: &[Sample], t0: u64) -> Vec<QueueSample> {
             sent_bytes: s.qdisc.bytes.saturating_sub(b0),
             vq_bytes: s.ecn.vq_backlog,
             ce_marks: s.ecn.marked.saturating_sub(m0),
+            trimmed: s.ecn.trimmed.saturating_sub(t0_trimmed),
         })
         .collect()
 }
@@ -714,6 +721,7 @@ impl IncastLab {
             ecn: None,
             jitter_ns: u64::try_from(opts.jitter.as_nanos()).unwrap_or(u64::MAX),
             victim: opts.victim,
+            trim: opts.trim,
             seeds: opts.seeds,
             mtu: opts.mtu,
             backend: match opts.backend {
@@ -855,13 +863,20 @@ impl IncastLab {
         } else {
             Some(self.opts.ecn.unwrap_or((cc_bdp / 5, cc_bdp * 4 / 5)))
         };
-        set_tbf(&self.lab, r, buffer)?;
         self.lab.state.config.buffer = Some(buffer);
         self.lab.state.config.ecn = ecn;
+        // Trimming from here on, not in the calibration before: with the
+        // TBF wide open the virtual queue, still draining at R, would trim
+        // the senders' solo writes. The daemons take `--trimming` at
+        // their next start.
+        self.lab.state.config.trim = self.opts.trim;
+        let tbf_limit = self.lab.state.config.tbf_limit().unwrap_or(buffer);
+        set_tbf(&self.lab, r, tbf_limit)?;
         self.lab.ecn_maps()?.configure(&EcnSettings {
             rate_bps: r,
             thresholds: ecn,
             limit: buffer,
+            trim_to: self.opts.trim.then_some(crate::TRIM_TO),
         })?;
         self.setup.buffer_bytes = buffer;
         self.setup.ecn = ecn;

@@ -73,6 +73,10 @@ struct Args {
     /// (default: the base RTT).
     #[arg(long)]
     fabric_rtt_us: Option<u64>,
+    /// The fabric's switches trim packets instead of dropping them (true
+    /// or false): NSCC takes the spec's parameters for trimming.
+    #[arg(long)]
+    trimming: Option<bool>,
     /// PSN tracking window (MP_RANGE) in packets, a multiple of 128.
     #[arg(long)]
     mp_range: Option<u32>,
@@ -214,6 +218,7 @@ fn config(a: &Args) -> Result<Config> {
         link_rate,
         base_rtt_us,
         fabric_rtt_us,
+        trimming,
         mp_range,
         window,
         rto_init_us,
