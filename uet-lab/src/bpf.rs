@@ -184,7 +184,7 @@ pub struct EcnSettings {
     pub limit: u64,
     /// A trimming switch: a UET frame that would overflow `limit` is
     /// trimmed to this many bytes of UDP payload and forwarded, marked
-    /// DSCP_TRIMMED, instead of dropped (the TBF needs room beyond
+    /// [`crate::TRIM_DSCP`], instead of dropped (the TBF needs room beyond
     /// `limit` for them). `None`: drop-tail.
     #[serde(default)]
     pub trim_to: Option<u32>,
@@ -246,6 +246,8 @@ impl EcnMaps {
         // last.
         let trim_to = u64::from(s.trim_to.unwrap_or(0));
         set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_TRIM_TO, trim_to)?;
+        let dscp = u64::from(crate::TRIM_DSCP);
+        set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_TRIM_DSCP, dscp)?;
         set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_KMIN, kmin)?;
         set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_KMAX, kmax)?;
         set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_LIMIT, s.limit)?;

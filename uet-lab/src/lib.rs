@@ -92,6 +92,13 @@ pub const REGION_KEY: u64 = 0x5eed;
 /// with the CC header), which the receiver needs to NACK it.
 pub const TRIM_TO: u32 = 64;
 
+/// The DSCP of a packet trimmed at the bottleneck: DSCP_TRIMMED_LASTHOP,
+/// since the bottleneck is the switch port toward the receiver, its last
+/// hop. The receiver NACKs it with `UET_TRIMMED_LASTHOP`, which RCCC
+/// reads as its sender's demand and NSCC with RCCC leaves to RCCC
+/// (`docs/protocol-notes.md`).
+pub const TRIM_DSCP: u8 = 18;
+
 /// The Ethernet frame of a trimmed packet: Ethernet, IPv4, UDP and
 /// [`TRIM_TO`].
 pub const TRIMMED_FRAME_BYTES: u64 = 14 + 20 + 8 + TRIM_TO as u64;
@@ -116,7 +123,7 @@ pub struct LabConfig {
     pub ecn: Option<(u64, u64)>,
     /// A trimming switch: a UET packet that would overflow the buffer is
     /// trimmed to [`TRIM_TO`] bytes of UDP payload and forwarded, marked
-    /// DSCP_TRIMMED, instead of dropped (`uet_ecn`; the TBF gets room for
+    /// [`TRIM_DSCP`], instead of dropped (`uet_ecn`; the TBF gets room for
     /// [`TRIM_ROOM_FRAMES`] trimmed frames beyond the buffer), and the
     /// daemons run `--trimming true`. Needs a bottleneck.
     #[serde(default)]

@@ -202,11 +202,11 @@ fn a_trimming_bottleneck_forwards_what_overflows_as_headers_and_drops_nothing() 
     // marker trimmed every whole packet the buffer could not hold.
     assert_eq!(after.qdisc.drops, before.qdisc.drops, "{after:?}");
     assert_eq!(after.ecn.vq_drops, before.ecn.vq_drops, "{after:?}");
-    // The receiver NACKed the trimmed data packets as trimmed (a resend
-    // can be trimmed again; a trimmed control packet draws no NACK), and
-    // the writers resent each.
+    // The receiver NACKed the trimmed data packets as trimmed at the last
+    // hop (a resend can be trimmed again; a trimmed control packet draws
+    // no NACK), and the writers resent each.
     let target = stats(&lab, 0);
-    let nacked = nacks(&target, "tx_nacks", "uet_trimmed");
+    let nacked = nacks(&target, "tx_nacks", "uet_trimmed_lasthop");
     assert!(
         nacked <= trimmed && nacked * 100 >= trimmed * 99,
         "{trimmed} trimmed, {nacked} NACKed: {}",
