@@ -34,7 +34,7 @@
 // other frame that would overflow is dropped here (TC_ACT_SHOT, counted as
 // a virtual drop), so that the TBF's larger limit does not admit it.
 //
-// Config (ARRAY of u64, index enum ecn_cfg; written by uetd::lab):
+// Config (ARRAY of u64, index enum ecn_cfg; written by uet-lab):
 //   PS_PER_BYTE   picoseconds per byte of the drain rate; 0 disables the
 //                 virtual queue (and marking): the program only counts SEEN.
 //   KMIN, KMAX    thresholds, bytes of virtual backlog.
@@ -160,15 +160,18 @@ int uet_ecn(struct __sk_buff *skb)
 			count(ECN_CNT_VQ_DROPS, 1);
 			return TC_ACT_SHOT;
 		}
-		if (uet_trim(skb, ihl_bytes, cfg(ECN_CFG_TRIM_TO), cfg(ECN_CFG_TRIM_DSCP)) < 0) {
+		int r = uet_trim(skb, ihl_bytes, cfg(ECN_CFG_TRIM_TO), cfg(ECN_CFG_TRIM_DSCP));
+		if (r < 0) {
 			count(ECN_CNT_TRIM_ERRORS, 1);
 			return TC_ACT_SHOT;
 		}
-		/* Trimmed (or already no longer than a trimmed frame): admitted,
-		 * and sent through the egress again at its new length. */
+		/* Trimmed, or no longer than a trimmed frame already: admitted.
+		 * A trimmed one goes through the egress again at its new length. */
 		len = skb->len;
 		__sync_fetch_and_add(f, len * ps);
 		count(ECN_CNT_VQ_BYTES, len);
+		if (r > 0)
+			return TC_ACT_UNSPEC;
 		count(ECN_CNT_TRIMMED, 1);
 		skb->mark = UET_MARK_TRIMMED;
 		return bpf_redirect(skb->ifindex, 0);
