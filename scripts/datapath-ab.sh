@@ -10,7 +10,8 @@
 # BUSY=N sets both daemons' busy_poll_us (unset: the default).
 # BACKEND=udp runs the kernel-UDP backend instead of AF_XDP.
 # PERF=DIR also records both daemons with `perf record -e cpu-clock -F 4000`
-# from the first packets to the writer's exit, as DIR/<binary>-<repeat>.data.
+# from the first packets to the writer's exit, as DIR/<binary>-<repeat>.data;
+# PERF_CALLGRAPH=1 adds call graphs (-g).
 set -u
 MTU=$1; BYTES=$2; BYTES_N=$(numfmt --from=iec-i "${2%B}"); REP=$3; shift 3
 A=uet-ab-a-$$; B=uet-ab-b-$$
@@ -48,7 +49,7 @@ for r in $(seq "$REP"); do
     for i in $(seq 2000); do
       [ "$(ip netns exec $A cat /sys/class/net/v0/statistics/tx_packets)" -gt 100 ] && break; sleep 0.01
     done
-    perf record -q -e cpu-clock -F 4000 -p $TP,$WP -o "$PERF/$(basename "$BIN")-$r.data" 2>/dev/null &
+    perf record -q ${PERF_CALLGRAPH:+-g} -e cpu-clock -F 4000 -p $TP,$WP -o "$PERF/$(basename "$BIN")-$r.data" 2>/dev/null &
     PP=$!
   fi
   # time, machine ticks, target utime stime, writer utime stime

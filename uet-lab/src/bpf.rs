@@ -183,11 +183,11 @@ pub struct EcnSettings {
     /// The buffer, bytes (virtual drops above it); 0 = unbounded.
     pub limit: u64,
     /// A trimming switch: a UET frame that would overflow `limit` is
-    /// trimmed to this many bytes of UDP payload and forwarded, marked
-    /// [`crate::TRIM_DSCP`], instead of dropped (the TBF needs room beyond
-    /// `limit` for them). `None`: drop-tail.
+    /// trimmed to [`crate::TRIM_TO`] bytes of UDP payload and forwarded,
+    /// marked [`crate::TRIM_DSCP`], instead of dropped (the TBF needs room
+    /// beyond `limit` for them). `false`: drop-tail.
     #[serde(default)]
-    pub trim_to: Option<u32>,
+    pub trim: bool,
 }
 
 /// The ECN marker's counters, plus its virtual backlog now.
@@ -239,12 +239,12 @@ impl EcnMaps {
         if s.thresholds.is_some() {
             flags |= ecn::FLAG_MARK;
         }
-        if s.trim_to.is_some() {
+        if s.trim {
             flags |= ecn::FLAG_TRIM;
         }
         // Thresholds and limit first, the rate (which turns the queue on)
         // last.
-        let trim_to = u64::from(s.trim_to.unwrap_or(0));
+        let trim_to = u64::from(crate::TRIM_TO);
         set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_TRIM_TO, trim_to)?;
         let dscp = u64::from(crate::TRIM_DSCP);
         set(&mut self.config, ecn::CONFIG_MAP, ecn::CFG_TRIM_DSCP, dscp)?;

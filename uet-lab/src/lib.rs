@@ -881,7 +881,7 @@ impl Lab {
                 .map_or(0, |r| (r as f64 * cfg.gamma).round() as u64),
             thresholds: cfg.ecn,
             limit,
-            trim_to: cfg.trim.then_some(TRIM_TO),
+            trim: cfg.trim,
         })?;
         self.impair(&Impairment::default())?;
         self.state.save()

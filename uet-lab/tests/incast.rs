@@ -22,6 +22,29 @@ use uet_lab::incast::{self, CC_MODES, IncastOpts};
 /// and would measure each other.
 static LAB: Mutex<()> = Mutex::new(());
 
+/// What CI can run: four senders × 1 MiB through a bottleneck of at most
+/// 500 Mb/s, in each of `ccs`, three seeds. The bounds hold for the
+/// medians (as the targets are stated): one run on a loaded two-core
+/// machine can stall a source long enough for its banked credit to
+/// overflow the buffer, so a single run is no verdict.
+fn reduced(ccs: Vec<String>) -> IncastOpts {
+    IncastOpts {
+        senders: vec![4],
+        sizes: vec![1 << 20],
+        ccs,
+        seeds: 3,
+        bottleneck: 500_000_000,
+        ..IncastOpts::default()
+    }
+}
+
+/// An empty temporary directory of this process for a report.
+fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let out = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    out
+}
+
 /// The median over `cc`'s runs of one metric.
 fn median(runs: &[Run], cc: &str, metric: impl Fn(&Run) -> f64) -> f64 {
     let mut v: Vec<f64> = runs.iter().filter(|r| r.cc == cc).map(metric).collect();
@@ -33,20 +56,8 @@ fn median(runs: &[Run], cc: &str, metric: impl Fn(&Run) -> f64) -> f64 {
 #[test]
 fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_its_report() {
     let _lab = LAB.lock().unwrap_or_else(|e| e.into_inner());
-    let out = std::env::temp_dir().join(format!("uet-incast-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    let opts = IncastOpts {
-        senders: vec![4],
-        sizes: vec![1 << 20],
-        ccs: CC_MODES.iter().map(|s| (*s).to_owned()).collect(),
-        // Three seeds, and the bounds below hold for the medians (as the
-        // targets are stated): one run on a loaded two-core machine can
-        // stall a source long enough for its banked credit to overflow the
-        // buffer, so a single run is no verdict.
-        seeds: 3,
-        bottleneck: 500_000_000,
-        ..IncastOpts::default()
-    };
+    let out = fresh_dir("uet-incast");
+    let opts = reduced(CC_MODES.iter().map(|s| (*s).to_owned()).collect());
     let (report, files) = incast::run(opts, &out, "tests/incast.rs", |_| {}).unwrap();
     let summary = serde_json::to_string_pretty(
         &report
@@ -185,16 +196,10 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
 #[test]
 fn a_victim_crossing_an_rccc_incast_gets_its_credit() {
     let _lab = LAB.lock().unwrap_or_else(|e| e.into_inner());
-    let out = std::env::temp_dir().join(format!("uet-incast-victim-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+    let out = fresh_dir("uet-incast-victim");
     let opts = IncastOpts {
-        senders: vec![4],
-        sizes: vec![1 << 20],
-        ccs: vec!["rccc".to_owned()],
-        seeds: 3,
-        bottleneck: 500_000_000,
         victim: true,
-        ..IncastOpts::default()
+        ..reduced(vec!["rccc".to_owned()])
     };
     let (report, _) = incast::run(opts, &out, "tests/incast.rs", |_| {}).unwrap();
     let isolated = report

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use uet_lab::{Impairment, Lab, LabConfig, LabState, WriteOpts};
+use uet_lab::{Impairment, Lab, LabConfig, LabState, WriteOpts, WriteResult};
 
 fn ping(lab: &Lab, from: usize, to: usize) {
     let out = lab
@@ -108,16 +108,23 @@ fn three_hosts_ping_and_a_write_through_the_bottleneck_stays_under_its_rate() {
     assert!(w.tx_data >= (4 << 20) / 1500, "{w:?}");
 
     // An incast: hosts 1 and 2 write to host 0 at once; both land.
+    let (a, b) = two_into_one(&mut lab, 2 << 20);
+    assert_eq!((a.bytes, b.bytes), (2 << 20, 2 << 20));
+}
+
+/// Hosts 1 and 2 write `bytes` each to host 0 at once (256 KiB writes);
+/// both verified.
+fn two_into_one(lab: &mut Lab, bytes: u64) -> (WriteResult, WriteResult) {
     let opts = WriteOpts {
-        bytes: 2 << 20,
+        bytes,
         chunk: 256 << 10,
         ..WriteOpts::default()
     };
     let a = lab.start_write(1, 0, &opts).unwrap();
     let b = lab.start_write(2, 0, &opts).unwrap();
-    let (a, b) = (a.wait(&mut lab).unwrap(), b.wait(&mut lab).unwrap());
+    let (a, b) = (a.wait(lab).unwrap(), b.wait(lab).unwrap());
     assert!(a.verified() && b.verified(), "{a:?}\n{b:?}");
-    assert_eq!((a.bytes, b.bytes), (2 << 20, 2 << 20));
+    (a, b)
 }
 
 #[test]
@@ -185,15 +192,7 @@ fn a_trimming_bottleneck_forwards_what_overflows_as_headers_and_drops_nothing() 
     .unwrap();
     let s = lab.sampler().unwrap();
     let before = s.sample().unwrap();
-    let opts = WriteOpts {
-        bytes: 4 << 20,
-        chunk: 256 << 10,
-        ..WriteOpts::default()
-    };
-    let a = lab.start_write(1, 0, &opts).unwrap();
-    let b = lab.start_write(2, 0, &opts).unwrap();
-    let (a, b) = (a.wait(&mut lab).unwrap(), b.wait(&mut lab).unwrap());
-    assert!(a.verified() && b.verified(), "{a:?}\n{b:?}");
+    let (a, b) = two_into_one(&mut lab, 4 << 20);
     let after = s.sample().unwrap();
     let trimmed = after.ecn.trimmed - before.ecn.trimmed;
     assert!(trimmed > 0, "nothing trimmed: {after:?}");

@@ -712,6 +712,7 @@ mod tests {
             workers = 2
             cc = "rccc"
             link_rate = "10G"
+            trimming = true
             [[expose]]
             ri = 1
             key = 0x5eed
@@ -722,6 +723,7 @@ mod tests {
         assert_eq!(c.backend, Backend::Xdp);
         assert_eq!(c.workers, 2);
         assert_eq!(c.link_rate, Rate(10_000_000_000));
+        assert!(c.trimming && !Config::default().trimming);
         assert_eq!(c.expose[0].size, Size(1 << 30));
         assert_eq!(c.expose[0].job, 1);
         assert_eq!(c.cc_mode().unwrap(), CcMode::Rccc);

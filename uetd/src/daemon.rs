@@ -347,22 +347,7 @@ impl Daemon {
                 1
             };
             pds.ccc.ev.burst = cfg.ev_burst.unwrap_or(burst);
-            mode.configure(
-                &mut pds,
-                cfg.link_rate.0,
-                WireDuration::from_micros(cfg.base_rtt_us),
-                cfg.trimming,
-            );
-            software_pacer(
-                &mut pds,
-                cfg.link_rate.0,
-                Duration::from_micros(cfg.base_rtt_us),
-            );
-            software_window(
-                &mut pds,
-                cfg.link_rate.0,
-                cfg.fabric_rtt_us.map(WireDuration::from_micros),
-            );
+            configure_cc(&mut pds, mode, &cfg);
             let ep = DaemonEndpoint::new(
                 EndpointConfig {
                     pds,
@@ -918,6 +903,24 @@ fn software_pacer(pds: &mut PdsConfig, link_rate_bps: u64, base_rtt: Duration) {
     r.outstanding_per_sender = r.outstanding_per_sender.max(r.min_grant);
 }
 
+/// The congestion control of `cfg` (`cc`, `link_rate`, `base_rtt_us`,
+/// `fabric_rtt_us`, `trimming`) in a worker's PDS configuration, with the
+/// software host's adjustments below.
+fn configure_cc(pds: &mut PdsConfig, mode: uet_pds::CcMode, cfg: &Config) {
+    mode.configure(
+        pds,
+        cfg.link_rate.0,
+        WireDuration::from_micros(cfg.base_rtt_us),
+        cfg.trimming,
+    );
+    software_pacer(pds, cfg.link_rate.0, Duration::from_micros(cfg.base_rtt_us));
+    software_window(
+        pds,
+        cfg.link_rate.0,
+        cfg.fabric_rtt_us.map(WireDuration::from_micros),
+    );
+}
+
 /// Keeps NSCC's window cap at the configured `MaxWnd` (1.5 × link rate ×
 /// `--base-rtt-us`) when base-RTT samples fall below that RTT
 /// ([`uet_cms::nscc::NsccConfig::min_max_wnd`]). A daemon's samples
@@ -1074,6 +1077,35 @@ mod tests {
             pds.rccc_receiver.as_ref().map(|r| r.initial_window),
             Some(7_500)
         );
+    }
+
+    #[test]
+    fn a_trimming_fabric_gives_nscc_the_specs_trimming_parameters() {
+        for trimming in [false, true] {
+            let cfg = Config {
+                cc: "nscc".into(),
+                link_rate: crate::config::Rate(400_000_000),
+                base_rtt_us: 470,
+                fabric_rtt_us: Some(160),
+                trimming,
+                ..Config::default()
+            };
+            let mut pds = PdsConfig::default();
+            configure_cc(&mut pds, cfg.cc_mode().unwrap(), &cfg);
+            let uet_cms::Algorithm::Nscc(n) = &pds.ccc.algorithm else {
+                panic!("no NSCC");
+            };
+            assert_eq!(n.trimming, trimming);
+            if trimming {
+                // 0.75 × the fabric RTT, and no quick adapt on a delay
+                // threshold: a loss comes back as a NACK.
+                assert_eq!(n.target_qdelay, Duration::from_micros(120));
+                assert_eq!(n.qa_threshold, None);
+            } else {
+                assert_eq!(n.target_qdelay, Duration::from_micros(160));
+                assert_eq!(n.qa_threshold, Some(Duration::from_micros(640)));
+            }
+        }
     }
 
     #[test]

@@ -876,7 +876,7 @@ impl IncastLab {
             rate_bps: r,
             thresholds: ecn,
             limit: buffer,
-            trim_to: self.opts.trim.then_some(crate::TRIM_TO),
+            trim: self.lab.state.config.trim,
         })?;
         self.setup.buffer_bytes = buffer;
         self.setup.ecn = ecn;
