@@ -598,8 +598,8 @@ pub const TARGET_MIN_SIZE: u64 = 256 * 1024;
 ///   after the first RTT, victim CIF p99 ≤ 2 (when there is a victim);
 /// - nscc: ICT ≤ 1.10·ICT*, Jain ≥ 0.90, RTOs 0, steady queueing delay in
 ///   0.5–2 × the NSCC target delay. The target delay is `target_qdelay`
-///   (`docs/protocol-notes.md` §5.2 table): 0.75·base_rtt with trimming, 1.0·
-///   base_rtt without; the lab does not trim, so it is 1.0·T0.
+///   (`docs/protocol-notes.md` §5.2 table): 0.75 × the daemons' fabric RTT
+///   with a trimming bottleneck (`Setup::trim`), 1.0 × without.
 ///
 /// The set-up is not consulted: the bounds are fixed, whatever R and
 /// buffer the invocation used; the report prints both beside the checks.
@@ -674,7 +674,11 @@ pub fn check_targets(s: &Summary, setup: &Setup, cal: &Calibration) -> Vec<Targe
             ));
             let target = nscc_target_delay_ns(setup, cal) as f64;
             out.push(check(
-                "steady queueing delay (0.5–2 × target_qdelay = fabric RTT)",
+                if setup.trim {
+                    "steady queueing delay (0.5–2 × target_qdelay = 0.75 × fabric RTT)"
+                } else {
+                    "steady queueing delay (0.5–2 × target_qdelay = fabric RTT)"
+                },
                 s.steady_delay_p50_ns.median,
                 Bound::Within(0.5 * target, 2.0 * target),
                 Unit::Ns,
@@ -685,17 +689,19 @@ pub fn check_targets(s: &Summary, setup: &Setup, cal: &Calibration) -> Vec<Targe
     out
 }
 
-/// NSCC's `target_qdelay` in the lab: 1.0 × the daemons' fabric RTT (no
-/// trimming; `Setup::fabric_rtt_us`), else their base RTT for a report
-/// from before the fabric RTT, else T0 p50 for one older still, ns.
+/// NSCC's `target_qdelay` in the lab, ns: the daemons' fabric RTT
+/// (`Setup::fabric_rtt_us`), else their base RTT for a report from before
+/// the fabric RTT, else T0 p50 for one older still; × 0.75 with a trimming
+/// bottleneck, as the daemons run `--trimming true` there.
 pub fn nscc_target_delay_ns(setup: &Setup, cal: &Calibration) -> u64 {
-    if setup.fabric_rtt_us > 0 {
+    let rtt = if setup.fabric_rtt_us > 0 {
         setup.fabric_rtt_us * 1000
     } else if setup.base_rtt_us > 0 {
         setup.base_rtt_us * 1000
     } else {
         cal.t0.p50_ns
-    }
+    };
+    if setup.trim { rtt * 3 / 4 } else { rtt }
 }
 
 /// The calibration checks (`docs/congestion-evaluation.md`, "Calibrate first"): every
@@ -801,14 +807,17 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn nsccs_target_delay_is_the_fabric_rtt_else_the_base_rtt_else_t0() {
+    fn nsccs_target_delay_is_the_fabric_rtt_else_the_base_rtt_else_t0_and_less_with_trimming() {
         let c = cal(120_000);
         let mut s = setup();
         assert_eq!(nscc_target_delay_ns(&s, &c), 120_000);
         s.base_rtt_us = 360;
         assert_eq!(nscc_target_delay_ns(&s, &c), 360_000);
-        s.fabric_rtt_us = 121;
-        assert_eq!(nscc_target_delay_ns(&s, &c), 121_000);
+        s.fabric_rtt_us = 120;
+        assert_eq!(nscc_target_delay_ns(&s, &c), 120_000);
+        // A trimming bottleneck: the daemons' NSCC targets 0.75 × it.
+        s.trim = true;
+        assert_eq!(nscc_target_delay_ns(&s, &c), 90_000);
     }
 
     pub(crate) fn cal(t0_ns: u64) -> Calibration {

@@ -511,8 +511,8 @@ fn targets_section(
         md,
         "Medians over seeds, where N ≤ 16 and S ≥ 256 KiB. RCCC: ICT ≤ 1.05 × ideal, spread ≤ 1.10, \
          Jain ≥ 0.99, no RTO, no drop after the first RTT, victim CIF p99 ≤ 2. NSCC: ICT ≤ 1.10 × \
-         ideal, Jain ≥ 0.90, no RTO, steady queueing delay 0.5–2 × target_qdelay (= the daemons' fabric RTT: the lab \
-         does not trim). none, nscc+rccc and pft are measured only.\n"
+         ideal, Jain ≥ 0.90, no RTO, steady queueing delay 0.5–2 × target_qdelay (the daemons' fabric RTT; \
+         0.75 × it with a trimming bottleneck). none, nscc+rccc and pft are measured only.\n"
     );
     if checks.is_empty() {
         let _ = writeln!(md, "No group falls under the targets.\n");
