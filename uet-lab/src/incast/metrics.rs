@@ -126,6 +126,8 @@ fn nearest(queue: &[QueueSample], t_ns: i64) -> Option<&QueueSample> {
 ///   subtracts the packets the senders lost in their PDCs' first round
 ///   trip (`Flow::first_rtt_resent`): each flow's own first round trip,
 ///   which on a loaded host starts milliseconds after the common start.
+///   With a trimming bottleneck (`Setup::trim`) those losses were trims,
+///   and `trimmed_after_first_rtt` subtracts them from the trims instead.
 ///   Steady p50/p99 over samples in
 ///   [10·T0, ICT] (0 without). Utilisation = TBF bytes sent between the
 ///   samples nearest 0 and ICT / (R·ICT/8) (0 without samples or time).
@@ -170,7 +172,11 @@ pub fn compute(run: &Run, setup: &Setup, cal: &Calibration) -> Metrics {
     // The senders resent these first-round-trip losses once each; on the
     // lab's one bottleneck they are its drops of first-window packets.
     let first_rtt_lost: u64 = flows.iter().map(|f| f.first_rtt_resent).sum();
-    let drops_after_first_rtt = drops.saturating_sub(first_rtt_lost);
+    let (drops_after_first_rtt, trimmed_after_first_rtt) = if setup.trim {
+        (drops, trimmed.saturating_sub(first_rtt_lost))
+    } else {
+        (drops.saturating_sub(first_rtt_lost), trimmed)
+    };
     let peak_queue_bytes = queue.iter().map(|s| s.backlog_bytes).max().unwrap_or(0);
     let mut steady: Vec<u64> = queue
         .iter()
@@ -220,6 +226,7 @@ pub fn compute(run: &Run, setup: &Setup, cal: &Calibration) -> Metrics {
         drops,
         drops_after_first_rtt,
         trimmed,
+        trimmed_after_first_rtt,
         retransmits_per_packet: ratio(retransmits as f64, first_tx as f64),
         rtos: flows.iter().map(|f| f.rtos).sum(),
         peak_queue_bytes,
@@ -359,6 +366,9 @@ pub struct Summary {
     /// Packets the bottleneck trimmed.
     #[serde(default)]
     pub trimmed: Stat,
+    /// Of those, packets sent after their flow's first round trip.
+    #[serde(default)]
+    pub trimmed_after_first_rtt: Stat,
     /// Retransmits per first transmission.
     pub retransmits_per_packet: Stat,
     /// RTOs.
@@ -440,6 +450,7 @@ fn summary(cc: &str, senders: usize, size: u64, rs: &[&Run]) -> Summary {
         drops: all(|m| m.drops as f64),
         drops_after_first_rtt: all(|m| m.drops_after_first_rtt as f64),
         trimmed: all(|m| m.trimmed as f64),
+        trimmed_after_first_rtt: all(|m| m.trimmed_after_first_rtt as f64),
         retransmits_per_packet: all(|m| m.retransmits_per_packet),
         rtos: all(|m| m.rtos as f64),
         peak_queue_bytes: all(|m| m.peak_queue_bytes as f64),
@@ -638,12 +649,23 @@ pub fn check_targets(s: &Summary, setup: &Setup, cal: &Calibration) -> Vec<Targe
                 Bound::AtMost(0.0),
                 Unit::Count,
             ));
-            out.push(check(
-                "drops after the first RTT",
-                s.drops_after_first_rtt.median,
-                Bound::AtMost(0.0),
-                Unit::Count,
-            ));
+            // A trimmed packet is resent as a dropped one is: with a
+            // trimming bottleneck both count.
+            out.push(if setup.trim {
+                check(
+                    "drops and trims after the first RTT",
+                    s.drops_after_first_rtt.median + s.trimmed_after_first_rtt.median,
+                    Bound::AtMost(0.0),
+                    Unit::Count,
+                )
+            } else {
+                check(
+                    "drops after the first RTT",
+                    s.drops_after_first_rtt.median,
+                    Bound::AtMost(0.0),
+                    Unit::Count,
+                )
+            });
             if let Some(cif) = s.victim_cif_p99 {
                 out.push(check(
                     "victim CIF p99",
@@ -1153,6 +1175,17 @@ pub(crate) mod tests {
         // is counted after the first round trip, not a wrapped count.
         r.flows[0].first_rtt_resent = 30;
         assert_eq!(compute(&r, &setup(), &cal(50_000)).drops_after_first_rtt, 0);
+        // Through a trimming bottleneck the first round trips' losses were
+        // trims: the trims after them are the rest.
+        r.flows[0].first_rtt_resent = 3;
+        for (s, trims) in r.queue.iter_mut().zip([0, 0, 4, 6, 7, 9]) {
+            s.trimmed = trims;
+        }
+        let mut trimming = setup();
+        trimming.trim = true;
+        let t = compute(&r, &trimming, &cal(50_000));
+        assert_eq!((t.trimmed, t.trimmed_after_first_rtt), (9, 5));
+        assert_eq!(t.drops_after_first_rtt, 10);
         assert!((m.ce_per_data - 1.0).abs() < 1e-12);
         assert!((m.acks_per_data - 0.25).abs() < 1e-12);
     }

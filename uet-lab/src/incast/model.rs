@@ -473,12 +473,17 @@ pub struct Metrics {
     pub drops: u64,
     /// Of those, drops of packets sent after their flow's first round
     /// trip: the drops less the senders' first-round-trip losses
-    /// ([`Flow::first_rtt_resent`]).
+    /// ([`Flow::first_rtt_resent`]; through a trimming bottleneck those
+    /// were trims, and this is every drop).
     pub drops_after_first_rtt: u64,
     /// Packets the bottleneck trimmed during the run (a trimming switch;
     /// 0 with drop-tail).
     #[serde(default)]
     pub trimmed: u64,
+    /// Of those, trims of packets sent after their flow's first round
+    /// trip: the trims less the senders' first-round-trip losses.
+    #[serde(default)]
+    pub trimmed_after_first_rtt: u64,
     /// Σ retransmits / Σ first transmissions.
     pub retransmits_per_packet: f64,
     /// Σ RTOs.

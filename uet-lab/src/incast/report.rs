@@ -62,6 +62,9 @@ const METRIC_COLUMNS: &[MetricColumn] = &[
         m.drops_after_first_rtt.to_string()
     }),
     ("trimmed", |m| m.trimmed.to_string()),
+    ("trimmed_after_first_rtt", |m| {
+        m.trimmed_after_first_rtt.to_string()
+    }),
     ("retransmits_per_packet", |m| {
         m.retransmits_per_packet.to_string()
     }),
@@ -192,6 +195,9 @@ const SUMMARY_TABLES: &[(&str, &[Column])] = &[
                 cell(s.drops_after_first_rtt, count)
             }),
             ("trimmed", |s| cell(s.trimmed, count)),
+            ("trims after 1st RTT", |s| {
+                cell(s.trimmed_after_first_rtt, count)
+            }),
             ("rtx/packet", |s| cell(s.retransmits_per_packet, ratio)),
             ("RTOs", |s| cell(s.rtos, count)),
             ("peak queue (KiB)", |s| cell(s.peak_queue_bytes, kib)),
