@@ -189,7 +189,7 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
 /// grant that does not reach the victim leaves it waiting out its credit
 /// timeouts, which double. That is what the bound catches: a daemon that
 /// dropped grants riding in ACKs which acknowledged nothing new gave the
-/// victim a p99 of 25-98 ms per run on this kind of machine, against about
+/// victim a p99 of 25-112 ms per run on this kind of machine, against about
 /// 1 ms with the grants taken (BENCHMARKS.md, "Lab: incast", the victim).
 /// The bound is the median over three seeds, far above the healthy runs:
 /// a host stall delays one of a run's few hundred writes, not its p99.

@@ -935,7 +935,8 @@ fn configure_cc(pds: &mut PdsConfig, mode: uet_pds::CcMode, cfg: &Config) {
 /// derives from it (the increase gains, the quick-adapt threshold, the
 /// adjust period) come from the fabric's round trip instead, since the
 /// stamped delay samples hold the fabric's delay alone; the window, from
-/// its start, still covers the whole loop.
+/// its start, still covers the whole loop; and RCCC speculates one
+/// fabric BDP ([`speculate_one_fabric_bdp`]).
 fn software_window(pds: &mut PdsConfig, link_rate_bps: u64, fabric_rtt: Option<WireDuration>) {
     if let uet_cms::Algorithm::Nscc(n) | uet_cms::Algorithm::NsccRccc(n, _) = &mut pds.ccc.algorithm
     {

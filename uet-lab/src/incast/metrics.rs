@@ -361,7 +361,7 @@ pub struct Summary {
     pub jain_windowed: Option<Stat>,
     /// TBF drops.
     pub drops: Stat,
-    /// TBF drops after the first T0.
+    /// TBF drops of packets sent after their flow's first round trip.
     pub drops_after_first_rtt: Stat,
     /// Packets the bottleneck trimmed.
     #[serde(default)]
