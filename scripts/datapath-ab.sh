@@ -10,7 +10,8 @@
 # BUSY=N sets both daemons' busy_poll_us (unset: the default).
 # BACKEND=udp runs the kernel-UDP backend instead of AF_XDP.
 # PERF=DIR also records both daemons with `perf record -e cpu-clock -F 4000`
-# from the first packets to the writer's exit, as DIR/<binary>-<repeat>.data;
+# from the write's first packets (the veth persists across runs: counted
+# from each run's start) to the writer's exit, as DIR/<binary>-<repeat>.data;
 # PERF_CALLGRAPH=1 adds call graphs (-g).
 set -u
 MTU=$1; BYTES=$2; BYTES_N=$(numfmt --from=iec-i "${2%B}"); REP=$3; shift 3
@@ -41,13 +42,14 @@ for r in $(seq "$REP"); do
   TP=$!
   for i in $(seq 300); do grep -q '"exposed"' $D/t.out 2>/dev/null && break; sleep 0.1; done
   GEN=$(grep -o '"generation":[0-9]*' $D/t.out | head -1 | cut -d: -f2)
+  TX0=$(ip netns exec $A cat /sys/class/net/v0/statistics/tx_packets)
   ip netns exec $A env UET_LOG=warn "$BIN" ${BUSY:+--config $D/a.toml} --interface v0 --backend ${BACKEND:-xdp} \
     --write-to 10.88.0.2 --generation "$GEN" --bytes $BYTES --exit --stats --socket $D/a.sock > $D/w.out 2>$D/w.err &
   WP=$!
   if [ -n "${PERF:-}" ]; then
     mkdir -p "$PERF"
     for i in $(seq 2000); do
-      [ "$(ip netns exec $A cat /sys/class/net/v0/statistics/tx_packets)" -gt 100 ] && break; sleep 0.01
+      [ "$(ip netns exec $A cat /sys/class/net/v0/statistics/tx_packets)" -gt $((TX0 + 100)) ] && break; sleep 0.01
     done
     perf record -q ${PERF_CALLGRAPH:+-g} -e cpu-clock -F 4000 -p $TP,$WP -o "$PERF/$(basename "$BIN")-$r.data" 2>/dev/null &
     PP=$!
