@@ -291,6 +291,48 @@ pub struct Ratios {
     pub perf_4k_over_raw: Option<f64>,
     /// udp-backend write ÷ kernel UDP.
     pub write_udp_over_udp: Option<f64>,
+    /// udp-backend write ÷ kernel TCP.
+    pub write_udp_over_tcp: Option<f64>,
+}
+
+/// One ratio taken within each repeat (both sides measured in the same
+/// repeat, a minute or less apart), and its median over the repeats.
+///
+/// The VM this runs on changes speed over minutes (the raw ceiling moved
+/// 2.4–7.7 Gb/s at MTU 1500 between invocations): a ratio of two medians
+/// can pair a fast repeat's numerator with a slow repeat's denominator,
+/// while each repeat's own ratio moves both sides together.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Paired {
+    /// The median of the repeats' ratios (`None`: no repeat has both sides).
+    pub median: Option<f64>,
+    /// Each repeat's ratio, in repeat order (`None`: a side is missing).
+    pub runs: Vec<Option<f64>>,
+}
+
+impl Paired {
+    fn of<'a>(runs: impl Iterator<Item = &'a Run>, f: impl Fn(&Run) -> Option<f64>) -> Self {
+        let runs: Vec<Option<f64>> = runs.map(f).collect();
+        Self {
+            median: median(runs.iter().flatten().copied().collect()),
+            runs,
+        }
+    }
+}
+
+/// The ratios the targets are stated in, each repeat's own ([`Paired`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PairedRatios {
+    /// xdp write ÷ raw AF_XDP.
+    pub write_over_raw: Paired,
+    /// Machine CPU per GB, xdp write ÷ raw AF_XDP.
+    pub cpu_per_gb_write_over_raw: Paired,
+    /// xdp write ÷ kernel TCP.
+    pub write_over_tcp: Paired,
+    /// udp-backend write ÷ kernel TCP.
+    pub write_udp_over_tcp: Paired,
+    /// 64 B write p50 ÷ kernel UDP round-trip p50.
+    pub latency_over_udp_rtt: Paired,
 }
 
 /// One MTU's medians and ratios.
@@ -302,6 +344,8 @@ pub struct MtuSummary {
     pub medians: Medians,
     /// Ratios of the medians.
     pub ratios: Ratios,
+    /// Each repeat's own ratios.
+    pub paired: PairedRatios,
 }
 
 /// Everything `uet lab bench` measured.
@@ -907,11 +951,37 @@ fn summarise<'a>(mtu: u32, runs: impl Iterator<Item = &'a Run> + Clone) -> MtuSu
         perf_64k_over_raw: ratio(md.perf_64k_gbps, md.raw_gbps),
         perf_4k_over_raw: ratio(md.perf_4k_gbps, md.raw_gbps),
         write_udp_over_udp: ratio(md.write_udp_gbps, md.udp_gbps),
+        write_udp_over_tcp: ratio(md.write_udp_gbps, md.tcp_gbps),
+    };
+    let raw = |r: &Run| {
+        r.raw
+            .value
+            .as_ref()
+            .map(|v| (v.payload_gbps, v.cpu_s_per_gb))
+    };
+    let xdp = |r: &Run| r.write_xdp.value.as_ref().map(|v| (v.gbps, v.cpu_s_per_gb));
+    let tcp = |r: &Run| r.kernel_tcp.value.as_ref().map(|v| v.gbps);
+    let paired = PairedRatios {
+        write_over_raw: Paired::of(r(), |r| ratio(xdp(r).map(|v| v.0), raw(r).map(|v| v.0))),
+        cpu_per_gb_write_over_raw: Paired::of(r(), |r| {
+            ratio(xdp(r).map(|v| v.1), raw(r).map(|v| v.1))
+        }),
+        write_over_tcp: Paired::of(r(), |r| ratio(xdp(r).map(|v| v.0), tcp(r))),
+        write_udp_over_tcp: Paired::of(r(), |r| {
+            ratio(r.write_udp.value.as_ref().map(|v| v.gbps), tcp(r))
+        }),
+        latency_over_udp_rtt: Paired::of(r(), |r| {
+            ratio(
+                r.latency_64b.value.as_ref().map(|v| v.perf.p50_us),
+                r.udp_rtt.value.as_ref().map(|v| v.p50_us),
+            )
+        }),
     };
     MtuSummary {
         mtu,
         medians: md,
         ratios,
+        paired,
     }
 }
 
@@ -1125,12 +1195,13 @@ impl BenchReport {
                 )
             }),
             (
-                "uetd udp backend (GSO/GRO), RMA write (verified) / ÷ kernel UDP",
+                "uetd udp backend (GSO/GRO), RMA write (verified) / ÷ kernel UDP / ÷ kernel TCP",
                 &|s, runs| {
                     format!(
-                        "{} Gb/s / {} {}; retransmits/RTOs writer {}",
+                        "{} Gb/s / {} / {} {}; retransmits/RTOs writer {}",
                         num(s.medians.write_udp_gbps, 2),
                         num(s.ratios.write_udp_over_udp, 2),
+                        num(s.ratios.write_udp_over_tcp, 2),
                         all(
                             runs,
                             |r| r.write_udp.value.as_ref().map(|v| v.gbps),
@@ -1153,6 +1224,7 @@ impl BenchReport {
             }
             t.push_str(" |\n");
         }
+        t.push_str(&self.paired_table());
         let mut errors: Vec<String> = Vec::new();
         for r in &self.runs {
             for (row, e) in [
@@ -1184,6 +1256,46 @@ impl BenchReport {
         t
     }
 }
+
+impl BenchReport {
+    /// The targets' ratios taken within each repeat ([`Paired`]): one
+    /// row per ratio, the median with every repeat's in brackets.
+    fn paired_table(&self) -> String {
+        let mut t = String::from("\nEach repeat's own ratios (median [repeat 1, 2, …]):\n\n|");
+        for mtu in &self.mtus {
+            t.push_str(&format!(" | MTU {mtu}"));
+        }
+        t.push_str(" |\n|---");
+        for _ in &self.mtus {
+            t.push_str("|---");
+        }
+        t.push_str("|\n");
+        let rows: [(&str, PickPaired); 5] = [
+            ("xdp write ÷ raw AF_XDP", |p| &p.write_over_raw),
+            ("machine CPU per GB, xdp write ÷ raw AF_XDP", |p| {
+                &p.cpu_per_gb_write_over_raw
+            }),
+            ("xdp write ÷ kernel TCP", |p| &p.write_over_tcp),
+            ("udp backend write ÷ kernel TCP", |p| &p.write_udp_over_tcp),
+            ("64 B write p50 ÷ kernel UDP round trip", |p| {
+                &p.latency_over_udp_rtt
+            }),
+        ];
+        for (name, pick) in rows {
+            t.push_str(&format!("| {name}"));
+            for s in &self.summaries {
+                let p = pick(&s.paired);
+                let each: Vec<String> = p.runs.iter().map(|v| num(*v, 2)).collect();
+                t.push_str(&format!(" | {} [{}]", num(p.median, 2), each.join(", ")));
+            }
+            t.push_str(" |\n");
+        }
+        t
+    }
+}
+
+/// One of [`PairedRatios`].
+type PickPaired = fn(&PairedRatios) -> &Paired;
 
 /// A table cell: one MTU's summary and runs to text.
 type Cell<'a> = &'a dyn Fn(&MtuSummary, &[&Run]) -> String;
@@ -1234,6 +1346,88 @@ fn resends(runs: &[&Run], row: impl Fn(&Run) -> &Row<PerfRow>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A repeat whose raw ceiling and xdp write ran at `raw` and `write`
+    /// Gb/s (CPU-s per GB 1 and `cpu`), kernel TCP at `tcp`; no other row.
+    fn repeat(repeat: usize, raw: f64, write: f64, cpu: f64, tcp: Option<f64>) -> Run {
+        let mut r = Run::new(repeat, 1500);
+        r.raw = Row::from(Ok(RawRow {
+            frame_len: 1514,
+            mpps: 0.0,
+            payload_gbps: raw,
+            busy_cpus: 0.0,
+            cpu_s_per_gb: 1.0,
+        }));
+        r.write_xdp = Row::from(Ok(WriteRow {
+            bytes: 1 << 30,
+            seconds: 1.0,
+            gbps: write,
+            verified: true,
+            xxh3: String::new(),
+            tx_data: 0,
+            writer_retransmits: 0,
+            writer_rtos: 0,
+            target_retransmits: 0,
+            target_rtos: 0,
+            cpu_seconds: 0.0,
+            cpu_s_per_gb: cpu,
+        }));
+        if let Some(gbps) = tcp {
+            r.kernel_tcp = Row::from(Ok(KernelRow {
+                gbps,
+                seconds: 1.0,
+                datagram: None,
+            }));
+        }
+        r
+    }
+
+    #[test]
+    fn paired_ratios_divide_within_each_repeat() {
+        // The VM slows down between repeats. The write keeps up with its
+        // own repeat's ceiling in two of three (0.4, 1.0, 1.1), but the
+        // median write (4) over the median ceiling (8) says 0.5.
+        let runs = [
+            repeat(1, 10.0, 4.0, 1.2, Some(20.0)),
+            repeat(2, 8.0, 8.0, 1.1, None),
+            repeat(3, 2.0, 2.2, 1.3, Some(10.0)),
+        ];
+        let s = summarise(1500, runs.iter());
+        assert!((s.ratios.write_over_raw.unwrap() - 0.5).abs() < 1e-9);
+        let p = &s.paired.write_over_raw;
+        assert_eq!(p.runs.len(), 3);
+        assert!((p.median.unwrap() - 1.0).abs() < 1e-9, "{p:?}");
+        // CPU per GB pairs the same way (the ceiling's is 1 here).
+        assert!((s.paired.cpu_per_gb_write_over_raw.median.unwrap() - 1.2).abs() < 1e-9);
+        // A repeat missing a side has no ratio; the median is over the
+        // others; no repeat with both sides, no median.
+        let tcp = &s.paired.write_over_tcp;
+        assert_eq!(tcp.runs[1], None);
+        assert!(
+            (tcp.median.unwrap() - f64::midpoint(0.2, 0.22)).abs() < 1e-9,
+            "{tcp:?}"
+        );
+        assert_eq!(s.paired.write_udp_over_tcp.median, None);
+        let table = BenchReport {
+            build: String::new(),
+            date: String::new(),
+            loadavg_before: String::new(),
+            loadavg_after: String::new(),
+            mtus: vec![1500],
+            repeats: 3,
+            bytes: 1 << 30,
+            seconds: 1.0,
+            cc: "none".into(),
+            daemon_args: Vec::new(),
+            runs: runs.to_vec(),
+            summaries: vec![s],
+        }
+        .table();
+        assert!(
+            table.contains("| xdp write ÷ raw AF_XDP | 1.00 [0.40, 1.00, 1.10] |"),
+            "{table}"
+        );
+    }
 
     #[test]
     fn medians_of_odd_and_even_counts_and_none_of_nothing() {
