@@ -66,6 +66,10 @@ fn run_bench() -> (Value, u32) {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("| raw AF_XDP, UDP payload |"), "{stdout}");
+    assert!(
+        stdout.contains("| xdp write ÷ raw AF_XDP |"),
+        "each repeat's own ratios: {stdout}"
+    );
     let v: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let _ = std::fs::remove_file(&json);
     (v, pid)
@@ -162,6 +166,25 @@ fn bench_reports_every_row_and_the_ratios_between_them() {
         ratio("write_udp_over_udp"),
         r("write_udp", "gbps") / r("kernel_udp", "gbps")
     ));
+    assert!(close(
+        ratio("write_udp_over_tcp"),
+        r("write_udp", "gbps") / r("kernel_tcp", "gbps")
+    ));
+    // With one repeat each repeat's own ratio is the ratio of the medians.
+    for (paired, of_medians) in [
+        ("write_over_raw", "write_over_raw"),
+        ("cpu_per_gb_write_over_raw", "cpu_per_gb_write_over_raw"),
+        ("write_over_tcp", "write_over_tcp"),
+        ("write_udp_over_tcp", "write_udp_over_tcp"),
+        ("latency_over_udp_rtt", "latency_over_udp_rtt"),
+    ] {
+        let p = num(s, &["paired", paired, "median"]);
+        assert!(close(p, ratio(of_medians)), "{paired}: {p}");
+        assert_eq!(
+            s["paired"][paired]["runs"].as_array().map(Vec::len),
+            Some(1)
+        );
+    }
 
     // Its labs are gone.
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
