@@ -6,7 +6,9 @@
 # (`--expose` at the target, `--write-to ... --exit --stats` at the writer,
 # verified by hash). One line per run: goodput, the two daemons' user and
 # system CPU seconds per GB and the machine's (/proc/stat, other load
-# included) over the write's window, the load, the writer's RTOs.
+# included) over the write's window, the load, the writer's RTOs, and the
+# datagrams the target's kernel dropped before its daemon saw them (udp:
+# socket buffer full; xdp: RX ring full).
 # BUSY=N sets both daemons' busy_poll_us (unset: the default).
 # BACKEND=udp runs the kernel-UDP backend instead of AF_XDP.
 # PERF=DIR also records both daemons with `perf record -e cpu-clock -F 4000`
@@ -38,7 +40,7 @@ for r in $(seq "$REP"); do
  for BIN in "$@"; do
   rm -f $D/t.out $D/w.out
   ip netns exec $B env UET_LOG=warn "$BIN" ${BUSY:+--config $D/b.toml} --interface v1 --backend ${BACKEND:-xdp} \
-    --expose 1:0x5eed:$BYTES --socket $D/b.sock > $D/t.out 2>$D/t.err &
+    --expose 1:0x5eed:$BYTES --stats --socket $D/b.sock > $D/t.out 2>$D/t.err &
   TP=$!
   for i in $(seq 300); do grep -q '"exposed"' $D/t.out 2>/dev/null && break; sleep 0.1; done
   GEN=$(grep -o '"generation":[0-9]*' $D/t.out | head -1 | cut -d: -f2)
@@ -73,6 +75,9 @@ for r in $(seq "$REP"); do
     END{i0=1;for(i=1;i<=n;i++){if(t[i]<=st)i0=i; i1=i}; sp=t[i1]-t[i0]; if(sp<=0||s<=0){print "cpu=n/a";exit}
         f=s/sp/100/(b/1e9);
         printf "user_s_per_GB=%.3f sys_s_per_GB=%.3f machine_cpu_s_per_GB=%.3f", (u[i1]-u[i0])*f, (k[i1]-k[i0])*f, (m[i1]-m[i0])*f}' $D/samples)
-  echo "$BIN mtu=$MTU gbps=${G:-failed} $CPU $OK load=$(cut -d' ' -f1 /proc/loadavg) $(grep -o '"rtos":[0-9]*' $D/w.out | tr '\n' ' ')"
+  # The target's drops before its stack: the socket's buffer (udp) or the
+  # AF_XDP RX ring (xdp) full.
+  TD=$(grep -o '"rx_socket_drops":[0-9]*\|"rx_ring_full":[0-9]*' $D/t.out | tr '\n' ' ')
+  echo "$BIN mtu=$MTU gbps=${G:-failed} $CPU $OK load=$(cut -d' ' -f1 /proc/loadavg) $(grep -o '"rtos":[0-9]*' $D/w.out | tr '\n' ' ')target $TD"
  done
 done

@@ -314,8 +314,8 @@ const WORKER_FIELDS: &[Field] = &[
 /// help).
 type SectionField = (&'static str, &'static str, &'static str);
 
-/// The kernel-UDP backend's segmentation offloads (`udp` in a worker's
-/// stats).
+/// The kernel-UDP backend's segmentation offloads and socket drops (`udp`
+/// in a worker's stats).
 const UDP_FIELDS: &[SectionField] = &[
     (
         "gso_sends",
@@ -336,6 +336,11 @@ const UDP_FIELDS: &[SectionField] = &[
         "gro_datagrams",
         "uet_udp_gro_datagrams_total",
         "Datagrams those buffers held.",
+    ),
+    (
+        "rx_socket_drops",
+        "uet_udp_rx_socket_drops_total",
+        "Datagrams the kernel dropped at the receiving socket, its buffer full (SO_RXQ_OVFL): the worker fell behind, not loss on the wire.",
     ),
 ];
 

@@ -220,6 +220,7 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                     "gso_datagrams": u.gso_datagrams,
                     "gro_buffers": u.gro_buffers,
                     "gro_datagrams": u.gro_datagrams,
+                    "rx_socket_drops": u.rx_socket_drops,
                 });
             }
             w

@@ -149,6 +149,8 @@ pub struct UdpIo {
     /// refuses one).
     gso: bool,
     offloads: UdpOffloadCounts,
+    /// The receiving socket's drop count (SO_RXQ_OVFL) last read.
+    rxq_seen: u32,
 }
 
 /// What the UDP segmentation offloads did.
@@ -162,6 +164,10 @@ pub struct UdpOffloadCounts {
     pub gro_buffers: u64,
     /// Datagrams those held.
     pub gro_datagrams: u64,
+    /// Datagrams the kernel dropped at the receiving socket because its
+    /// buffer was full (SO_RXQ_OVFL): this host's worker fell behind; no
+    /// loss on the wire.
+    pub rx_socket_drops: u64,
 }
 
 fn socket_options(s: &Socket, local: IpAddr, buffer: usize) -> io::Result<()> {
@@ -261,6 +267,8 @@ impl UdpIo {
         // XDP program writes them for the xdp backend; without them the
         // samples include the wait in the socket's queue.
         crate::sys::udp::enable_rx_timestamps(rx_sock.as_fd());
+        // Drops at the socket, told from drops on the wire.
+        crate::sys::udp::enable_rxq_overflow(rx_sock.as_fd());
         Ok(Self {
             rx: MsgBatch::new(batch, rx_slot),
             tx: MsgBatch::new(batch, slot),
@@ -273,6 +281,7 @@ impl UdpIo {
             capture: None,
             gso: offload,
             offloads: UdpOffloadCounts::default(),
+            rxq_seen: 0,
             cfg,
         })
     }
@@ -586,6 +595,11 @@ impl PacketIo for UdpIo {
     fn recv(&mut self, max: usize, sink: &mut dyn FnMut(&RxMeta, &mut [u8])) -> io::Result<usize> {
         let mut tap = self.capture.as_deref().and_then(Capture::tap);
         let n = self.rx.recv(self.rx_sock.as_fd(), max)?;
+        if let Some(total) = self.rx.rxq_drops() {
+            let new = total.wrapping_sub(self.rxq_seen);
+            self.rxq_seen = total;
+            self.offloads.rx_socket_drops += u64::from(new);
+        }
         let mut delivered = 0;
         let to_monotonic = (n > 0).then(StampClock::now);
         for i in 0..n {

@@ -103,6 +103,8 @@ fn udp_write_in_gso_runs(subnet: u8, args: &[&str]) {
     assert!(sends * 4 <= gso, "runs of at least four on average: {w}");
     let gro = t["udp"]["gro_datagrams"].as_u64().unwrap();
     assert!(gro * 10 >= data * 9, "{t}");
+    // Drops at the target's socket are counted apart from loss on the wire.
+    assert!(t["udp"]["rx_socket_drops"].as_u64().is_some(), "{t}");
 }
 
 #[test]

@@ -13,7 +13,8 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use super::{Error, Result};
 
 /// Room for the control messages of one datagram: IP_TOS or IPV6_TCLASS
-/// (16 bytes), UDP_GRO (16) and SCM_TIMESTAMPNS (32), with margin.
+/// (16 bytes), UDP_GRO (16), SCM_TIMESTAMPNS (32) and SO_RXQ_OVFL (16),
+/// with margin.
 const CMSG_SPACE: usize = 128;
 
 /// Preallocated buffers and headers for one batch of datagrams.
@@ -28,6 +29,9 @@ pub struct MsgBatch {
     seg: Vec<u16>,
     /// Received: the kernel's receive time (CLOCK_REALTIME ns; 0: none).
     stamp: Vec<u64>,
+    /// The socket's drop count (SO_RXQ_OVFL) with the last datagram of
+    /// the last receive that carried one.
+    rxq_drops: Option<u32>,
     iov: Vec<libc::iovec>,
     hdr: Vec<libc::mmsghdr>,
     cmsg: Vec<[u64; CMSG_SPACE / 8]>,
@@ -60,6 +64,7 @@ impl MsgBatch {
             tos: vec![0; count],
             seg: vec![0; count],
             stamp: vec![0; count],
+            rxq_drops: None,
             iov: vec![iov; count],
             hdr: vec![hdr; count],
             cmsg: vec![[0; CMSG_SPACE / 8]; count],
@@ -93,6 +98,14 @@ impl MsgBatch {
     /// on): CLOCK_REALTIME nanoseconds, the clock of socket timestamps.
     pub fn stamp_realtime_ns(&self, i: usize) -> Option<u64> {
         Some(self.stamp[i]).filter(|&t| t != 0)
+    }
+
+    /// How many datagrams the kernel has dropped at the receiving socket
+    /// so far because its buffer was full, as of the last datagram
+    /// received (with [`enable_rxq_overflow`] on; a 32-bit count that
+    /// wraps). `None` until a datagram brought the count.
+    pub fn rxq_drops(&self) -> Option<u32> {
+        self.rxq_drops
     }
 
     /// Received datagram `i`'s bytes, to change in place (until the next
@@ -203,6 +216,9 @@ impl MsgBatch {
                     } else if lvl == libc::SOL_UDP && ty == UDP_GRO {
                         let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
                         self.seg[i] = u16::try_from(v).unwrap_or(0);
+                    } else if lvl == libc::SOL_SOCKET && ty == libc::SO_RXQ_OVFL {
+                        self.rxq_drops =
+                            Some(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<u32>()));
                     } else if lvl == libc::SOL_SOCKET && ty == libc::SCM_TIMESTAMPNS {
                         let ts =
                             std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::timespec>());
@@ -431,6 +447,13 @@ pub fn enable_rx_timestamps(fd: BorrowedFd<'_>) -> bool {
     set_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1).is_ok()
 }
 
+/// Turns SO_RXQ_OVFL on: each received datagram carries the socket's count
+/// of datagrams dropped because its receive buffer was full
+/// ([`MsgBatch::rxq_drops`]). False when the kernel refuses.
+pub fn enable_rxq_overflow(fd: BorrowedFd<'_>) -> bool {
+    set_int(fd, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1).is_ok()
+}
+
 /// `SO_NO_CHECK` (`<asm-generic/socket.h>`): send IPv4 UDP with checksum 0.
 const SO_NO_CHECK: libc::c_int = 11;
 /// `UDP_NO_CHECK6_TX` / `UDP_NO_CHECK6_RX` (`<linux/udp.h>`): send IPv6 UDP
@@ -462,5 +485,46 @@ pub fn zero_udp_checksum(fd: BorrowedFd<'_>, v6: bool) -> Result<()> {
         set_int(fd, libc::IPPROTO_UDP, UDP_NO_CHECK6_RX, 1)
     } else {
         set_int(fd, libc::SOL_SOCKET, SO_NO_CHECK, 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::UdpSocket;
+    use std::os::fd::AsFd;
+
+    use super::*;
+
+    #[test]
+    fn drops_at_a_full_receive_buffer_are_counted() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
+        assert!(enable_rxq_overflow(rx.as_fd()));
+        // The smallest buffer the kernel allows (it doubles the value and
+        // has a floor of a few KiB): a few of these datagrams fill it.
+        set_int(rx.as_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, 1).unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let to = rx.local_addr().unwrap();
+        // Loopback delivers in the sender's context, so when the last
+        // send returns every datagram was queued or dropped.
+        for _ in 0..64 {
+            tx.send_to(&[7u8; 1400], to).unwrap();
+        }
+        let mut batch = MsgBatch::new(64, 2048);
+        let n = batch.recv(rx.as_fd(), 64).unwrap();
+        assert!(n > 0 && n < 64, "{n} of 64 fitted");
+        // A datagram carries the count as of when it was queued: those
+        // queued before the drops carry none.
+        assert_eq!(batch.rxq_drops(), None);
+        tx.send_to(&[8u8; 1400], to).unwrap();
+        assert_eq!(batch.recv(rx.as_fd(), 64).unwrap(), 1);
+        assert_eq!(batch.rxq_drops(), Some((64 - n) as u32));
+        // Without the option, no count.
+        let quiet = UdpSocket::bind("127.0.0.1:0").unwrap();
+        quiet.set_nonblocking(true).unwrap();
+        tx.send_to(&[1u8; 10], quiet.local_addr().unwrap()).unwrap();
+        let mut batch = MsgBatch::new(4, 2048);
+        assert_eq!(batch.recv(quiet.as_fd(), 4).unwrap(), 1);
+        assert_eq!(batch.rxq_drops(), None);
     }
 }
