@@ -8,7 +8,8 @@
 # system CPU seconds per GB and the machine's (/proc/stat, other load
 # included) over the write's window, the load, the writer's RTOs, and the
 # datagrams the target's kernel dropped before its daemon saw them (udp:
-# socket buffer full; xdp: RX ring full).
+# socket buffer full; xdp: RX ring full) and the duplicates it dropped (a
+# resend whose original had arrived).
 # BUSY=N sets both daemons' busy_poll_us (unset: the default).
 # BACKEND=udp runs the kernel-UDP backend instead of AF_XDP.
 # PERF=DIR also records both daemons with `perf record -e cpu-clock -F 4000`
@@ -75,9 +76,9 @@ for r in $(seq "$REP"); do
     END{i0=1;for(i=1;i<=n;i++){if(t[i]<=st)i0=i; i1=i}; sp=t[i1]-t[i0]; if(sp<=0||s<=0){print "cpu=n/a";exit}
         f=s/sp/100/(b/1e9);
         printf "user_s_per_GB=%.3f sys_s_per_GB=%.3f machine_cpu_s_per_GB=%.3f", (u[i1]-u[i0])*f, (k[i1]-k[i0])*f, (m[i1]-m[i0])*f}' $D/samples)
-  # The target's drops before its stack: the socket's buffer (udp) or the
-  # AF_XDP RX ring (xdp) full.
-  TD=$(grep -o '"rx_socket_drops":[0-9]*\|"rx_ring_full":[0-9]*' $D/t.out | tr '\n' ' ')
+  # The target's drops before its stack (the socket's buffer, udp, or the
+  # AF_XDP RX ring, xdp, full) and its duplicates.
+  TD=$(grep -o '"rx_socket_drops":[0-9]*\|"rx_ring_full":[0-9]*\|"duplicate":[0-9]*' $D/t.out | tr '\n' ' ')
   echo "$BIN mtu=$MTU gbps=${G:-failed} $CPU $OK load=$(cut -d' ' -f1 /proc/loadavg) $(grep -o '"rtos":[0-9]*' $D/w.out | tr '\n' ' ')target $TD"
  done
 done
