@@ -30,6 +30,7 @@
 //! api_max_registered_bytes = "16GiB"
 //! busy_poll_us = 200        # an idle worker polls at most this long before it sleeps
 //! udp_offload = true        # udp backend: GSO sends of runs, GRO receives
+//! udp_socket_buffer = "4MiB"  # udp backend: each socket's receive and send buffer
 //! # ev_burst = 1            # packets per EV (default: a GSO send's worth with udp offloads)
 //! # metrics_addr = "127.0.0.1:9464"  # serve /metrics (Prometheus) here
 //!
@@ -389,6 +390,12 @@ pub struct Config {
     /// CRC trailer and native IP. Each EV has its own socket, so a run
     /// needs consecutive packets on one EV: see `ev_burst`.
     pub udp_offload: bool,
+    /// The udp backend's socket buffers, receive and send (default 4 MiB;
+    /// 64 KiB..=1 GiB). As root the daemon sets them past the kernel's
+    /// `rmem_max`/`wmem_max`; otherwise the kernel caps them there. A
+    /// receive buffer too small for the time the worker can be away shows
+    /// as `rx_socket_drops` in `uet stats`.
+    pub udp_socket_buffer: Size,
     /// Consecutive packets of a destination that leave on one EV before
     /// the next is picked (also `uetd --ev-burst`; 1..=1024). Default:
     /// with the udp backend's offloads on and more than one EV, as many
@@ -458,6 +465,7 @@ impl Default for Config {
             api_hello_timeout_ms: 5_000,
             busy_poll_us: 200,
             udp_offload: true,
+            udp_socket_buffer: Size(4 << 20),
             ev_burst: None,
             api_max_registrations: 1024,
             api_max_registered_bytes: Size(16 << 30),
@@ -663,6 +671,12 @@ impl Config {
         if self.api_max_registrations == 0 {
             refuse!("api_max_registrations must be at least 1");
         }
+        if !(64 << 10..=1 << 30).contains(&self.udp_socket_buffer.0) {
+            refuse!(
+                "udp_socket_buffer must be 64KiB..=1GiB, not {}",
+                self.udp_socket_buffer.0
+            );
+        }
         if self.api_max_registered_bytes.0 < 4096 {
             refuse!(
                 "api_max_registered_bytes must be at least 4096, not {}",
@@ -740,6 +754,28 @@ mod tests {
         let e = Config::parse("address = \"10.0.0.1\"\ntss_start = \"2rtt\"").unwrap_err();
         let e = format!("{e:#}");
         assert!(e.contains("0rtt") && e.contains("1rtt"), "{e}");
+    }
+
+    #[test]
+    fn the_udp_socket_buffer_is_configurable_and_checked() {
+        let e = |t: &str| format!("{:#}", Config::parse(t).unwrap_err());
+        let c = Config::parse(r#"address = "10.0.0.1""#).unwrap();
+        assert_eq!(c.udp_socket_buffer, Size(4 << 20));
+        let c = Config::parse(
+            r#"address = "10.0.0.1"
+            udp_socket_buffer = "32MiB""#,
+        )
+        .unwrap();
+        assert_eq!(c.udp_socket_buffer, Size(32 << 20));
+        for bad in [r#""16KiB""#, r#""2GiB""#] {
+            assert!(
+                e(&format!(
+                    "address = \"10.0.0.1\"\nudp_socket_buffer = {bad}"
+                ))
+                .contains("udp_socket_buffer must be 64KiB..=1GiB"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

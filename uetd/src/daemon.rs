@@ -283,6 +283,8 @@ impl Daemon {
                     u.udp_port = cfg.port;
                     u.ev_bits = cfg.ev_bits;
                     u.offload = cfg.udp_offload;
+                    u.socket_buffer = usize::try_from(cfg.udp_socket_buffer.0)
+                        .map_err(|e| misuse(format!("udp_socket_buffer: {e}")))?;
                     u.mtu = mtu;
                     u.encap = cfg.encap_config();
                     u.native_ip = cfg.encap() == Encap::Ip;
