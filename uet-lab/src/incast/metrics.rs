@@ -169,6 +169,7 @@ pub fn compute(run: &Run, setup: &Setup, cal: &Calibration) -> Metrics {
     let drops = counter(|s| s.drops);
     let trimmed = counter(|s| s.trimmed);
     let ce_marks = counter(|s| s.ce_marks);
+    let virtual_overflows = counter(|s| s.vq_overflows);
     // The senders resent these first-round-trip losses once each; on the
     // lab's one bottleneck they are its drops of first-window packets.
     let first_rtt_lost: u64 = flows.iter().map(|f| f.first_rtt_resent).sum();
@@ -227,6 +228,7 @@ pub fn compute(run: &Run, setup: &Setup, cal: &Calibration) -> Metrics {
         drops_after_first_rtt,
         trimmed,
         trimmed_after_first_rtt,
+        virtual_overflows,
         retransmits_per_packet: ratio(retransmits as f64, first_tx as f64),
         rtos: flows.iter().map(|f| f.rtos).sum(),
         peak_queue_bytes,
@@ -369,6 +371,10 @@ pub struct Summary {
     /// Of those, packets sent after their flow's first round trip.
     #[serde(default)]
     pub trimmed_after_first_rtt: Stat,
+    /// Frames that found the virtual queue full
+    /// ([`Metrics::virtual_overflows`]).
+    #[serde(default)]
+    pub virtual_overflows: Stat,
     /// Retransmits per first transmission.
     pub retransmits_per_packet: Stat,
     /// RTOs.
@@ -451,6 +457,7 @@ fn summary(cc: &str, senders: usize, size: u64, rs: &[&Run]) -> Summary {
         drops_after_first_rtt: all(|m| m.drops_after_first_rtt as f64),
         trimmed: all(|m| m.trimmed as f64),
         trimmed_after_first_rtt: all(|m| m.trimmed_after_first_rtt as f64),
+        virtual_overflows: all(|m| m.virtual_overflows as f64),
         retransmits_per_packet: all(|m| m.retransmits_per_packet),
         rtos: all(|m| m.rtos as f64),
         peak_queue_bytes: all(|m| m.peak_queue_bytes as f64),
@@ -898,6 +905,7 @@ pub(crate) mod tests {
             sent_bytes: 0,
             vq_bytes: backlog_bytes / 2,
             ce_marks: 0,
+            vq_overflows: 0,
             trimmed: 0,
         }
     }
@@ -1158,6 +1166,8 @@ pub(crate) mod tests {
             let mut s = sample(t, 0);
             s.drops = d;
             s.ce_marks = 2 * d;
+            // The virtual queue overflowed for fewer of them.
+            s.vq_overflows = d / 2;
             q.push(s);
         }
         // Two senders lost 3 and 1 packets of their first round trips (the
@@ -1171,6 +1181,8 @@ pub(crate) mod tests {
         let m = compute(&r, &setup(), &cal(50_000));
         assert_eq!(m.drops, 10);
         assert_eq!(m.drops_after_first_rtt, 6);
+        // From the run's first sample on, as the drops: 7 - 2.
+        assert_eq!(m.virtual_overflows, 5);
         // More first-round-trip resends than drops (losses elsewhere): none
         // is counted after the first round trip, not a wrapped count.
         r.flows[0].first_rtt_resent = 30;

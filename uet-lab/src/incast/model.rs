@@ -347,6 +347,11 @@ pub struct QueueSample {
     pub vq_bytes: u64,
     /// CE marks the eBPF marker set since the run's first sample.
     pub ce_marks: u64,
+    /// Frames that found the eBPF virtual queue — the buffer drained at
+    /// exactly R, by the clock — full, since the run's first sample (see
+    /// [`Metrics::virtual_overflows`]).
+    #[serde(default)]
+    pub vq_overflows: u64,
     /// Packets the bottleneck trimmed since the run's first sample (a
     /// trimming switch).
     #[serde(default)]
@@ -484,6 +489,16 @@ pub struct Metrics {
     /// trip: the trims less the senders' first-round-trip losses.
     #[serde(default)]
     pub trimmed_after_first_rtt: u64,
+    /// Frames that arrived when the virtual queue (the same buffer,
+    /// drained at exactly R by the clock) was full: with drop-tail, what
+    /// a switch whose link never pauses would have dropped. The TBF
+    /// drains only when the host runs its timer, so when the host is late
+    /// it holds more than the buffer would and drops what the virtual
+    /// queue still had room for: `drops` above this count are the
+    /// emulated link's lateness, not the senders'. With trimming, the
+    /// trims (and any non-UET frame dropped for the buffer).
+    #[serde(default)]
+    pub virtual_overflows: u64,
     /// Σ retransmits / Σ first transmissions.
     pub retransmits_per_packet: f64,
     /// Σ RTOs.

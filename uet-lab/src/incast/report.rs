@@ -65,6 +65,7 @@ const METRIC_COLUMNS: &[MetricColumn] = &[
     ("trimmed_after_first_rtt", |m| {
         m.trimmed_after_first_rtt.to_string()
     }),
+    ("virtual_overflows", |m| m.virtual_overflows.to_string()),
     ("retransmits_per_packet", |m| {
         m.retransmits_per_packet.to_string()
     }),
@@ -197,6 +198,9 @@ const SUMMARY_TABLES: &[(&str, &[Column])] = &[
             ("trimmed", |s| cell(s.trimmed, count)),
             ("trims after 1st RTT", |s| {
                 cell(s.trimmed_after_first_rtt, count)
+            }),
+            ("buffer full at R (virtual)", |s| {
+                cell(s.virtual_overflows, count)
             }),
             ("rtx/packet", |s| cell(s.retransmits_per_packet, ratio)),
             ("RTOs", |s| cell(s.rtos, count)),

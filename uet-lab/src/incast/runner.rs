@@ -578,6 +578,7 @@ fn queue_samples(raw: &[Sample], t0: u64) -> Vec<QueueSample> {
         return Vec::new();
     };
     let (d0, b0, m0) = (first.qdisc.drops, first.qdisc.bytes, first.ecn.marked);
+    let v0 = first.ecn.vq_drops;
     let t0_trimmed = first.ecn.trimmed;
     raw.iter()
         .map(|s| QueueSample {
@@ -588,6 +589,7 @@ fn queue_samples(raw: &[Sample], t0: u64) -> Vec<QueueSample> {
             sent_bytes: s.qdisc.bytes.saturating_sub(b0),
             vq_bytes: s.ecn.vq_backlog,
             ce_marks: s.ecn.marked.saturating_sub(m0),
+            vq_overflows: s.ecn.vq_drops.saturating_sub(v0),
             trimmed: s.ecn.trimmed.saturating_sub(t0_trimmed),
         })
         .collect()
