@@ -110,6 +110,31 @@ pub const TRIMMED_FRAME_BYTES: u64 = 14 + 20 + 8 + TRIM_TO as u64;
 /// of three runs of 64 × 1 MiB at 200 Mb/s).
 pub const TRIM_ROOM_FRAMES: u64 = 512;
 
+/// How late the host may run the bottleneck TBF's timer, with a trimming
+/// switch, before the TBF drops what the switch admitted. The virtual
+/// queue decides what to trim by the clock; the TBF drains only when its
+/// timer runs, so while the host is late its backlog runs ahead of the
+/// virtual queue's, and a limit of the buffer alone dropped what a switch
+/// would have forwarded (15 frames in one test run while a build ran
+/// beside it). The TBF gets R × this beyond the buffer and the trimmed
+/// frames' room; the buffer itself stays the virtual queue's.
+pub const TRIM_LATE_ROOM: Duration = Duration::from_millis(10);
+
+/// The limit (bytes) of a bottleneck TBF of rate `r` (bits/s) in front of
+/// `buffer` bytes of switch buffer: the buffer; with a trimming switch
+/// also room for [`TRIM_ROOM_FRAMES`] trimmed frames and for
+/// [`TRIM_LATE_ROOM`] of data at `r`.
+pub fn tbf_limit(buffer: u64, trim: bool, r: u64) -> u64 {
+    if !trim {
+        return buffer;
+    }
+    let late = u64::try_from(u128::from(r) * TRIM_LATE_ROOM.as_nanos() / 8 / 1_000_000_000)
+        .unwrap_or(u64::MAX);
+    buffer
+        .saturating_add(TRIM_ROOM_FRAMES * TRIMMED_FRAME_BYTES)
+        .saturating_add(late)
+}
+
 /// How a lab is built.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LabConfig {
@@ -226,14 +251,10 @@ impl LabConfig {
     }
 
     /// The TBF's limit (bytes): the buffer, and with [`LabConfig::trim`]
-    /// room beyond it for trimmed frames, which the switch forwards.
+    /// room beyond it for trimmed frames, which the switch forwards, and
+    /// for a host that runs the TBF late ([`TRIM_LATE_ROOM`]).
     pub fn tbf_limit(&self) -> Option<u64> {
-        let buffer = self.buffer_bytes()?;
-        Some(if self.trim {
-            buffer + TRIM_ROOM_FRAMES * TRIMMED_FRAME_BYTES
-        } else {
-            buffer
-        })
+        Some(tbf_limit(self.buffer_bytes()?, self.trim, self.bottleneck?))
     }
 
     /// The TBF burst (bytes): two frames, or R · 20 µs if larger.
@@ -1872,6 +1893,25 @@ impl Sampler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trimming_bottleneck_gives_its_tbf_room_for_trims_and_a_late_host() {
+        // Drop-tail: the TBF is the buffer.
+        assert_eq!(tbf_limit(36_000, false, 100_000_000), 36_000);
+        // Trimming at 100 Mb/s: 512 trimmed frames of 106 bytes and 10 ms
+        // of data (125,000 bytes) beyond it.
+        assert_eq!(
+            tbf_limit(36_000, true, 100_000_000),
+            36_000 + 54_272 + 125_000
+        );
+        let cfg = LabConfig {
+            bottleneck: Some(1_000_000_000),
+            buffer: Some(60_000),
+            trim: true,
+            ..LabConfig::default()
+        };
+        assert_eq!(cfg.tbf_limit(), Some(60_000 + 54_272 + 1_250_000));
+    }
 
     #[test]
     fn a_daemon_stderr_summary_keeps_the_error_ahead_of_its_backtrace() {

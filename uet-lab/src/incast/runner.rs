@@ -872,8 +872,7 @@ impl IncastLab {
         // the senders' solo writes. The daemons take `--trimming` at
         // their next start.
         self.lab.state.config.trim = self.opts.trim;
-        let tbf_limit = self.lab.state.config.tbf_limit().unwrap_or(buffer);
-        set_tbf(&self.lab, r, tbf_limit)?;
+        set_tbf(&self.lab, r, crate::tbf_limit(buffer, self.opts.trim, r))?;
         self.lab.ecn_maps()?.configure(&EcnSettings {
             rate_bps: r,
             thresholds: ecn,
