@@ -1052,15 +1052,7 @@ impl BenchReport {
             self.loadavg_before,
             self.loadavg_after
         );
-        t.push('|');
-        for mtu in &self.mtus {
-            t.push_str(&format!(" | MTU {mtu}"));
-        }
-        t.push_str(" |\n|---");
-        for _ in &self.mtus {
-            t.push_str("|---");
-        }
-        t.push_str("|\n");
+        t.push_str(&self.mtu_header());
         let rows: [(&str, Cell<'_>); 10] = [
             ("raw AF_XDP, UDP payload", &|s, runs| {
                 format!(
@@ -1258,10 +1250,10 @@ impl BenchReport {
 }
 
 impl BenchReport {
-    /// The targets' ratios taken within each repeat ([`Paired`]): one
-    /// row per ratio, the median with every repeat's in brackets.
-    fn paired_table(&self) -> String {
-        let mut t = String::from("\nEach repeat's own ratios (median [repeat 1, 2, …]):\n\n|");
+    /// A markdown table's first two lines: an empty corner, then one
+    /// column per MTU.
+    fn mtu_header(&self) -> String {
+        let mut t = String::from("|");
         for mtu in &self.mtus {
             t.push_str(&format!(" | MTU {mtu}"));
         }
@@ -1270,6 +1262,14 @@ impl BenchReport {
             t.push_str("|---");
         }
         t.push_str("|\n");
+        t
+    }
+
+    /// The targets' ratios taken within each repeat ([`Paired`]): one
+    /// row per ratio, the median with every repeat's in brackets.
+    fn paired_table(&self) -> String {
+        let mut t = String::from("\nEach repeat's own ratios (median [repeat 1, 2, …]):\n\n");
+        t.push_str(&self.mtu_header());
         let rows: [(&str, PickPaired); 5] = [
             ("xdp write ÷ raw AF_XDP", |p| &p.write_over_raw),
             ("machine CPU per GB, xdp write ÷ raw AF_XDP", |p| {
