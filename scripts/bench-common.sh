@@ -17,13 +17,13 @@ print(sum(x["tx_retransmits"] for x in p), sum(x["rtos"] for x in p),
       sum(x["sack_inferred"] for x in p), sum(x["drops"].get("duplicate", 0) for x in p))'
 }
 
-# veth_lab A B SUBNET: namespaces A and B joined by veth v0 (in A,
-# 10.SUBNET.0.1/24) and v1 (in B, 10.SUBNET.0.2/24), every link up. The
-# caller removes the namespaces (ip netns del) on exit.
+# veth_lab A B SUBNET [MTU]: namespaces A and B joined by veth v0 (in A,
+# 10.SUBNET.0.1/24) and v1 (in B, 10.SUBNET.0.2/24), every link up, at
+# MTU when given. The caller removes the namespaces (ip netns del) on exit.
 veth_lab() {
   ip netns add "$1"
   ip netns add "$2"
-  ip -n "$1" link add v0 type veth peer name v1 netns "$2"
+  ip -n "$1" link add v0 ${4:+mtu "$4"} type veth peer name v1 netns "$2" ${4:+mtu "$4"}
   ip -n "$1" addr add "10.$3.0.1/24" dev v0
   ip -n "$2" addr add "10.$3.0.2/24" dev v1
   for ns in "$1" "$2"; do ip -n "$ns" link set lo up; done

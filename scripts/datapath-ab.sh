@@ -27,10 +27,9 @@ cleanup() {
   rm -rf "$D"
 }
 trap cleanup EXIT
-ip netns add $A; ip netns add $B
-ip link add v0 netns $A mtu "$MTU" type veth peer name v1 netns $B mtu "$MTU"
-ip -n $A addr add 10.88.0.1/24 dev v0; ip -n $B addr add 10.88.0.2/24 dev v1
-ip -n $A link set v0 up; ip -n $B link set v1 up
+# shellcheck source=scripts/bench-common.sh
+. "$(dirname "$0")/bench-common.sh"
+veth_lab $A $B 88 "$MTU"
 cpu() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
 pt() { awk '{print $14, $15}' /proc/$1/stat 2>/dev/null || echo 0 0; }
 if [ -n "${BUSY:-}" ]; then

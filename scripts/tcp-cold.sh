@@ -16,10 +16,9 @@ cleanup() {
   rm -rf "$D"
 }
 trap cleanup EXIT
-ip netns add $A; ip netns add $B
-ip link add v0 netns $A mtu "$MTU" type veth peer name v1 netns $B mtu "$MTU"
-ip -n $A addr add 10.87.0.1/24 dev v0; ip -n $B addr add 10.87.0.2/24 dev v1
-ip -n $A link set v0 up; ip -n $B link set v1 up
+# shellcheck source=scripts/bench-common.sh
+. "$(dirname "$0")/bench-common.sh"
+veth_lab $A $B 87 "$MTU"
 cat > $D/cold.py <<'EOF'
 # send|recv ADDR PORT: 1 GiB from/into a fresh 1 GiB anonymous mapping,
 # 1 MiB per call; the receiver prints its goodput from the first byte.
