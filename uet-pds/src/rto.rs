@@ -29,27 +29,64 @@
 //! in the spec's words, here from the measured RTO), up to `rto_max`
 //! (8 s, the top of the spec's range).
 //!
+//! The RTO also stays above one and a half times the longest round trip
+//! sampled in the last one to two seconds (`PEAK_WINDOW`), which is ours
+//! too. SRTT and RTTVAR take a sample per ACK, so a round trip that is
+//! long once in a while — a host that does not run its receive loop for
+//! a few milliseconds, as a busy or oversubscribed machine does every
+//! few hundred milliseconds — is forgotten within a round trip: RTTVAR
+//! falls back by a quarter per sample. The next stall of the same length
+//! then outlasts an RTO sized from the round trips in between and
+//! resends a packet that was not lost (measured on a 2-vCPU VM: every
+//! timeout of 1 GiB writes over a clean veth was of that kind, its
+//! resend arriving as a duplicate, and each followed a sample of 5–6 ms
+//! within the second before). The peak remembers what the path has
+//! shown; a loss is still found sooner by SACK, RACK and tail probes,
+//! and the peak bounds only the timeout of a PDC whose target went
+//! silent. Where the round trip is queueing alone, the peak is at most
+//! the longest queue's drain, below an `RTO_INIT_TIME` sized to cover
+//! the buffers.
+//!
 //! One estimator per PDC: its samples are its own packets' round trips,
 //! and its RTO guards its own ledger. PDCs to one destination share a
 //! queue, but each learns it from its first ACK; before that `rto_init`
 //! stands, as for any new PDC.
 
-use uet_wire::time::Duration;
+use uet_wire::time::{Duration, Instant};
+
+/// How long the longest sample counts towards the RTO: the peak of the
+/// window a sample falls in and of the window before it, so one to two
+/// windows.
+pub const PEAK_WINDOW: Duration = Duration::from_secs(1);
 
 /// SRTT and RTTVAR of one PDC, in nanoseconds (integer arithmetic: a
-/// sample is taken on every ACK).
+/// sample is taken on every ACK), and the longest recent sample.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RttEstimator {
     /// 0 before the first sample.
     srtt_ns: u64,
     rttvar_ns: u64,
+    /// The longest sample of the current window and of the one before.
+    peak_ns: [u64; 2],
+    /// When the current window began.
+    window_start_ns: u64,
 }
 
 impl RttEstimator {
-    /// Takes one round-trip sample.
+    /// Takes one round-trip sample, measured at `now`.
     #[inline]
-    pub fn on_sample(&mut self, rtt: Duration) {
+    pub fn on_sample(&mut self, now: Instant, rtt: Duration) {
         let r = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX / 8).max(1);
+        let now_ns = now.as_nanos();
+        let w = u64::try_from(PEAK_WINDOW.as_nanos()).unwrap_or(u64::MAX);
+        let elapsed = now_ns.saturating_sub(self.window_start_ns);
+        if self.srtt_ns == 0 || elapsed >= w {
+            // A window closed: it becomes the previous one, unless a
+            // whole window passed without a sample.
+            self.peak_ns = [0, if elapsed < 2 * w { self.peak_ns[0] } else { 0 }];
+            self.window_start_ns = now_ns;
+        }
+        self.peak_ns[0] = self.peak_ns[0].max(r);
         if self.srtt_ns == 0 {
             self.srtt_ns = r;
             self.rttvar_ns = r / 2;
@@ -72,9 +109,16 @@ impl RttEstimator {
         Duration::from_nanos(self.rttvar_ns)
     }
 
+    /// The longest sample of the last one to two [`PEAK_WINDOW`]s, as of
+    /// the last sample.
+    #[must_use]
+    pub fn peak(&self) -> Duration {
+        Duration::from_nanos(self.peak_ns[0].max(self.peak_ns[1]))
+    }
+
     /// The RTO after `retries` timeouts: max(`floor`, SRTT + max(`g`,
-    /// 4 · max(RTTVAR, SRTT/16))) · 2^`retries` (just `floor` ·
-    /// 2^`retries` before the first sample), at most `max`.
+    /// 4 · max(RTTVAR, SRTT/16)), 1.5 · peak) · 2^`retries` (just `floor`
+    /// · 2^`retries` before the first sample), at most `max`.
     #[must_use]
     #[inline]
     pub fn rto(&self, floor: Duration, g: Duration, max: Duration, retries: u32) -> Duration {
@@ -84,7 +128,11 @@ impl RttEstimator {
             floor_ns
         } else {
             let var = self.rttvar_ns.max(self.srtt_ns / 16).saturating_mul(4);
-            self.srtt_ns.saturating_add(ns(g).max(var)).max(floor_ns)
+            let peak = self.peak_ns[0].max(self.peak_ns[1]);
+            self.srtt_ns
+                .saturating_add(ns(g).max(var))
+                .max(peak.saturating_add(peak / 2))
+                .max(floor_ns)
         };
         let max_ns = ns(max);
         let rto = base
@@ -101,6 +149,7 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
     const US: Duration = Duration::from_micros(1);
     const MAX: Duration = Duration::from_secs(8);
+    const T0: Instant = Instant::from_nanos(1_000_000_000);
 
     #[test]
     fn before_any_sample_the_rto_is_rto_init() {
@@ -112,12 +161,12 @@ mod tests {
     #[test]
     fn srtt_and_rttvar_follow_rfc_6298() {
         let mut e = RttEstimator::default();
-        e.on_sample(8 * MS);
+        e.on_sample(T0, 8 * MS);
         assert_eq!(e.srtt(), Some(8 * MS));
         assert_eq!(e.rttvar(), 4 * MS);
         // RTO = 8 + 4·4 = 24 ms.
         assert_eq!(e.rto(5 * MS, 20 * US, MAX, 0), 24 * MS);
-        e.on_sample(16 * MS);
+        e.on_sample(T0, 16 * MS);
         // RTTVAR = 3/4·4 + 1/4·|8 − 16| = 5; SRTT = 7/8·8 + 1/8·16 = 9.
         assert_eq!(e.rttvar(), 5 * MS);
         assert_eq!(e.srtt(), Some(9 * MS));
@@ -128,17 +177,19 @@ mod tests {
     fn a_steady_round_trip_converges_and_g_bounds_the_variation() {
         let mut e = RttEstimator::default();
         for _ in 0..200 {
-            e.on_sample(6 * MS);
+            e.on_sample(T0, 6 * MS);
         }
         assert_eq!(e.srtt(), Some(6 * MS));
         // RTTVAR decays towards 0; SRTT/16 stands in for it, so the RTO
-        // keeps a quarter of SRTT above it.
+        // would keep a quarter of SRTT above it, and the peak (the same
+        // 6 ms) half of it.
         assert!(e.rttvar() < US);
-        assert_eq!(e.rto(MS, 20 * US, MAX, 0), 6 * MS + 6 * MS / 4);
+        assert_eq!(e.peak(), 6 * MS);
+        assert_eq!(e.rto(MS, 20 * US, MAX, 0), 9 * MS);
         // On a short round trip, G (the ACK delay) is the larger margin.
         let mut e = RttEstimator::default();
         for _ in 0..200 {
-            e.on_sample(40 * US);
+            e.on_sample(T0, 40 * US);
         }
         assert_eq!(e.rto(US, 20 * US, MAX, 0), 60 * US);
     }
@@ -147,7 +198,7 @@ mod tests {
     fn the_rto_never_falls_below_rto_init() {
         let mut e = RttEstimator::default();
         for _ in 0..50 {
-            e.on_sample(10 * US);
+            e.on_sample(T0, 10 * US);
         }
         assert_eq!(e.rto(5 * MS, 20 * US, MAX, 0), 5 * MS);
         assert_eq!(e.rto(5 * MS, 20 * US, MAX, 2), 20 * MS);
@@ -156,13 +207,52 @@ mod tests {
     #[test]
     fn each_timeout_doubles_the_rto_up_to_rto_max() {
         let mut e = RttEstimator::default();
-        e.on_sample(8 * MS);
+        e.on_sample(T0, 8 * MS);
         assert_eq!(e.rto(5 * MS, 20 * US, MAX, 1), 48 * MS);
         assert_eq!(e.rto(5 * MS, 20 * US, MAX, 3), 192 * MS);
         assert_eq!(e.rto(5 * MS, 20 * US, MAX, 9), MAX);
         assert_eq!(e.rto(5 * MS, 20 * US, MAX, 40), MAX);
         // A sample beyond the maximum is clamped too.
-        e.on_sample(Duration::from_secs(30));
+        e.on_sample(T0, Duration::from_secs(30));
         assert_eq!(e.rto(5 * MS, 20 * US, MAX, 0), MAX);
+    }
+
+    #[test]
+    fn a_long_round_trip_keeps_the_rto_above_it_for_a_window_or_two() {
+        // 200 µs round trips, one of 5 ms (the target's host did not run
+        // for a while), then 200 µs again: SRTT and RTTVAR forget the
+        // stall within a few dozen samples, the peak does not.
+        let mut e = RttEstimator::default();
+        let at = |ms: u64| T0 + Duration::from_millis(ms);
+        for i in 0..100 {
+            e.on_sample(at(i), 200 * US);
+        }
+        assert_eq!(e.rto(MS, 20 * US, MAX, 0), MS);
+        e.on_sample(at(100), 5 * MS);
+        for i in 101..300 {
+            e.on_sample(at(i), 200 * US);
+        }
+        assert!(e.srtt().unwrap() < 250 * US && e.rttvar() < 10 * US);
+        // A second stall of 5 ms is within the RTO.
+        assert_eq!(e.rto(MS, 20 * US, MAX, 0), 7500 * US);
+        assert_eq!(e.rto(MS, 20 * US, MAX, 1), 15 * MS);
+        // The stall's window (from the first sample) closes with the first
+        // sample a second later, at 1.5 s, which opens the next; the stall
+        // counts through that one, until a sample at 2.5 s or later.
+        e.on_sample(at(1_500), 200 * US);
+        assert_eq!(e.peak(), 5 * MS);
+        e.on_sample(at(2_499), 200 * US);
+        assert_eq!(e.peak(), 5 * MS);
+        e.on_sample(at(2_500), 200 * US);
+        assert_eq!(e.peak(), 200 * US);
+        assert_eq!(e.rto(MS, 20 * US, MAX, 0), MS);
+    }
+
+    #[test]
+    fn a_pdc_silent_for_two_windows_starts_a_fresh_peak() {
+        let mut e = RttEstimator::default();
+        e.on_sample(T0, 4 * MS);
+        e.on_sample(T0 + Duration::from_millis(2_500), 100 * US);
+        assert_eq!(e.peak(), 100 * US);
     }
 }

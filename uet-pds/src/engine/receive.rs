@@ -909,7 +909,7 @@ impl Pds {
         if let Some(t) = rtt_from {
             p.ledger.note_delivered_once(t);
             p.tail.on_delivery(now, t);
-            p.rtt.on_sample(now - t);
+            p.rtt.on_sample(now, now - t);
         }
         if newest_delivered.is_some() {
             p.tail.on_progress(now);
