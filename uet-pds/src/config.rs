@@ -181,7 +181,7 @@ impl PdsConfig {
 
     /// The RTO of a PDC whose round trip `rtt` measured, after `retries`
     /// timeouts: SRTT + max(`ack_delay`, 4 · RTTVAR), never below
-    /// `rto_init` nor 1.5 × the longest recent sample, doubled per
+    /// `rto_init` nor twice the longest recent sample, doubled per
     /// timeout, at most `rto_max` (`rto.rs`). With
     /// `rto_follows_rtt` off, [`PdsConfig::rto`].
     #[must_use]

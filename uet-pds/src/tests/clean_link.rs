@@ -509,3 +509,44 @@ fn a_hold_delays_a_real_loss_to_its_end_and_no_delayed_ack() {
     assert_eq!(a.pds.counters().rto_fired, 1);
     assert_eq!(requests(drain(&mut a, until)).len(), 1);
 }
+
+/// A target whose host stalls now and then: a first stall of 4 ms (below
+/// RTO_INIT_TIME) shows in a round-trip sample, and a second one of 7 ms
+/// a little later times nothing out, because the RTO stays above twice
+/// the longest recent round trip. A PDC that has seen no such round trip
+/// times the oldest packet out at RTO_INIT_TIME (5 ms) in the same 7 ms.
+#[test]
+fn a_stall_the_path_has_shown_before_is_waited_out() {
+    for seen_before in [true, false] {
+        let (mut a, mut b, pdc, now) = established_pair(wide(), wide());
+        let first = Duration::from_millis(if seen_before { 4 } else { 0 });
+        let (p, sent) = burst(&mut a, pdc, now, 100);
+        let acked = sent + first + Duration::from_micros(100);
+        deliver_and_ack(&mut a, &mut b, acked, &p);
+        assert_nothing_resent(&mut a, acked);
+        // Then 50 round trips of 100 µs, in which SRTT and RTTVAR forget
+        // the stall.
+        let mut at = acked;
+        for _ in 0..50 {
+            let (p, sent) = burst(&mut a, pdc, at + Duration::from_millis(1), 10);
+            at = sent + Duration::from_micros(100);
+            deliver_and_ack(&mut a, &mut b, at, &p);
+        }
+        assert_nothing_resent(&mut a, at);
+        // 100 ms later, 100 more; the target answers them after 7 ms.
+        let (p, sent) = burst(&mut a, pdc, at + Duration::from_millis(100), 100);
+        let answered = sent + Duration::from_millis(7);
+        let mut at = sent;
+        while at < answered {
+            at += Duration::from_micros(500);
+            a.pds.handle_timeout(at, &mut a.up);
+            let _ = drain(&mut a, at);
+        }
+        if seen_before {
+            deliver_and_ack(&mut a, &mut b, answered, &p);
+            assert_nothing_resent(&mut a, answered);
+        } else {
+            assert_eq!(a.pds.counters().rto_fired, 1, "timed out at 5 ms");
+        }
+    }
+}
