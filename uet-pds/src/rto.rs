@@ -29,24 +29,24 @@
 //! in the spec's words, here from the measured RTO), up to `rto_max`
 //! (8 s, the top of the spec's range).
 //!
-//! The RTO also stays above twice the longest round trip
-//! sampled in the last one to two seconds (`PEAK_WINDOW`), which is ours
-//! too. SRTT and RTTVAR take a sample per ACK, so a round trip that is
-//! long once in a while — a host that does not run its receive loop for
-//! a few milliseconds, as a busy or oversubscribed machine does every
-//! few hundred milliseconds — is forgotten within a round trip: RTTVAR
-//! falls back by a quarter per sample. The next stall of the same length
-//! then outlasts an RTO sized from the round trips in between and
-//! resends a packet that was not lost (measured on a 2-vCPU VM: every
-//! timeout of 1 GiB writes over a clean veth was of that kind, its
-//! resend arriving as a duplicate, and each followed a sample of 5–6 ms
-//! within the second before; one later stall outlasted 1.5 times the
-//! peak). The peak remembers what the path has shown, and the next stall
-//! may be up to twice as long; a loss is still found sooner by SACK, RACK and tail probes,
-//! and the peak bounds only the timeout of a PDC whose target went
-//! silent. Where the round trip is queueing alone, the peak is at most
-//! a base round trip and a full buffer's drain, and twice that stays
-//! below an `RTO_INIT_TIME` sized to cover several drains.
+//! The RTO also stays above twice the longest round trip sampled in the
+//! last one to two seconds (`PEAK_WINDOW`), which is ours too. SRTT and
+//! RTTVAR take a sample per ACK, so a round trip that is long once in a
+//! while — a host that does not run its receive loop for a few
+//! milliseconds, as a busy or oversubscribed machine does every few
+//! hundred milliseconds — is forgotten within a round trip: RTTVAR falls
+//! back by a quarter per sample. The next stall of the same length then
+//! outlasts an RTO sized from the round trips in between and resends a
+//! packet that was not lost (measured on a 2-vCPU VM: the timeouts of 1
+//! GiB writes over a clean veth were of that kind, each resend arriving
+//! as a duplicate, and those traced came within a second of a 6 ms
+//! sample; one later stall outlasted 1.5 times the peak). The peak
+//! remembers what the path has shown, and the next stall may be up to
+//! twice as long. A loss is still found sooner by SACK, RACK and tail
+//! probes; the peak bounds only the timeout of a PDC whose target went
+//! silent. Where the round trip is queueing alone, the peak is at most a
+//! base round trip and a full buffer's drain, and twice that stays below
+//! an `RTO_INIT_TIME` sized to cover several drains.
 //!
 //! One estimator per PDC: its samples are its own packets' round trips,
 //! and its RTO guards its own ledger. PDCs to one destination share a
@@ -84,7 +84,14 @@ impl RttEstimator {
         if self.srtt_ns == 0 || elapsed >= w {
             // A window closed: it becomes the previous one, unless a
             // whole window passed without a sample.
-            self.peak_ns = [0, if elapsed < 2 * w { self.peak_ns[0] } else { 0 }];
+            self.peak_ns = [
+                0,
+                if elapsed < w.saturating_mul(2) {
+                    self.peak_ns[0]
+                } else {
+                    0
+                },
+            ];
             self.window_start_ns = now_ns;
         }
         self.peak_ns[0] = self.peak_ns[0].max(r);

@@ -59,6 +59,7 @@ unsafe impl Send for MsgBatch {}
 /// RTO. A write per page takes them now, when the socket is made.
 fn prefaulted(len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
+    // Every 4 KiB: at least once per page whatever the page size.
     for b in v.iter_mut().step_by(4096) {
         // SAFETY: `b` is a valid, exclusive reference to a byte of `v`.
         // Volatile: a plain store of the zero already there could be
@@ -518,7 +519,8 @@ mod tests {
         // 32 slots of 64 KiB (a GRO receive batch): 2 MiB, which the
         // allocator maps fresh rather than reusing the heap.
         let b = MsgBatch::new(32, 1 << 16);
-        let page = 4096;
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
         let start = b.bufs.as_ptr() as usize;
         let first = start.next_multiple_of(page);
         let end = (start + b.bufs.len()) / page * page;
