@@ -9,6 +9,30 @@ use std::ptr::NonNull;
 
 use super::{Error, Result};
 
+/// Faults the pages of `[start, start + len)` in for writing now, so that
+/// their first use does not: `MADV_POPULATE_WRITE` (Linux 5.14) where
+/// `start` is page-aligned, else a write of the zero already there every
+/// 4 KiB (at least once per page whatever the page size; volatile, since
+/// a plain store of that zero could be dropped).
+///
+/// # Safety
+///
+/// The range must be mapped, writable and all zero, and nothing else may
+/// access it during the call.
+pub unsafe fn populate_zeroed(start: *mut u8, len: usize) {
+    // SAFETY: the caller's range; advice changes neither its contents nor
+    // its validity.
+    let advised = (start as usize).is_multiple_of(4096)
+        && unsafe { libc::madvise(start.cast(), len, libc::MADV_POPULATE_WRITE) } == 0;
+    if !advised {
+        for off in (0..len).step_by(4096) {
+            // SAFETY: in bounds of the caller's range, which is zero and
+            // stays zero.
+            unsafe { std::ptr::write_volatile(start.add(off), 0) };
+        }
+    }
+}
+
 /// A `MAP_SHARED` mapping, unmapped on drop.
 ///
 /// Several workers may write to one mapping at once (RMA semantics: the

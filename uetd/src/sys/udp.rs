@@ -56,16 +56,11 @@ unsafe impl Send for MsgBatch {}
 /// in all) that was the first receive of the first transfer, where a page
 /// fault and clearing per 4 KiB (on a VM, with the host's own fault
 /// behind it) held the first ACK back 6–20 ms, past the sender's first
-/// RTO. A write per page takes them now, when the socket is made.
+/// RTO. They are taken now, when the socket is made.
 fn prefaulted(len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
-    // Every 4 KiB: at least once per page whatever the page size.
-    for b in v.iter_mut().step_by(4096) {
-        // SAFETY: `b` is a valid, exclusive reference to a byte of `v`.
-        // Volatile: a plain store of the zero already there could be
-        // dropped, and the point is the touch.
-        unsafe { std::ptr::write_volatile(b, 0) };
-    }
+    // SAFETY: `v` is ours alone, `len` bytes long and all zero.
+    unsafe { super::mem::populate_zeroed(v.as_mut_ptr(), len) };
     v
 }
 

@@ -105,17 +105,12 @@ impl Mmap {
         // SAFETY: [start, end) is the mapping kept; advice changes neither
         // its contents nor its validity. A kernel without transparent huge
         // pages refuses the first (EINVAL), which leaves 4 KiB pages.
-        let populated = unsafe {
+        // Populated after the advice, so in huge pages where it was taken.
+        // SAFETY (populate_zeroed): the private mapping just made, zero,
+        // which nothing else uses yet.
+        unsafe {
             libc::madvise(area, len, libc::MADV_HUGEPAGE);
-            libc::madvise(area, len, libc::MADV_POPULATE_WRITE) == 0
-        };
-        if !populated {
-            // Before Linux 5.14: fault the pages in by touching each one.
-            for off in (0..len).step_by(4096) {
-                // SAFETY: in bounds of the private mapping, which nothing
-                // else uses yet; the memory is zero and stays zero.
-                unsafe { std::ptr::write_volatile((start + off) as *mut u8, 0) };
-            }
+            super::mem::populate_zeroed(area.cast(), len);
         }
         Self::checked(area, len)
     }
