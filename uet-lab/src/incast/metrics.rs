@@ -859,6 +859,7 @@ pub(crate) mod tests {
                 max_ns: 3 * t0_ns,
                 ops_per_s: 1e9 / t0_ns.max(1) as f64,
             },
+            t0_batch_p50_ns: vec![t0_ns; 4],
             bdp_bytes: t0_ns / 8,
             solo_bps: vec![2e9, 1.2e9],
             single_flow_bps: 0.97e9,

@@ -99,8 +99,15 @@ pub struct LatencyStats {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
     /// T0: idle round trip of a one-packet write through the bottleneck
-    /// path (client → daemon → wire → ACK → client).
+    /// path (client → daemon → wire → ACK → client). Its median is the
+    /// lowest of [`Self::t0_batch_p50_ns`] (a stall of the machine during
+    /// one batch does not set T0); count, mean, p99 and max are over
+    /// every write.
     pub t0: LatencyStats,
+    /// The median of each batch of T0's writes, in order, ns (empty in a
+    /// report from before the batches: its T0 median is all writes').
+    #[serde(default)]
+    pub t0_batch_p50_ns: Vec<u64>,
     /// R · T0 (p50), bytes.
     pub bdp_bytes: u64,
     /// Each sender's solo goodput without the bottleneck, bits/s (must be
@@ -605,6 +612,7 @@ mod tests {
         assert_eq!(fit_bottleneck(1_000_000_000, 0.0), 10_000_000);
         let c = Calibration {
             t0: LatencyStats::default(),
+            t0_batch_p50_ns: Vec::new(),
             bdp_bytes: 0,
             solo_bps: vec![],
             single_flow_bps: 0.0,

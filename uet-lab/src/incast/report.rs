@@ -294,8 +294,20 @@ fn setup_section(md: &mut String, report: &Report) {
         (
             "T0 (idle round trip through the bottleneck)",
             format!(
-                "p50 {} µs, p99 {} µs, mean {} µs ({} samples)",
+                "p50 {} µs{}, p99 {} µs, mean {} µs ({} samples)",
                 us(t0),
+                if c.t0_batch_p50_ns.len() > 1 {
+                    format!(
+                        " (the lowest of the batches' medians: {} µs)",
+                        c.t0_batch_p50_ns
+                            .iter()
+                            .map(|&m| us(m as f64))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                } else {
+                    String::new()
+                },
                 us(c.t0.p99_ns as f64),
                 us(c.t0.mean_ns),
                 c.t0.count

@@ -180,6 +180,17 @@ const HEADER_BYTES: u64 = 14 + 20 + 8 + 16 + 44;
 /// no longer falls with a larger base RTT and before the RTOs begin.
 const BASE_RTT_PER_T0: u64 = 3;
 
+/// T0 is measured in batches of this many one-packet writes; T0 is the
+/// lowest batch median ([`Writer::ping_t0`]).
+const T0_BATCH: u64 = 100;
+
+/// At least this many T0 batches, and more until two batches' medians
+/// agree ([`t0_settled`]), up to [`T0_MAX_BATCHES`].
+const T0_MIN_BATCHES: usize = 4;
+
+/// The most T0 batches (a machine that never settles gets its quickest).
+const T0_MAX_BATCHES: usize = 16;
+
 /// Bytes each sender writes alone in the calibration.
 const SOLO_BYTES: u64 = 16 << 20;
 
@@ -306,10 +317,50 @@ impl Writer {
         count: Option<u64>,
         stop: &AtomicBool,
     ) -> Result<LatencyStats> {
-        // Auto-resizing with 3 significant figures: creating it cannot
-        // fail, and recording a u64 only where usize is narrower than 64
-        // bits.
-        let mut h = Histogram::<u64>::new(3).expect("3 significant figures are valid");
+        let mut h = new_histogram();
+        let secs = self.ping_into(&mut h, dst, dst_off, count, stop)?;
+        Ok(latency(&h, secs))
+    }
+
+    /// T0: batches of [`T0_BATCH`] one-packet writes, at least
+    /// [`T0_MIN_BATCHES`] and more until two batch medians agree
+    /// ([`t0_settled`]). The distribution is every write's, except its
+    /// median: the lowest of the batches' medians (returned beside it, in
+    /// order). A slow spell of the machine — it doubled the median of
+    /// 400 writes in some calibrations on a shared two-vCPU host — then
+    /// does not set the BDP, the buffer and the base RTT the daemons plan
+    /// for (3 × T0), which NSCC's target delay and window follow: with T0
+    /// doubled, NSCC resent 0.06–0.20 packets per packet in those
+    /// invocations against 0.01–0.03 in the others. The tail keeps every
+    /// write: RTO_INIT is sized from it.
+    fn ping_t0(
+        &mut self,
+        dst: &RemoteRegion,
+        stop: &AtomicBool,
+    ) -> Result<(LatencyStats, Vec<u64>)> {
+        let mut hs = Vec::with_capacity(T0_MAX_BATCHES);
+        let mut secs = 0.0;
+        while hs.len() < T0_MAX_BATCHES {
+            let mut h = new_histogram();
+            secs += self.ping_into(&mut h, dst, 0, Some(T0_BATCH), stop)?;
+            hs.push(h);
+            let medians: Vec<u64> = hs.iter().map(|h| h.value_at_quantile(0.5)).collect();
+            if hs.len() >= T0_MIN_BATCHES && t0_settled(&medians) {
+                break;
+            }
+        }
+        Ok(t0_from_batches(&hs, secs))
+    }
+
+    /// [`Self::ping`] into `h`; seconds it took.
+    fn ping_into(
+        &mut self,
+        h: &mut Histogram<u64>,
+        dst: &RemoteRegion,
+        dst_off: u64,
+        count: Option<u64>,
+        stop: &AtomicBool,
+    ) -> Result<f64> {
         let start = monotonic_ns();
         let mut n = 0u64;
         while count.map_or_else(|| !stop.load(Ordering::Relaxed), |c| n < c) {
@@ -334,9 +385,37 @@ impl Writer {
                 .expect("an auto-resizing histogram records any u64");
             n += 1;
         }
-        let secs = (monotonic_ns() - start) as f64 / 1e9;
-        Ok(latency(&h, secs))
+        Ok((monotonic_ns() - start) as f64 / 1e9)
     }
+}
+
+/// Whether T0's batch medians have settled: another batch's median is
+/// within a quarter of the lowest, so the lowest was no lucky batch and
+/// the machine has had a quiet spell.
+fn t0_settled(medians: &[u64]) -> bool {
+    let Some(&low) = medians.iter().min() else {
+        return false;
+    };
+    medians.iter().filter(|&&m| m <= low + low / 4).count() >= 2
+}
+
+/// T0 from its batches ([`Writer::ping_t0`]): every write's distribution
+/// with the lowest batch median as its median; the batch medians in order.
+fn t0_from_batches(batches: &[Histogram<u64>], secs: f64) -> (LatencyStats, Vec<u64>) {
+    let mut all = new_histogram();
+    for h in batches {
+        all.add(h).expect("auto-resizing histograms add");
+    }
+    let medians: Vec<u64> = batches.iter().map(|h| h.value_at_quantile(0.5)).collect();
+    let mut t0 = latency(&all, secs);
+    t0.p50_ns = medians.iter().copied().min().unwrap_or(t0.p50_ns);
+    (t0, medians)
+}
+
+/// Auto-resizing with 3 significant figures: creating it cannot fail, and
+/// recording a u64 only where usize is narrower than 64 bits.
+fn new_histogram() -> Histogram<u64> {
+    Histogram::<u64>::new(3).expect("3 significant figures are valid")
 }
 
 fn latency(h: &Histogram<u64>, secs: f64) -> LatencyStats {
@@ -746,6 +825,7 @@ impl IncastLab {
             setup,
             calibration: Calibration {
                 t0: LatencyStats::default(),
+                t0_batch_p50_ns: Vec::new(),
                 bdp_bytes: 0,
                 solo_bps: Vec::new(),
                 single_flow_bps: 0.0,
@@ -816,8 +896,9 @@ impl IncastLab {
         set_tbf(&self.lab, r, (r / 8 / 1000).max(64 << 10))?;
         let mut w = Writer::new(&self.lab, 1, 1 << 20)?;
         w.ping(&dst, 0, Some(50), &stop)?; // warm-up: PDC, neighbours
-        let t0 = w.ping(&dst, 0, Some(400), &stop)?;
+        let (t0, medians) = w.ping_t0(&dst, &stop)?;
         self.calibration.t0 = t0;
+        self.calibration.t0_batch_p50_ns = medians;
 
         self.apply_bottleneck(r)?;
 
@@ -1278,6 +1359,48 @@ impl IncastLab {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn t0_is_the_quickest_batch_s_median_and_its_tail_keeps_every_write() {
+        let batch = |ns: u64| {
+            let mut h = new_histogram();
+            for _ in 0..100 {
+                h.record(ns).unwrap();
+            }
+            h
+        };
+        // One batch in a stall (600 µs a write), three quick ones; the
+        // slow one alone would not move the median of all 400, two would.
+        let (t0, medians) = t0_from_batches(
+            &[
+                batch(600_000),
+                batch(300_000),
+                batch(650_000),
+                batch(320_000),
+            ],
+            0.2,
+        );
+        assert_eq!(medians.len(), 4);
+        assert!(medians[0].abs_diff(600_000) < 1_000, "{medians:?}");
+        assert!(t0.p50_ns.abs_diff(300_000) < 1_000, "{t0:?}");
+        assert_eq!(t0.count, 400);
+        assert!(t0.p99_ns.abs_diff(650_000) < 1_000, "{t0:?}");
+        assert!(t0.max_ns.abs_diff(650_000) < 1_000, "{t0:?}");
+        assert!((t0.ops_per_s - 2000.0).abs() < 1e-6, "{t0:?}");
+    }
+
+    #[test]
+    fn t0_settles_when_two_batches_agree_with_the_quickest() {
+        assert!(!t0_settled(&[]));
+        assert!(!t0_settled(&[300]));
+        // Four slow batches and nothing near the quickest: measure on.
+        assert!(!t0_settled(&[713, 943, 1263, 900]));
+        assert!(!t0_settled(&[594, 301, 674, 559]));
+        // A second batch within a quarter of the quickest.
+        assert!(t0_settled(&[594, 301, 674, 370]));
+        assert!(t0_settled(&[249, 221, 215, 296]));
+        assert!(t0_settled(&[713, 943, 700, 867]));
+    }
 
     /// Two workers' `uet stats` objects, one of them pacing RCCC sources.
     fn doc() -> serde_json::Value {
