@@ -30,8 +30,23 @@ trap cleanup EXIT
 # shellcheck source=scripts/bench-common.sh
 . "$(dirname "$0")/bench-common.sh"
 veth_lab $A $B 88 "$MTU"
-cpu() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
-pt() { awk '{print $14, $15}' /proc/$1/stat 2>/dev/null || echo 0 0; }
+# The samplers and waits below use bash builtins only: a fork per sample
+# (date, awk, grep, sleep every 20-50 ms) took a vCPU from the daemons in
+# millisecond slices on a two-vCPU machine.
+exec {NAP}<> <(:)
+nap() { read -r -t "$1" -u $NAP || true; }
+# A sample line: time, machine busy ticks (user nice system irq
+# softirq), target utime stime, writer utime stime.
+sample() {
+  local _ u n s i w q sq _r t a
+  read -r _ u n s i w q sq _r < /proc/stat
+  read -ra t < /proc/$TP/stat 2>/dev/null || t=()
+  read -ra a < /proc/$WP/stat 2>/dev/null || a=()
+  printf '%s %s %s %s %s %s\n' "$EPOCHREALTIME" $((u + n + s + q + sq)) \
+    "${t[13]:-0}" "${t[14]:-0}" "${a[13]:-0}" "${a[14]:-0}"
+}
+# Whether file $1 has a line matching the extended pattern $2.
+has() { local l; while IFS= read -r l; do [[ $l =~ $2 ]] && return 0; done < "$1" 2>/dev/null; return 1; }
 if [ -n "${BUSY:-}" ]; then
   printf 'interface = "v0"\nbusy_poll_us = %s\n' "$BUSY" > $D/a.toml
   printf 'interface = "v1"\nbusy_poll_us = %s\n' "$BUSY" > $D/b.toml
@@ -42,7 +57,7 @@ for r in $(seq "$REP"); do
   ip netns exec $B env UET_LOG=warn "$BIN" ${BUSY:+--config $D/b.toml} --interface v1 --backend ${BACKEND:-xdp} \
     --expose 1:0x5eed:$BYTES --stats --socket $D/b.sock > $D/t.out 2>$D/t.err &
   TP=$!
-  for i in $(seq 300); do grep -q '"exposed"' $D/t.out 2>/dev/null && break; sleep 0.1; done
+  for i in $(seq 300); do has $D/t.out '"exposed"' && break; nap 0.1; done
   GEN=$(grep -o '"generation":[0-9]*' $D/t.out | head -1 | cut -d: -f2)
   TX0=$(ip netns exec $A cat /sys/class/net/v0/statistics/tx_packets)
   ip netns exec $A env UET_LOG=warn "$BIN" ${BUSY:+--config $D/a.toml} --interface v0 --backend ${BACKEND:-xdp} \
@@ -56,11 +71,10 @@ for r in $(seq "$REP"); do
     perf record -q ${PERF_CALLGRAPH:+-g} -e cpu-clock -F 4000 -p $TP,$WP -o "$PERF/$(basename "$BIN")-$r.data" 2>/dev/null &
     PP=$!
   fi
-  # time, machine ticks, target utime stime, writer utime stime
-  ( while kill -0 $WP 2>/dev/null; do echo "$(date +%s.%N) $(cpu) $(pt $TP) $(pt $WP)"; sleep 0.05; done ) > $D/samples &
+  ( while kill -0 $WP 2>/dev/null; do sample; nap 0.05; done ) > $D/samples &
   SP=$!
-  for i in $(seq 30000); do grep -q '"written"\|write_failed' $D/w.out 2>/dev/null && break; sleep 0.02; done
-  TEND=$(date +%s.%N)
+  for i in $(seq 30000); do has $D/w.out '"written"|write_failed' && break; nap 0.02; done
+  TEND=$EPOCHREALTIME
   wait $WP; wait $SP
   [ -n "${PERF:-}" ] && { kill -INT $PP; wait $PP; }
   for i in $(seq 100); do grep -q '"verified"' $D/t.out && break; sleep 0.1; done

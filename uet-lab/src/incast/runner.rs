@@ -328,11 +328,11 @@ impl Writer {
     /// median: the lowest of the batches' medians (returned beside it, in
     /// order). A slow spell of the machine — it doubled the median of
     /// 400 writes in some calibrations on a shared two-vCPU host — then
-    /// does not set the BDP, the buffer and the base RTT the daemons plan
-    /// for (3 × T0), which NSCC's target delay and window follow: with T0
-    /// doubled, NSCC resent 0.06–0.20 packets per packet in those
-    /// invocations against 0.01–0.03 in the others. The tail keeps every
-    /// write: RTO_INIT is sized from it.
+    /// does not set the BDP, the buffer, the base RTT the daemons plan
+    /// for (3 × T0) and NSCC's fabric RTT (T0: its target delay and
+    /// window): with T0 doubled, NSCC resent 0.06–0.20 packets per packet
+    /// in those invocations against 0.01–0.03 in the others. The tail
+    /// keeps every write: RTO_INIT is sized from it.
     fn ping_t0(
         &mut self,
         dst: &RemoteRegion,
