@@ -40,13 +40,13 @@ nap() { read -r -t "$1" -u $NAP || true; }
 sample() {
   local _ u n s i w q sq _r t a
   read -r _ u n s i w q sq _r < /proc/stat
-  read -ra t < /proc/$TP/stat 2>/dev/null || t=()
-  read -ra a < /proc/$WP/stat 2>/dev/null || a=()
+  read -ra t 2>/dev/null < /proc/$TP/stat || t=()
+  read -ra a 2>/dev/null < /proc/$WP/stat || a=()
   printf '%s %s %s %s %s %s\n' "$EPOCHREALTIME" $((u + n + s + q + sq)) \
     "${t[13]:-0}" "${t[14]:-0}" "${a[13]:-0}" "${a[14]:-0}"
 }
 # Whether file $1 has a line matching the extended pattern $2.
-has() { local l; while IFS= read -r l; do [[ $l =~ $2 ]] && return 0; done < "$1" 2>/dev/null; return 1; }
+has() { local l; while IFS= read -r l; do [[ $l =~ $2 ]] && return 0; done 2>/dev/null < "$1"; return 1; }
 if [ -n "${BUSY:-}" ]; then
   printf 'interface = "v0"\nbusy_poll_us = %s\n' "$BUSY" > $D/a.toml
   printf 'interface = "v1"\nbusy_poll_us = %s\n' "$BUSY" > $D/b.toml
