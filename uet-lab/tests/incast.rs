@@ -59,13 +59,18 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
     let out = fresh_dir("uet-incast");
     let opts = reduced(CC_MODES.iter().map(|s| (*s).to_owned()).collect());
     let (report, files) = incast::run(opts, &out, "tests/incast.rs", |_| {}).unwrap();
-    let summary = serde_json::to_string_pretty(
-        &report
+    // What a failed bound prints: the setup and T0 the lab sized itself
+    // from, then every run's metrics.
+    let summary = serde_json::to_string_pretty(&(
+        &report.setup,
+        &report.calibration.t0,
+        &report.calibration.t0_batch_p50_ns,
+        report
             .runs
             .iter()
             .map(|r| (&r.cc, r.seed, &r.metrics))
             .collect::<Vec<_>>(),
-    )
+    ))
     .unwrap();
 
     // The calibration found an incast: all four senders at once feed more
@@ -149,12 +154,18 @@ fn a_reduced_incast_shows_rccc_and_nscc_controlling_the_bottleneck_and_writes_it
         drops("nscc") <= drops("none"),
         "NSCC drops no more than no control: {summary}"
     );
-    // The same twice-cc-eval bound for NSCC. Its target delay, window and
-    // the buffer all follow T0, and an invocation whose T0 came out of a
-    // slow spell of the machine (every T0 batch's median at 0.58–0.70 ms
-    // against 0.20–0.33 ms usually) resent 0.06 per packet against
-    // 0.01–0.03 in the others; no control resends 1.5–8.
-    assert!(rtx("nscc") <= 0.10, "NSCC resends little: {summary}");
+    // NSCC resends a tenth of what no control resends at most. Its target
+    // delay, window and the buffer all follow T0, and in invocations whose
+    // T0 came out of a slow spell of the machine (every T0 batch's median
+    // at 0.58–0.70 ms against 0.20–0.33 ms usually; 0.57–0.88 ms measured
+    // in one batch of 400) NSCC resent 0.06–0.20 per packet against
+    // 0.01–0.04 in the others, while no control resent 1.5–8.3 (2.7–3.4
+    // beside NSCC's 0.18–0.19 in one CI run): a bound in absolute terms,
+    // cc-eval's 0.05 or twice it, fails on such a run.
+    assert!(
+        rtx("nscc") <= rtx("none") / 10.0,
+        "NSCC resends little: {summary}"
+    );
     // NSCC on two shared vCPUs sits near or below its 0.90 Jain target at
     // N = 4 (its RTT samples carry milliseconds of scheduler jitter;
     // BENCHMARKS.md); this bound still fails when a flow starves (three
