@@ -539,6 +539,18 @@ pub fn spawn_with_tss(
     let wake = Arc::new(EventFd::new()?);
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(Mutex::new(WorkerStats::default()));
+    // Published once before the thread runs: a reader of the statistics
+    // (`uet stats`, /metrics) finds every section of this worker's backend
+    // from the start, not only after the thread's first loop iteration.
+    publish(
+        &*io,
+        &ep,
+        tss.as_ref(),
+        &stats,
+        (0, 0, 0),
+        &Rings::default(),
+        &mut FxHashMap::default(),
+    );
     let (i2, w2, s2, st2) = (inbox.clone(), wake.clone(), stop.clone(), stats.clone());
     io.attach_capture(capture);
     let thread = std::thread::Builder::new()
@@ -1228,6 +1240,79 @@ mod tests {
         fn stats(&self) -> IoStats {
             IoStats::default()
         }
+    }
+
+    /// An AF_XDP-like backend whose first `recv` holds the worker until
+    /// `open` is set: what the statistics show before the loop ran.
+    struct GatedIo {
+        open: Arc<AtomicBool>,
+    }
+
+    impl PacketIo for GatedIo {
+        fn attach_capture(&mut self, _capture: Arc<Capture>) {}
+
+        fn recv(
+            &mut self,
+            _max: usize,
+            _sink: &mut dyn FnMut(&uet_pds::RxMeta, &mut [u8]),
+        ) -> std::io::Result<usize> {
+            while !self.open.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            Ok(0)
+        }
+
+        fn send(
+            &mut self,
+            _max: usize,
+            _source: &mut dyn FnMut(&mut [u8]) -> Option<uet_pds::Transmit>,
+        ) -> std::io::Result<usize> {
+            Ok(0)
+        }
+
+        fn wait(
+            &mut self,
+            _timeout: Option<Duration>,
+            wake: std::os::fd::BorrowedFd<'_>,
+        ) -> std::io::Result<()> {
+            poll_in(&[wake], Some(Duration::from_millis(1))).map(drop)?;
+            Ok(())
+        }
+
+        fn max_uet_len(&self) -> usize {
+            1400
+        }
+
+        fn stats(&self) -> IoStats {
+            IoStats::default()
+        }
+
+        fn xsk_counters(&self) -> Option<crate::xsk::XskCounters> {
+            Some(crate::xsk::XskCounters::default())
+        }
+    }
+
+    #[test]
+    fn a_worker_s_statistics_hold_its_backend_s_sections_before_its_loop_runs() {
+        let open = Arc::new(AtomicBool::new(false));
+        let (out, _outputs) = crossbeam_channel::unbounded();
+        let mut w = spawn(
+            0,
+            Box::new(GatedIo { open: open.clone() }),
+            DaemonEndpoint::new(EndpointConfig::default(), 1),
+            out,
+            None,
+            Arc::new(Capture::new(2)),
+            Duration::ZERO,
+        )
+        .unwrap();
+        // The thread is held in its first receive, before any publish of
+        // its own: /metrics served now must still show the xsk series.
+        let s = w.stats();
+        open.store(true, Ordering::Release);
+        w.stop();
+        assert_eq!(s.iterations, 0, "the loop published: {s:?}");
+        assert!(s.xsk.is_some(), "{s:?}");
     }
 
     /// A backend on which nothing arrives and whose every datagram is
