@@ -1242,49 +1242,51 @@ mod tests {
         }
     }
 
-    /// An AF_XDP-like backend whose first `recv` holds the worker until
-    /// `open` is set: what the statistics show before the loop ran.
+    /// [`FakeIo`] with AF_XDP counters, whose `recv` holds the worker
+    /// until `open` is set: what the statistics show before the loop ran.
     struct GatedIo {
+        inner: FakeIo,
         open: Arc<AtomicBool>,
     }
 
     impl PacketIo for GatedIo {
-        fn attach_capture(&mut self, _capture: Arc<Capture>) {}
+        fn attach_capture(&mut self, capture: Arc<Capture>) {
+            self.inner.attach_capture(capture);
+        }
 
         fn recv(
             &mut self,
-            _max: usize,
-            _sink: &mut dyn FnMut(&uet_pds::RxMeta, &mut [u8]),
+            max: usize,
+            sink: &mut dyn FnMut(&uet_pds::RxMeta, &mut [u8]),
         ) -> std::io::Result<usize> {
             while !self.open.load(Ordering::Acquire) {
                 std::thread::yield_now();
             }
-            Ok(0)
+            self.inner.recv(max, sink)
         }
 
         fn send(
             &mut self,
-            _max: usize,
-            _source: &mut dyn FnMut(&mut [u8]) -> Option<uet_pds::Transmit>,
+            max: usize,
+            source: &mut dyn FnMut(&mut [u8]) -> Option<uet_pds::Transmit>,
         ) -> std::io::Result<usize> {
-            Ok(0)
+            self.inner.send(max, source)
         }
 
         fn wait(
             &mut self,
-            _timeout: Option<Duration>,
+            timeout: Option<Duration>,
             wake: std::os::fd::BorrowedFd<'_>,
         ) -> std::io::Result<()> {
-            poll_in(&[wake], Some(Duration::from_millis(1))).map(drop)?;
-            Ok(())
+            self.inner.wait(timeout, wake)
         }
 
         fn max_uet_len(&self) -> usize {
-            1400
+            self.inner.max_uet_len()
         }
 
         fn stats(&self) -> IoStats {
-            IoStats::default()
+            self.inner.stats()
         }
 
         fn xsk_counters(&self) -> Option<crate::xsk::XskCounters> {
@@ -1298,7 +1300,14 @@ mod tests {
         let (out, _outputs) = crossbeam_channel::unbounded();
         let mut w = spawn(
             0,
-            Box::new(GatedIo { open: open.clone() }),
+            Box::new(GatedIo {
+                inner: FakeIo {
+                    capture: None,
+                    tapped: Arc::default(),
+                    untapped: Arc::default(),
+                },
+                open: open.clone(),
+            }),
             DaemonEndpoint::new(EndpointConfig::default(), 1),
             out,
             None,
