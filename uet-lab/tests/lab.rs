@@ -344,23 +344,41 @@ fn a_peer_killed_mid_write_fails_the_write_within_the_retry_budget() {
         .unwrap();
     assert!(killed.success());
     let t = Instant::now();
+    // The RTO the writer's PDC to the dead peer had at the kill: at least
+    // RTO_INIT, more after a long round trip (twice the longest of the
+    // last second or two). No sample can raise it afterwards.
+    let dst = lab.state().hosts[0].ip.to_string();
+    let rto_at_kill = stats(&lab, 1)["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|w| w["ccc"].as_array().cloned().unwrap_or_default())
+        .filter(|c| c["dst"] == dst.as_str())
+        .filter_map(|c| c["rto_ns"].as_u64())
+        .max()
+        .map_or(Duration::ZERO, Duration::from_nanos);
     let err = w.wait(&mut lab).unwrap_err();
     let failed_after = t.elapsed();
     let msg = err.chain();
-    eprintln!("failed {failed_after:?} after the kill: {msg}");
+    eprintln!("failed {failed_after:?} after the kill (RTO then {rto_at_kill:?}): {msg}");
     assert!(msg.contains("failed") && msg.contains("Transport"), "{msg}");
-    // The retry budget: RTO_INIT · (1 + 2 + … + 2^max_rto_retx) after a
-    // packet's first send; the slack covers packets first sent after the
-    // kill and scheduling on a loaded machine, far below the write's own
-    // 120 s timeout.
+    // The retry budget: RTO · (1 + 2 + … + 2^max_rto_retx) after a
+    // packet's first send, the RTO the PDC had at the kill (RTO_INIT on a
+    // quick path; on a slow machine a 256 MiB write's round trips reached
+    // tens of milliseconds and the write failed 4.2 s after the kill,
+    // against 0.3 s from RTO_INIT); the slack covers packets first sent
+    // after the kill and scheduling on a loaded machine, far below the
+    // write's own 120 s timeout.
     let pds = uet_pds::PdsConfig {
-        rto_init: Duration::from_micros(uetd::config::Config::default().rto_init_us),
+        rto_init: Duration::from_micros(uetd::config::Config::default().rto_init_us)
+            .max(rto_at_kill),
         ..uet_pds::PdsConfig::default()
     };
     let budget: Duration = (0..=pds.max_rto_retx).map(|r| pds.rto(r)).sum();
     assert!(
         failed_after < budget + Duration::from_secs(3),
-        "failed {failed_after:?} after the kill; budget {budget:?}: {msg}"
+        "failed {failed_after:?} after the kill; budget {budget:?} (RTO at the kill \
+         {rto_at_kill:?}): {msg}"
     );
     // The writer's daemon is healthy: it answers, and writes elsewhere.
     assert!(lab.daemon_alive(1));
