@@ -356,7 +356,8 @@ fn a_peer_killed_mid_write_fails_the_write_within_the_retry_budget() {
         .filter(|c| c["dst"] == dst.as_str())
         .filter_map(|c| c["rto_ns"].as_u64())
         .max()
-        .map_or(Duration::ZERO, Duration::from_nanos);
+        .map(Duration::from_nanos)
+        .expect("the writer's statistics give its RTO to the peer it was writing to");
     let err = w.wait(&mut lab).unwrap_err();
     let failed_after = t.elapsed();
     let msg = err.chain();
