@@ -998,6 +998,43 @@ fn rccc_write(initial_window: u64, n: u32) -> (Host, Host, uet_wire::PdcId) {
     (a, b, pdc)
 }
 
+/// The RCCC receiver's ECN rate control hears of every untrimmed data
+/// packet that asks for credit, marked or not, and of no trimmed one (a
+/// trim is its own signal, not a mark).
+#[test]
+fn the_rccc_receiver_counts_the_marks_of_untrimmed_data() {
+    let mut a = host(A, 1, rccc_source(4 * 4160));
+    let mut b = host(
+        B,
+        2,
+        PdsConfig {
+            rccc_receiver: Some(uet_cms::RcccConfig {
+                initial_window: 4 * 4160,
+                ecn_rate: Some(uet_cms::rccc::EcnRate::for_base_rtt(Duration::from_micros(
+                    12,
+                ))),
+                ..uet_cms::RcccConfig::default()
+            }),
+            ..PdsConfig::default()
+        },
+    );
+    let pdc = a.pds.open(t(0), key(ReliableMode::Rud)).unwrap();
+    a.pds.enqueue(t(0), pdc, pkts(1, 3, 4000)).unwrap();
+    let mut sent: Vec<Dgram> = drain(&mut a, t(0))
+        .into_iter()
+        .filter(|d| matches!(d.pds(), PdsRepr::Request(_)))
+        .collect();
+    assert_eq!(sent.len(), 3);
+    sent[0].ecn = Ecn::Ce;
+    sent[2].trimmed = Some(Trim::Trimmed);
+    sent[2].ecn = Ecn::Ce;
+    for d in &sent {
+        deliver(&mut b, t(1), d);
+    }
+    let s = b.pds.rccc_receiver().unwrap().stats();
+    assert_eq!((s.ecn_packets, s.ecn_marked), (2, 1));
+}
+
 /// A source whose congestion control admits nothing (here: RCCC with its
 /// speculative window spent on packets that were all lost) must still be
 /// able to make itself heard: each RTO lets one retransmission through,

@@ -13,6 +13,7 @@
 //! base_rtt_us = 50        # idle round trip the congestion control plans for
 //! # fabric_rtt_us = 20    # the fabric's part of it, NSCC's delay target (default: base_rtt_us)
 //! trimming = false        # the fabric's switches trim packets instead of dropping them
+//! rccc_ecn_rate = true    # RCCC's pacer slows while the data arrives ECN-marked
 //! pdc_idle_ms = 2000      # a PDC idle this long closes (its CC state with the last one)
 //! # profile = "refprov"   # the UEC reference provider's wire choices (below)
 //! encap = "udp"           # udp (UDP to `port`) | ip (IP protocol `ip_protocol`)
@@ -336,6 +337,14 @@ pub struct Config {
     /// rather than a timeout (`docs/protocol-notes.md`). Every daemon
     /// recognises trimmed packets either way; this only tunes NSCC.
     pub trimming: bool,
+    /// RCCC's receiver scales its pacer's rate down while the data it
+    /// receives arrives ECN-CE marked, and back up when it does not
+    /// (`uet_cms::rccc::EcnRate`, updated once per `base_rtt_us`): a
+    /// bottleneck that marks ahead of the receiver, or one its senders'
+    /// hosts fill in bursts, keeps no standing queue. Without marks on the
+    /// path (the spec recommends none at RCCC's last hop) it changes
+    /// nothing.
+    pub rccc_ecn_rate: bool,
     /// log2 of the entropy (EV) space.
     pub ev_bits: u8,
     /// PSN tracking window (MP_RANGE) in packets; bounds a PDC's packets in
@@ -451,6 +460,7 @@ impl Default for Config {
             base_rtt_us: 50,
             fabric_rtt_us: None,
             trimming: false,
+            rccc_ecn_rate: true,
             ev_bits: 4,
             mp_range: 1024,
             window: Size(2 << 20),
@@ -727,6 +737,7 @@ mod tests {
             cc = "rccc"
             link_rate = "10G"
             trimming = true
+            rccc_ecn_rate = false
             [[expose]]
             ri = 1
             key = 0x5eed
@@ -738,6 +749,7 @@ mod tests {
         assert_eq!(c.workers, 2);
         assert_eq!(c.link_rate, Rate(10_000_000_000));
         assert!(c.trimming && !Config::default().trimming);
+        assert!(!c.rccc_ecn_rate && Config::default().rccc_ecn_rate);
         assert_eq!(c.expose[0].size, Size(1 << 30));
         assert_eq!(c.expose[0].job, 1);
         assert_eq!(c.cc_mode().unwrap(), CcMode::Rccc);

@@ -916,6 +916,13 @@ fn configure_cc(pds: &mut PdsConfig, mode: uet_pds::CcMode, cfg: &Config) {
         cfg.trimming,
     );
     software_pacer(pds, cfg.link_rate.0, Duration::from_micros(cfg.base_rtt_us));
+    if cfg.rccc_ecn_rate
+        && let Some(r) = pds.rccc_receiver.as_mut()
+    {
+        r.ecn_rate = Some(uet_cms::rccc::EcnRate::for_base_rtt(
+            WireDuration::from_micros(cfg.base_rtt_us),
+        ));
+    }
     software_window(
         pds,
         cfg.link_rate.0,
@@ -1080,6 +1087,33 @@ mod tests {
             pds.rccc_receiver.as_ref().map(|r| r.initial_window),
             Some(7_500)
         );
+    }
+
+    #[test]
+    fn rccc_s_receiver_slows_on_ecn_marks_unless_told_not_to() {
+        for (cc, on, want) in [
+            ("rccc", true, true),
+            ("nscc+rccc", true, true),
+            ("rccc", false, false),
+            // No receiver to slow.
+            ("nscc", true, false),
+        ] {
+            let cfg = Config {
+                cc: cc.into(),
+                base_rtt_us: 470,
+                rccc_ecn_rate: on,
+                ..Config::default()
+            };
+            let mut pds = PdsConfig::default();
+            configure_cc(&mut pds, cfg.cc_mode().unwrap(), &cfg);
+            let ecn = pds.rccc_receiver.as_ref().and_then(|r| r.ecn_rate);
+            assert_eq!(ecn.is_some(), want, "{cc} {on}");
+            if let Some(e) = ecn {
+                // Once per base RTT, a tenth of the rate at most.
+                assert_eq!(e.interval, WireDuration::from_micros(470));
+                assert_eq!(e.max_cut_ppm, 100_000);
+            }
+        }
     }
 
     #[test]

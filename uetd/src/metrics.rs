@@ -658,6 +658,26 @@ const RCCC_RECEIVER_FIELDS: &[(&str, &str, &str)] = &[
         "Pacer budget no active source had demand for, bytes.",
     ),
     (
+        "ecn_slowed_bytes",
+        "uet_rccc_ecn_slowed_bytes_total",
+        "Pacer budget held back by the ECN rate control while the data arrived marked, bytes.",
+    ),
+    (
+        "ecn_packets",
+        "uet_rccc_ecn_packets_total",
+        "Untrimmed data packets the ECN rate control counted.",
+    ),
+    (
+        "ecn_marked",
+        "uet_rccc_ecn_marked_total",
+        "Of those, packets that arrived with ECN-CE.",
+    ),
+    (
+        "ecn_decreases",
+        "uet_rccc_ecn_decreases_total",
+        "ECN rate control updates that lowered the pacer's rate.",
+    ),
+    (
         "credit_requests",
         "uet_rccc_credit_requests_total",
         "CREDIT_REQ control packets received.",
@@ -1319,6 +1339,7 @@ mod tests {
             outstanding_limited: 6,
             granted_bytes: 3000,
             late_bytes: 700,
+            ecn_slowed_bytes: 250,
             ..Default::default()
         });
         s.cccs = vec![
@@ -1373,6 +1394,7 @@ mod tests {
             ("uet_rccc_outstanding_limited_total{worker=\"0\"}", "6"),
             ("uet_rccc_granted_bytes_total{worker=\"0\"}", "3000"),
             ("uet_rccc_late_bytes_total{worker=\"0\"}", "700"),
+            ("uet_rccc_ecn_slowed_bytes_total{worker=\"0\"}", "250"),
             // A worker without a pacer reads as 0.
             ("uet_rccc_granted_bytes_total{worker=\"1\"}", "0"),
             ("uet_ccc_destinations{worker=\"0\"}", "2"),

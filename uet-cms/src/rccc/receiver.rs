@@ -93,6 +93,58 @@ pub struct RcccReceiverStats {
     pub withheld_bytes: u64,
     /// Budget no active sender had demand for (reclaimed, not banked).
     pub unclaimed_bytes: u64,
+    /// Budget held back by the ECN rate control ([`RcccConfig::ecn_rate`]):
+    /// what the link rate would have granted beyond the scaled rate.
+    pub ecn_slowed_bytes: u64,
+    /// Untrimmed data packets counted by the ECN rate control, and of them
+    /// those that arrived with ECN-CE.
+    pub ecn_packets: u64,
+    /// See `ecn_packets`.
+    pub ecn_marked: u64,
+    /// Updates of the ECN rate control that lowered the rate.
+    pub ecn_decreases: u64,
+}
+
+/// The state of [`RcccConfig::ecn_rate`].
+#[derive(Debug, Clone, Copy)]
+struct EcnState {
+    /// The rate factor, ppm of `link_rate × pacing`.
+    rate_ppm: u32,
+    /// The smoothed marked fraction, ppm.
+    g_ppm: u32,
+    /// Data packets and marked ones since the last update.
+    packets: u64,
+    marked: u64,
+    /// When the next update is due; `None` until the first tick.
+    next_update: Option<Instant>,
+}
+
+impl EcnState {
+    const ONE: u32 = 1_000_000;
+
+    fn new() -> Self {
+        Self {
+            rate_ppm: Self::ONE,
+            g_ppm: 0,
+            packets: 0,
+            marked: 0,
+            next_update: None,
+        }
+    }
+
+    /// One interval's update from `marked` of `packets` (see
+    /// [`crate::rccc::EcnRate`]); returns whether the rate went down.
+    fn update(&mut self, c: &super::EcnRate, packets: u64, marked: u64) -> bool {
+        let f = (marked.min(packets) * u64::from(Self::ONE))
+            .checked_div(packets)
+            .map_or(0, |f| u32::try_from(f).unwrap_or(Self::ONE));
+        self.g_ppm = self.g_ppm / 2 + f / 2;
+        let cut = u64::from(self.g_ppm) * u64::from(c.max_cut_ppm) / u64::from(Self::ONE);
+        let rate = Self::ONE - u32::try_from(cut).unwrap_or(Self::ONE).min(Self::ONE - 1);
+        let lower = rate < self.rate_ppm;
+        self.rate_ppm = rate;
+        lower
+    }
 }
 
 /// The positive part of a balance.
@@ -229,6 +281,7 @@ pub struct RcccReceiver<S> {
     /// Senders whose demand was met, with when their balance is written
     /// off if they have not rejoined by then.
     settling: VecDeque<(Instant, S)>,
+    ecn: EcnState,
     stats: RcccReceiverStats,
     events: VecDeque<RcccReceiverEvent<S>>,
 }
@@ -250,6 +303,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             clock: 0,
             outstanding: 0,
             settling: VecDeque::new(),
+            ecn: EcnState::new(),
             stats: RcccReceiverStats::default(),
             events: VecDeque::new(),
         })
@@ -263,6 +317,52 @@ impl<S: Copy + Ord> RcccReceiver<S> {
     /// Counters.
     pub fn stats(&self) -> &RcccReceiverStats {
         &self.stats
+    }
+
+    /// The ECN rate control's current factor on the pacer's rate, ppm
+    /// (1,000,000 without [`RcccConfig::ecn_rate`] or while no marks come).
+    pub fn ecn_rate_ppm(&self) -> u32 {
+        self.ecn.rate_ppm
+    }
+
+    /// An untrimmed data packet arrived, with ECN-CE (`ce`) or without: the
+    /// input of the ECN rate control ([`RcccConfig::ecn_rate`]; nothing
+    /// without it).
+    pub fn on_ecn(&mut self, ce: bool) {
+        if self.config.ecn_rate.is_some() {
+            self.ecn.packets += 1;
+            self.ecn.marked += u64::from(ce);
+            self.stats.ecn_packets += 1;
+            self.stats.ecn_marked += u64::from(ce);
+        }
+    }
+
+    /// Runs the ECN rate control's updates due by `now`. Intervals that
+    /// passed while the pacer slept had no data: each counts as unmarked
+    /// (at most 32 of them, by which time the smoothed fraction is 0).
+    fn update_ecn_rate(&mut self, now: Instant) {
+        let Some(c) = self.config.ecn_rate else {
+            return;
+        };
+        let Some(due) = self.ecn.next_update else {
+            self.ecn.next_update = Some(now.saturating_add(c.interval));
+            return;
+        };
+        if now < due {
+            return;
+        }
+        let interval = c.interval.as_nanos().max(1);
+        let missed = now.saturating_since(due).as_nanos() / interval;
+        let (packets, marked) = (self.ecn.packets, self.ecn.marked);
+        self.ecn.packets = 0;
+        self.ecn.marked = 0;
+        if self.ecn.update(&c, packets, marked) {
+            self.stats.ecn_decreases += 1;
+        }
+        for _ in 0..missed.min(32) {
+            self.ecn.update(&c, 0, 0);
+        }
+        self.ecn.next_update = Some(now.saturating_add(c.interval));
     }
 
     /// Senders with demand (the active sender table).
@@ -737,7 +837,16 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         };
         self.resuming = false;
         self.last_tick = Some(now);
-        let mut budget = self.carry.saturating_add(self.paced_bytes(elapsed));
+        self.update_ecn_rate(now);
+        let paced = self.paced_bytes(elapsed);
+        let slowed = if self.ecn.rate_ppm < EcnState::ONE {
+            let keep = u128::from(paced) * u128::from(self.ecn.rate_ppm) / 1_000_000;
+            paced - u64::try_from(keep).unwrap_or(paced)
+        } else {
+            0
+        };
+        self.stats.ecn_slowed_bytes += slowed;
+        let mut budget = self.carry.saturating_add(paced - slowed);
         self.carry = 0;
 
         self.evict_idle(now);
@@ -990,6 +1099,93 @@ mod tests {
         r.handle_timeout(us(1));
         assert_eq!(r.poll_grant(), Some((1, c24(37_500))));
         assert_eq!(r.stats().granted_bytes, 25_000);
+    }
+
+    /// The seed's pacer with the ECN rate control, the marks taken every
+    /// 4 µs (four slices) and a cut of at most a tenth.
+    fn ecn_config() -> RcccConfig {
+        RcccConfig {
+            ecn_rate: Some(crate::rccc::EcnRate {
+                interval: Duration::from_micros(4),
+                max_cut_ppm: 100_000,
+            }),
+            ..seed_config()
+        }
+    }
+
+    /// Ticks the pacer at 1 µs from `from` to `to` µs; after each tick one
+    /// packet arrives, marked as `ce` says. Returns the bytes granted.
+    fn tick_marked(r: &mut RcccReceiver<u32>, from: u64, to: u64, ce: bool) -> u64 {
+        let before = r.stats().granted_bytes;
+        for t in from..=to {
+            r.handle_timeout(us(t));
+            while r.poll_grant().is_some() {}
+            r.on_ecn(ce);
+        }
+        r.stats().granted_bytes - before
+    }
+
+    #[test]
+    fn ecn_marks_slow_the_pacer_in_proportion_and_the_cut_lifts_when_they_stop() {
+        let mut r = RcccReceiver::new(ecn_config()).unwrap();
+        r.on_rx(us(0), 1u32, c24(SEED_TARGET), 4160, false);
+        // The first tick starts the interval; every packet of it is marked:
+        // g = ½, the rate 1 − ½ × 0.1 from the next.
+        assert_eq!(tick_marked(&mut r, 0, 3, true), 4 * 12_500);
+        assert_eq!(r.ecn_rate_ppm(), 1_000_000);
+        assert_eq!(tick_marked(&mut r, 4, 7, true), 4 * 11_875);
+        assert_eq!(r.ecn_rate_ppm(), 950_000);
+        // Marked again: g = ¾.
+        assert_eq!(tick_marked(&mut r, 8, 11, false), 4 * 11_562);
+        assert_eq!(r.ecn_rate_ppm(), 925_000);
+        // No marks: g halves at every interval, and so does the cut.
+        assert_eq!(tick_marked(&mut r, 12, 15, false), 4 * 12_031);
+        assert_eq!(r.ecn_rate_ppm(), 962_500);
+        assert_eq!(r.stats().ecn_decreases, 2);
+        // What the cut held back is counted, and with the grants it is the
+        // whole budget of the 16 slices.
+        let s = r.stats();
+        assert_eq!(s.granted_bytes + s.ecn_slowed_bytes, 16 * 12_500);
+        assert_eq!((s.ecn_packets, s.ecn_marked), (16, 8));
+    }
+
+    #[test]
+    fn a_long_sleep_lifts_the_ecn_cut() {
+        let mut r = RcccReceiver::new(ecn_config()).unwrap();
+        r.on_rx(us(0), 1u32, c24(SEED_TARGET), 4160, false);
+        tick_marked(&mut r, 0, 11, true);
+        assert!(r.ecn_rate_ppm() < 930_000, "{}", r.ecn_rate_ppm());
+        // Twenty intervals without a tick (the pacer slept): each one had no
+        // data, so no marks.
+        r.handle_timeout(us(92));
+        assert!(r.ecn_rate_ppm() > 999_990, "{}", r.ecn_rate_ppm());
+    }
+
+    #[test]
+    fn without_ecn_rate_control_marks_change_nothing() {
+        let mut r = RcccReceiver::new(seed_config()).unwrap();
+        r.on_rx(us(0), 1u32, c24(SEED_TARGET), 4160, false);
+        assert_eq!(tick_marked(&mut r, 0, 15, true), 16 * 12_500);
+        assert_eq!(r.ecn_rate_ppm(), 1_000_000);
+        let s = r.stats();
+        assert_eq!((s.ecn_packets, s.ecn_slowed_bytes), (0, 0));
+    }
+
+    #[test]
+    fn an_ecn_rate_control_that_could_stop_the_pacer_is_refused() {
+        for (interval, cut) in [(0, 100_000), (4, 1_000_000)] {
+            let c = RcccConfig {
+                ecn_rate: Some(crate::rccc::EcnRate {
+                    interval: Duration::from_micros(interval),
+                    max_cut_ppm: cut,
+                }),
+                ..seed_config()
+            };
+            assert!(matches!(
+                RcccReceiver::<u32>::new(c),
+                Err(RcccConfigError::EcnRateOutOfRange(_))
+            ));
+        }
     }
 
     #[test]

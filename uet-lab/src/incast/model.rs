@@ -146,8 +146,9 @@ pub struct FitStep {
     /// What all senders together put through it, wire bits/s.
     pub filled_bps: f64,
     /// With RCCC: the share of the receiver's pacer budget lost to ticks
-    /// later than their catch-up (`late_bytes` over the budget's total:
-    /// its worker waited for a CPU).
+    /// later than their catch-up (`late_bytes` over the budget's total,
+    /// what the ECN rate control held back included: its worker waited for
+    /// a CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacer_late: Option<f64>,
 }
@@ -413,6 +414,10 @@ pub struct ReceiverCounters {
     /// Pacer budget no active sender wanted, bytes.
     #[serde(default)]
     pub unclaimed_bytes: u64,
+    /// Pacer budget the ECN rate control held back while the data arrived
+    /// ECN-CE marked, bytes (`uetd`'s `rccc_ecn_rate`).
+    #[serde(default)]
+    pub ecn_slowed_bytes: u64,
     /// Senders its pacer dropped from the active table for not answering a
     /// grant within the idle timeout (a sender's host that did not run it).
     #[serde(default)]

@@ -622,17 +622,19 @@ fn misses_context(md: &mut String, report: &Report, summaries: &[Summary]) {
                 pct(g.utilisation.median)
             );
         }
-        if let Some((late, withheld)) = pacer_losses(report, g) {
+        if let Some((late, withheld, slowed)) = pacer_losses(report, g) {
             let _ = writeln!(
                 md,
                 "- {} N={} S={}: the receiver's pacer lost {} of its budget to ticks later than its \
-                 catch-up (its worker waited for a CPU) and the outstanding cap withheld {} \
-                 (medians over seeds; `late_bytes`, `withheld_bytes` in docs/metrics.md)",
+                 catch-up (its worker waited for a CPU), the outstanding cap withheld {} and the \
+                 ECN rate control held back {} (medians over seeds; `late_bytes`, \
+                 `withheld_bytes`, `ecn_slowed_bytes` in docs/metrics.md)",
                 g.cc,
                 g.senders,
                 size_label(g.size),
                 pct(late),
-                pct(withheld)
+                pct(withheld),
+                pct(slowed)
             );
         }
         if g.failed_flows.max > 0.0 || g.rtos.max > 0.0 {
@@ -651,26 +653,31 @@ fn misses_context(md: &mut String, report: &Report, summaries: &[Summary]) {
 }
 
 /// The median shares of the RCCC receiver pacer's budget (granted, late,
-/// withheld and unclaimed together) that were late and withheld over the
-/// runs of group `g`; `None` where no run counted a budget (no pacer, or
-/// results from before the counters).
-fn pacer_losses(report: &Report, g: &Summary) -> Option<(f64, f64)> {
-    let shares: Vec<(f64, f64)> = report
+/// withheld, unclaimed and slowed by ECN together) that were late,
+/// withheld and slowed over the runs of group `g`; `None` where no run
+/// counted a budget (no pacer, or results from before the counters).
+fn pacer_losses(report: &Report, g: &Summary) -> Option<(f64, f64, f64)> {
+    let shares: Vec<(f64, f64, f64)> = report
         .runs
         .iter()
         .filter(|r| r.cc == g.cc && r.senders == g.senders && r.size == g.size)
         .filter_map(|r| {
             let c = &r.receiver;
-            let total = c.granted_bytes + c.late_bytes + c.withheld_bytes + c.unclaimed_bytes;
-            (c.late_bytes + c.withheld_bytes + c.unclaimed_bytes > 0).then(|| {
-                let t = total as f64;
-                (c.late_bytes as f64 / t, c.withheld_bytes as f64 / t)
+            let lost = c.late_bytes + c.withheld_bytes + c.unclaimed_bytes + c.ecn_slowed_bytes;
+            (lost > 0).then(|| {
+                let t = (c.granted_bytes + lost) as f64;
+                (
+                    c.late_bytes as f64 / t,
+                    c.withheld_bytes as f64 / t,
+                    c.ecn_slowed_bytes as f64 / t,
+                )
             })
         })
         .collect();
     let late = Stat::of(shares.iter().map(|s| s.0))?;
     let withheld = Stat::of(shares.iter().map(|s| s.1))?;
-    Some((late.median, withheld.median))
+    let slowed = Stat::of(shares.iter().map(|s| s.2))?;
+    Some((late.median, withheld.median, slowed.median))
 }
 
 /// "0.24× none" when none is non-zero.
@@ -852,11 +859,13 @@ mod tests {
             .filter(|r| r.cc == "rccc")
             .enumerate()
         {
-            // Seeds late 10 %, 20 %, 30 %; withheld 5 % each.
+            // Seeds late 10 %, 20 %, 30 %; withheld 5 % and slowed by ECN
+            // 2 % each.
             let late = 10 * (i as u64 + 1);
-            r.receiver.granted_bytes = 95 - late;
+            r.receiver.granted_bytes = 93 - late;
             r.receiver.late_bytes = late;
             r.receiver.withheld_bytes = 5;
+            r.receiver.ecn_slowed_bytes = 2;
             r.metrics.rtos = 1;
         }
         let md = markdown(&report);
@@ -867,6 +876,7 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("the outstanding cap withheld 5.0 %"), "{md}");
+        assert!(md.contains("the ECN rate control held back 2.0 %"), "{md}");
         // One line, for the one RCCC group: NSCC has no pacer.
         assert_eq!(md.matches("the receiver's pacer lost").count(), 1, "{md}");
     }

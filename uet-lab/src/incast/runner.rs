@@ -453,6 +453,7 @@ struct Counters {
     late_bytes: u64,
     withheld_bytes: u64,
     unclaimed_bytes: u64,
+    ecn_slowed_bytes: u64,
     idle_evictions: u64,
     write_offs: u64,
     /// PDCs open now (opened minus closed; not a delta).
@@ -496,6 +497,7 @@ fn counters_of(v: &serde_json::Value) -> Counters {
         k.late_bytes += pacer("late_bytes");
         k.withheld_bytes += pacer("withheld_bytes");
         k.unclaimed_bytes += pacer("unclaimed_bytes");
+        k.ecn_slowed_bytes += pacer("ecn_slowed_bytes");
         k.idle_evictions += pacer("idle_evictions");
         k.write_offs += pacer("write_offs");
     }
@@ -557,6 +559,7 @@ impl Counters {
             late_bytes: self.late_bytes.saturating_sub(b.late_bytes),
             withheld_bytes: self.withheld_bytes.saturating_sub(b.withheld_bytes),
             unclaimed_bytes: self.unclaimed_bytes.saturating_sub(b.unclaimed_bytes),
+            ecn_slowed_bytes: self.ecn_slowed_bytes.saturating_sub(b.ecn_slowed_bytes),
             idle_evictions: self.idle_evictions.saturating_sub(b.idle_evictions),
             write_offs: self.write_offs.saturating_sub(b.write_offs),
             pdcs_open: self.pdcs_open,
@@ -999,7 +1002,11 @@ impl IncastLab {
             let chunk = self.opts.chunk_for(self.max_size);
             let filled = self.all_at_once_bps(&dst, n, self.max_size, chunk)?;
             let rx = counters(&mut receiver)?.since(before);
-            let budget = rx.granted_bytes + rx.late_bytes + rx.withheld_bytes + rx.unclaimed_bytes;
+            let budget = rx.granted_bytes
+                + rx.late_bytes
+                + rx.withheld_bytes
+                + rx.unclaimed_bytes
+                + rx.ecn_slowed_bytes;
             let step = FitStep {
                 cc: cc.to_owned(),
                 bottleneck_bps: r,
@@ -1346,6 +1353,7 @@ impl IncastLab {
                 late_bytes: rx.late_bytes,
                 withheld_bytes: rx.withheld_bytes,
                 unclaimed_bytes: rx.unclaimed_bytes,
+                ecn_slowed_bytes: rx.ecn_slowed_bytes,
                 idle_evictions: rx.idle_evictions,
                 write_offs: rx.write_offs,
             },

@@ -594,6 +594,9 @@ impl Pds {
                 Arrival::Paced
             };
             rr.on_data(now, key, cc.credit_target, bytes, last_hop, arrival);
+            if meta.trimmed.is_none() {
+                rr.on_ecn(meta.ecn == Ecn::Ce);
+            }
             let e = self.rccc_pdc.entry(key).or_insert((local, 0));
             e.0 = local;
             if rx.rccc.is_none() {

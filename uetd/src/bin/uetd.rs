@@ -77,6 +77,10 @@ struct Args {
     /// or false): NSCC takes the spec's parameters for trimming.
     #[arg(long)]
     trimming: Option<bool>,
+    /// RCCC's pacer slows while the data arrives ECN-CE marked (true or
+    /// false; default true).
+    #[arg(long)]
+    rccc_ecn_rate: Option<bool>,
     /// PSN tracking window (MP_RANGE) in packets, a multiple of 128.
     #[arg(long)]
     mp_range: Option<u32>,
@@ -219,6 +223,7 @@ fn config(a: &Args) -> Result<Config> {
         base_rtt_us,
         fabric_rtt_us,
         trimming,
+        rccc_ecn_rate,
         mp_range,
         window,
         rto_init_us,
