@@ -46,6 +46,11 @@ pub(crate) struct IncastArgs {
     /// soon as they are idle: N + 1 daemons share the CPUs).
     #[arg(long, default_value_t = 0)]
     pub busy_poll_us: u64,
+    /// The daemons' RCCC receivers pace at their full rate whatever the ECN
+    /// marks (`uetd --rccc-ecn-rate false`; by default they slow by up to
+    /// a tenth while the data arrives marked).
+    #[arg(long)]
+    pub no_rccc_ecn_rate: bool,
     /// The bottleneck's buffer, bytes (default 5 × the measured BDP).
     #[arg(long)]
     pub buffer: Option<Size>,
@@ -123,6 +128,7 @@ impl IncastArgs {
             bottleneck: self.bottleneck.0,
             fit_bottleneck: !self.fixed_bottleneck,
             busy_poll_us: self.busy_poll_us,
+            rccc_ecn_rate: !self.no_rccc_ecn_rate,
             buffer: self.buffer.map(|b| b.0),
             ecn: self.ecn,
             no_ecn: self.no_ecn,

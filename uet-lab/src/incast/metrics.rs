@@ -832,6 +832,7 @@ pub(crate) mod tests {
             base_rtt_us: 0,
             fabric_rtt_us: 0,
             rto_init_us: 0,
+            rccc_ecn_rate: true,
         }
     }
 

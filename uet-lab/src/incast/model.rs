@@ -55,6 +55,10 @@ pub struct Setup {
     /// The daemons' RTO_INIT_TIME (`uetd --rto-init-us`), µs.
     #[serde(default)]
     pub rto_init_us: u64,
+    /// RCCC's receiver slowed its pacer while the data arrived ECN-marked
+    /// (`uetd --rccc-ecn-rate`); false in reports from before it.
+    #[serde(default)]
+    pub rccc_ecn_rate: bool,
 }
 
 impl Setup {
@@ -151,12 +155,19 @@ pub struct FitStep {
     /// a CPU).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacer_late: Option<f64>,
+    /// With RCCC: the share of the pacer's budget its ECN rate control held
+    /// back while the data arrived marked (`ecn_slowed_bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacer_ecn: Option<f64>,
 }
 
 impl FitStep {
     /// The bottleneck the calibration tries next after this step, or
     /// `None` to keep this one: lower while the senders filled less than
-    /// [`FILL_TARGET`] of R (to that share of what they filled), or while
+    /// [`FILL_TARGET`] of what the pacer offered them (R, less the share
+    /// its ECN rate control held back: credit withheld because a queue
+    /// stood is the control at work, not hosts too slow to feed R; to that
+    /// share of what they filled), or while
     /// the receiver's RCCC pacer lost more than [`LATE_TARGET`] of its
     /// budget to late ticks (by [`LATE_STEP`], not below
     /// [`LATE_FLOOR_BPS`]); in 10 Mb/s steps, at least 10 Mb/s.
@@ -164,7 +175,8 @@ impl FitStep {
         let r = self.bottleneck_bps;
         let step = |bps: f64| (bps as u64 / 10_000_000 * 10_000_000).max(10_000_000);
         let mut next = r;
-        if self.filled_bps < FILL_TARGET * r as f64 {
+        let offered = r as f64 * (1.0 - self.pacer_ecn.unwrap_or(0.0));
+        if self.filled_bps < FILL_TARGET * offered {
             next = next.min(step(self.filled_bps * FILL_TARGET));
         }
         if self.pacer_late.is_some_and(|l| l > LATE_TARGET) && r > LATE_FLOOR_BPS {
@@ -207,8 +219,14 @@ impl FitStep {
             self.filled_bps / 1e6,
             self.bottleneck_bps / 1_000_000
         );
-        if let Some(l) = self.pacer_late {
-            s.push_str(&format!(" (pacer {:.1} % late)", l * 100.0));
+        match (self.pacer_late, self.pacer_ecn.filter(|e| *e > 0.0)) {
+            (Some(l), Some(e)) => s.push_str(&format!(
+                " (pacer {:.1} % late, {:.1} % held back on ECN marks)",
+                l * 100.0,
+                e * 100.0
+            )),
+            (Some(l), None) => s.push_str(&format!(" (pacer {:.1} % late)", l * 100.0)),
+            _ => {}
         }
         s
     }
@@ -584,6 +602,7 @@ mod tests {
             base_rtt_us: 0,
             fabric_rtt_us: 0,
             rto_init_us: 0,
+            rccc_ecn_rate: true,
         }
     }
 
@@ -641,12 +660,14 @@ mod tests {
                 bottleneck_bps: 720_000_000,
                 filled_bps: 500e6,
                 pacer_late: None,
+                pacer_ecn: None,
             },
             FitStep {
                 cc: "rccc".into(),
                 bottleneck_bps: 470_000_000,
                 filled_bps: 460e6,
                 pacer_late: Some(0.071),
+                pacer_ecn: Some(0.0),
             },
         ];
         assert_eq!(
@@ -664,6 +685,7 @@ mod tests {
             bottleneck_bps: r,
             filled_bps: filled,
             pacer_late: late,
+            pacer_ecn: None,
         };
         // (R, filled, pacer late) → the next R, or None to keep R.
         let cases: [(u64, f64, Option<f64>, Option<u64>); 11] = [
@@ -692,6 +714,21 @@ mod tests {
                 "R {r}, filled {filled}, late {late:?}"
             );
         }
+        // Credit the ECN rate control held back is not the hosts' shortfall:
+        // 90 % of R filled with 8 % held back is 98 % of what was offered.
+        let held = |ecn: f64| FitStep {
+            pacer_ecn: Some(ecn),
+            ..step(200_000_000, 180e6, Some(0.005))
+        };
+        assert_eq!(held(0.08).next_bottleneck(), None);
+        assert_eq!(held(0.0).next_bottleneck(), Some(170_000_000));
+        assert!(
+            held(0.08)
+                .describe()
+                .ends_with("(pacer 0.5 % late, 8.0 % held back on ECN marks)"),
+            "{}",
+            held(0.08).describe()
+        );
         // A lower R they fill a smaller share of is worse.
         let a = step(250_000_000, 189e6, Some(0.02));
         assert!(step(170_000_000, 79e6, None).worse_than(&a));

@@ -366,6 +366,10 @@ fn setup_section(md: &mut String, report: &Report) {
             ),
         ),
         (
+            "RCCC receiver slows on ECN marks (`uetd --rccc-ecn-rate`)",
+            if s.rccc_ecn_rate { "yes" } else { "no" }.to_string(),
+        ),
+        (
             "CPUs / 1-min load before",
             format!("{} / {:.2}", s.cpus, s.load_before),
         ),

@@ -54,6 +54,9 @@ pub struct IncastOpts {
     /// and a worker polling after every packet takes a CPU another daemon
     /// needs.
     pub busy_poll_us: u64,
+    /// The daemons' `--rccc-ecn-rate`: RCCC's receiver slows its pacer
+    /// while the data arrives ECN-marked (the daemon's default, true).
+    pub rccc_ecn_rate: bool,
     /// The TBF buffer, bytes; `None`: 5 · BDP (measured T0).
     pub buffer: Option<u64>,
     /// ECN thresholds, bytes; `None`: Kmin/Kmax = 0.2/0.8 × R × the
@@ -107,6 +110,7 @@ impl Default for IncastOpts {
             bottleneck: 1_000_000_000,
             fit_bottleneck: true,
             busy_poll_us: 0,
+            rccc_ecn_rate: true,
             buffer: None,
             ecn: None,
             no_ecn: false,
@@ -738,6 +742,9 @@ fn daemon_args(opts: &IncastOpts, rto_init_us: Option<u64>) -> Vec<String> {
     if let Some(rto) = rto_init_us {
         a.extend(["--rto-init-us".into(), rto.to_string()]);
     }
+    if !opts.rccc_ecn_rate {
+        a.extend(["--rccc-ecn-rate".into(), "false".into()]);
+    }
     a
 }
 
@@ -806,6 +813,7 @@ impl IncastLab {
             jitter_ns: u64::try_from(opts.jitter.as_nanos()).unwrap_or(u64::MAX),
             victim: opts.victim,
             trim: opts.trim,
+            rccc_ecn_rate: opts.rccc_ecn_rate,
             seeds: opts.seeds,
             mtu: opts.mtu,
             backend: match opts.backend {
@@ -1012,6 +1020,8 @@ impl IncastLab {
                 bottleneck_bps: r,
                 filled_bps: filled,
                 pacer_late: (paced && budget > 0).then(|| rx.late_bytes as f64 / budget as f64),
+                pacer_ecn: (paced && budget > 0)
+                    .then(|| rx.ecn_slowed_bytes as f64 / budget as f64),
             };
             let next = step.next_bottleneck();
             let back = self
