@@ -1135,7 +1135,7 @@ mod tests {
         assert_eq!(r.ecn_rate_ppm(), 1_000_000);
         assert_eq!(tick_marked(&mut r, 4, 7, true), 4 * 11_875);
         assert_eq!(r.ecn_rate_ppm(), 950_000);
-        // Marked again: g = ¾.
+        // The marks of 4–7 count at 8: g = ¾. From here nothing is marked.
         assert_eq!(tick_marked(&mut r, 8, 11, false), 4 * 11_562);
         assert_eq!(r.ecn_rate_ppm(), 925_000);
         // No marks: g halves at every interval, and so does the cut.
