@@ -228,7 +228,12 @@ fn a_victim_crossing_an_rccc_incast_gets_its_credit() {
     let mut p99_ms = Vec::new();
     for run in &report.runs {
         assert_eq!(run.metrics.failed_flows, 0, "seed {}", run.seed);
-        let v = &run.victim.as_ref().expect("a victim ran").congested;
+        let victim = run.victim.as_ref().expect("a victim ran");
+        // The run's CIFs divide by the victim alone just before it.
+        let alone = victim.isolated.as_ref().expect("the victim alone, per run");
+        assert_eq!(alone.count, 1000, "seed {}", run.seed);
+        assert!(run.metrics.victim_cif_p99.is_some(), "seed {}", run.seed);
+        let v = &victim.congested;
         // One write at a time while 4 MiB cross R: hundreds of them.
         assert!(v.count >= 10, "seed {}: {v:?}", run.seed);
         p99_ms.push(v.p99_ns as f64 / 1e6);

@@ -450,6 +450,12 @@ pub struct ReceiverCounters {
 pub struct VictimRun {
     /// Its latency while the incast ran.
     pub congested: LatencyStats,
+    /// Its latency alone just before the run, with the run's daemons: the
+    /// denominator of the run's CIFs. `None` in reports from before it,
+    /// whose CIFs divide by the calibration's
+    /// ([`Calibration::victim_isolated`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolated: Option<LatencyStats>,
 }
 
 /// One synchronized incast.

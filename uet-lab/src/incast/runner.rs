@@ -915,20 +915,28 @@ impl IncastLab {
 
         if let Some(v) = self.victim_host {
             let mut w = Writer::new(&self.lab, v, 4096)?;
-            let off = self.victim_offset();
-            let realtime = self.opts.victim_realtime;
-            let isolated = std::thread::scope(|s| {
-                s.spawn(|| {
-                    probe_priority(realtime);
-                    w.ping(&dst, off, Some(50), &stop)?;
-                    w.ping(&dst, off, Some(1000), &stop)
-                })
-                .join()
-                .expect("victim panicked")
-            })?;
+            let isolated = self.victim_alone(&mut w, &dst)?;
             self.calibration.victim_isolated = Some(isolated);
         }
         Ok(())
+    }
+
+    /// The victim's ping-pong alone: 50 writes to warm its path (PDC,
+    /// neighbours), then 1,000 timed, from a thread at the victim's
+    /// priority.
+    fn victim_alone(&self, w: &mut Writer, dst: &RemoteRegion) -> Result<LatencyStats> {
+        let off = self.victim_offset();
+        let realtime = self.opts.victim_realtime;
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                probe_priority(realtime);
+                w.ping(dst, off, Some(50), &stop)?;
+                w.ping(dst, off, Some(1000), &stop)
+            })
+            .join()
+            .expect("victim panicked")
+        })
     }
 
     /// Sets the bottleneck to `r`: the rate the daemons plan for (at their
@@ -1239,6 +1247,13 @@ impl IncastLab {
                 Duration::from_millis(20 * LAB_PDC_IDLE_MS + 2_000),
             )?;
         }
+        // The victim alone, with this run's daemons, a moment before the
+        // incast: the run's CIFs divide by it (its PDC stays open into the
+        // run; the incast's senders start with new ones).
+        let victim_isolated = match victim.as_mut() {
+            Some(v) => Some(self.victim_alone(v, dst)?),
+            None => None,
+        };
         let before: Vec<Counters> = writers
             .iter_mut()
             .map(|w| counters(&mut w.client))
@@ -1367,7 +1382,10 @@ impl IncastLab {
                 idle_evictions: rx.idle_evictions,
                 write_offs: rx.write_offs,
             },
-            victim: victim_lat.map(|congested| VictimRun { congested }),
+            victim: victim_lat.map(|congested| VictimRun {
+                congested,
+                isolated: victim_isolated,
+            }),
             cpu_busy,
             metrics: Default::default(),
         })
