@@ -273,7 +273,7 @@ pub struct RcccConfig {
 /// HTSIM cuts the rate multiplicatively above a marked fraction of 0.3 and
 /// raises it by 0.01 per interval below it. On the veth lab, where the
 /// senders' hosts run late and the queue is their jitter buffer, that cut
-/// the rate until the queue was gone and left the link 28 % idle while it
+/// the rate until the queue was gone and left the link 26–29 % idle while it
 /// climbed back (`uet lab incast --senders 4 --size 4MiB --cc rccc`: ICT
 /// 1.39–1.67 × ideal against 1.04–1.09 without it). A cut in proportion to
 /// the marks is never deeper than `max_cut` and lifts as soon as they
