@@ -105,45 +105,29 @@ pub struct RcccReceiverStats {
     pub ecn_decreases: u64,
 }
 
-/// The state of [`RcccConfig::ecn_rate`].
-#[derive(Debug, Clone, Copy)]
+/// The state of [`RcccConfig::ecn_rate`]: the smoothed marked fraction
+/// and where the current interval began.
+#[derive(Debug, Clone, Copy, Default)]
 struct EcnState {
-    /// The rate factor, ppm of `link_rate × pacing`.
-    rate_ppm: u32,
-    /// The smoothed marked fraction, ppm.
+    /// The smoothed marked fraction g, ppm.
     g_ppm: u32,
-    /// Data packets and marked ones since the last update.
-    packets: u64,
-    marked: u64,
+    /// `ecn_packets` and `ecn_marked` of the stats when the interval began.
+    seen: (u64, u64),
     /// When the next update is due; `None` until the first tick.
     next_update: Option<Instant>,
 }
 
+/// 1 in ppm.
+const PPM: u32 = 1_000_000;
+
 impl EcnState {
-    const ONE: u32 = 1_000_000;
-
-    fn new() -> Self {
-        Self {
-            rate_ppm: Self::ONE,
-            g_ppm: 0,
-            packets: 0,
-            marked: 0,
-            next_update: None,
-        }
-    }
-
-    /// One interval's update from `marked` of `packets` (see
-    /// [`crate::rccc::EcnRate`]); returns whether the rate went down.
-    fn update(&mut self, c: &super::EcnRate, packets: u64, marked: u64) -> bool {
-        let f = (marked.min(packets) * u64::from(Self::ONE))
-            .checked_div(packets)
-            .map_or(0, |f| u32::try_from(f).unwrap_or(Self::ONE));
-        self.g_ppm = self.g_ppm / 2 + f / 2;
-        let cut = u64::from(self.g_ppm) * u64::from(c.max_cut_ppm) / u64::from(Self::ONE);
-        let rate = Self::ONE - u32::try_from(cut).unwrap_or(Self::ONE).min(Self::ONE - 1);
-        let lower = rate < self.rate_ppm;
-        self.rate_ppm = rate;
-        lower
+    /// The pacer's rate factor, ppm: `1 − g × max_cut`.
+    fn rate_ppm(&self, c: Option<&super::EcnRate>) -> u32 {
+        let Some(c) = c else {
+            return PPM;
+        };
+        let cut = u64::from(self.g_ppm) * u64::from(c.max_cut_ppm) / u64::from(PPM);
+        PPM - u32::try_from(cut).unwrap_or(PPM).min(PPM - 1)
     }
 }
 
@@ -303,7 +287,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
             clock: 0,
             outstanding: 0,
             settling: VecDeque::new(),
-            ecn: EcnState::new(),
+            ecn: EcnState::default(),
             stats: RcccReceiverStats::default(),
             events: VecDeque::new(),
         })
@@ -322,7 +306,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
     /// The ECN rate control's current factor on the pacer's rate, ppm
     /// (1,000,000 without [`RcccConfig::ecn_rate`] or while no marks come).
     pub fn ecn_rate_ppm(&self) -> u32 {
-        self.ecn.rate_ppm
+        self.ecn.rate_ppm(self.config.ecn_rate.as_ref())
     }
 
     /// An untrimmed data packet arrived, with ECN-CE (`ce`) or without: the
@@ -330,16 +314,14 @@ impl<S: Copy + Ord> RcccReceiver<S> {
     /// without it).
     pub fn on_ecn(&mut self, ce: bool) {
         if self.config.ecn_rate.is_some() {
-            self.ecn.packets += 1;
-            self.ecn.marked += u64::from(ce);
             self.stats.ecn_packets += 1;
             self.stats.ecn_marked += u64::from(ce);
         }
     }
 
-    /// Runs the ECN rate control's updates due by `now`. Intervals that
-    /// passed while the pacer slept had no data: each counts as unmarked
-    /// (at most 32 of them, by which time the smoothed fraction is 0).
+    /// Runs the ECN rate control's update if one is due by `now`: the
+    /// interval's marked fraction f, `g ← g/2 + f/2`. Intervals that passed
+    /// while the pacer slept had no data, so each halves g once more.
     fn update_ecn_rate(&mut self, now: Instant) {
         let Some(c) = self.config.ecn_rate else {
             return;
@@ -351,16 +333,19 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         if now < due {
             return;
         }
-        let interval = c.interval.as_nanos().max(1);
-        let missed = now.saturating_since(due).as_nanos() / interval;
-        let (packets, marked) = (self.ecn.packets, self.ecn.marked);
-        self.ecn.packets = 0;
-        self.ecn.marked = 0;
-        if self.ecn.update(&c, packets, marked) {
+        let before = self.ecn.rate_ppm(Some(&c));
+        let now_seen = (self.stats.ecn_packets, self.stats.ecn_marked);
+        let packets = now_seen.0 - self.ecn.seen.0;
+        let marked = now_seen.1 - self.ecn.seen.1;
+        self.ecn.seen = now_seen;
+        let f = (marked * u64::from(PPM))
+            .checked_div(packets)
+            .map_or(0, |f| u32::try_from(f).unwrap_or(PPM));
+        let missed = now.saturating_since(due).as_nanos() / c.interval.as_nanos().max(1);
+        let halvings = u32::try_from(missed).unwrap_or(u32::MAX).min(31);
+        self.ecn.g_ppm = (self.ecn.g_ppm / 2 + f / 2) >> halvings;
+        if self.ecn.rate_ppm(Some(&c)) < before {
             self.stats.ecn_decreases += 1;
-        }
-        for _ in 0..missed.min(32) {
-            self.ecn.update(&c, 0, 0);
         }
         self.ecn.next_update = Some(now.saturating_add(c.interval));
     }
@@ -839,12 +824,8 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         self.last_tick = Some(now);
         self.update_ecn_rate(now);
         let paced = self.paced_bytes(elapsed);
-        let slowed = if self.ecn.rate_ppm < EcnState::ONE {
-            let keep = u128::from(paced) * u128::from(self.ecn.rate_ppm) / 1_000_000;
-            paced - u64::try_from(keep).unwrap_or(paced)
-        } else {
-            0
-        };
+        let keep = u128::from(paced) * u128::from(self.ecn_rate_ppm()) / u128::from(PPM);
+        let slowed = paced - u64::try_from(keep).unwrap_or(paced);
         self.stats.ecn_slowed_bytes += slowed;
         let mut budget = self.carry.saturating_add(paced - slowed);
         self.carry = 0;

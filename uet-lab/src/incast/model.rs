@@ -150,9 +150,9 @@ pub struct FitStep {
     /// What all senders together put through it, wire bits/s.
     pub filled_bps: f64,
     /// With RCCC: the share of the receiver's pacer budget lost to ticks
-    /// later than their catch-up (`late_bytes` over the budget's total,
-    /// what the ECN rate control held back included: its worker waited for
-    /// a CPU).
+    /// later than their catch-up, its worker having waited for a CPU
+    /// (`late_bytes` over the whole budget, what the ECN rate control held
+    /// back included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pacer_late: Option<f64>,
     /// With RCCC: the share of the pacer's budget its ECN rate control held
