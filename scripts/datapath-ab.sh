@@ -36,14 +36,15 @@ veth_lab $A $B 88 "$MTU"
 exec {NAP}<> <(:)
 nap() { read -r -t "$1" -u $NAP || true; }
 # A sample line: time, machine busy ticks (user nice system irq
-# softirq), target utime stime, writer utime stime.
+# softirq), target utime stime, writer utime stime, and the ticks the
+# hypervisor ran something else while a vCPU wanted to run (steal).
 sample() {
-  local _ u n s i w q sq _r t a
-  read -r _ u n s i w q sq _r < /proc/stat
+  local _ u n s i w q sq st _r t a
+  read -r _ u n s i w q sq st _r < /proc/stat
   read -ra t 2>/dev/null < /proc/$TP/stat || t=()
   read -ra a 2>/dev/null < /proc/$WP/stat || a=()
-  printf '%s %s %s %s %s %s\n' "$EPOCHREALTIME" $((u + n + s + q + sq)) \
-    "${t[13]:-0}" "${t[14]:-0}" "${a[13]:-0}" "${a[14]:-0}"
+  printf '%s %s %s %s %s %s %s\n' "$EPOCHREALTIME" $((u + n + s + q + sq)) \
+    "${t[13]:-0}" "${t[14]:-0}" "${a[13]:-0}" "${a[14]:-0}" "$st"
 }
 # Whether file $1 has a line matching the extended pattern $2.
 has() { local l; while IFS= read -r l; do [[ $l =~ $2 ]] && return 0; done 2>/dev/null < "$1"; return 1; }
@@ -84,11 +85,11 @@ for r in $(seq "$REP"); do
   S=$(echo "$W" | grep -o '"seconds":[0-9.]*' | cut -d: -f2)
   X1=$(echo "$W" | grep -o '"xxh3":"[0-9a-fx]*"'); X2=$(grep -o '"xxh3":"[0-9a-fx]*"' $D/t.out)
   OK=$([ -n "$X1" ] && [ "$X1" = "$X2" ] && echo verified || echo NOT-VERIFIED)
-  CPU=$(awk -v e="$TEND" -v s="${S:-0}" -v b="$BYTES_N" 'BEGIN{st=e-s}
-    $5>0{n++;t[n]=$1;m[n]=$2;u[n]=$3+$5;k[n]=$4+$6}
+  CPU=$(awk -v ncpu="$(nproc)" -v e="$TEND" -v s="${S:-0}" -v b="$BYTES_N" 'BEGIN{st=e-s}
+    $5>0{n++;t[n]=$1;m[n]=$2;u[n]=$3+$5;k[n]=$4+$6;sl[n]=$7}
     END{i0=1;for(i=1;i<=n;i++){if(t[i]<=st)i0=i; i1=i}; sp=t[i1]-t[i0]; if(sp<=0||s<=0){print "cpu=n/a";exit}
         f=s/sp/100/(b/1e9);
-        printf "user_s_per_GB=%.3f sys_s_per_GB=%.3f machine_cpu_s_per_GB=%.3f", (u[i1]-u[i0])*f, (k[i1]-k[i0])*f, (m[i1]-m[i0])*f}' $D/samples)
+        printf "user_s_per_GB=%.3f sys_s_per_GB=%.3f machine_cpu_s_per_GB=%.3f steal_pct=%.1f", (u[i1]-u[i0])*f, (k[i1]-k[i0])*f, (m[i1]-m[i0])*f, (sl[i1]-sl[i0])/sp/ncpu}' $D/samples)
   # The target's drops before its stack (the socket's buffer, udp, or the
   # AF_XDP RX ring, xdp, full) and its duplicates.
   TD=$(grep -o '"rx_socket_drops":[0-9]*\|"rx_ring_full":[0-9]*\|"duplicate":[0-9]*' $D/t.out | tr '\n' ' ')
