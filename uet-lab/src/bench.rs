@@ -216,6 +216,11 @@ pub struct Run {
     pub latency_64b: Row<PerfRow>,
     /// Kernel UDP round trip, 64 B.
     pub udp_rtt: Row<RttRow>,
+    /// The share of the machine's CPU time the hypervisor took over the
+    /// whole repeat (steal, 0..=1; 0 on bare metal), if `/proc/stat` was
+    /// readable: on a virtual machine whose host is busy, every row of
+    /// the repeat ran on less CPU than it thought it had.
+    pub steal: Option<f64>,
 }
 
 impl Run {
@@ -233,6 +238,7 @@ impl Run {
             perf_4k: Row::failed(N),
             latency_64b: Row::failed(N),
             udp_rtt: Row::failed(N),
+            steal: None,
         }
     }
 }
@@ -442,6 +448,7 @@ fn lab_config(opts: &BenchOpts, mtu: u32, backend: Backend) -> LabConfig {
 /// kernel rows on the same veth pair), then the xdp backend's.
 fn run_once(opts: &BenchOpts, repeat: usize, mtu: u32, progress: &mut dyn FnMut(&str)) -> Run {
     let mut run = Run::new(repeat, mtu);
+    let cpu = crate::cpu::CpuSample::now().ok();
     match Lab::up(lab_config(opts, mtu, Backend::Udp)) {
         Err(e) => {
             let why = format!("building the udp-backend lab: {}", e.chain());
@@ -492,6 +499,7 @@ fn run_once(opts: &BenchOpts, repeat: usize, mtu: u32, progress: &mut dyn FnMut(
             run.latency_64b = Row::from(perf(&mut lab, 64, 1, opts.seconds));
         }
     }
+    run.steal = cpu.and_then(|c| c.steal_share().ok());
     run
 }
 
@@ -1053,7 +1061,7 @@ impl BenchReport {
             self.loadavg_after
         );
         t.push_str(&self.mtu_header());
-        let rows: [(&str, Cell<'_>); 10] = [
+        let rows: [(&str, Cell<'_>); 11] = [
             ("raw AF_XDP, UDP payload", &|s, runs| {
                 format!(
                     "{} Gb/s ({} Mpps) {}",
@@ -1205,6 +1213,19 @@ impl BenchReport {
                             .as_ref()
                             .map(|v| (v.writer_retransmits, v.writer_rtos))),
                     )
+                },
+            ),
+            (
+                "CPU time the hypervisor took (steal), % of the machine",
+                &|_, runs| {
+                    let vals: Vec<String> = runs
+                        .iter()
+                        .map(|r| {
+                            r.steal
+                                .map_or_else(|| "n/a".into(), |v| format!("{:.1}", v * 100.0))
+                        })
+                        .collect();
+                    format!("[{}]", vals.join(", "))
                 },
             ),
         ];

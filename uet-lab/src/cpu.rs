@@ -2,7 +2,8 @@
 //! spent (user + nice + system + irq + softirq, kernel and other
 //! processes included) between two samples, so a transfer's cost can be
 //! read as CPU-seconds per gigabyte beside a ceiling's measured the same
-//! way.
+//! way, and what the hypervisor took from a virtual machine's CPUs
+//! meanwhile (steal), which says whether a run measured its neighbours.
 
 use std::time::Instant;
 
@@ -15,6 +16,9 @@ pub struct CpuSample {
     busy: u64,
     /// Every field of the `cpu` line (guest time is inside user/nice).
     total: u64,
+    /// steal: ticks a vCPU wanted to run while the hypervisor ran
+    /// something else (0 on bare metal).
+    steal: u64,
     /// CPUs (`cpuN` lines).
     cpus: u32,
     at: Instant,
@@ -54,6 +58,7 @@ impl CpuSample {
         Ok(Self {
             busy: f[0] + f[1] + f[2] + f[5] + f[6],
             total: f.iter().take(8).sum(),
+            steal: f.get(7).copied().unwrap_or(0),
             cpus: u32::try_from(cpus.max(1)).unwrap_or(u32::MAX),
             at,
         })
@@ -69,6 +74,21 @@ impl CpuSample {
         }
         let busy = later.busy.saturating_sub(self.busy) as f64 / total as f64;
         busy * f64::from(self.cpus) * later.at.duration_since(self.at).as_secs_f64()
+    }
+
+    /// The share of all CPU time from `self` to `later` that the
+    /// hypervisor took (steal over all ticks, 0..=1).
+    pub fn steal_share_until(&self, later: &Self) -> f64 {
+        let total = later.total.saturating_sub(self.total);
+        if total == 0 {
+            return 0.0;
+        }
+        later.steal.saturating_sub(self.steal) as f64 / total as f64
+    }
+
+    /// [`Self::steal_share_until`] now.
+    pub fn steal_share(&self) -> Result<f64> {
+        Ok(self.steal_share_until(&Self::now()?))
     }
 
     /// CPU-seconds busy from `self` until now.
@@ -100,6 +120,39 @@ mod tests {
         assert_eq!(a.cpus, 2);
         assert!((a.busy_seconds_until(&b) - 2.0).abs() < 1e-9);
         assert_eq!(b.busy_seconds_until(&b), 0.0);
+        assert_eq!(a.steal_share_until(&b), 0.0);
+    }
+
+    #[test]
+    fn steal_is_its_share_of_all_ticks_and_not_busy_time() {
+        let t0 = Instant::now();
+        let a = CpuSample::parse(
+            "cpu  100 0 50 800 10 5 5 30 0 0
+cpu0 0
+",
+            t0,
+        )
+        .unwrap();
+        // 200 more ticks: 100 busy, 50 idle, 50 stolen.
+        let b = CpuSample::parse(
+            "cpu  180 0 70 850 10 5 5 80 0 0
+cpu0 0
+",
+            t0 + Duration::from_secs(1),
+        )
+        .unwrap();
+        assert!((a.steal_share_until(&b) - 0.25).abs() < 1e-9);
+        // Busy time leaves the stolen ticks out: half of 1 CPU over 1 s.
+        assert!((a.busy_seconds_until(&b) - 0.5).abs() < 1e-9);
+        // A line without the steal field (very old kernels) steals nothing.
+        let c = CpuSample::parse(
+            "cpu  1 0 1 1 0 0 0
+cpu0 0
+",
+            t0,
+        )
+        .unwrap();
+        assert_eq!(c.steal_share_until(&c), 0.0);
     }
 
     #[test]

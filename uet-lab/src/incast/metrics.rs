@@ -251,6 +251,7 @@ pub fn compute(run: &Run, setup: &Setup, cal: &Calibration) -> Metrics {
         f_c: None,
         failed_flows: flows.iter().filter(|f| f.error.is_some()).count(),
         cpu_busy: run.cpu_busy.unwrap_or(0.0),
+        cpu_steal: run.cpu_steal.unwrap_or(0.0),
     }
 }
 
@@ -412,6 +413,8 @@ pub struct Summary {
     pub failed_flows: Stat,
     /// Share of the CPUs busy during the runs.
     pub cpu_busy: Stat,
+    /// Share of the CPU time the hypervisor took during the runs.
+    pub cpu_steal: Stat,
 }
 
 /// The order modes are shown in: the baseline first.
@@ -480,6 +483,7 @@ fn summary(cc: &str, senders: usize, size: u64, rs: &[&Run]) -> Summary {
         f_c: some(|m| m.f_c),
         failed_flows: all(|m| m.failed_flows as f64),
         cpu_busy: all(|m| m.cpu_busy),
+        cpu_steal: all(|m| m.cpu_steal),
     }
 }
 
@@ -932,6 +936,7 @@ pub(crate) mod tests {
             receiver: ReceiverCounters::default(),
             victim: None,
             cpu_busy: None,
+            cpu_steal: None,
             metrics: Metrics::default(),
         }
     }

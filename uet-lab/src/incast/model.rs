@@ -485,6 +485,11 @@ pub struct Run {
     /// /proc/stat) from the common start to the last completion.
     #[serde(default)]
     pub cpu_busy: Option<f64>,
+    /// Share of all CPU time the hypervisor took over the same window
+    /// (steal; 0 on bare metal): a virtual machine's host running
+    /// something else, inside [`Run::cpu_busy`].
+    #[serde(default)]
+    pub cpu_steal: Option<f64>,
     /// What [`super::metrics::compute`] derived.
     pub metrics: Metrics,
 }
@@ -568,6 +573,9 @@ pub struct Metrics {
     /// The run's [`Run::cpu_busy`] (0 when not measured).
     #[serde(default)]
     pub cpu_busy: f64,
+    /// The run's [`Run::cpu_steal`] (0 when not measured).
+    #[serde(default)]
+    pub cpu_steal: f64,
 }
 
 /// Everything one `uet lab incast` invocation measured: `results.json`.

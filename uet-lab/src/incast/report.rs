@@ -87,6 +87,7 @@ const METRIC_COLUMNS: &[MetricColumn] = &[
     ("f_c", |m| opt(m.f_c)),
     ("failed_flows", |m| m.failed_flows.to_string()),
     ("cpu_busy", |m| m.cpu_busy.to_string()),
+    ("cpu_steal", |m| m.cpu_steal.to_string()),
 ];
 
 /// A CSV field, quoted when it needs to be (RFC 4180).
@@ -185,6 +186,7 @@ const SUMMARY_TABLES: &[(&str, &[Column])] = &[
             ("Jain (windowed)", |s| opt_cell(s.jain_windowed, ratio)),
             ("utilisation", |s| cell(s.utilisation, pct)),
             ("CPUs busy", |s| cell(s.cpu_busy, pct)),
+            ("of them stolen", |s| cell(s.cpu_steal, pct)),
             ("failed flows", |s| cell(s.failed_flows, count)),
         ],
     ),
@@ -615,10 +617,19 @@ fn misses_context(md: &mut String, report: &Report, summaries: &[Summary]) {
         .filter(|g| matches!(g.cc.as_str(), "rccc" | "nscc"))
     {
         if g.cpu_busy.median > 0.0 {
+            // Steal counts as busy: a vCPU that wanted to run.
+            let stolen = if g.cpu_steal.median > 0.0 {
+                format!(
+                    ", {} of the machine taken by the hypervisor",
+                    pct(g.cpu_steal.median)
+                )
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 md,
-                "- {} N={} S={}: the CPUs were {} busy while the bottleneck was {} utilised \
-                 (medians over seeds)",
+                "- {} N={} S={}: the CPUs were {} busy{stolen} while the bottleneck was {} \
+                 utilised (medians over seeds)",
                 g.cc,
                 g.senders,
                 size_label(g.size),

@@ -706,9 +706,9 @@ impl Lab {
     }
 }
 
-/// (busy, total) jiffies of all CPUs so far (/proc/stat's `cpu` line:
-/// busy = user + nice + system + irq + softirq + steal).
-fn cpu_jiffies() -> Option<(u64, u64)> {
+/// (busy, total, steal) jiffies of all CPUs so far (/proc/stat's `cpu`
+/// line: busy = user + nice + system + irq + softirq + steal).
+fn cpu_jiffies() -> Option<(u64, u64, u64)> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().find(|l| l.starts_with("cpu "))?;
     let v: Vec<u64> = line
@@ -719,7 +719,7 @@ fn cpu_jiffies() -> Option<(u64, u64)> {
     let get = |i: usize| v.get(i).copied().unwrap_or(0);
     // user nice system idle iowait irq softirq steal (guest is in user).
     let busy = get(0) + get(1) + get(2) + get(5) + get(6) + get(7);
-    Some((busy, busy + get(3) + get(4)))
+    Some((busy, busy + get(3) + get(4), get(7)))
 }
 
 fn load_average() -> f64 {
@@ -1265,7 +1265,7 @@ impl IncastLab {
         let stop_victim = AtomicBool::new(false);
         let barrier = Barrier::new(n + 1);
         let t0_cell = Mutex::new(0u64);
-        let (flows, samples, victim_lat, cpu_busy) = std::thread::scope(|s| -> Result<_> {
+        let (flows, samples, victim_lat, cpu) = std::thread::scope(|s| -> Result<_> {
             let sampling = s.spawn(|| queue_loop(sampler, &stop_sampling));
             let tracer_t = s.spawn(|| trace_loop(tracer, &receiver_ip, &stop_sampling));
             let realtime = self.opts.victim_realtime;
@@ -1301,10 +1301,14 @@ impl IncastLab {
                 .into_iter()
                 .map(|h| h.join().expect("writer thread panicked"))
                 .collect();
+            // (busy, stolen) shares of all CPU time over the window.
             let cpu = cpu_before
                 .zip(cpu_jiffies())
-                .and_then(|((b0, t0), (b1, t1))| {
-                    (t1 > t0).then(|| (b1 - b0) as f64 / (t1 - t0) as f64)
+                .and_then(|((b0, t0, s0), (b1, t1, s1))| {
+                    (t1 > t0).then(|| {
+                        let all = (t1 - t0) as f64;
+                        ((b1 - b0) as f64 / all, s1.saturating_sub(s0) as f64 / all)
+                    })
                 });
             // A few samples of the drained queue after the last completion.
             std::thread::sleep(Duration::from_millis(3));
@@ -1386,7 +1390,8 @@ impl IncastLab {
                 congested,
                 isolated: victim_isolated,
             }),
-            cpu_busy,
+            cpu_busy: cpu.map(|c| c.0),
+            cpu_steal: cpu.map(|c| c.1),
             metrics: Default::default(),
         })
     }
