@@ -59,7 +59,7 @@ use core::ops::Range;
 use crate::error::{Error, ErrorKind, Layer, Result};
 use crate::inet::{
     EthernetPacket, EthernetRepr, IpRepr, Ipv4Packet, Ipv4Repr, Ipv6Packet, Ipv6Repr, UdpPacket,
-    UdpRepr, ethernet::EtherType, ipv4, ipv6, udp,
+    UdpRepr, checksum, ethernet::EtherType, ipv4, ipv6, udp,
 };
 use crate::types::{Dscp, EntropyValue};
 
@@ -531,6 +531,31 @@ pub fn emit_frame(
     buf: &mut [u8],
     write_uet: impl FnOnce(&mut [u8]),
 ) -> Result<usize> {
+    emit_frame_with(
+        ethernet,
+        ip,
+        transport,
+        config,
+        uet_len,
+        buf,
+        write_uet,
+        checksum::data,
+    )
+}
+
+/// [`emit_frame`], summing the UDP datagram for its checksum with `sum`
+/// (a build of [`checksum::data`] for the running CPU's vectors, say).
+#[allow(clippy::too_many_arguments)]
+pub fn emit_frame_with(
+    ethernet: &EthernetRepr,
+    ip: &IpRepr,
+    transport: &Transport,
+    config: &EncapConfig,
+    uet_len: usize,
+    buf: &mut [u8],
+    write_uet: impl FnOnce(&mut [u8]),
+    sum: checksum::SumFn,
+) -> Result<usize> {
     let l3 = ethernet.buffer_len();
     let l4 = l3 + ip.header_len();
     let l4_len = transport_pktsize(transport, config, uet_len);
@@ -587,7 +612,7 @@ pub fn emit_frame(
         && !(matches!(ip, IpRepr::V4(_)) && crate::is_tss(&frame[uet_start..uet_end]))
     {
         let (src, dst) = (ip.src_addr(), ip.dst_addr());
-        UdpPacket::new_unchecked(&mut frame[l4..]).fill_checksum(src, dst);
+        UdpPacket::new_unchecked(&mut frame[l4..]).fill_checksum_with(src, dst, sum);
     }
     Ok(total)
 }
@@ -606,6 +631,16 @@ pub fn emit_frame(
 /// layer `Ethernet`, `Ipv4`/`Ipv6` or `Udp`). Bytes after the IP packet
 /// (Ethernet padding) and after the UDP datagram are ignored.
 pub fn parse_l2_l4(buf: &[u8], config: &EncapConfig) -> Result<(Headers, Range<usize>)> {
+    parse_l2_l4_with(buf, config, checksum::data)
+}
+
+/// [`parse_l2_l4`], summing the UDP datagram to verify its checksum with
+/// `sum`.
+pub fn parse_l2_l4_with(
+    buf: &[u8],
+    config: &EncapConfig,
+    sum: checksum::SumFn,
+) -> Result<(Headers, Range<usize>)> {
     let eth = EthernetPacket::new_checked(buf)?;
     let ethernet = EthernetRepr::parse(&eth)?;
     let l3 = eth.header_len();
@@ -677,7 +712,7 @@ pub fn parse_l2_l4(buf: &[u8], config: &EncapConfig) -> Result<(Headers, Range<u
                 };
                 return Ok((headers, l4 + udp::HEADER_LEN..ip_end));
             }
-            UdpRepr::parse(&p, ip.src_addr(), ip.dst_addr()).map_err(at(l4))?;
+            UdpRepr::parse_with(&p, ip.src_addr(), ip.dst_addr(), sum).map_err(at(l4))?;
             (t, l4 + usize::from(p.len()), l4 + udp::HEADER_LEN)
         }
         proto if proto == config.ip_protocol => {

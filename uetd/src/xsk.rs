@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::ArrayQueue;
 use uet_pds::{RxMeta, Transmit};
 use uet_wire::Layer;
-use uet_wire::encap::{EncapConfig, Transport, emit_frame, parse_l2_l4};
+use uet_wire::encap::{EncapConfig, Transport, emit_frame_with, parse_l2_l4_with};
 use uet_wire::inet::{EtherType, EthernetAddress, EthernetRepr, IpRepr};
 
 use crate::capture::{Capture, Direction, Tap};
@@ -1013,7 +1013,7 @@ impl Wire {
         extra: &mut XdpExtraStats,
         data: &[u8],
     ) -> Option<(RxMeta, Range<usize>)> {
-        let (h, range) = match parse_l2_l4(data, &self.encap) {
+        let (h, range) = match parse_l2_l4_with(data, &self.encap, crate::sys::simd::data) {
             Ok(p) => p,
             Err(e) => {
                 stats.rx_dropped += 1;
@@ -1609,7 +1609,7 @@ impl XdpIo {
             };
             // The UET bytes are in place: emit_frame writes the headers in
             // front, the checksum and the trailer.
-            match emit_frame(
+            match emit_frame_with(
                 &eth,
                 &ip,
                 &transport,
@@ -1617,6 +1617,7 @@ impl XdpIo {
                 t.len,
                 &mut chunk[hr..],
                 |_| {},
+                crate::sys::simd::data,
             ) {
                 Ok(n) => {
                     if let Some(t) = tap.as_mut() {
@@ -1703,8 +1704,16 @@ impl XdpIo {
                 }
             };
             let buf = self.umem.span_mut(&mut f, &mut self.run_buf, hr, span);
-            let Ok(n) = emit_frame(&eth, &ip, &transport, &self.wire.encap, t.len, buf, |_| {})
-            else {
+            let Ok(n) = emit_frame_with(
+                &eth,
+                &ip,
+                &transport,
+                &self.wire.encap,
+                t.len,
+                buf,
+                |_| {},
+                crate::sys::simd::data,
+            ) else {
                 self.stats.tx_dropped += 1;
                 self.set.put_run(&mut self.run_buf);
                 self.set.free.push(f);

@@ -37,7 +37,12 @@ const fn fold(mut acc: u64) -> u16 {
 /// machine's byte order and the folded sum swapped at the end (RFC 1071
 /// §2(B)); without a byte swap per word the loop vectorises, about twice as
 /// fast as reading big-endian words.
+///
+/// Always inlined, so that a caller compiled for wider vectors than the
+/// crate's target (a `#[target_feature]` function that a program picks at
+/// run time, as `uetd` does for AVX2) vectorises this loop with them.
 #[must_use]
+#[inline(always)]
 pub fn data(bytes: &[u8]) -> u16 {
     let mut words = bytes.chunks_exact(4);
     let mut acc: u64 = (&mut words)
@@ -56,6 +61,11 @@ pub fn data(bytes: &[u8]) -> u16 {
         sum
     }
 }
+
+/// A function that computes what [`data`] does: the encapsulation's
+/// `_with` variants take one, so that a program can hand them a
+/// vectorised build of [`data`] picked for its CPU at run time.
+pub type SumFn = fn(&[u8]) -> u16;
 
 /// Adds ones-complement sums.
 #[must_use]

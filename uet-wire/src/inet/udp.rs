@@ -144,14 +144,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// # Fuzzing
     /// Always true under `cfg(fuzzing)`.
     pub fn verify_checksum(&self, src: IpAddr, dst: IpAddr) -> bool {
+        self.verify_checksum_with(src, dst, checksum::data)
+    }
+
+    /// [`Packet::verify_checksum`], summing the datagram with `sum`.
+    pub fn verify_checksum_with(&self, src: IpAddr, dst: IpAddr, sum: checksum::SumFn) -> bool {
         if cfg!(fuzzing) || self.checksum() == 0 {
             return true;
         }
-        let sum = checksum::combine(&[
-            pseudo_header(src, dst, self.len()),
-            checksum::data(self.datagram()),
-        ]);
-        sum == 0xffff
+        let total = checksum::combine(&[pseudo_header(src, dst, self.len()), sum(self.datagram())]);
+        total == 0xffff
     }
 }
 
@@ -184,14 +186,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     /// length field, which must already be set and fit the buffer); a result
     /// of 0 is written as 0xFFFF.
     pub fn fill_checksum(&mut self, src: IpAddr, dst: IpAddr) {
+        self.fill_checksum_with(src, dst, checksum::data);
+    }
+
+    /// [`Packet::fill_checksum`], summing the datagram with `sum`.
+    pub fn fill_checksum_with(&mut self, src: IpAddr, dst: IpAddr, sum: checksum::SumFn) {
         self.set_checksum(0);
         let len = self.len();
         let end = usize::from(len).min(self.b().len());
-        let sum = checksum::combine(&[
-            pseudo_header(src, dst, len),
-            checksum::data(&self.b()[..end]),
-        ]);
-        let c = !sum;
+        let total = checksum::combine(&[pseudo_header(src, dst, len), sum(&self.b()[..end])]);
+        let c = !total;
         self.set_checksum(if c == 0 { 0xffff } else { c });
     }
 
@@ -218,8 +222,18 @@ impl Repr {
     /// Parses a datagram, verifying a non-zero checksum against the
     /// pseudo-header of `src` and `dst` (`BadChecksum` at offset 6).
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>, src: IpAddr, dst: IpAddr) -> Result<Self> {
+        Self::parse_with(packet, src, dst, checksum::data)
+    }
+
+    /// [`Repr::parse`], summing the datagram with `sum`.
+    pub fn parse_with<T: AsRef<[u8]>>(
+        packet: &Packet<T>,
+        src: IpAddr,
+        dst: IpAddr,
+        sum: checksum::SumFn,
+    ) -> Result<Self> {
         packet.check_len()?;
-        if !packet.verify_checksum(src, dst) {
+        if !packet.verify_checksum_with(src, dst, sum) {
             return Err(Error::new(
                 Layer::Udp,
                 ErrorKind::BadChecksum,

@@ -27,6 +27,7 @@ pub(crate) mod ifaddr;
 pub mod mem;
 pub mod ns;
 pub(crate) mod packet;
+pub mod simd;
 pub mod udp;
 pub(crate) mod xdp_socket;
 
