@@ -13,7 +13,9 @@ use uet_wire::{PdcId, Psn, TrafficClass};
 
 use crate::ccc_table::CccTable;
 use crate::config::PdsConfig;
+use crate::pdc_table::PdcTable;
 use crate::tx_ledger::{TxEntry, TxLedger};
+use rustc_hash::FxHashMap as HashMap;
 
 /// A ledger entry's share of its CCC: the accounting invariant between the
 /// retransmission ledgers and [`Ccc`].
@@ -414,17 +416,20 @@ impl Pds {
     /// Schedules every PDC of a CCC that has something to send (credit
     /// arrived, a pacing gap ended).
     pub(super) fn schedule_ccc(&mut self, key: (IpAddr, TrafficClass)) {
-        let ids: Vec<PdcId> = self
-            .pdcs
-            .keys()
-            .filter(|id| {
-                self.pdcs
-                    .get(id)
-                    .is_some_and(|p| p.ccc == key && p.has_tx_work())
-            })
-            .collect();
-        for id in ids {
-            self.schedule(id);
+        let Self {
+            pdcs,
+            ccc_members,
+            active,
+            ..
+        } = self;
+        for &id in ccc_members.of(pdcs, key) {
+            if let Some(p) = pdcs.get_mut(&id)
+                && p.has_tx_work()
+                && !p.scheduled
+            {
+                p.scheduled = true;
+                active.push_back(id);
+            }
         }
     }
 
@@ -448,5 +453,102 @@ impl Pds {
         let ix = cccs.index(&p.ccc)?;
         p.ccc_ix = Some(ix);
         Some(ix)
+    }
+}
+
+/// The IDs of each CCC's PDCs, in the PDC table's slab order: the order a
+/// scan of the whole table meets them, so that [`Pds::schedule_ccc`] queues
+/// them as that scan did, without visiting every other PDC each time a
+/// credit or window update arrives (a host writing to a thousand peers has
+/// a thousand PDCs and a CCC per peer). A PDC's CCC never changes, so the
+/// index is rebuilt only when the table's set of IDs changed — a PDC
+/// opened or closed.
+#[derive(Debug, Default)]
+pub(super) struct CccMembers {
+    /// The table's generation at the last build (`None`: not built).
+    built_at: Option<u64>,
+    by_ccc: HashMap<(IpAddr, TrafficClass), Vec<PdcId>>,
+}
+
+impl CccMembers {
+    /// The IDs of CCC `key`'s PDCs in `pdcs`, in slab order.
+    pub(super) fn of(&mut self, pdcs: &PdcTable<Pdc>, key: (IpAddr, TrafficClass)) -> &[PdcId] {
+        self.of_by(pdcs, |p| p.ccc, key)
+    }
+
+    /// [`CccMembers::of`] for a table of anything whose CCC `ccc` reads.
+    fn of_by<T>(
+        &mut self,
+        pdcs: &PdcTable<T>,
+        ccc: impl Fn(&T) -> (IpAddr, TrafficClass),
+        key: (IpAddr, TrafficClass),
+    ) -> &[PdcId] {
+        if self.built_at != Some(pdcs.generation()) {
+            for ids in self.by_ccc.values_mut() {
+                ids.clear();
+            }
+            for (id, p) in pdcs.keys().zip(pdcs.values()) {
+                self.by_ccc.entry(ccc(p)).or_default().push(id);
+            }
+            // CCCs without a PDC left go, so the map stays as large as the
+            // number of CCCs in use.
+            self.by_ccc.retain(|_, ids| !ids.is_empty());
+            self.built_at = Some(pdcs.generation());
+        }
+        self.by_ccc.get(&key).map_or(&[], Vec::as_slice)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uet_wire::rand::{Rng, Xoshiro256};
+
+    /// Through random opens and closes, each CCC's members are exactly the
+    /// PDCs a scan of the whole table finds for it, in the scan's order.
+    #[test]
+    fn a_ccc_s_members_are_what_a_scan_of_the_table_finds_in_its_order() {
+        let keys: Vec<(IpAddr, TrafficClass)> = (0..4u8)
+            .map(|i| {
+                (
+                    IpAddr::from([10, 0, 0, i]),
+                    TrafficClass::from_masked(i % 2),
+                )
+            })
+            .collect();
+        let mut rng = Xoshiro256::seed_from_u64(7);
+        let mut table: PdcTable<(IpAddr, TrafficClass)> = PdcTable::new();
+        let mut members = CccMembers::default();
+        let mut live: Vec<PdcId> = Vec::new();
+        for step in 0..2000 {
+            if live.is_empty() || rng.below(3) > 0 {
+                let id = table.alloc(&mut rng).expect("free IDs");
+                table.insert(id, keys[rng.below(keys.len() as u64) as usize]);
+                live.push(id);
+            } else {
+                let id = live.swap_remove(rng.below(live.len() as u64) as usize);
+                table.remove(&id);
+            }
+            if step % 7 == 0 {
+                continue; // several changes between two looks
+            }
+            for &k in &keys {
+                let scan: Vec<PdcId> = table
+                    .keys()
+                    .zip(table.values())
+                    .filter(|(_, c)| **c == k)
+                    .map(|(id, _)| id)
+                    .collect();
+                assert_eq!(
+                    members.of_by(&table, |c| *c, k),
+                    scan.as_slice(),
+                    "step {step}"
+                );
+            }
+        }
+        // A CCC no PDC uses has no members, and is not kept.
+        let unused = (IpAddr::from([10, 0, 0, 9]), TrafficClass::from_masked(0));
+        assert!(members.of_by(&table, |c| *c, unused).is_empty());
+        assert!(members.by_ccc.len() <= keys.len());
     }
 }

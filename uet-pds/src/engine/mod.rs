@@ -60,6 +60,7 @@ mod timers;
 mod transmit;
 
 pub use crate::pkt_ref::PktRef;
+use congestion::CccMembers;
 use pdc::Pdc;
 use transmit::ControlPacket;
 
@@ -371,6 +372,8 @@ pub struct Pds {
     /// as many entries as the configuration names).
     job_domains: HashMap<JobId, Sdi>,
     cccs: CccTable<Ccc>,
+    /// The PDCs of each CCC, for [`Pds::schedule_ccc`].
+    ccc_members: CccMembers,
     active: VecDeque<PdcId>,
     acks: VecDeque<PdcId>,
     ctl: VecDeque<ControlPacket>,
@@ -492,6 +495,7 @@ impl Pds {
             reuse: HashMap::default(),
             job_domains: HashMap::default(),
             cccs: CccTable::new(),
+            ccc_members: CccMembers::default(),
             active: VecDeque::new(),
             acks: VecDeque::new(),
             ctl: VecDeque::new(),
