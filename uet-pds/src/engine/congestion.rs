@@ -201,12 +201,15 @@ impl Pds {
     /// CMS timers: RCCC credit timeouts (→ CREDIT_REQ), PFT pacing gaps,
     /// and the receiver's credit pacer.
     pub(super) fn cms_timers(&mut self, now: Instant) {
-        let due: Vec<(IpAddr, TrafficClass)> = self
-            .cccs
-            .iter()
-            .filter(|(_, c)| c.poll_timeout().is_some_and(|t| t <= now))
-            .map(|(k, _)| *k)
-            .collect();
+        let due: Vec<(IpAddr, TrafficClass)> = if self.ccc_timers {
+            self.cccs
+                .iter()
+                .filter(|(_, c)| c.poll_timeout().is_some_and(|t| t <= now))
+                .map(|(k, _)| *k)
+                .collect()
+        } else {
+            Vec::new()
+        };
         for key in due {
             if let Some(c) = self.cccs.get_mut(&key) {
                 c.handle_timeout(now);

@@ -395,6 +395,12 @@ pub struct Pds {
     /// `config.ccc.algorithm.has_rccc()`, read on every poll (the
     /// configuration does not change).
     rccc_source: bool,
+    /// Whether a CCC can have a timer at all: only RCCC's source and PFT
+    /// run any (`Ccc::poll_timeout`). Without them every CCC's deadline is
+    /// none, and [`Pds::poll_timeout`], which the daemon's worker asks on
+    /// every turn of its loop, and the CMS timers skip the CCCs instead of
+    /// visiting one per peer.
+    ccc_timers: bool,
     /// Until when no packet is taken for lost by time (RTO, tail probe):
     /// the caller's host did not run for a while ([`Pds::hold_loss_timers`]).
     loss_timers_held: Option<Instant>,
@@ -486,6 +492,7 @@ impl Pds {
             .and_then(|c| RcccReceiver::new(c).ok());
         Self {
             rccc_source: config.ccc.algorithm.has_rccc(),
+            ccc_timers: config.ccc.algorithm.has_rccc() || config.ccc.pft.is_some(),
             loss_timers_held: None,
             config,
             rng: Xoshiro256::seed_from_u64(seed),

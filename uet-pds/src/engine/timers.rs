@@ -29,9 +29,11 @@ impl Pds {
                 at(self.loss_timer(r.sent_at + self.config.rto(r.rtx_count)));
             }
         }
-        for c in self.cccs.values() {
-            if let Some(x) = c.poll_timeout() {
-                at(x);
+        if self.ccc_timers {
+            for c in self.cccs.values() {
+                if let Some(x) = c.poll_timeout() {
+                    at(x);
+                }
             }
         }
         if let Some(x) = self.rccc_rx.as_ref().and_then(RcccReceiver::poll_timeout) {
