@@ -441,9 +441,17 @@ fn calibration_section(md: &mut String, report: &Report) {
                 pct(l)
             )
         });
+        let stolen = match f.steal {
+            Some(st) if f.stolen() => format!(
+                "; the host took {} of the machine's CPU time, over the {} allowed",
+                pct(st),
+                pct(super::model::STEAL_LIMIT)
+            ),
+            _ => String::new(),
+        };
         let _ = writeln!(
             md,
-            "- every sender at once through the bottleneck with {}: {} of R = {} ({}){late}",
+            "- every sender at once through the bottleneck with {}: {} of R = {} ({}){late}{stolen}",
             f.cc,
             mbps(f.filled_bps),
             mbps(f.bottleneck_bps as f64),
