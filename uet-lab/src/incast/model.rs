@@ -277,6 +277,13 @@ pub const LATE_TARGET: f64 = 0.01;
 /// its own.
 pub const STEAL_LIMIT: f64 = 1.0 - FILL_TARGET;
 
+/// How many writes of the calibration may be measured again for the
+/// host's steal ([`FitStep::measure_again`]), on top of [`FIT_STEPS`]: in
+/// four calibrations on a 2-vCPU VM one or two steps each went over
+/// [`STEAL_LIMIT`], and with the retries counted among the eight steps
+/// two fits ended on a rate no step had passed.
+pub const FIT_RETRIES: usize = 3;
+
 /// The least R a late pacer lowers the bottleneck to. Lateness falls with
 /// the packet rate only while the packets are what keeps the CPUs busy;
 /// with many senders the daemons' wake-ups keep the receiver's worker

@@ -20,8 +20,8 @@ use hdrhistogram::Histogram;
 use uet_api::{Client, Event, LocalHandle, Region, RemoteRegion, Status};
 
 use super::model::{
-    Calibration, CcSample, FIT_STEPS, FitStep, Flow, LatencyStats, QueueSample, ReceiverCounters,
-    Run, Setup, VictimRun,
+    Calibration, CcSample, FIT_RETRIES, FIT_STEPS, FitStep, Flow, LatencyStats, QueueSample,
+    ReceiverCounters, Run, Setup, VictimRun,
 };
 use crate::error::{Error, Result, require};
 use crate::{EcnSettings, Lab, LabConfig, Sample, Sampler};
@@ -993,7 +993,9 @@ impl IncastLab {
     /// uncontrolled one sends a window), R drops to that share of what
     /// they filled; with RCCC, also while the receiver's pacer lost more
     /// than [`crate::incast::model::LATE_TARGET`] of its budget to late
-    /// ticks ([`FitStep::next_bottleneck`]). [`FIT_STEPS`] times at most.
+    /// ticks ([`FitStep::next_bottleneck`]). [`FIT_STEPS`] times at most,
+    /// besides up to [`FIT_RETRIES`] writes measured again because the
+    /// host took the CPUs ([`FitStep::measure_again`]).
     fn fit_to_control(&mut self) -> Result<()> {
         let Some(cc) = ["rccc", "nscc", "nscc+rccc", "pft"]
             .into_iter()
@@ -1007,9 +1009,13 @@ impl IncastLab {
         // noisy measure on a busy machine (one passed at 680 Mb/s with
         // the pacer 1 % late; the runs there lost 19–22 %).
         let mut passed_at = None;
-        // The R last measured again for the host's steal.
+        // The R last measured again for the host's steal, and how many
+        // writes were: those come on top of the FIT_STEPS, up to
+        // FIT_RETRIES.
         let mut retried_at = None;
-        for _ in 0..FIT_STEPS {
+        let mut retries = 0;
+        let mut steps = 0;
+        while steps < FIT_STEPS {
             let r = self.opts.bottleneck;
             self.lab.state.config.daemon_args = daemon_args(&self.opts, Some(self.rto_init_us()));
             self.lab
@@ -1036,13 +1042,15 @@ impl IncastLab {
                     .then(|| rx.ecn_slowed_bytes as f64 / budget as f64),
                 steal,
             };
-            if step.measure_again(retried_at) {
+            if retries < FIT_RETRIES && step.measure_again(retried_at) {
                 // The host took the CPUs: the fill says more about the
                 // neighbours than about the lab. The same R once more.
                 retried_at = Some(r);
+                retries += 1;
                 self.calibration.fit_steps.push(step);
                 continue;
             }
+            steps += 1;
             let next = step.next_bottleneck();
             let back = self
                 .calibration
