@@ -86,6 +86,18 @@ impl CpuSample {
         later.steal.saturating_sub(self.steal) as f64 / total as f64
     }
 
+    /// The busy share of all CPU time from `self` to `later`, steal
+    /// counted as busy, and the steal share on its own; `None` when no
+    /// tick passed.
+    pub fn shares_until(&self, later: &Self) -> Option<(f64, f64)> {
+        let total = later.total.saturating_sub(self.total);
+        (total > 0).then(|| {
+            let steal = later.steal.saturating_sub(self.steal);
+            let busy = later.busy.saturating_sub(self.busy) + steal;
+            (busy as f64 / total as f64, steal as f64 / total as f64)
+        })
+    }
+
     /// [`Self::steal_share_until`] now.
     pub fn steal_share(&self) -> Result<f64> {
         Ok(self.steal_share_until(&Self::now()?))
@@ -142,6 +154,10 @@ cpu0 0
         )
         .unwrap();
         assert!((a.steal_share_until(&b) - 0.25).abs() < 1e-9);
+        // As a share of all ticks, steal counts as busy: 150 of 200.
+        let (busy, steal) = a.shares_until(&b).unwrap();
+        assert!((busy - 0.75).abs() < 1e-9 && (steal - 0.25).abs() < 1e-9);
+        assert_eq!(b.shares_until(&b), None);
         // Busy time leaves the stolen ticks out: half of 1 CPU over 1 s.
         assert!((a.busy_seconds_until(&b) - 0.5).abs() < 1e-9);
         // A line without the steal field (very old kernels) steals nothing.

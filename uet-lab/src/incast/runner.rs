@@ -706,22 +706,6 @@ impl Lab {
     }
 }
 
-/// (busy, total, steal) jiffies of all CPUs so far (/proc/stat's `cpu`
-/// line: busy = user + nice + system + irq + softirq + steal).
-fn cpu_jiffies() -> Option<(u64, u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let get = |i: usize| v.get(i).copied().unwrap_or(0);
-    // user nice system idle iowait irq softirq steal (guest is in user).
-    let busy = get(0) + get(1) + get(2) + get(5) + get(6) + get(7);
-    Some((busy, busy + get(3) + get(4), get(7)))
-}
-
 fn load_average() -> f64 {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
@@ -1316,20 +1300,16 @@ impl IncastLab {
             std::thread::sleep(Duration::from_millis(5));
             barrier.wait();
             *t0_cell.lock().expect("not poisoned") = monotonic_ns();
-            let cpu_before = cpu_jiffies();
+            let cpu_before = crate::cpu::CpuSample::now().ok();
             let flows: Vec<_> = handles
                 .into_iter()
                 .map(|h| h.join().expect("writer thread panicked"))
                 .collect();
-            // (busy, stolen) shares of all CPU time over the window.
+            // (busy, stolen) shares of all CPU time over the window; a
+            // vCPU the host ran something else on counts as busy.
             let cpu = cpu_before
-                .zip(cpu_jiffies())
-                .and_then(|((b0, t0, s0), (b1, t1, s1))| {
-                    (t1 > t0).then(|| {
-                        let all = (t1 - t0) as f64;
-                        ((b1 - b0) as f64 / all, s1.saturating_sub(s0) as f64 / all)
-                    })
-                });
+                .zip(crate::cpu::CpuSample::now().ok())
+                .and_then(|(a, b)| a.shares_until(&b));
             // A few samples of the drained queue after the last completion.
             std::thread::sleep(Duration::from_millis(3));
             stop_sampling.store(true, Ordering::Relaxed);
