@@ -779,12 +779,13 @@ mod tests {
         };
         assert_eq!(held(0.08).next_bottleneck(), None);
         assert_eq!(held(0.0).next_bottleneck(), Some(170_000_000));
-        assert!(
-            held(0.08)
-                .describe()
-                .ends_with("(pacer 0.5 % late, 8.0 % held back on ECN marks)"),
-            "{}",
-            held(0.08).describe()
+        let says = |f: FitStep, tail: &str| {
+            let d = f.describe();
+            assert!(d.ends_with(tail), "{d}");
+        };
+        says(
+            held(0.08),
+            "(pacer 0.5 % late, 8.0 % held back on ECN marks)",
         );
         // A step the host took more than 5 % of the CPUs from is measured
         // again, once per R, and says so.
@@ -797,12 +798,9 @@ mod tests {
         assert!(stolen(0.185).measure_again(Some(320_000_000)));
         assert!(!stolen(0.185).measure_again(Some(1_000_000_000)));
         assert!(!step(1_000_000_000, 340e6, None).measure_again(None));
-        assert!(
-            stolen(0.185)
-                .describe()
-                .ends_with("(pacer 66.9 % late) (the host took 18.5 % of the CPUs)"),
-            "{}",
-            stolen(0.185).describe()
+        says(
+            stolen(0.185),
+            "(pacer 66.9 % late) (the host took 18.5 % of the CPUs)",
         );
         assert!(!stolen(0.01).describe().contains("host"));
         // A lower R they fill a smaller share of is worse.
