@@ -239,11 +239,14 @@ impl Pds {
         let Self {
             cccs,
             pdcs,
+            ccc_members,
             ctl,
             config,
             active,
             ..
         } = self;
+        // Nothing below opens or closes a PDC, so the index holds.
+        ccc_members.refresh(pdcs);
         cccs.for_each_mut(|&key, c| {
             if !c
                 .rccc()
@@ -267,12 +270,12 @@ impl Pds {
                 // never heard from waits for its RTO instead: the target
                 // may not know it, and a request it cannot place only adds
                 // packets to a full buffer.
-                let pdc = pdcs
-                    .values()
+                let members = ccc_members.get(key);
+                let pdc = members
+                    .iter()
+                    .filter_map(|id| pdcs.get(id))
                     .filter(|p| {
-                        p.ccc == key
-                            && !Self::sent_nothing(p)
-                            && (Self::addressable(p) || p.initiator && p.nacked)
+                        !Self::sent_nothing(p) && (Self::addressable(p) || p.initiator && p.nacked)
                     })
                     .max_by_key(|p| Self::addressable(p))
                     .map(|p| {
@@ -288,9 +291,9 @@ impl Pds {
                         (p.id, p.peer, p.mode, Self::dst_field(p, p.start), psn)
                     });
                 if pdc.is_none()
-                    && pdcs
-                        .values()
-                        .filter(|p| p.ccc == key)
+                    && members
+                        .iter()
+                        .filter_map(|id| pdcs.get(id))
                         .all(Self::sent_nothing)
                 {
                     // Nothing can carry the request, and the target knows
@@ -314,13 +317,11 @@ impl Pds {
                 }
                 // A PDC whose whole window the target never heard of, and
                 // whose requests have gone unanswered for RTO_INIT_TIME.
-                let unheard: Vec<PdcId> = pdcs
-                    .values()
-                    .filter(|p| p.ccc == key && p.unheard_loss_at.is_some())
-                    .map(|p| p.id)
-                    .collect();
-                for id in unheard {
-                    if let Some(p) = pdcs.get_mut(&id)
+                for &id in members {
+                    // Only these are taken mutably: a PDC handed out
+                    // mutably has its timers looked at again.
+                    if pdcs.get(&id).is_some_and(|p| p.unheard_loss_at.is_some())
+                        && let Some(p) = pdcs.get_mut(&id)
                         && Self::force_unheard(config, now, p)
                         && !p.scheduled
                     {
@@ -347,8 +348,15 @@ impl Pds {
     /// (`RcccSource::restart`), and its PDCs are scheduled.
     pub(super) fn restart_forgotten_source(&mut self, now: Instant, key: (IpAddr, TrafficClass)) {
         let forgotten = {
-            let mut left = self.pdcs.values().filter(|q| q.ccc == key).peekable();
-            left.peek().is_some() && left.all(Self::sent_nothing)
+            let Self {
+                pdcs, ccc_members, ..
+            } = self;
+            let left = ccc_members.of(pdcs, key);
+            !left.is_empty()
+                && left
+                    .iter()
+                    .filter_map(|id| pdcs.get(id))
+                    .all(Self::sent_nothing)
         };
         if !forgotten {
             return;
@@ -476,16 +484,23 @@ pub(super) struct CccMembers {
 impl CccMembers {
     /// The IDs of CCC `key`'s PDCs in `pdcs`, in slab order.
     pub(super) fn of(&mut self, pdcs: &PdcTable<Pdc>, key: (IpAddr, TrafficClass)) -> &[PdcId] {
-        self.of_by(pdcs, |p| p.ccc, key)
+        self.refresh(pdcs);
+        self.get(key)
     }
 
-    /// [`CccMembers::of`] for a table of anything whose CCC `ccc` reads.
-    fn of_by<T>(
-        &mut self,
-        pdcs: &PdcTable<T>,
-        ccc: impl Fn(&T) -> (IpAddr, TrafficClass),
-        key: (IpAddr, TrafficClass),
-    ) -> &[PdcId] {
+    /// Brings the index up to date with `pdcs`.
+    pub(super) fn refresh(&mut self, pdcs: &PdcTable<Pdc>) {
+        self.refresh_by(pdcs, |p| p.ccc);
+    }
+
+    /// The IDs of CCC `key`'s PDCs as of the last [`CccMembers::refresh`].
+    pub(super) fn get(&self, key: (IpAddr, TrafficClass)) -> &[PdcId] {
+        self.by_ccc.get(&key).map_or(&[], Vec::as_slice)
+    }
+
+    /// [`CccMembers::refresh`] for a table of anything whose CCC `ccc`
+    /// reads.
+    fn refresh_by<T>(&mut self, pdcs: &PdcTable<T>, ccc: impl Fn(&T) -> (IpAddr, TrafficClass)) {
         if self.built_at != Some(pdcs.generation()) {
             for ids in self.by_ccc.values_mut() {
                 ids.clear();
@@ -498,7 +513,6 @@ impl CccMembers {
             self.by_ccc.retain(|_, ids| !ids.is_empty());
             self.built_at = Some(pdcs.generation());
         }
-        self.by_ccc.get(&key).map_or(&[], Vec::as_slice)
     }
 }
 
@@ -542,16 +556,13 @@ mod tests {
                     .filter(|(_, c)| **c == k)
                     .map(|(id, _)| id)
                     .collect();
-                assert_eq!(
-                    members.of_by(&table, |c| *c, k),
-                    scan.as_slice(),
-                    "step {step}"
-                );
+                members.refresh_by(&table, |c| *c);
+                assert_eq!(members.get(k), scan.as_slice(), "step {step}");
             }
         }
         // A CCC no PDC uses has no members, and is not kept.
         let unused = (IpAddr::from([10, 0, 0, 9]), TrafficClass::from_masked(0));
-        assert!(members.of_by(&table, |c| *c, unused).is_empty());
+        assert!(members.get(unused).is_empty());
         assert!(members.by_ccc.len() <= keys.len());
     }
 }
