@@ -434,9 +434,12 @@ impl Pds {
             ..
         } = self;
         for &id in ccc_members.of(pdcs, key) {
-            if let Some(p) = pdcs.get_mut(&id)
-                && p.has_tx_work()
-                && !p.scheduled
+            // Looked at first, taken mutably only to be queued: a PDC
+            // handed out mutably has its timers looked at again.
+            if pdcs
+                .get(&id)
+                .is_some_and(|p| p.has_tx_work() && !p.scheduled)
+                && let Some(p) = pdcs.get_mut(&id)
             {
                 p.scheduled = true;
                 active.push_back(id);
