@@ -19,6 +19,12 @@ pub(crate) struct DeadlineHeap<K> {
     heap: BinaryHeap<Reverse<(Instant, K)>>,
 }
 
+impl<K: Ord + Copy> Default for DeadlineHeap<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<K: Ord + Copy> DeadlineHeap<K> {
     pub(crate) fn new() -> Self {
         Self {

@@ -198,24 +198,53 @@ impl Pds {
         }
     }
 
+    /// Brings the CCCs' timer deadlines up to date and returns the
+    /// earliest (RCCC credit timeouts, PFT pacing gaps), noting on the way
+    /// the CCCs whose RCCC source raised a CREDIT_REQ. Looks only at the
+    /// CCCs handed out mutably since the last call (`CccTable::refresh`).
+    pub(super) fn refresh_ccc_timers(&self) -> Option<Instant> {
+        self.cccs.refresh(
+            |c| {
+                #[cfg(test)]
+                self.ccc_deadline_evals
+                    .set(self.ccc_deadline_evals.get() + 1);
+                c.poll_timeout()
+            },
+            |c| {
+                c.rccc()
+                    .is_some_and(uet_cms::RcccSource::needs_credit_request)
+            },
+        )
+    }
+
     /// CMS timers: RCCC credit timeouts (→ CREDIT_REQ), PFT pacing gaps,
     /// and the receiver's credit pacer.
     pub(super) fn cms_timers(&mut self, now: Instant) {
-        let due: Vec<(IpAddr, TrafficClass)> = if self.ccc_timers {
+        self.refresh_ccc_timers();
+        let mut due = core::mem::take(&mut self.scratch_cccs);
+        self.cccs.take_due(now, &mut due);
+        // What a scan of every CCC would have found, in the same order.
+        debug_assert_eq!(
+            due.iter()
+                .filter_map(|&ix| self.cccs.key_at(ix))
+                .collect::<Vec<_>>(),
             self.cccs
                 .iter()
                 .filter(|(_, c)| c.poll_timeout().is_some_and(|t| t <= now))
                 .map(|(k, _)| *k)
-                .collect()
-        } else {
-            Vec::new()
-        };
-        for key in due {
-            if let Some(c) = self.cccs.get_mut(&key) {
+                .collect::<Vec<_>>()
+        );
+        for &ix in &due {
+            let Some(key) = self.cccs.key_at(ix) else {
+                continue;
+            };
+            if let Some(c) = self.cccs.at_mut(ix) {
                 c.handle_timeout(now);
             }
             self.schedule_ccc(key);
         }
+        due.clear();
+        self.scratch_cccs = due;
         self.send_credit_requests(now);
         if let Some(rr) = &mut self.rccc_rx
             && rr.poll_timeout().is_some_and(|t| t <= now)
@@ -234,7 +263,26 @@ impl Pds {
         if !self.rccc_source {
             return;
         }
-        // One pass, no key list: polling one CCC changes no other.
+        // Only a CCC handed out mutably can have raised a request since
+        // the last pass, and each pass takes every raised one: the
+        // refresh lists exactly those that still hold one.
+        self.refresh_ccc_timers();
+        let mut raised = core::mem::take(&mut self.scratch_cccs);
+        self.cccs.take_flagged(&mut raised);
+        // Every CCC holding a request is among them, in the map's order.
+        debug_assert!({
+            let holding: Vec<_> = self
+                .cccs
+                .iter()
+                .filter(|(_, c)| {
+                    c.rccc()
+                        .is_some_and(uet_cms::RcccSource::needs_credit_request)
+                })
+                .filter_map(|(k, _)| self.cccs.index(k))
+                .collect();
+            let mut it = raised.iter();
+            holding.iter().all(|ix| it.any(|r| r == ix))
+        });
         let mut forgotten = Vec::new();
         let Self {
             cccs,
@@ -247,12 +295,15 @@ impl Pds {
         } = self;
         // Nothing below opens or closes a PDC, so the index holds.
         ccc_members.refresh(pdcs);
-        cccs.for_each_mut(|&key, c| {
+        for &ix in &raised {
+            let (Some(key), Some(c)) = (cccs.key_at(ix), cccs.at_mut(ix)) else {
+                continue;
+            };
             if !c
                 .rccc()
                 .is_some_and(uet_cms::RcccSource::needs_credit_request)
             {
-                return;
+                continue;
             }
             if let Some(target) = c.poll_credit_request(now) {
                 // A PDC of this CCC that has sent data carries the request:
@@ -299,7 +350,7 @@ impl Pds {
                     // Nothing can carry the request, and the target knows
                     // none of this CCC's PDCs.
                     forgotten.push(key);
-                    return;
+                    continue;
                 }
                 if let Some((id, dst, mode, dpdcid, psn)) = pdc {
                     let repr = PdsCpRepr {
@@ -330,7 +381,9 @@ impl Pds {
                     }
                 }
             }
-        });
+        }
+        raised.clear();
+        self.scratch_cccs = raised;
         for key in forgotten {
             self.restart_forgotten_source(now, key);
         }

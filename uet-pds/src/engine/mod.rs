@@ -395,12 +395,6 @@ pub struct Pds {
     /// `config.ccc.algorithm.has_rccc()`, read on every poll (the
     /// configuration does not change).
     rccc_source: bool,
-    /// Whether a CCC can have a timer at all: only RCCC's source and PFT
-    /// run any (`Ccc::poll_timeout`). Without them every CCC's deadline is
-    /// none, and [`Pds::poll_timeout`], which the daemon's worker asks on
-    /// every turn of its loop, and the CMS timers skip the CCCs instead of
-    /// visiting one per peer.
-    ccc_timers: bool,
     /// Until when no packet is taken for lost by time (RTO, tail probe):
     /// the caller's host did not run for a while ([`Pds::hold_loss_timers`]).
     loss_timers_held: Option<Instant>,
@@ -412,6 +406,8 @@ pub struct Pds {
     scratch_acked: Vec<PktRef>,
     scratch_lost: Vec<(u64, EntropyValue)>,
     scratch_ids: Vec<PdcId>,
+    /// CCC indices due or flagged (`CccTable::take_due`, `take_flagged`).
+    scratch_cccs: Vec<usize>,
     /// The PDCs' timer deadlines, earliest first (`timers.rs`): an entry is
     /// live while it equals its PDC's `timer_queued`, and the top is kept
     /// exact, so `poll_timeout` reads the earliest PDC deadline without
@@ -423,6 +419,9 @@ pub struct Pds {
     /// the PDC count).
     #[cfg(test)]
     deadline_evals: Cell<u64>,
+    /// CCC deadlines computed (tests: nor with the CCC count).
+    #[cfg(test)]
+    ccc_deadline_evals: Cell<u64>,
     events: VecDeque<PdsEvent>,
     counters: Counters,
     /// Secure PDC establishment per security domain (§2.12).
@@ -492,7 +491,6 @@ impl Pds {
             .and_then(|c| RcccReceiver::new(c).ok());
         Self {
             rccc_source: config.ccc.algorithm.has_rccc(),
-            ccc_timers: config.ccc.algorithm.has_rccc() || config.ccc.pft.is_some(),
             loss_timers_held: None,
             config,
             rng: Xoshiro256::seed_from_u64(seed),
@@ -516,9 +514,12 @@ impl Pds {
             scratch_acked: Vec::new(),
             scratch_lost: Vec::new(),
             scratch_ids: Vec::new(),
+            scratch_cccs: Vec::new(),
             timers: RefCell::new(DeadlineHeap::new()),
             #[cfg(test)]
             deadline_evals: Cell::new(0),
+            #[cfg(test)]
+            ccc_deadline_evals: Cell::new(0),
             events: VecDeque::new(),
             counters: Counters::default(),
             secure: SecureState::default(),

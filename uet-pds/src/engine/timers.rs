@@ -29,12 +29,8 @@ impl Pds {
                 at(self.loss_timer(r.sent_at + self.config.rto(r.rtx_count)));
             }
         }
-        if self.ccc_timers {
-            for c in self.cccs.values() {
-                if let Some(x) = c.poll_timeout() {
-                    at(x);
-                }
-            }
+        if let Some(x) = self.refresh_ccc_timers() {
+            at(x);
         }
         if let Some(x) = self.rccc_rx.as_ref().and_then(RcccReceiver::poll_timeout) {
             at(x);
@@ -165,6 +161,12 @@ impl Pds {
     #[cfg(test)]
     pub(crate) fn deadline_evals(&self) -> u64 {
         self.deadline_evals.get()
+    }
+
+    /// CCC deadlines computed so far.
+    #[cfg(test)]
+    pub(crate) fn ccc_deadline_evals(&self) -> u64 {
+        self.ccc_deadline_evals.get()
     }
 
     /// [`Pds::poll_timeout`] by looking at every PDC, as a reference.

@@ -1,6 +1,6 @@
-//! The PDC deadline heap behind `poll_timeout`: exact whatever PDCs are
-//! opened, rescheduled or removed, bounded, and not scaling with the number
-//! of PDCs.
+//! The PDC and CCC deadline heaps behind `poll_timeout`: exact whatever
+//! PDCs are opened, rescheduled or removed, bounded, and not scaling with
+//! the number of PDCs or of CCCs (one per peer).
 
 use super::*;
 
@@ -105,4 +105,58 @@ fn poll_timeout_does_not_scale_with_idle_pdcs() {
     assert_eq!(a.pds.deadline_evals(), evals + 1);
     assert_eq!(a.pds.poll_timeout(), a.pds.poll_timeout_by_scan());
     assert!(a.pds.timer_heap_len() <= 2 * N as usize + 64);
+}
+
+/// 2,000 peers under RCCC, each CCC blocked on credit with its credit
+/// timer running: `poll_timeout`, the transmit poll and the timers before
+/// any is due compute no CCC deadline again; when one falls due, only
+/// that CCC is looked at again.
+#[test]
+fn poll_timeout_does_not_scale_with_idle_cccs() {
+    const N: u16 = 2_000;
+    let config = PdsConfig {
+        max_pdcs: usize::from(N),
+        ..rccc_source(4160)
+    };
+    let mut a = host(A, 1, config);
+    for i in 0..N {
+        let [hi, lo] = i.to_be_bytes();
+        let k = InitiatorKey {
+            dst: IpAddr::V4(Ipv4Addr::new(10, 1, hi, lo)),
+            ..key(ReliableMode::Rud)
+        };
+        // The first packet goes on the speculative window; the second
+        // waits for credit, which starts the source's credit timer. One
+        // nanosecond apart, so the timers fall due in that order.
+        let now = t(0) + Duration::from_nanos(u64::from(i));
+        let pdc = a.pds.open(now, k).unwrap();
+        a.pds
+            .enqueue(now, pdc, pkts(u64::from(i), 2, 4000))
+            .unwrap();
+        assert_eq!(drain(&mut a, now).len(), 1);
+    }
+    let now = t(0) + Duration::from_nanos(u64::from(N));
+    let first = a.pds.poll_timeout();
+    assert_eq!(first, a.pds.poll_timeout_by_scan());
+    let first = first.unwrap();
+    let evals = a.pds.ccc_deadline_evals();
+    for _ in 0..1_000 {
+        assert_eq!(a.pds.poll_timeout(), Some(first));
+        assert!(drain(&mut a, now).is_empty());
+    }
+    a.pds.handle_timeout(now, &mut a.up);
+    assert_eq!(
+        a.pds.ccc_deadline_evals(),
+        evals,
+        "no CCC deadline recomputed without a change"
+    );
+    // The first CCC's credit timer falls due: it alone raises a request
+    // (which no PDC carries: the target has not answered any yet) and
+    // restarts its timer with backoff; the second CCC's timer leads.
+    a.pds.handle_timeout(first, &mut a.up);
+    assert!(drain(&mut a, first).is_empty());
+    assert_eq!(a.pds.poll_timeout(), a.pds.poll_timeout_by_scan());
+    assert_eq!(a.pds.poll_timeout(), Some(first + Duration::from_nanos(1)));
+    // Once per refresh that followed a change of it, not once per CCC.
+    assert!(a.pds.ccc_deadline_evals() - evals <= 4);
 }
