@@ -30,7 +30,9 @@ use crate::mem::SharedRegion;
 use crate::neigh::Neighbours;
 use crate::tss::WorkerTss;
 use crate::udp::{UdpConfig, UdpIo, gso_run_len};
-use crate::worker::{self, DaemonEndpoint, Output, Outputs, WorkerHandle, WorkerStats};
+use crate::worker::{
+    self, DaemonEndpoint, Output, Outputs, PER_PEER_WAIT, WorkerHandle, WorkerStats,
+};
 use crate::xdp::{SteerConfig, XdpError, XdpMode, XdpSteer};
 use crate::xsk::{Handoff, XdpIo, XdpIoConfig, XskConfig, XskMode};
 
@@ -604,19 +606,26 @@ impl Daemon {
         Ok(())
     }
 
-    /// Counters of every worker.
+    /// Counters of every worker, each with a fresh per-peer snapshot
+    /// (every worker is asked first, then each answer is awaited).
     pub fn stats(&self) -> Vec<WorkerStats> {
-        self.workers.iter().map(WorkerHandle::stats).collect()
+        let asked: Vec<u64> = self
+            .workers
+            .iter()
+            .map(|w| w.published().request())
+            .collect();
+        self.workers
+            .iter()
+            .zip(asked)
+            .map(|(w, n)| w.published().answer(n, PER_PEER_WAIT))
+            .collect()
     }
 
     /// The workers' and the resolver's counters, readable from another
     /// thread (the metrics endpoint) while the control loop owns `self`.
     pub fn stats_source(&self) -> crate::stats::StatsSource {
         crate::stats::StatsSource::new(
-            self.workers
-                .iter()
-                .map(WorkerHandle::published_stats)
-                .collect(),
+            self.workers.iter().map(WorkerHandle::published).collect(),
             self.neigh.clone(),
         )
     }
@@ -631,7 +640,7 @@ impl Daemon {
     /// a failed operation's message with.
     pub fn wire_mismatch_hint(&self) -> String {
         let (mut crc, mut encap) = (0, 0);
-        for s in self.stats() {
+        for s in self.workers.iter().map(WorkerHandle::counters) {
             crc += s.io.rx_bad_crc;
             encap += s.io.rx_other_encap;
         }

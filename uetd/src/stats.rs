@@ -14,14 +14,14 @@
 //! request (each worker's `ccc` list then left empty and counted in
 //! `ccc_omitted`) — never a frame over the protocol's limit.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 use uet_api::proto::{DaemonMsg, HEADER_LEN, MAX_FRAME_LEN, stats_chunks};
 use uet_wire::pds::NackCode;
 
 use crate::neigh::{NeighCounts, Neighbours};
-use crate::worker::WorkerStats;
+use crate::worker::{PER_PEER_WAIT, Published, WorkerStats};
 
 /// A duration in whole nanoseconds, for the document.
 fn ns(d: uet_wire::time::Duration) -> u64 {
@@ -56,22 +56,26 @@ fn build() -> Value {
 /// long as a copy takes; the workers' loops are not otherwise touched.
 #[derive(Debug, Clone)]
 pub struct StatsSource {
-    workers: Vec<Arc<Mutex<WorkerStats>>>,
+    workers: Vec<Arc<Published>>,
     neigh: Option<Arc<Neighbours>>,
 }
 
 impl StatsSource {
     /// The source of the workers' published snapshots and the resolver.
-    pub fn new(workers: Vec<Arc<Mutex<WorkerStats>>>, neigh: Option<Arc<Neighbours>>) -> Self {
+    pub fn new(workers: Vec<Arc<Published>>, neigh: Option<Arc<Neighbours>>) -> Self {
         Self { workers, neigh }
     }
 
-    /// The document [`to_json`] makes of the latest snapshots.
+    /// The document [`to_json`] makes of the workers' counters, each with
+    /// a fresh per-peer snapshot (every worker is asked first, then each
+    /// answer is awaited).
     pub fn to_json(&self) -> Value {
+        let asked: Vec<u64> = self.workers.iter().map(|p| p.request()).collect();
         let stats: Vec<WorkerStats> = self
             .workers
             .iter()
-            .map(|s| s.lock().map(|s| s.clone()).unwrap_or_default())
+            .zip(asked)
+            .map(|(p, n)| p.answer(n, PER_PEER_WAIT))
             .collect();
         to_json(&stats, self.neigh.as_ref().map(|n| n.counts()).as_ref())
     }
