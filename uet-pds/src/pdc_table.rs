@@ -43,10 +43,6 @@ pub(crate) struct PdcTable<T> {
     /// through `&self` (`Pds::poll_timeout` takes `&self`); everything else
     /// reaches it through `RefCell::get_mut`, which costs nothing.
     touched: RefCell<Vec<PdcId>>,
-    /// Counts the changes to the set of IDs (an insert of a new ID, a
-    /// removal), so that an index built over the table can tell it is
-    /// stale ([`PdcTable::generation`]).
-    generation: u64,
 }
 
 impl<T> PdcTable<T> {
@@ -57,15 +53,7 @@ impl<T> PdcTable<T> {
             free: Vec::new(),
             len: 0,
             touched: RefCell::new(Vec::new()),
-            generation: 0,
         }
-    }
-
-    /// Changes whenever an ID is added or removed (not when an entry's
-    /// value is replaced or changed in place): an index over the table's
-    /// IDs built at one generation holds while it stays the same.
-    pub(crate) fn generation(&self) -> u64 {
-        self.generation
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -167,7 +155,6 @@ impl<T> PdcTable<T> {
         };
         self.index[usize::from(id.get())] = s + 1;
         self.len += 1;
-        self.generation += 1;
         self.touched.get_mut().push(id);
         None
     }
@@ -177,7 +164,6 @@ impl<T> PdcTable<T> {
         self.index[usize::from(id.get())] = NONE;
         self.free.push(s as u16);
         self.len -= 1;
-        self.generation += 1;
         let old = self.slots[s].take().map(|(_, _, v)| v);
         // IDs of entries removed before a drain stay listed: swept, with
         // any ID listed twice, when they outnumber the live entries
@@ -210,6 +196,7 @@ impl<T> PdcTable<T> {
     }
 
     /// Live IDs, in slab order.
+    #[cfg(test)]
     pub(crate) fn keys(&self) -> impl Iterator<Item = PdcId> + '_ {
         self.slots
             .iter()

@@ -15,6 +15,11 @@
 //! trip (the target's ACKs fed back): the longest-RTO PDC per destination
 //! and one CCC snapshot per destination, as `uetd`'s stats take them.
 //!
+//! `many_peers/first_writes`: an endpoint under RCCC submits a write to
+//! each of N new peers and sends every first window: a PDC and a CCC
+//! opened per peer. Criterion's time is for all N; its throughput is per
+//! peer, which should not grow with N.
+//!
 //! `cargo bench -p uet-ses --bench many_peers`; criterion's time is per
 //! step.
 
@@ -23,7 +28,7 @@ use std::hint::black_box;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration as StdDuration;
 
-use criterion::{BenchmarkId, Criterion};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use uet_pds::{CcMode, RxMeta};
 use uet_ses::{Endpoint, EndpointConfig, LocalBuf, MemoryKey, Operation, RegionAddr, RemoteAddr};
 use uet_wire::pds::PdsRepr;
@@ -193,6 +198,40 @@ fn idle_turn(c: &mut Criterion) {
                 }
                 black_box(snap.len())
             });
+        });
+    }
+    g.finish();
+    let mut g = c.benchmark_group("many_peers");
+    g.sample_size(10);
+    for n in [1u16, 100, 2_000] {
+        g.throughput(Throughput::Elements(u64::from(n)));
+        g.bench_function(BenchmarkId::new("first_writes", n), |b| {
+            b.iter_batched(
+                || {
+                    let mut cfg = EndpointConfig::default();
+                    cfg.pds.max_pdcs = usize::from(n);
+                    CcMode::Rccc.configure(
+                        &mut cfg.pds,
+                        100_000_000_000,
+                        Duration::from_micros(10),
+                        false,
+                    );
+                    let mut ep = Endpoint::new(cfg, 1);
+                    let local = ep.register_local(vec![0x5a; 4096]);
+                    (ep, local, vec![0u8; 9000])
+                },
+                |(mut ep, local, mut buf)| {
+                    let now = Instant::from_nanos(1_000_000);
+                    for i in 0..n {
+                        let [hi, lo] = i.to_be_bytes();
+                        let dst = IpAddr::V4(Ipv4Addr::new(10, 1, hi, lo));
+                        ep.submit(now, dst, write(local, 4096)).unwrap();
+                    }
+                    while ep.poll_transmit(now, &mut buf).is_some() {}
+                    ep
+                },
+                BatchSize::LargeInput,
+            );
         });
     }
     g.finish();

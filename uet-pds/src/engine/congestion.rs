@@ -293,8 +293,6 @@ impl Pds {
             active,
             ..
         } = self;
-        // Nothing below opens or closes a PDC, so the index holds.
-        ccc_members.refresh(pdcs);
         for &ix in &raised {
             let (Some(key), Some(c)) = (cccs.key_at(ix), cccs.at_mut(ix)) else {
                 continue;
@@ -404,7 +402,7 @@ impl Pds {
             let Self {
                 pdcs, ccc_members, ..
             } = self;
-            let left = ccc_members.of(pdcs, key);
+            let left = ccc_members.get(key);
             !left.is_empty()
                 && left
                     .iter()
@@ -486,7 +484,7 @@ impl Pds {
             active,
             ..
         } = self;
-        for &id in ccc_members.of(pdcs, key) {
+        for &id in ccc_members.get(key) {
             // Looked at first, taken mutably only to be queued: a PDC
             // handed out mutably has its timers looked at again.
             if pdcs
@@ -528,47 +526,38 @@ impl Pds {
 /// them as that scan did, without visiting every other PDC each time a
 /// credit or window update arrives (a host writing to a thousand peers has
 /// a thousand PDCs and a CCC per peer). A PDC's CCC never changes, so the
-/// index is rebuilt only when the table's set of IDs changed — a PDC
-/// opened or closed.
+/// index changes only when a PDC enters or leaves the table, which the
+/// engine does through [`Pds::insert_pdc`] and [`Pds::take_pdc`] alone: each
+/// keeps the index in step, at the cost of the CCC's own members (its slot
+/// is found by binary search on their slots), not of every PDC.
 #[derive(Debug, Default)]
 pub(super) struct CccMembers {
-    /// The table's generation at the last build (`None`: not built).
-    built_at: Option<u64>,
     by_ccc: HashMap<(IpAddr, TrafficClass), Vec<PdcId>>,
 }
 
 impl CccMembers {
-    /// The IDs of CCC `key`'s PDCs in `pdcs`, in slab order.
-    pub(super) fn of(&mut self, pdcs: &PdcTable<Pdc>, key: (IpAddr, TrafficClass)) -> &[PdcId] {
-        self.refresh(pdcs);
-        self.get(key)
+    /// PDC `id`, of CCC `key`, is now in `pdcs`: listed at its slot's place.
+    pub(super) fn added<T>(&mut self, pdcs: &PdcTable<T>, key: (IpAddr, TrafficClass), id: PdcId) {
+        let pos = pdcs.position(&id);
+        let ids = self.by_ccc.entry(key).or_default();
+        let at = ids.partition_point(|x| pdcs.position(x) < pos);
+        ids.insert(at, id);
     }
 
-    /// Brings the index up to date with `pdcs`.
-    pub(super) fn refresh(&mut self, pdcs: &PdcTable<Pdc>) {
-        self.refresh_by(pdcs, |p| p.ccc);
+    /// PDC `id`, of CCC `key`, left the table. A CCC without a PDC left
+    /// goes, so the map stays as large as the number of CCCs in use.
+    pub(super) fn removed(&mut self, key: (IpAddr, TrafficClass), id: PdcId) {
+        if let Some(ids) = self.by_ccc.get_mut(&key) {
+            ids.retain(|&x| x != id);
+            if ids.is_empty() {
+                self.by_ccc.remove(&key);
+            }
+        }
     }
 
-    /// The IDs of CCC `key`'s PDCs as of the last [`CccMembers::refresh`].
+    /// The IDs of CCC `key`'s PDCs, in slab order.
     pub(super) fn get(&self, key: (IpAddr, TrafficClass)) -> &[PdcId] {
         self.by_ccc.get(&key).map_or(&[], Vec::as_slice)
-    }
-
-    /// [`CccMembers::refresh`] for a table of anything whose CCC `ccc`
-    /// reads.
-    fn refresh_by<T>(&mut self, pdcs: &PdcTable<T>, ccc: impl Fn(&T) -> (IpAddr, TrafficClass)) {
-        if self.built_at != Some(pdcs.generation()) {
-            for ids in self.by_ccc.values_mut() {
-                ids.clear();
-            }
-            for (id, p) in pdcs.keys().zip(pdcs.values()) {
-                self.by_ccc.entry(ccc(p)).or_default().push(id);
-            }
-            // CCCs without a PDC left go, so the map stays as large as the
-            // number of CCCs in use.
-            self.by_ccc.retain(|_, ids| !ids.is_empty());
-            self.built_at = Some(pdcs.generation());
-        }
     }
 }
 
@@ -596,11 +585,14 @@ mod tests {
         for step in 0..2000 {
             if live.is_empty() || rng.below(3) > 0 {
                 let id = table.alloc(&mut rng).expect("free IDs");
-                table.insert(id, keys[rng.below(keys.len() as u64) as usize]);
+                let k = keys[rng.below(keys.len() as u64) as usize];
+                table.insert(id, k);
+                members.added(&table, k, id);
                 live.push(id);
             } else {
                 let id = live.swap_remove(rng.below(live.len() as u64) as usize);
-                table.remove(&id);
+                let k = table.remove(&id).expect("live");
+                members.removed(k, id);
             }
             if step % 7 == 0 {
                 continue; // several changes between two looks
@@ -612,7 +604,6 @@ mod tests {
                     .filter(|(_, c)| **c == k)
                     .map(|(id, _)| id)
                     .collect();
-                members.refresh_by(&table, |c| *c);
                 assert_eq!(members.get(k), scan.as_slice(), "step {step}");
             }
         }

@@ -96,7 +96,7 @@ impl Pds {
             timer_queued: Cell::new(None),
         };
         self.ensure_ccc(now, key.dst, key.tc);
-        self.pdcs.insert(id, pdc);
+        self.insert_pdc(id, pdc);
         self.reuse.insert(key, id);
         self.counters.pdcs_opened += 1;
         self.events.push_back(PdsEvent::PdcOpened {
@@ -177,7 +177,7 @@ impl Pds {
         error: PdsError,
         upper: &mut impl SesHooks,
     ) {
-        let Some(mut p) = self.pdcs.remove(&id) else {
+        let Some(mut p) = self.take_pdc(id) else {
             return;
         };
         let mut withdrawn = 0u64;
@@ -202,11 +202,42 @@ impl Pds {
             c.withdraw(now, withdrawn);
             c.abandon(now, infl, infl_pkts, rtx);
         }
-        self.pdcs.insert(id, p);
+        self.insert_pdc(id, p);
         self.remove_pdc(now, id, Some(error));
         // What it had in flight no longer holds the CCC: the PDCs it held
         // back may send (they were taken off the send round robin).
         self.schedule_ccc(key);
+    }
+
+    /// Puts PDC `p` in the table as `id`, and in its CCC's members
+    /// (`CccMembers`): every PDC enters the table here.
+    pub(super) fn insert_pdc(&mut self, id: PdcId, p: Pdc) {
+        let key = p.ccc;
+        if let Some(old) = self.pdcs.insert(id, p) {
+            // Replaced in place (no caller does): it leaves its CCC first.
+            self.ccc_members.removed(old.ccc, id);
+        }
+        self.ccc_members.added(&self.pdcs, key, id);
+        debug_assert!(self.members_as_scanned(key));
+    }
+
+    /// Takes PDC `id` out of the table and out of its CCC's members: every
+    /// PDC leaves the table here.
+    pub(super) fn take_pdc(&mut self, id: PdcId) -> Option<Pdc> {
+        let p = self.pdcs.remove(&id)?;
+        self.ccc_members.removed(p.ccc, id);
+        debug_assert!(self.members_as_scanned(p.ccc));
+        Some(p)
+    }
+
+    /// Whether CCC `key`'s members are what a scan of the PDC table finds,
+    /// in its order (debug builds check it at every change).
+    fn members_as_scanned(&self, key: (std::net::IpAddr, uet_wire::TrafficClass)) -> bool {
+        self.pdcs
+            .values()
+            .filter(|p| p.ccc == key)
+            .map(|p| p.id)
+            .eq(self.ccc_members.get(key).iter().copied())
     }
 
     /// Forgets a PDC, and with it whatever state for its peer no other PDC
@@ -220,7 +251,7 @@ impl Pds {
     /// while the last PDC closed) is kept, but its RCCC source starts
     /// afresh (`restart_forgotten_source`).
     pub(super) fn remove_pdc(&mut self, now: Instant, id: PdcId, error: Option<PdsError>) {
-        if let Some(p) = self.pdcs.remove(&id) {
+        if let Some(p) = self.take_pdc(id) {
             if p.pending {
                 self.pending_count -= 1;
             }
@@ -237,7 +268,7 @@ impl Pds {
                 self.release_rccc(now, id, key);
             }
             if self.cccs.index(&p.ccc).is_some() {
-                if self.pdcs.values().any(|q| q.ccc == p.ccc) {
+                if !self.ccc_members.get(p.ccc).is_empty() {
                     self.restart_forgotten_source(now, p.ccc);
                 } else {
                     self.cccs.remove(&p.ccc);

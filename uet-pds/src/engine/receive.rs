@@ -400,7 +400,7 @@ impl Pds {
                     }
                     let start = pdc.start;
                     pdc.ledger = TxLedger::new(start);
-                    self.pdcs.insert(id, pdc);
+                    self.insert_pdc(id, pdc);
                     self.push_pending(id, now);
                     self.by_peer.insert((meta.src, spdcid), id);
                     self.counters.pdcs_opened += 1;

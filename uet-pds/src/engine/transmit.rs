@@ -703,8 +703,13 @@ impl Pds {
             return false;
         }
         let mut closing = false;
-        for q in self.pdcs.values() {
-            if q.id == id || q.ccc != p.ccc || Self::sent_nothing(q) {
+        for q in self
+            .ccc_members
+            .get(p.ccc)
+            .iter()
+            .filter_map(|q| self.pdcs.get(q))
+        {
+            if q.id == id || Self::sent_nothing(q) {
                 continue;
             }
             if !q.closing {
