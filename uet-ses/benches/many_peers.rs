@@ -1,7 +1,9 @@
-//! What one idle turn of a worker's loop costs an endpoint that talks to
-//! many peers (`BENCHMARKS.md`, "Many peers: one idle turn of the loop").
+//! What an endpoint that talks to many peers costs per turn of a worker's
+//! loop, per statistics snapshot and per new peer (`BENCHMARKS.md`, "Many
+//! peers: one idle turn of the loop").
 //!
-//! One [`Endpoint`] under RCCC has written to N peers: each write sent its
+//! `many_peers/idle_turn`: one [`Endpoint`] under RCCC has written to N
+//! peers: each write sent its
 //! speculative first window and waits for credit, so every peer has a PDC
 //! and a CCC whose credit timer runs. A measured step is what the daemon's
 //! worker asks on every turn of its loop when nothing arrived:
@@ -15,13 +17,13 @@
 //! trip (the target's ACKs fed back): the longest-RTO PDC per destination
 //! and one CCC snapshot per destination, as `uetd`'s stats take them.
 //!
-//! `many_peers/first_writes`: an endpoint under RCCC submits a write to
-//! each of N new peers and sends every first window: a PDC and a CCC
-//! opened per peer. Criterion's time is for all N; its throughput is per
-//! peer, which should not grow with N.
+//! `many_peers/first_writes`: an endpoint under RCCC submits a 4 KiB write
+//! to each of N new peers and sends them: a PDC and a CCC opened per peer.
+//! Criterion's time is for all N; its throughput (peers per second) should
+//! not fall as N grows.
 //!
-//! `cargo bench -p uet-ses --bench many_peers`; criterion's time is per
-//! step.
+//! `cargo bench -p uet-ses --bench many_peers`; for the first two,
+//! criterion's time is per step.
 
 use std::collections::HashMap;
 use std::hint::black_box;

@@ -232,7 +232,7 @@ impl Pds {
 
     /// Whether CCC `key`'s members are what a scan of the PDC table finds,
     /// in its order (debug builds check it at every change).
-    fn members_as_scanned(&self, key: (std::net::IpAddr, uet_wire::TrafficClass)) -> bool {
+    fn members_as_scanned(&self, key: crate::ccc_table::CccKey) -> bool {
         self.pdcs
             .values()
             .filter(|p| p.ccc == key)
