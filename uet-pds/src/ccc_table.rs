@@ -23,14 +23,14 @@
 //! ([`crate::deadline_heap`]): an entry is live while it equals the
 //! deadline its slot last queued.
 
-use core::cell::{Cell, RefCell};
+use core::cell::RefCell;
 use rustc_hash::FxHashMap as HashMap;
 use std::net::IpAddr;
 
 use uet_wire::TrafficClass;
 use uet_wire::time::Instant;
 
-use crate::deadline_heap::DeadlineHeap;
+use crate::deadline_heap::{DeadlineHeap, Timer};
 
 /// A CCC's key: destination and traffic class.
 pub(crate) type CccKey = (IpAddr, TrafficClass);
@@ -40,10 +40,8 @@ pub(crate) type CccKey = (IpAddr, TrafficClass);
 struct Slot<T> {
     key: CccKey,
     value: T,
-    /// The deadline computed at the last refresh.
-    timer: Cell<Option<Instant>>,
-    /// The deadline this slot has live in the heap.
-    queued: Cell<Option<Instant>>,
+    /// The deadline computed at the last refresh, and its entry in the heap.
+    timer: Timer,
 }
 
 /// What the refreshes found since they were last taken.
@@ -147,8 +145,7 @@ impl<T> CccTable<T> {
         let slot = Slot {
             key,
             value: v,
-            timer: Cell::new(None),
-            queued: Cell::new(None),
+            timer: Timer::default(),
         };
         let ix = match self.free.pop() {
             Some(ix) => {
@@ -239,43 +236,18 @@ impl<T> CccTable<T> {
             let Some(Some(s)) = self.slab.get(ix) else {
                 continue;
             };
-            let d = deadline(&s.value);
-            s.timer.set(d);
-            if let Some(d) = d
-                && s.queued.get().is_none_or(|q| d < q)
-            {
-                deadlines.push(d, ix);
-                s.queued.set(Some(d));
-            }
+            deadlines.offer(ix, deadline(&s.value), &s.timer);
             if !in_flagged[ix] && flag(&s.value) {
                 in_flagged[ix] = true;
                 flagged.push(ix);
             }
         }
-        while let Some((t, ix)) = deadlines.peek() {
-            match self.slab.get(ix) {
-                Some(Some(s)) if s.queued.get() == Some(t) => {
-                    if s.timer.get() == Some(t) {
-                        break;
-                    }
-                    // Early: the deadline moved later (or went).
-                    deadlines.pop();
-                    s.queued.set(s.timer.get());
-                    if let Some(d) = s.timer.get() {
-                        deadlines.push(d, ix);
-                    }
-                }
-                _ => {
-                    deadlines.pop();
-                }
-            }
-        }
-        if deadlines.len() > 2 * self.index.len() + 64 {
-            deadlines.compact(
-                |t, ix| matches!(self.slab.get(ix), Some(Some(s)) if s.queued.get() == Some(t)),
-            );
-        }
-        deadlines.peek().map(|(t, _)| t)
+        deadlines.settle(self.index.len(), |ix| self.timer_at(ix))
+    }
+
+    /// The timer of the entry at `ix`, if one is there.
+    fn timer_at(&self, ix: usize) -> Option<&Timer> {
+        self.slab.get(ix)?.as_ref().map(|s| &s.timer)
     }
 
     /// Takes the entries whose deadline has passed at `now` off the heap
@@ -284,29 +256,11 @@ impl<T> CccTable<T> {
     /// is expected to be handed out mutably (its next deadline is queued
     /// at the next refresh).
     pub(crate) fn take_due(&mut self, now: Instant, out: &mut Vec<usize>) {
-        let deadlines = &mut self.watch.get_mut().deadlines;
-        while let Some((t, ix)) = deadlines.peek()
-            && t <= now
-        {
-            deadlines.pop();
-            let Some(Some(s)) = self.slab.get(ix) else {
-                continue;
-            };
-            if s.queued.get() != Some(t) {
-                continue;
-            }
-            match s.timer.get() {
-                Some(d) if d == t => {
-                    s.queued.set(None);
-                    out.push(ix);
-                }
-                Some(d) => {
-                    deadlines.push(d, ix);
-                    s.queued.set(Some(d));
-                }
-                None => s.queued.set(None),
-            }
-        }
+        let Self { slab, watch, .. } = self;
+        watch
+            .get_mut()
+            .deadlines
+            .take_due(now, |ix| slab.get(ix)?.as_ref().map(|s| &s.timer), out);
         self.in_map_order(out);
     }
 

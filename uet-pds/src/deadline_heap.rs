@@ -1,17 +1,27 @@
 //! A min-heap of deadlines keyed by their owner, with lazy invalidation.
 //!
-//! The owner of a key (the engine, for its PDCs) remembers which deadline
-//! it last pushed for each key; an entry whose deadline is not that one is
-//! stale and is dropped when it reaches the top or at the next compaction.
-//! So a deadline that moves costs one push, never a search of the heap.
-//! Stale entries are bounded by [`DeadlineHeap::compact`], which the owner
-//! calls once the heap holds more than twice its live keys (plus a
-//! constant): amortized O(1) per push.
+//! Each key's owner (a PDC, a CCC) keeps a [`Timer`]: the deadline last
+//! computed for it and the one it has live in the heap. An entry whose
+//! deadline is not the live one is stale and is dropped when it reaches the
+//! top or at the next compaction. So a deadline that moves costs one push,
+//! never a search of the heap. [`DeadlineHeap::offer`] takes a recomputed
+//! deadline, [`DeadlineHeap::settle`] makes the top exact and bounds the
+//! stale entries (compacted once they outnumber twice the live keys plus a
+//! constant: amortized O(1) per push), and [`DeadlineHeap::take_due`] pops
+//! what has passed.
 
+use core::cell::Cell;
 use core::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use uet_wire::time::Instant;
+
+/// A key's deadline as last computed, and the one it has live in the heap.
+#[derive(Debug, Default)]
+pub(crate) struct Timer {
+    deadline: Cell<Option<Instant>>,
+    queued: Cell<Option<Instant>>,
+}
 
 /// Deadlines with their keys, earliest first.
 #[derive(Debug)]
@@ -48,6 +58,86 @@ impl<K: Ord + Copy> DeadlineHeap<K> {
 
     pub(crate) fn pop(&mut self) -> Option<(Instant, K)> {
         self.heap.pop().map(|Reverse(e)| e)
+    }
+
+    /// `key`'s deadline was computed again as `d`: queued if earlier than
+    /// the one it has live (a later one leaves its entry early in the heap,
+    /// for [`Self::settle`]).
+    pub(crate) fn offer(&mut self, key: K, d: Option<Instant>, timer: &Timer) {
+        timer.deadline.set(d);
+        if let Some(d) = d
+            && timer.queued.get().is_none_or(|q| d < q)
+        {
+            self.push(d, key);
+            timer.queued.set(Some(d));
+        }
+    }
+
+    /// Makes the top exact and returns it: stale entries (keys `timer_of`
+    /// no longer knows, superseded deadlines) are dropped, and an early one
+    /// is replaced by its key's deadline. Compacts once the heap holds more
+    /// than twice `live` keys plus 64.
+    pub(crate) fn settle<'a>(
+        &mut self,
+        live: usize,
+        timer_of: impl Fn(K) -> Option<&'a Timer>,
+    ) -> Option<Instant> {
+        while let Some((t, key)) = self.peek() {
+            match timer_of(key) {
+                Some(timer) if timer.queued.get() == Some(t) => {
+                    if timer.deadline.get() == Some(t) {
+                        break;
+                    }
+                    // Early: the key's deadline moved later (or went).
+                    self.pop();
+                    timer.queued.set(timer.deadline.get());
+                    if let Some(d) = timer.deadline.get() {
+                        self.push(d, key);
+                    }
+                }
+                _ => {
+                    self.pop();
+                }
+            }
+        }
+        if self.len() > 2 * live + 64 {
+            self.compact(|t, key| timer_of(key).is_some_and(|x| x.queued.get() == Some(t)));
+        }
+        self.peek().map(|(t, _)| t)
+    }
+
+    /// Takes the keys whose deadline has passed at `now` off the heap into
+    /// `out` (unordered; a key may appear twice). Call after
+    /// [`Self::settle`]; a key taken has no entry left, and is expected to
+    /// be recomputed ([`Self::offer`]) after its timer ran.
+    pub(crate) fn take_due<'a>(
+        &mut self,
+        now: Instant,
+        timer_of: impl Fn(K) -> Option<&'a Timer>,
+        out: &mut Vec<K>,
+    ) {
+        while let Some((t, key)) = self.peek()
+            && t <= now
+        {
+            self.pop();
+            let Some(timer) = timer_of(key) else {
+                continue;
+            };
+            if timer.queued.get() != Some(t) {
+                continue;
+            }
+            match timer.deadline.get() {
+                Some(d) if d == t => {
+                    timer.queued.set(None);
+                    out.push(key);
+                }
+                Some(d) => {
+                    self.push(d, key);
+                    timer.queued.set(Some(d));
+                }
+                None => timer.queued.set(None),
+            }
+        }
     }
 
     /// Keeps only the entries `live` accepts, each once.

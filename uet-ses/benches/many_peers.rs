@@ -32,7 +32,9 @@ use std::time::Duration as StdDuration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use uet_pds::{CcMode, RxMeta};
-use uet_ses::{Endpoint, EndpointConfig, LocalBuf, MemoryKey, Operation, RegionAddr, RemoteAddr};
+use uet_ses::{
+    Endpoint, EndpointConfig, LocalBuf, LocalRegion, MemoryKey, Operation, RegionAddr, RemoteAddr,
+};
 use uet_wire::pds::PdsRepr;
 use uet_wire::time::{Duration, Instant};
 use uet_wire::{Ecn, JobId, PdcId, PidOnFep, ResourceIndex, RiGeneration};
@@ -42,7 +44,7 @@ use uet_wire::{Ecn, JobId, PdcId, PidOnFep, ResourceIndex, RiGeneration};
 const WRITE: u32 = 256 << 10;
 
 /// A write of `len` bytes from `local` into the same remote region.
-fn write(local: uet_ses::LocalRegion, len: u32) -> Operation {
+fn write(local: LocalRegion, len: u32) -> Operation {
     Operation::Write {
         dst: RemoteAddr {
             region: RegionAddr {
@@ -63,8 +65,9 @@ fn write(local: uet_ses::LocalRegion, len: u32) -> Operation {
     }
 }
 
-/// An endpoint whose writes to `n` peers all wait for credit.
-fn endpoint(n: u16) -> (Endpoint<Vec<u8>>, Instant) {
+/// The configuration of every endpoint here: RCCC at 100 Gb/s × 10 µs,
+/// room for `n` PDCs.
+fn config(n: u16) -> EndpointConfig {
     let mut cfg = EndpointConfig::default();
     cfg.pds.max_pdcs = usize::from(n).max(1);
     CcMode::Rccc.configure(
@@ -73,14 +76,30 @@ fn endpoint(n: u16) -> (Endpoint<Vec<u8>>, Instant) {
         Duration::from_micros(10),
         false,
     );
-    let mut ep = Endpoint::new(cfg, 1);
-    let local = ep.register_local(vec![0x5a; WRITE as usize]);
-    let now = Instant::from_nanos(1_000_000);
+    cfg
+}
+
+/// When every benchmark's writes are submitted.
+fn start() -> Instant {
+    Instant::from_nanos(1_000_000)
+}
+
+/// Submits a write of `len` bytes from `local` to each of `n` peers
+/// (10.1.0.0 and on).
+fn submit_to_peers(ep: &mut Endpoint<Vec<u8>>, local: LocalRegion, n: u16, len: u32, now: Instant) {
     for i in 0..n {
         let [hi, lo] = i.to_be_bytes();
         let dst = IpAddr::V4(Ipv4Addr::new(10, 1, hi, lo));
-        ep.submit(now, dst, write(local, WRITE)).unwrap();
+        ep.submit(now, dst, write(local, len)).unwrap();
     }
+}
+
+/// An endpoint whose writes to `n` peers all wait for credit.
+fn endpoint(n: u16) -> (Endpoint<Vec<u8>>, Instant) {
+    let mut ep = Endpoint::new(config(n), 1);
+    let local = ep.register_local(vec![0x5a; WRITE as usize]);
+    let now = start();
+    submit_to_peers(&mut ep, local, n, WRITE, now);
     let mut buf = vec![0; 9000];
     let mut sent = 0u64;
     while ep.poll_transmit(now, &mut buf).is_some() {
@@ -96,27 +115,17 @@ fn endpoint(n: u16) -> (Endpoint<Vec<u8>>, Instant) {
 
 const A: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 
-/// `endpoint(n)` after one exchange with a target that answers for every
-/// peer: each PDC then has a round-trip sample. One endpoint plays all the
+/// An endpoint that wrote 4 KiB to each of `n` peers and heard back from
+/// a target that answers for every peer: each PDC then has a round-trip
+/// sample. One endpoint plays all the
 /// targets; its answers go back as if from the peer each PDC was opened
 /// to (found by the PDC ID the answer names).
 fn endpoint_with_round_trips(n: u16) -> Endpoint<Vec<u8>> {
-    let mut cfg = EndpointConfig::default();
-    cfg.pds.max_pdcs = usize::from(n).max(1);
-    CcMode::Rccc.configure(
-        &mut cfg.pds,
-        100_000_000_000,
-        Duration::from_micros(10),
-        false,
-    );
+    let mut cfg = config(n);
     let mut a = Endpoint::new(cfg.clone(), 1);
     let local = a.register_local(vec![0x5a; 4096]);
-    let now = Instant::from_nanos(1_000_000);
-    for i in 0..n {
-        let [hi, lo] = i.to_be_bytes();
-        let dst = IpAddr::V4(Ipv4Addr::new(10, 1, hi, lo));
-        a.submit(now, dst, write(local, 4096)).unwrap();
-    }
+    let now = start();
+    submit_to_peers(&mut a, local, n, 4096, now);
     // Every PDC opens at once at the target: none is confirmed yet.
     cfg.pds.max_pending_pdcs = cfg.pds.max_pdcs;
     let mut b = Endpoint::<Vec<u8>>::new(cfg, 2);
@@ -210,25 +219,13 @@ fn idle_turn(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("first_writes", n), |b| {
             b.iter_batched(
                 || {
-                    let mut cfg = EndpointConfig::default();
-                    cfg.pds.max_pdcs = usize::from(n);
-                    CcMode::Rccc.configure(
-                        &mut cfg.pds,
-                        100_000_000_000,
-                        Duration::from_micros(10),
-                        false,
-                    );
-                    let mut ep = Endpoint::new(cfg, 1);
+                    let mut ep = Endpoint::new(config(n), 1);
                     let local = ep.register_local(vec![0x5a; 4096]);
                     (ep, local, vec![0u8; 9000])
                 },
                 |(mut ep, local, mut buf)| {
-                    let now = Instant::from_nanos(1_000_000);
-                    for i in 0..n {
-                        let [hi, lo] = i.to_be_bytes();
-                        let dst = IpAddr::V4(Ipv4Addr::new(10, 1, hi, lo));
-                        ep.submit(now, dst, write(local, 4096)).unwrap();
-                    }
+                    let now = start();
+                    submit_to_peers(&mut ep, local, n, 4096, now);
                     while ep.poll_transmit(now, &mut buf).is_some() {}
                     ep
                 },

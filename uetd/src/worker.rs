@@ -1509,6 +1509,44 @@ mod tests {
         }
     }
 
+    /// A worker over `io`, without busy polling, whose endpoint has one
+    /// 4 KiB local region.
+    fn dropping_worker(io: DroppingIo) -> (WorkerHandle, LocalRegion) {
+        let (out, _outputs) = crossbeam_channel::unbounded();
+        let mut ep = DaemonEndpoint::new(EndpointConfig::default(), 1);
+        let local = ep.register_local(Box::new(vec![0u8; 4096]));
+        let w = spawn(
+            0,
+            Box::new(io),
+            ep,
+            out,
+            None,
+            Arc::new(Capture::new(2)),
+            Duration::ZERO,
+        )
+        .unwrap();
+        (w, local)
+    }
+
+    /// A 64-byte write from `local` into a region nobody serves.
+    fn write_64(local: LocalRegion) -> Operation {
+        Operation::Write {
+            dst: RemoteAddr {
+                region: RegionAddr::new(
+                    JobId::new(1).unwrap(),
+                    PidOnFep::new(0).unwrap(),
+                    ResourceIndex::new(1).unwrap(),
+                ),
+                generation: RiGeneration::new(0).unwrap(),
+                key: MemoryKey(1),
+                offset: 0,
+            },
+            src: LocalBuf::new(local, 0),
+            len: 64,
+            header_data: None,
+        }
+    }
+
     /// Writes to many destinations whose datagrams are all dropped: the
     /// loop keeps asking the engine for more until it has none, and only
     /// then sleeps. (A loop that took "nothing sent" for "nothing to
@@ -1519,38 +1557,11 @@ mod tests {
         let io = DroppingIo::new(Duration::from_millis(1));
         let (produced, sleeps_with_work) =
             (Arc::clone(&io.produced), Arc::clone(&io.sleeps_with_work));
-        let (out, _outputs) = crossbeam_channel::unbounded();
-        let mut ep = DaemonEndpoint::new(EndpointConfig::default(), 1);
-        let local = ep.register_local(Box::new(vec![0u8; 4096]));
-        let region = RegionAddr::new(
-            JobId::new(1).unwrap(),
-            PidOnFep::new(0).unwrap(),
-            ResourceIndex::new(1).unwrap(),
-        );
-        let mut w = spawn(
-            0,
-            Box::new(io),
-            ep,
-            out,
-            None,
-            Arc::new(Capture::new(2)),
-            Duration::ZERO,
-        )
-        .unwrap();
+        let (mut w, local) = dropping_worker(io);
         let n = 8 * BATCH as u64;
         for i in 0..n {
             let dst = IpAddr::from([10, 1, (i / 250) as u8, 1 + (i % 250) as u8]);
-            let op = Operation::Write {
-                dst: RemoteAddr {
-                    region,
-                    generation: RiGeneration::new(0).unwrap(),
-                    key: MemoryKey(1),
-                    offset: 0,
-                },
-                src: LocalBuf::new(local, 0),
-                len: 64,
-                header_data: None,
-            };
+            let op = write_64(local);
             w.send(Command::Submit { tag: i, dst, op });
         }
         until("every first send", || produced.load(Ordering::Relaxed) >= n);
@@ -1567,36 +1578,9 @@ mod tests {
     fn the_per_peer_snapshot_is_taken_only_when_a_reader_asks() {
         let io = DroppingIo::new(Duration::from_secs(5));
         let produced = Arc::clone(&io.produced);
-        let (out, _outputs) = crossbeam_channel::unbounded();
-        let mut ep = DaemonEndpoint::new(EndpointConfig::default(), 1);
-        let local = ep.register_local(Box::new(vec![0u8; 4096]));
-        let region = RegionAddr::new(
-            JobId::new(1).unwrap(),
-            PidOnFep::new(0).unwrap(),
-            ResourceIndex::new(1).unwrap(),
-        );
-        let mut w = spawn(
-            0,
-            Box::new(io),
-            ep,
-            out,
-            None,
-            Arc::new(Capture::new(2)),
-            Duration::ZERO,
-        )
-        .unwrap();
+        let (mut w, local) = dropping_worker(io);
         for i in 0..3u8 {
-            let op = Operation::Write {
-                dst: RemoteAddr {
-                    region,
-                    generation: RiGeneration::new(0).unwrap(),
-                    key: MemoryKey(1),
-                    offset: 0,
-                },
-                src: LocalBuf::new(local, 0),
-                len: 64,
-                header_data: None,
-            };
+            let op = write_64(local);
             let dst = IpAddr::from([10, 1, 0, 1 + i]);
             w.send(Command::Submit {
                 tag: u64::from(i),

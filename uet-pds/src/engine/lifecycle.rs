@@ -5,7 +5,7 @@ use super::congestion::CcShare;
 use super::pdc::{Pdc, TxItem};
 use super::transmit::ControlPacket;
 use super::{InitiatorKey, OpenError, Pds, PdsError, PdsEvent, SesHooks};
-use core::cell::Cell;
+use crate::deadline_heap::Timer;
 use uet_cms::nscc::RcvdBytesTracker;
 use uet_wire::pds::tss::Sdi;
 use uet_wire::pds::{CpPayload, DpdcidField, NackCode, PdsCpRepr};
@@ -92,8 +92,7 @@ impl Pds {
             reopens: 0,
             awaiting_start: false,
             hold_until: None,
-            timer: Cell::new(None),
-            timer_queued: Cell::new(None),
+            timer: Timer::default(),
         };
         self.ensure_ccc(now, key.dst, key.tc);
         self.insert_pdc(id, pdc);

@@ -2,7 +2,7 @@
 //! half (PSN window, ACK state).
 
 use super::{CONTROL_EV, InitiatorKey, PktRef};
-use core::cell::Cell;
+use crate::deadline_heap::Timer;
 use std::collections::{BTreeMap, VecDeque};
 
 use std::net::IpAddr;
@@ -248,11 +248,8 @@ pub(super) struct Pdc {
     pub(super) hold_until: Option<Instant>,
     /// When this PDC's own timers next need `handle_timeout`, as of the
     /// last time the engine looked (`Pds::refresh_timers`; the PDC table
-    /// lists the PDCs changed since).
-    pub(super) timer: Cell<Option<Instant>>,
-    /// The deadline of this PDC's live entry in `Pds::timers`: never later
-    /// than `timer`; other entries of this PDC there are stale.
-    pub(super) timer_queued: Cell<Option<Instant>>,
+    /// lists the PDCs changed since), and its live entry in `Pds::timers`.
+    pub(super) timer: Timer,
 }
 
 impl Pdc {

@@ -6,7 +6,6 @@ use super::transmit::ControlPacket;
 use super::{
     MAX_REOPENS, Pds, PdsError, PdsEvent, Reply, RxMeta, RxRequest, RxSes, SecureState, SesHooks,
 };
-use core::cell::Cell;
 use std::net::IpAddr;
 use uet_cms::nscc::{RcvdBytesTracker, service_time_from_wire};
 use uet_cms::rccc::Arrival;
@@ -27,6 +26,7 @@ use uet_wire::{
 
 use crate::config::{PdsConfig, SecureStart};
 use crate::counters::DropReason;
+use crate::deadline_heap::Timer;
 use crate::pkt_queue::PktQueue;
 use crate::rx_window::RxOutcome;
 use crate::tail_probe::{Outstanding, TailProbe};
@@ -387,8 +387,7 @@ impl Pds {
                         reopens: 0,
                         awaiting_start: false,
                         hold_until: None,
-                        timer: Cell::new(None),
-                        timer_queued: Cell::new(None),
+                        timer: Timer::default(),
                     };
                     let mut pdc = pdc;
                     // A SYN authenticated in a security domain opens a

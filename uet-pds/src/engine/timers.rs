@@ -78,75 +78,22 @@ impl Pds {
     /// deadline.
     pub(super) fn refresh_timers(&self) -> Option<Instant> {
         let mut heap = self.timers.borrow_mut();
-        self.pdcs.drain_touched(|id, p| {
-            let d = self.pdc_deadline(p);
-            p.timer.set(d);
-            if let Some(d) = d
-                && p.timer_queued.get().is_none_or(|q| d < q)
-            {
-                heap.push(d, id);
-                p.timer_queued.set(Some(d));
-            }
-        });
-        while let Some((t, id)) = heap.peek() {
-            match self.pdcs.get(&id) {
-                Some(p) if p.timer_queued.get() == Some(t) => {
-                    if p.timer.get() == Some(t) {
-                        break;
-                    }
-                    // Early: the PDC's deadline moved later (or went).
-                    heap.pop();
-                    p.timer_queued.set(p.timer.get());
-                    if let Some(d) = p.timer.get() {
-                        heap.push(d, id);
-                    }
-                }
-                _ => {
-                    heap.pop();
-                }
-            }
-        }
-        if heap.len() > 2 * self.pdcs.len() + 64 {
-            let pdcs = &self.pdcs;
-            heap.compact(|t, id| {
-                pdcs.get(&id)
-                    .is_some_and(|p| p.timer_queued.get() == Some(t))
-            });
-        }
-        heap.peek().map(|(t, _)| t)
+        self.pdcs
+            .drain_touched(|id, p| heap.offer(id, self.pdc_deadline(p), &p.timer));
+        heap.settle(self.pdcs.len(), |id| self.pdcs.get(&id).map(|p| &p.timer))
     }
 
     /// Takes the PDCs whose deadline has passed at `now` off the heap into
     /// `ids`, in the PDC table's order (the order `handle_timeout` has
     /// always visited PDCs in, which decides, e.g., the order tail probes
-    /// draw their opaque values). Call after [`Pds::refresh_timers`].
+    /// draw their opaque values). Call after [`Pds::refresh_timers`];
+    /// `handle_timeout` takes each PDC mutably, so the next refresh queues
+    /// its new deadline.
     fn take_due(&mut self, now: Instant, ids: &mut Vec<PdcId>) {
-        let heap = self.timers.get_mut();
-        while let Some((t, id)) = heap.peek()
-            && t <= now
-        {
-            heap.pop();
-            let Some(p) = self.pdcs.get(&id) else {
-                continue;
-            };
-            if p.timer_queued.get() != Some(t) {
-                continue;
-            }
-            match p.timer.get() {
-                // Due. `handle_timeout` takes the PDC mutably, so the next
-                // refresh queues its new deadline.
-                Some(d) if d == t => {
-                    p.timer_queued.set(None);
-                    ids.push(id);
-                }
-                Some(d) => {
-                    heap.push(d, id);
-                    p.timer_queued.set(Some(d));
-                }
-                None => p.timer_queued.set(None),
-            }
-        }
         let pdcs = &self.pdcs;
+        self.timers
+            .get_mut()
+            .take_due(now, |id| pdcs.get(&id).map(|p| &p.timer), ids);
         ids.sort_unstable_by_key(|id| pdcs.position(id));
         ids.dedup();
     }
