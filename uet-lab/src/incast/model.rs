@@ -485,6 +485,23 @@ pub struct ReceiverCounters {
     pub write_offs: u64,
 }
 
+impl ReceiverCounters {
+    /// The RCCC pacer's budget over the run, bytes: what it granted and
+    /// what it lost (late ticks, withheld by the cap, unclaimed, held back
+    /// on ECN marks). At the pacer's rate, the sum is its rate times the
+    /// time it ran.
+    #[must_use]
+    pub fn pacer_budget(&self) -> u64 {
+        self.granted_bytes + self.pacer_lost()
+    }
+
+    /// The part of [`pacer_budget`](Self::pacer_budget) not granted, bytes.
+    #[must_use]
+    pub fn pacer_lost(&self) -> u64 {
+        self.late_bytes + self.withheld_bytes + self.unclaimed_bytes + self.ecn_slowed_bytes
+    }
+}
+
 /// The victim's ping-pong during one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VictimRun {

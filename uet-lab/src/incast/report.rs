@@ -686,9 +686,8 @@ fn pacer_losses(report: &Report, g: &Summary) -> Option<(f64, f64, f64)> {
         .filter(|r| r.cc == g.cc && r.senders == g.senders && r.size == g.size)
         .filter_map(|r| {
             let c = &r.receiver;
-            let lost = c.late_bytes + c.withheld_bytes + c.unclaimed_bytes + c.ecn_slowed_bytes;
-            (lost > 0).then(|| {
-                let t = (c.granted_bytes + lost) as f64;
+            (c.pacer_lost() > 0).then(|| {
+                let t = c.pacer_budget() as f64;
                 (
                     c.late_bytes as f64 / t,
                     c.withheld_bytes as f64 / t,

@@ -542,6 +542,26 @@ fn wait_until_pdcs_closed(clients: &mut [&mut Client], limit: Duration) -> Resul
 }
 
 impl Counters {
+    /// The receiver's part, as a run records it.
+    fn receiver(&self) -> ReceiverCounters {
+        ReceiverCounters {
+            rx_data: self.rx_data,
+            tx_acks: self.tx_acks,
+            tx_nacks: self.tx_nacks,
+            rx_ce: self.rx_ce,
+            tx_packets: self.tx_packets,
+            pacer_ticks: self.pacer_ticks,
+            granted_bytes: self.granted_bytes,
+            outstanding_limited: self.outstanding_limited,
+            late_bytes: self.late_bytes,
+            withheld_bytes: self.withheld_bytes,
+            unclaimed_bytes: self.unclaimed_bytes,
+            ecn_slowed_bytes: self.ecn_slowed_bytes,
+            idle_evictions: self.idle_evictions,
+            write_offs: self.write_offs,
+        }
+    }
+
     fn since(self, b: Self) -> Self {
         Self {
             tx_data: self.tx_data.saturating_sub(b.tx_data),
@@ -1011,12 +1031,8 @@ impl IncastLab {
             let cpu = crate::cpu::CpuSample::now().ok();
             let filled = self.all_at_once_bps(&dst, n, self.max_size, chunk)?;
             let steal = cpu.and_then(|c| c.steal_share().ok());
-            let rx = counters(&mut receiver)?.since(before);
-            let budget = rx.granted_bytes
-                + rx.late_bytes
-                + rx.withheld_bytes
-                + rx.unclaimed_bytes
-                + rx.ecn_slowed_bytes;
+            let rx = counters(&mut receiver)?.since(before).receiver();
+            let budget = rx.pacer_budget();
             let step = FitStep {
                 cc: cc.to_owned(),
                 bottleneck_bps: r,
@@ -1370,22 +1386,7 @@ impl IncastLab {
             queue: queue_samples(&samples.queue, t0),
             cc_trace_sender: 1,
             cc_trace,
-            receiver: ReceiverCounters {
-                rx_data: rx.rx_data,
-                tx_acks: rx.tx_acks,
-                tx_nacks: rx.tx_nacks,
-                rx_ce: rx.rx_ce,
-                tx_packets: rx.tx_packets,
-                pacer_ticks: rx.pacer_ticks,
-                granted_bytes: rx.granted_bytes,
-                outstanding_limited: rx.outstanding_limited,
-                late_bytes: rx.late_bytes,
-                withheld_bytes: rx.withheld_bytes,
-                unclaimed_bytes: rx.unclaimed_bytes,
-                ecn_slowed_bytes: rx.ecn_slowed_bytes,
-                idle_evictions: rx.idle_evictions,
-                write_offs: rx.write_offs,
-            },
+            receiver: rx.receiver(),
             victim: victim_lat.map(|congested| VictimRun {
                 congested,
                 isolated: victim_isolated,
