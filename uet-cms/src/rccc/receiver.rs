@@ -115,6 +115,9 @@ struct EcnState {
     seen: (u64, u64),
     /// When the next update is due; `None` until the first tick.
     next_update: Option<Instant>,
+    /// A marked packet has arrived: the path marks, and the pacer runs at
+    /// the link rate before the cut (see [`super::EcnRate`]).
+    path_marks: bool,
 }
 
 /// 1 in ppm.
@@ -316,7 +319,25 @@ impl<S: Copy + Ord> RcccReceiver<S> {
         if self.config.ecn_rate.is_some() {
             self.stats.ecn_packets += 1;
             self.stats.ecn_marked += u64::from(ce);
+            self.ecn.path_marks |= ce;
         }
+    }
+
+    /// The pacer's rate before the ECN cut, ppm of the link rate:
+    /// `pacing_ppm`, or the link rate itself once the ECN rate control has
+    /// seen a mark (see [`super::EcnRate`]).
+    pub fn pacing_ppm(&self) -> u32 {
+        if self.ecn.path_marks {
+            PPM
+        } else {
+            self.config.pacing_ppm
+        }
+    }
+
+    /// `link_rate × pacing × ns` in bit·ppm units, at
+    /// [`pacing_ppm`](Self::pacing_ppm).
+    fn paced_units(&self, ns: u128) -> u128 {
+        self.config.units_at(self.pacing_ppm(), ns)
     }
 
     /// Runs the ECN rate control's update if one is due by `now`: the
@@ -813,7 +834,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
                 .map_or(Duration::ZERO, |t| now.saturating_since(t))
                 .as_nanos();
             let most = slice_ns * u128::from(self.config.max_burst_slices);
-            let late = self.config.paced_units(since.saturating_sub(most)) / BYTE_PPM_NS;
+            let late = self.paced_units(since.saturating_sub(most)) / BYTE_PPM_NS;
             self.stats.late_bytes = self
                 .stats
                 .late_bytes
@@ -1015,7 +1036,7 @@ impl<S: Copy + Ord> RcccReceiver<S> {
     /// Whole bytes of paced credit for `ns` nanoseconds, carrying the
     /// fraction so the long-run rate is exact.
     fn paced_bytes(&mut self, ns: u128) -> u64 {
-        self.frac += self.config.paced_units(ns);
+        self.frac += self.paced_units(ns);
         let bytes = self.frac / BYTE_PPM_NS;
         self.frac %= BYTE_PPM_NS;
         u64::try_from(bytes).unwrap_or(u64::MAX)
@@ -1128,6 +1149,49 @@ mod tests {
         let s = r.stats();
         assert_eq!(s.granted_bytes + s.ecn_slowed_bytes, 16 * 12_500);
         assert_eq!((s.ecn_packets, s.ecn_marked), (16, 8));
+    }
+
+    /// [`tick_marked`] for a source that keeps asking `max_credit` ahead
+    /// of what it was granted, so its demand outlasts the ticks.
+    fn tick_asking(r: &mut RcccReceiver<u32>, from: u64, to: u64, ce: bool) -> u64 {
+        let before = r.stats().granted_bytes;
+        for t in from..=to {
+            let g = r.granted(1).unwrap_or(12_500);
+            r.on_rx(us(t), 1u32, c24(g + 225_000), 4160, false);
+            r.handle_timeout(us(t));
+            while r.poll_grant().is_some() {}
+            r.on_ecn(ce);
+        }
+        r.stats().granted_bytes - before
+    }
+
+    #[test]
+    fn once_the_path_has_marked_the_pacer_runs_at_the_link_rate_before_the_cut() {
+        let cfg = RcccConfig {
+            pacing_ppm: 990_000,
+            ..ecn_config()
+        };
+        let mut r = RcccReceiver::new(cfg.clone()).unwrap();
+        // No mark yet: 0.99 of the 12,500 B a slice carries.
+        assert_eq!(tick_asking(&mut r, 0, 7, false), 8 * 12_375);
+        assert_eq!(r.pacing_ppm(), 990_000);
+        // One marked packet: the path marks.
+        tick_asking(&mut r, 8, 8, true);
+        assert_eq!(r.pacing_ppm(), 1_000_000);
+        // Its cut decays away (g halves at every 4 µs interval); then the
+        // pacer grants the whole slice.
+        tick_asking(&mut r, 9, 199, false);
+        assert_eq!(r.ecn_rate_ppm(), 1_000_000);
+        assert_eq!(tick_asking(&mut r, 200, 207, false), 8 * 12_500);
+        // Without the rate control, marks change nothing.
+        let mut r = RcccReceiver::new(RcccConfig {
+            ecn_rate: None,
+            ..cfg
+        })
+        .unwrap();
+        tick_asking(&mut r, 0, 7, true);
+        assert_eq!(r.pacing_ppm(), 990_000);
+        assert_eq!(tick_asking(&mut r, 8, 15, false), 8 * 12_375);
     }
 
     #[test]
