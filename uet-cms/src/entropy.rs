@@ -99,7 +99,7 @@ pub struct EvConfig {
     /// Above 1 the CCC sprays runs of packets (flowlets) instead: a
     /// sender that hands runs of equal datagrams to the kernel as one
     /// segmentation-offload send needs them on one UDP source port. A run
-    /// ends early when its EV draws ECN, NACK or loss feedback [I].
+    /// ends early when its EV draws ECN, NACK or loss feedback \[I\].
     pub burst: u32,
 }
 

@@ -87,7 +87,8 @@
 //!
 //! * **Time slice** 1 µs \[seed\]; the pacer grants `link_rate × pacing × slice`
 //!   per slice (12,500 B at 100 Gb/s and pacing 1.0 \[seed\]; 12,375 B with the
-//!   default pacing 0.99 [HTSIM `pull_rate_modifier`]).
+//!   default pacing 0.99 [HTSIM `pull_rate_modifier`]; 1.0 again once ECN
+//!   marks have shown that the path marks, with [`EcnRate`] \[I\]).
 //! * **Division** \[seed\]: the slice's budget is split equally among the active
 //!   senders (6,250 B each for two). When an equal share would be smaller
 //!   than [`RcccConfig::min_grant`] (many senders), the slice goes to as
@@ -169,7 +170,9 @@ pub struct RcccConfig {
     pub link_rate_bps: u64,
     /// Pacing factor in parts per million of the link rate: credit is handed
     /// out just under line rate so queues drain. Default 990,000 (0.99)
-    /// [HTSIM `pull_rate_modifier` "something like 0.99"; §5.3].
+    /// [HTSIM `pull_rate_modifier` "something like 0.99"; §5.3]. With
+    /// [`ecn_rate`](Self::ecn_rate), the receiver paces at the link rate
+    /// once the path has marked a packet ([`EcnRate`]).
     pub pacing_ppm: u32,
     /// The pacer's time slice. Default 1 µs [seed: "time-slices ...
     /// representing 1 microsecond of transmission"].
