@@ -609,6 +609,21 @@ const TSS_FIELDS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The RCCC receiver pacer's rate now (`rccc_receiver`): JSON field,
+/// gauge name, help.
+const RCCC_RATE_FIELDS: &[(&str, &str, &str)] = &[
+    (
+        "pacing_ppm",
+        "uet_rccc_pacing_ppm",
+        "The pacer's rate before the ECN cut, ppm of the link rate (1000000 once the path has marked).",
+    ),
+    (
+        "ecn_rate_ppm",
+        "uet_rccc_ecn_rate_ppm",
+        "The ECN rate control's factor on the pacer's rate now, ppm.",
+    ),
+];
+
 /// The RCCC receiver's pacer (`rccc_receiver`, only where the daemon paces
 /// RCCC sources): JSON field, metric name, help.
 const RCCC_RECEIVER_FIELDS: &[(&str, &str, &str)] = &[
@@ -872,11 +887,20 @@ pub fn encode(doc: &Value) -> String {
             .iter()
             .map(|&(_, name, help)| x.counter(name, help, &["worker"]))
             .collect();
+        let rates: Vec<IntGaugeVec> = RCCC_RATE_FIELDS
+            .iter()
+            .map(|&(_, name, help)| x.gauge(name, help, &["worker"]))
+            .collect();
         for (i, w) in workers.iter().enumerate() {
             let id = w["worker"].as_u64().unwrap_or(i as u64).to_string();
             for (&(field, ..), c) in RCCC_RECEIVER_FIELDS.iter().zip(&families) {
                 c.with_label_values(&[id.as_str()])
                     .inc_by(w["rccc_receiver"][field].as_u64().unwrap_or(0));
+            }
+            for (&(field, ..), g) in RCCC_RATE_FIELDS.iter().zip(&rates) {
+                if let Some(v) = w["rccc_receiver"].get(field) {
+                    g.with_label_values(&[id.as_str()]).set(as_i64(v));
+                }
             }
         }
     }
@@ -1274,6 +1298,7 @@ mod tests {
             xsk: Some(crate::xsk::XskCounters::default()),
             udp: Some(crate::udp::UdpOffloadCounts::default()),
             rccc_receiver: Some(uet_cms::rccc::RcccReceiverStats::default()),
+            rccc_rate_ppm: Some((990_000, 1_000_000)),
             ..WorkerStats::default()
         };
         s.cccs.push(CccSnapshot {
@@ -1342,6 +1367,7 @@ mod tests {
             ecn_slowed_bytes: 250,
             ..Default::default()
         });
+        s.rccc_rate_ppm = Some((1_000_000, 975_000));
         s.cccs = vec![
             CccSnapshot {
                 dst: IpAddr::from([10, 0, 0, 2]),
@@ -1395,6 +1421,8 @@ mod tests {
             ("uet_rccc_granted_bytes_total{worker=\"0\"}", "3000"),
             ("uet_rccc_late_bytes_total{worker=\"0\"}", "700"),
             ("uet_rccc_ecn_slowed_bytes_total{worker=\"0\"}", "250"),
+            ("uet_rccc_pacing_ppm{worker=\"0\"}", "1000000"),
+            ("uet_rccc_ecn_rate_ppm{worker=\"0\"}", "975000"),
             // A worker without a pacer reads as 0.
             ("uet_rccc_granted_bytes_total{worker=\"1\"}", "0"),
             ("uet_ccc_destinations{worker=\"0\"}", "2"),

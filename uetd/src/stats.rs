@@ -185,6 +185,10 @@ pub fn to_json(stats: &[WorkerStats], neigh: Option<&NeighCounts>) -> Value {
                     "idle_evictions": r.idle_evictions,
                     "last_hop_trims": r.last_hop_trims,
                 });
+                if let Some((pacing, ecn)) = s.rccc_rate_ppm {
+                    w["rccc_receiver"]["pacing_ppm"] = json!(pacing);
+                    w["rccc_receiver"]["ecn_rate_ppm"] = json!(ecn);
+                }
             }
             if let Some(t) = &s.tss {
                 // Only with `[[tss]]` domains.

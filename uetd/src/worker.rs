@@ -431,6 +431,10 @@ pub struct WorkerStats {
     pub tss: Option<crate::tss::TssStats>,
     /// The RCCC receiver's pacer, when the daemon runs one.
     pub rccc_receiver: Option<uet_cms::rccc::RcccReceiverStats>,
+    /// That pacer's rate now, ppm of the link rate: before the ECN cut
+    /// (`RcccReceiver::pacing_ppm`) and the cut's factor
+    /// (`RcccReceiver::ecn_rate_ppm`).
+    pub rccc_rate_ppm: Option<(u32, u32)>,
 }
 
 /// How long a reader waits for a worker to answer a request for its
@@ -1092,6 +1096,10 @@ fn publish(
         s.udp = io.udp_offloads();
         s.pds = ep.pds().counters().clone();
         s.rccc_receiver = ep.pds().rccc_receiver().map(|r| *r.stats());
+        s.rccc_rate_ppm = ep
+            .pds()
+            .rccc_receiver()
+            .map(|r| (r.pacing_ppm(), r.ecn_rate_ppm()));
         s.ses = ep.counters();
         s.in_flight = ep.in_flight();
         s.iterations = iterations;
