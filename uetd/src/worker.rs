@@ -1095,11 +1095,9 @@ fn publish(
         s.xsk = io.xsk_counters();
         s.udp = io.udp_offloads();
         s.pds = ep.pds().counters().clone();
-        s.rccc_receiver = ep.pds().rccc_receiver().map(|r| *r.stats());
-        s.rccc_rate_ppm = ep
-            .pds()
-            .rccc_receiver()
-            .map(|r| (r.pacing_ppm(), r.ecn_rate_ppm()));
+        let rccc = ep.pds().rccc_receiver();
+        s.rccc_receiver = rccc.map(|r| *r.stats());
+        s.rccc_rate_ppm = rccc.map(|r| (r.pacing_ppm(), r.ecn_rate_ppm()));
         s.ses = ep.counters();
         s.in_flight = ep.in_flight();
         s.iterations = iterations;

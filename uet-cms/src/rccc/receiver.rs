@@ -1154,15 +1154,13 @@ mod tests {
     /// [`tick_marked`] for a source that keeps asking `max_credit` ahead
     /// of what it was granted, so its demand outlasts the ticks.
     fn tick_asking(r: &mut RcccReceiver<u32>, from: u64, to: u64, ce: bool) -> u64 {
-        let before = r.stats().granted_bytes;
-        for t in from..=to {
-            let g = r.granted(1).unwrap_or(12_500);
-            r.on_rx(us(t), 1u32, c24(g + 225_000), 4160, false);
-            r.handle_timeout(us(t));
-            while r.poll_grant().is_some() {}
-            r.on_ecn(ce);
-        }
-        r.stats().granted_bytes - before
+        (from..=to)
+            .map(|t| {
+                let g = r.granted(1).unwrap_or(12_500);
+                r.on_rx(us(t), 1u32, c24(g + 225_000), 4160, false);
+                tick_marked(r, t, t, ce)
+            })
+            .sum()
     }
 
     #[test]
