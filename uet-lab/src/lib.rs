@@ -206,7 +206,19 @@ pub struct LabConfig {
     /// every normal thread off its CPU while it polls.
     #[serde(default)]
     pub realtime_hosts: Vec<usize>,
+    /// Hosts whose daemons' workers ask the kernel for a short time slice
+    /// ([`PROMPT_SLICE_US`], `uetd --worker-slice-us`): woken by a packet
+    /// or a timer, they take a CPU the lab's hosts share before the other
+    /// hosts' daemons, as a host with CPUs of its own would not wait for
+    /// another's. Unlike [`Self::realtime_hosts`] their share of the CPU
+    /// stays fair.
+    #[serde(default)]
+    pub prompt_hosts: Vec<usize>,
 }
+
+/// The scheduler slice, µs, of [`LabConfig::prompt_hosts`]' workers: the
+/// least the kernel gives.
+pub const PROMPT_SLICE_US: u64 = 100;
 
 /// The SCHED_FIFO priority of [`LabConfig::realtime_hosts`]' daemons and of
 /// the threads that drive them: above every normal thread, below the
@@ -236,6 +248,7 @@ impl Default for LabConfig {
             direct: false,
             tss: false,
             realtime_hosts: Vec::new(),
+            prompt_hosts: Vec::new(),
         }
     }
 }
@@ -1002,6 +1015,9 @@ impl Lab {
                 "--tss-key-file".into(),
                 format!("1={}", self.tss_key_file().display()),
             ]);
+        }
+        if c.prompt_hosts.contains(&i) {
+            a.extend(["--worker-slice-us".into(), PROMPT_SLICE_US.to_string()]);
         }
         a.extend(c.daemon_args.iter().cloned());
         a

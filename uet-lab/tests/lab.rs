@@ -551,6 +551,44 @@ fn a_realtime_host_daemon_runs_every_thread_sched_fifo_and_the_others_do_not() {
     }
 }
 
+/// The thread of `pid` named `comm`.
+fn thread_named(pid: u32, comm: &str) -> i32 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .find_map(|t| {
+            let t = t.ok()?.path();
+            let name = std::fs::read_to_string(t.join("comm")).ok()?;
+            (name.trim_end() == comm).then(|| t.file_name()?.to_str()?.parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("no thread {comm} in {pid}"))
+}
+
+#[test]
+fn only_the_prompt_hosts_workers_run_the_short_scheduler_slice() {
+    use uetd::sys::affinity::thread_slice;
+    // Before Linux 6.12 there is no per-thread slice to look at.
+    let Some(base) = thread_slice(0).unwrap() else {
+        return;
+    };
+    let lab = Lab::up(LabConfig {
+        hosts: 3,
+        region_bytes: 1 << 20,
+        prompt_hosts: vec![0, 2],
+        ..LabConfig::default()
+    })
+    .unwrap();
+    let short = Duration::from_micros(uet_lab::PROMPT_SLICE_US);
+    assert_ne!(short, base);
+    let pids = daemon_pids(lab.state());
+    assert_eq!(pids.len(), 3);
+    for (i, &pid) in pids.iter().enumerate() {
+        let worker = thread_slice(thread_named(pid, "uet-worker-0")).unwrap();
+        let control = thread_slice(thread_named(pid, "uetd")).unwrap();
+        let want = if i == 1 { base } else { short };
+        assert_eq!((worker, control), (Some(want), Some(base)), "host {i}");
+    }
+}
+
 #[test]
 fn down_and_drop_leave_nothing_behind() {
     // Drop.

@@ -30,6 +30,7 @@
 //! api_max_registrations = 1024
 //! api_max_registered_bytes = "16GiB"
 //! busy_poll_us = 200        # an idle worker polls at most this long before it sleeps
+//! worker_slice_us = 0       # a worker's scheduler slice, µs (0: the kernel's)
 //! udp_offload = true        # udp backend: GSO sends of runs, GRO receives
 //! udp_socket_buffer = "4MiB"  # udp backend: each socket's receive and send buffer
 //! # ev_burst = 1            # packets per EV (default: a GSO send's worth with udp offloads)
@@ -392,6 +393,19 @@ pub struct Config {
     /// Longer cuts the latency of sparse operations, at the cost of CPU
     /// after each burst.
     pub busy_poll_us: u64,
+    /// Microseconds of CPU the kernel's fair scheduler gives a worker
+    /// thread per turn (also `uetd --worker-slice-us`; default 0, the
+    /// kernel's own, 0.7 ms × (1 + log2 CPUs); else 100..=100000, 100
+    /// being the kernel's least). A thread with a shorter slice than the
+    /// one running is picked sooner when it wakes: a worker woken by a
+    /// packet or its pacer's timer on a CPU that other work keeps busy
+    /// runs within about its own slice instead of after the other's. Its
+    /// share of the CPU stays the same, so this helps a worker that needs
+    /// less than its share (an RCCC receiver's pacer among busy threads);
+    /// one that needs more is cut into shorter turns. Linux ≥ 6.12 (EEVDF
+    /// custom slices; older kernels keep their default, said in the log);
+    /// a worker started real-time (`chrt`) is left so.
+    pub worker_slice_us: u64,
     /// The udp backend's segmentation offloads (default on; also `uetd
     /// --udp-offload`): consecutive datagrams that leave by one EV's
     /// socket to one peer go out as one UDP GSO send, and the receive
@@ -474,6 +488,7 @@ impl Default for Config {
             api_max_clients_per_uid: 64,
             api_hello_timeout_ms: 5_000,
             busy_poll_us: 200,
+            worker_slice_us: 0,
             udp_offload: true,
             udp_socket_buffer: Size(4 << 20),
             ev_burst: None,
@@ -670,6 +685,12 @@ impl Config {
             refuse!(
                 "busy_poll_us must be at most 100000, not {}",
                 self.busy_poll_us
+            );
+        }
+        if self.worker_slice_us != 0 && !(100..=100_000).contains(&self.worker_slice_us) {
+            refuse!(
+                "worker_slice_us must be 0 (the kernel's default) or 100..=100000, not {}",
+                self.worker_slice_us
             );
         }
         if !(100..=600_000).contains(&self.api_hello_timeout_ms) {

@@ -381,9 +381,13 @@ impl Daemon {
                     io,
                     ep,
                     out_tx.clone(),
-                    cpu,
                     Arc::clone(&capture),
-                    Duration::from_micros(cfg.busy_poll_us),
+                    worker::ThreadConfig {
+                        cpu,
+                        busy_poll: Duration::from_micros(cfg.busy_poll_us),
+                        slice: (cfg.worker_slice_us > 0)
+                            .then(|| Duration::from_micros(cfg.worker_slice_us)),
+                    },
                     tss,
                 )
                 .doing(|| format!("starting worker {w}"))?,

@@ -206,9 +206,8 @@ mod tests {
             io_a,
             ep(1),
             out_a,
-            None,
             Arc::clone(&capture),
-            worker::DEFAULT_BUSY_POLL,
+            worker::ThreadConfig::default(),
             tss_a,
         )
         .unwrap();
@@ -217,9 +216,8 @@ mod tests {
             io_b,
             ep(2),
             out_b,
-            None,
             capture,
-            worker::DEFAULT_BUSY_POLL,
+            worker::ThreadConfig::default(),
             tss_b,
         )
         .unwrap();

@@ -587,8 +587,32 @@ impl Drop for WorkerHandle {
     }
 }
 
-/// Starts worker `id` on its own thread, pinned to `cpu` if given; it
-/// mirrors frames into `capture` while one runs.
+/// How a worker's thread runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadConfig {
+    /// The CPU it is pinned to, if any (`pin`).
+    pub cpu: Option<usize>,
+    /// How long it polls while idle before it sleeps, at most
+    /// (`busy_poll_us`; see [`IdlePolicy`]).
+    pub busy_poll: Duration,
+    /// The fair scheduler's time slice it asks for (`worker_slice_us`;
+    /// [`crate::sys::affinity::set_slice`]); `None` keeps the kernel's.
+    pub slice: Option<Duration>,
+}
+
+impl Default for ThreadConfig {
+    fn default() -> Self {
+        Self {
+            cpu: None,
+            busy_poll: DEFAULT_BUSY_POLL,
+            slice: None,
+        }
+    }
+}
+
+/// Starts worker `id` on its own thread, pinned to `cpu` if given, with
+/// the kernel's default time slice; it mirrors frames into `capture`
+/// while one runs.
 pub fn spawn(
     id: usize,
     io: Box<dyn PacketIo + Send>,
@@ -598,21 +622,24 @@ pub fn spawn(
     capture: Arc<Capture>,
     busy_poll: Duration,
 ) -> std::io::Result<WorkerHandle> {
-    spawn_with_tss(id, io, ep, out, cpu, capture, busy_poll, None)
+    let thread = ThreadConfig {
+        cpu,
+        busy_poll,
+        slice: None,
+    };
+    spawn_with_tss(id, io, ep, out, capture, thread, None)
 }
 
-/// [`spawn`] with the security sublayer between the backend and the
-/// endpoint (`docs/security.md`); the endpoint's jobs with a domain are set
-/// from `tss`.
-#[allow(clippy::too_many_arguments)]
+/// [`spawn`] with the thread's settings in full and the security sublayer
+/// between the backend and the endpoint (`docs/security.md`); the
+/// endpoint's jobs with a domain are set from `tss`.
 pub fn spawn_with_tss(
     id: usize,
     mut io: Box<dyn PacketIo + Send>,
     mut ep: DaemonEndpoint,
     out: crossbeam_channel::Sender<(usize, Output)>,
-    cpu: Option<usize>,
     capture: Arc<Capture>,
-    busy_poll: Duration,
+    thread: ThreadConfig,
     mut tss: Option<WorkerTss>,
 ) -> std::io::Result<WorkerHandle> {
     for (job, sdi) in tss.iter().flat_map(WorkerTss::job_domains) {
@@ -635,6 +662,11 @@ pub fn spawn_with_tss(
     );
     let (i2, w2, s2, st2) = (inbox.clone(), wake.clone(), stop.clone(), published.clone());
     io.attach_capture(capture);
+    let ThreadConfig {
+        cpu,
+        busy_poll,
+        slice,
+    } = thread;
     let thread = std::thread::Builder::new()
         .name(format!("uet-worker-{id}"))
         .spawn(move || {
@@ -645,6 +677,9 @@ pub fn spawn_with_tss(
             }
             if let Err(e) = crate::sys::eventfd::set_timer_slack(1_000) {
                 tracing::warn!(worker = id, "setting the timer slack failed: {e}");
+            }
+            if let Some(slice) = slice {
+                ask_for_slice(id, slice);
             }
             let shared = Shared {
                 inbox: &i2,
@@ -662,6 +697,29 @@ pub fn spawn_with_tss(
         published,
         thread: Some(thread),
     })
+}
+
+/// Asks the scheduler for `slice` on the calling worker thread and says
+/// in the log what came of it.
+fn ask_for_slice(id: usize, slice: Duration) {
+    use crate::sys::affinity::{SliceOutcome, set_slice};
+    match set_slice(Some(slice)) {
+        Ok(SliceOutcome::Set(got)) => {
+            tracing::debug!(
+                worker = id,
+                slice_us = got.as_micros(),
+                "scheduler slice set"
+            );
+        }
+        Ok(SliceOutcome::NotFair) => {
+            tracing::debug!(worker = id, "real-time policy: the scheduler slice is left");
+        }
+        Ok(SliceOutcome::Unsupported) => tracing::info!(
+            worker = id,
+            "this kernel has no per-thread scheduler slice (Linux < 6.12): the worker keeps the default"
+        ),
+        Err(e) => tracing::warn!(worker = id, "setting the scheduler slice failed: {e}"),
+    }
 }
 
 /// What a worker shares with the control thread.
@@ -1685,6 +1743,69 @@ mod tests {
     /// one sleep to the next in an iteration or two, where a fixed 2 ms
     /// spell spins hundreds of iterations between sleeps; wake-ups that
     /// only answer a reader's request do not change that.
+    /// The thread id of this process's thread named `name`, once it has
+    /// taken that name.
+    fn tid_of(name: &str) -> i32 {
+        let find = || {
+            std::fs::read_dir("/proc/self/task").ok()?.find_map(|t| {
+                let t = t.ok()?;
+                let comm = std::fs::read_to_string(t.path().join("comm")).ok()?;
+                (comm.trim_end() == name)
+                    .then(|| t.file_name().to_str()?.parse().ok())
+                    .flatten()
+            })
+        };
+        until(name, || find().is_some());
+        find().unwrap()
+    }
+
+    #[test]
+    fn a_worker_thread_runs_with_the_scheduler_slice_it_was_given() {
+        use crate::sys::affinity::thread_slice;
+        let (out, _outputs) = crossbeam_channel::unbounded();
+        let ep = DaemonEndpoint::new(EndpointConfig::default(), 1);
+        let slice = Duration::from_micros(300);
+        let thread = ThreadConfig {
+            slice: Some(slice),
+            ..ThreadConfig::default()
+        };
+        let mut w = spawn_with_tss(
+            42,
+            Box::new(DroppingIo::new(Duration::from_millis(10))),
+            ep,
+            out,
+            Arc::new(Capture::new(2)),
+            thread,
+            None,
+        )
+        .unwrap();
+        let tid = tid_of("uet-worker-42");
+        // This thread, and a worker not given one, keep the kernel's
+        // (none before Linux 6.12).
+        let base = thread_slice(0).unwrap();
+        assert_ne!(base, Some(slice));
+        if base.is_some() {
+            until("the worker's slice", || {
+                thread_slice(tid).unwrap() == Some(slice)
+            });
+        }
+        let (out, _outputs) = crossbeam_channel::unbounded();
+        let ep = DaemonEndpoint::new(EndpointConfig::default(), 1);
+        let mut plain = spawn(
+            43,
+            Box::new(DroppingIo::new(Duration::from_millis(10))),
+            ep,
+            out,
+            None,
+            Arc::new(Capture::new(2)),
+            DEFAULT_BUSY_POLL,
+        )
+        .unwrap();
+        assert_eq!(thread_slice(tid_of("uet-worker-43")).unwrap(), base);
+        w.stop();
+        plain.stop();
+    }
+
     #[test]
     fn an_idle_worker_stops_polling_when_polling_is_wasted() {
         let (out, _outputs) = crossbeam_channel::unbounded();

@@ -83,6 +83,13 @@ pub struct IncastOpts {
     /// CPU behind N senders' daemons, and a late tick's catch-up burst (a
     /// base RTT of credit at once) is rarer.
     pub receiver_realtime: bool,
+    /// Every daemon runs the kernel's default scheduler slice. `false`
+    /// (default): the receiver's daemon and the victim's ask for a short
+    /// one ([`crate::LabConfig::prompt_hosts`]), so that their workers,
+    /// woken by the pacer's timer or a packet, take a CPU before the
+    /// senders' daemons instead of queueing behind them, as no receiver
+    /// with a host of its own would.
+    pub equal_slices: bool,
     /// Seeds per (cc, N, size).
     pub seeds: usize,
     /// Link MTU.
@@ -119,6 +126,7 @@ impl Default for IncastOpts {
             victim: false,
             victim_realtime: true,
             receiver_realtime: false,
+            equal_slices: false,
             seeds: 3,
             mtu: 1500,
             backend: Backend::Xdp,
@@ -804,6 +812,11 @@ impl IncastLab {
                 .into_iter()
                 .chain(opts.receiver_realtime.then_some(0))
                 .collect(),
+            prompt_hosts: if opts.equal_slices {
+                Vec::new()
+            } else {
+                std::iter::once(0).chain(victim_host).collect()
+            },
             // Room for every flow, then the victim's slot; and for the
             // calibration's solo writes.
             region_bytes: ((max_n as u64 + 1) * max_size.next_multiple_of(4096)).max(SOLO_BYTES),

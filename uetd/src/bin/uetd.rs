@@ -97,6 +97,11 @@ struct Args {
     /// µs (0: sleep as soon as the rings are empty; at most 100000).
     #[arg(long)]
     busy_poll_us: Option<u64>,
+    /// A worker's time slice in the kernel's fair scheduler, µs (0, the
+    /// default: the kernel's; else 100..=100000). Shorter: woken by a
+    /// packet or a timer on a busy CPU, it runs sooner.
+    #[arg(long)]
+    worker_slice_us: Option<u64>,
     /// The udp backend's segmentation offloads (GSO sends, GRO receives):
     /// true or false.
     #[arg(long)]
@@ -229,6 +234,7 @@ fn config(a: &Args) -> Result<Config> {
         rto_init_us,
         pdc_idle_ms,
         busy_poll_us,
+        worker_slice_us,
         udp_offload,
         ev_bits,
         ev_burst,
@@ -410,6 +416,27 @@ mod tests {
         let a = Args::parse_from(["uetd", "--address", "127.0.0.1", "--busy-poll-us", "200000"]);
         let e = format!("{:#}", config(&a).unwrap_err());
         assert!(e.contains("busy_poll_us must be at most 100000"), "{e}");
+    }
+
+    #[test]
+    fn the_worker_slice_flag_overrides_the_configuration_and_is_checked() {
+        let a = Args::parse_from(["uetd", "--address", "127.0.0.1"]);
+        assert_eq!(config(&a).unwrap().worker_slice_us, 0);
+        for ok in [0, 100, 2_000, 100_000] {
+            let a = Args::parse_from([
+                "uetd",
+                "--address",
+                "127.0.0.1",
+                "--worker-slice-us",
+                &ok.to_string(),
+            ]);
+            assert_eq!(config(&a).unwrap().worker_slice_us, ok);
+        }
+        for bad in ["50", "100001"] {
+            let a = Args::parse_from(["uetd", "--address", "127.0.0.1", "--worker-slice-us", bad]);
+            let e = format!("{:#}", config(&a).unwrap_err());
+            assert!(e.contains("worker_slice_us must be 0"), "{e}");
+        }
     }
 
     #[test]

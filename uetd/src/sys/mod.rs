@@ -7,8 +7,8 @@
 //! clock, statfs, mount, timer slack) go through rustix; raw `libc` remains
 //! for what it does not cover: AF_XDP socket options, the ring and UMEM
 //! mappings, `recvmmsg`/`sendmmsg` with control messages, AF_PACKET,
-//! `getifaddrs`, the `SIOCGIF*`/`SIOCETHTOOL` ioctls and
-//! `sched_setscheduler`.
+//! `getifaddrs`, the `SIOCGIF*`/`SIOCETHTOOL` ioctls,
+//! `sched_setscheduler` and `sched_setattr`/`sched_getattr`.
 //!
 //! Every `unsafe` block of uetd lives under this module (`docs/architecture.md` §2),
 //! each with a `// SAFETY:` line.
