@@ -59,13 +59,11 @@ pub enum SliceOutcome {
 /// `sched_setattr`, hence libc.)
 pub fn set_slice(slice: Option<Duration>) -> Result<SliceOutcome> {
     let mut attr = get_attr(0)?;
-    let fair = [libc::SCHED_OTHER, libc::SCHED_BATCH]
-        .iter()
-        .any(|&p| u32::try_from(p) == Ok(attr.sched_policy));
-    if !fair {
+    if !fair(&attr) {
         return Ok(SliceOutcome::NotFair);
     }
-    attr.sched_flags = 0;
+    // Only the flag that belongs to the thread rather than to this call.
+    attr.sched_flags &= libc::SCHED_FLAG_RESET_ON_FORK as u64;
     attr.sched_runtime = slice.map_or(0, |s| u64::try_from(s.as_nanos()).unwrap_or(u64::MAX));
     attr.sched_deadline = 0;
     attr.sched_period = 0;
@@ -87,10 +85,15 @@ pub fn set_slice(slice: Option<Duration>) -> Result<SliceOutcome> {
 /// not a slice.
 pub fn thread_slice(tid: i32) -> Result<Option<Duration>> {
     let attr = get_attr(tid)?;
-    let fair = [libc::SCHED_OTHER, libc::SCHED_BATCH]
+    Ok((fair(&attr) && attr.sched_runtime > 0).then(|| Duration::from_nanos(attr.sched_runtime)))
+}
+
+/// Whether `attr`'s policy is one of the fair scheduler's (`SCHED_OTHER`,
+/// `SCHED_BATCH`).
+fn fair(attr: &libc::sched_attr) -> bool {
+    [libc::SCHED_OTHER, libc::SCHED_BATCH]
         .iter()
-        .any(|&p| u32::try_from(p) == Ok(attr.sched_policy));
-    Ok((fair && attr.sched_runtime > 0).then(|| Duration::from_nanos(attr.sched_runtime)))
+        .any(|&p| u32::try_from(p) == Ok(attr.sched_policy))
 }
 
 /// `sched_getattr(tid)`.
