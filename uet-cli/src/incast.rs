@@ -82,12 +82,12 @@ pub(crate) struct IncastArgs {
     /// instead of waiting for a CPU behind the senders' daemons.
     #[arg(long)]
     pub realtime_receiver: bool,
-    /// Every daemon runs the kernel's default scheduler slice (default: the
-    /// receiver's daemon and the victim's ask for a short one, so that
+    /// The receiver's daemon and the victim's ask for the kernel's
+    /// shortest scheduler slice (`uetd --worker-slice-us 100`), so that
     /// woken by the pacer's timer or a packet they take a CPU before the
-    /// senders' daemons).
+    /// senders' daemons (default: every daemon runs the kernel's slice).
     #[arg(long)]
-    pub equal_slices: bool,
+    pub prompt_receiver: bool,
     /// Runs per (cc, N, size).
     #[arg(long, default_value_t = 3)]
     pub seeds: usize,
@@ -143,7 +143,7 @@ impl IncastArgs {
             victim: self.victim,
             victim_realtime: !self.victim_normal_priority,
             receiver_realtime: self.realtime_receiver,
-            equal_slices: self.equal_slices,
+            prompt_receiver: self.prompt_receiver,
             seeds: self.seeds,
             mtu: self.mtu,
             backend: self.backend,

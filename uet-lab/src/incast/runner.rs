@@ -83,13 +83,15 @@ pub struct IncastOpts {
     /// CPU behind N senders' daemons, and a late tick's catch-up burst (a
     /// base RTT of credit at once) is rarer.
     pub receiver_realtime: bool,
-    /// Every daemon runs the kernel's default scheduler slice. `false`
-    /// (default): the receiver's daemon and the victim's ask for a short
-    /// one ([`crate::LabConfig::prompt_hosts`]), so that their workers,
-    /// woken by the pacer's timer or a packet, take a CPU before the
-    /// senders' daemons instead of queueing behind them, as no receiver
-    /// with a host of its own would.
-    pub equal_slices: bool,
+    /// The receiver's daemon and the victim's ask for the kernel's
+    /// shortest scheduler slice ([`crate::LabConfig::prompt_hosts`]), so
+    /// that their workers, woken by the pacer's timer or a packet, take a
+    /// CPU before the senders' daemons. `false` (default): every daemon
+    /// runs the kernel's slice. On two vCPUs it cut the pacer's budget
+    /// lost to late ticks at 16 and 32 senders and their completion time,
+    /// but not at 64, and with 4 senders and the victim it made the
+    /// completion time longer (BENCHMARKS.md, "Lab: incast").
+    pub prompt_receiver: bool,
     /// Seeds per (cc, N, size).
     pub seeds: usize,
     /// Link MTU.
@@ -126,7 +128,7 @@ impl Default for IncastOpts {
             victim: false,
             victim_realtime: true,
             receiver_realtime: false,
-            equal_slices: false,
+            prompt_receiver: false,
             seeds: 3,
             mtu: 1500,
             backend: Backend::Xdp,
@@ -812,10 +814,10 @@ impl IncastLab {
                 .into_iter()
                 .chain(opts.receiver_realtime.then_some(0))
                 .collect(),
-            prompt_hosts: if opts.equal_slices {
-                Vec::new()
-            } else {
+            prompt_hosts: if opts.prompt_receiver {
                 std::iter::once(0).chain(victim_host).collect()
+            } else {
+                Vec::new()
             },
             // Room for every flow, then the victim's slot; and for the
             // calibration's solo writes.
