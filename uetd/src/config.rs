@@ -395,7 +395,7 @@ pub struct Config {
     pub busy_poll_us: u64,
     /// Microseconds of CPU the kernel's fair scheduler gives a worker
     /// thread per turn (also `uetd --worker-slice-us`; default 0, the
-    /// kernel's own, 0.7 ms × (1 + log2 CPUs); else 100..=100000, 100
+    /// kernel's own, 1.4 ms on two CPUs with Linux 6.18; else 100..=100000, 100
     /// being the kernel's least). A thread with a shorter slice than the
     /// one running is picked sooner when it wakes: a worker woken by a
     /// packet or its pacer's timer on a CPU that other work keeps busy
