@@ -625,7 +625,7 @@ pub fn spawn(
     let thread = ThreadConfig {
         cpu,
         busy_poll,
-        slice: None,
+        ..ThreadConfig::default()
     };
     spawn_with_tss(id, io, ep, out, capture, thread, None)
 }
