@@ -40,6 +40,14 @@ pub struct PdsConfig {
     /// `rto.rs`), so a standing queue longer than `rto_init` is not taken
     /// for loss. Off: `rto_init` doubled per timeout, whatever the path.
     pub rto_follows_rtt: bool,
+    /// The least RTO of a packet while its target is silent: a probe sent
+    /// after the packet is unanswered and nothing sent was acknowledged
+    /// since the probe left (`Pdc::rto_deadline`). Losses on a path that
+    /// answers are found by SACK, RACK and the probe's answer, and keep
+    /// `rto_init`; a target that answers nothing at all is more likely a
+    /// host that is not running than a path that lost every packet and the
+    /// probe. `None`: silence changes nothing. Needs `tail_probe`.
+    pub rto_silent: Option<Duration>,
     /// Retransmissions by timeout before the PDC closes in error
     /// (`Max_RTO_Retx_Cnt`; REFPROV 5).
     pub max_rto_retx: u32,
@@ -131,6 +139,7 @@ impl Default for PdsConfig {
             rto_init: Duration::from_millis(5),
             rto_max: Duration::from_secs(8),
             rto_follows_rtt: true,
+            rto_silent: None,
             max_rto_retx: 5,
             max_nack_retx: 64,
             idle_timeout: Duration::from_secs(2),
@@ -190,6 +199,19 @@ impl PdsConfig {
             return self.rto(retries);
         }
         rtt.rto(self.rto_init, self.ack_delay, self.rto_max, retries)
+    }
+
+    /// The least RTO after `retries` timeouts of a packet whose target is
+    /// silent: `rto_silent` doubled per timeout, at most `rto_max`.
+    #[must_use]
+    pub fn rto_silent_floor(&self, retries: u32) -> Option<Duration> {
+        let floor = self.rto_silent?;
+        Some(
+            floor
+                .checked_mul(1u32 << retries.min(20))
+                .unwrap_or(self.rto_max)
+                .min(self.rto_max),
+        )
     }
 }
 

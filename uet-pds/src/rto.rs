@@ -48,6 +48,11 @@
 //! base round trip and a full buffer's drain, and twice that stays below
 //! an `RTO_INIT_TIME` sized to cover several drains.
 //!
+//! A target that answers nothing at all, not even a tail probe sent after
+//! the packet, waits at least `PdsConfig::rto_silent` instead: that floor
+//! is applied where the timer is set (`Pdc::rto_deadline`), since it
+//! depends on what the PDC has heard, not on the round trips.
+//!
 //! One estimator per PDC: its samples are its own packets' round trips,
 //! and its RTO guards its own ledger. PDCs to one destination share a
 //! queue, but each learns it from its first ACK; before that `rto_init`

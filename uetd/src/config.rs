@@ -15,6 +15,7 @@
 //! trimming = false        # the fabric's switches trim packets instead of dropping them
 //! rccc_ecn_rate = true    # RCCC's pacer slows while the data arrives ECN-marked
 //! pdc_idle_ms = 2000      # a PDC idle this long closes (its CC state with the last one)
+//! rto_silent_us = 20000   # least RTO while the peer answers nothing, not even a probe (0: off)
 //! # profile = "refprov"   # the UEC reference provider's wire choices (below)
 //! encap = "udp"           # udp (UDP to `port`) | ip (IP protocol `ip_protocol`)
 //! ip_protocol = 253       # IP protocol number of native-IP UET
@@ -358,6 +359,16 @@ pub struct Config {
     pub window: Size,
     /// First retransmission timeout (RTO_INIT_TIME), µs.
     pub rto_init_us: u64,
+    /// The least RTO while the destination answers nothing, not even the
+    /// tail probe sent after the packet, µs (`uet_pds::PdsConfig::
+    /// rto_silent`; 0: off, RTO_INIT_TIME then too). A host that stops
+    /// running the target's daemon for longer than RTO_INIT_TIME (a busy
+    /// machine, a VM whose vCPU the hypervisor takes away for 5–50 ms)
+    /// would otherwise have every such stall resend a packet that was not
+    /// lost. Losses on a path that answers are found by SACK, RACK and the
+    /// probes' answers without waiting for it; a dead peer is found this
+    /// much later (the retry budget backs off from it).
+    pub rto_silent_us: u64,
     /// A PDC with nothing in flight and nothing queued for this long
     /// closes, ms; its congestion-control state goes with the last PDC
     /// toward that peer.
@@ -479,6 +490,7 @@ impl Default for Config {
             mp_range: 1024,
             window: Size(2 << 20),
             rto_init_us: 5_000,
+            rto_silent_us: 20_000,
             pdc_idle_ms: 2_000,
             seed: None,
             socket: PathBuf::from("/run/uet/uetd.sock"),
@@ -610,6 +622,12 @@ impl Config {
             refuse!(
                 "rto_init_us must be 100..=10000000, not {}",
                 self.rto_init_us
+            );
+        }
+        if self.rto_silent_us != 0 && !(100..=10_000_000).contains(&self.rto_silent_us) {
+            refuse!(
+                "rto_silent_us must be 0 (off) or 100..=10000000, not {}",
+                self.rto_silent_us
             );
         }
         if !self.umem_frames.is_power_of_two() || !(512..=1 << 20).contains(&self.umem_frames) {
@@ -854,6 +872,14 @@ mod tests {
         assert_eq!(Config::default().pdc_idle_ms, 2_000);
         let c = Config::parse("address = \"10.0.0.1\"\npdc_idle_ms = 300").unwrap();
         assert_eq!(c.pdc_idle_ms, 300);
+        assert_eq!(Config::default().rto_silent_us, 20_000);
+        assert!(
+            e(r#"address = "10.0.0.1"
+            rto_silent_us = 99"#)
+            .contains("rto_silent_us must be 0 (off) or 100..=10000000, not 99")
+        );
+        let c = Config::parse("address = \"10.0.0.1\"\nrto_silent_us = 0").unwrap();
+        assert_eq!(c.rto_silent_us, 0);
         assert!(
             e(r#"address = "10.0.0.1"
             colour = "blue""#)

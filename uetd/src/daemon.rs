@@ -336,6 +336,8 @@ impl Daemon {
             pds.mp_range = cfg.mp_range;
             pds.secure_start = cfg.tss_start.into();
             pds.rto_init = WireDuration::from_micros(cfg.rto_init_us);
+            pds.rto_silent =
+                (cfg.rto_silent_us > 0).then(|| WireDuration::from_micros(cfg.rto_silent_us));
             pds.idle_timeout = WireDuration::from_millis(cfg.pdc_idle_ms);
             pds.ccc.algorithm = uet_cms::Algorithm::Fixed {
                 window: cfg.window.0,

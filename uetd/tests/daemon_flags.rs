@@ -19,6 +19,7 @@ fn refused(args: &[&str]) -> String {
 fn each_flag_reaches_the_configuration() {
     for (args, error) in [
         (&["--rto-init-us", "50"][..], "rto_init_us must be"),
+        (&["--rto-silent-us", "50"][..], "rto_silent_us must be"),
         (&["--mp-range", "100"][..], "mp_range must be"),
         (&["--window", "1KiB"][..], "window must be"),
         (&["--workers", "0"][..], "workers must be"),

@@ -306,6 +306,16 @@ impl Pdc {
     /// path that is answering are found by SACK inference, RACK and tail
     /// probes without the RTO; the cap keeps the one-RTO backoff of a
     /// packet that none of those finds.
+    ///
+    /// While the target is silent ([`Pdc::silent_since`] the entry left)
+    /// the RTO is at least `rto_silent` (`PdsConfig::rto_silent`, backed
+    /// off like the RTO). A host that does not run the target's receive
+    /// loop for a few milliseconds (a busy or oversubscribed machine, a
+    /// vCPU the hypervisor took away) answers nothing, not even the tail
+    /// probe sent into the silence; the packets wait in its ring and are
+    /// all acknowledged when it runs again, so resending them at the RTO
+    /// only adds duplicates. A path that answers the probe keeps the
+    /// shorter RTO for what the answer does not find.
     #[inline]
     pub(super) fn rto_deadline(
         &self,
@@ -316,12 +326,27 @@ impl Pdc {
             Some((c, at)) if e.sacked && !e.psn.is_after(c) => e.sent_at.max(at),
             _ => e.sent_at,
         };
-        let rto = self.rto(cfg, e.rto_count);
+        let mut rto = self.rto(cfg, e.rto_count);
+        if let Some(floor) = cfg.rto_silent_floor(e.rto_count)
+            && self.silent_since(e.sent_at)
+        {
+            rto = rto.max(floor);
+        }
         let from = match self.delivered_at {
             Some(d) if d > from => d.min(from + rto),
             _ => from,
         };
         from + rto
+    }
+
+    /// The target has answered nothing sent since `t`: a tail probe that
+    /// left after `t` is unanswered, and no ACK has acknowledged new data
+    /// since it left.
+    #[inline]
+    pub(super) fn silent_since(&self, t: Instant) -> bool {
+        self.tail
+            .outstanding()
+            .is_some_and(|o| o.sent_at > t && self.delivered_at.is_none_or(|d| d <= o.sent_at))
     }
 
     /// The RTO of a packet of this PDC after `retries` timeouts.

@@ -550,3 +550,81 @@ fn a_stall_the_path_has_shown_before_is_waited_out() {
         }
     }
 }
+
+/// A source that probes its tail, with `rto_silent` as given.
+fn probing(rto_silent: Option<Duration>) -> PdsConfig {
+    PdsConfig {
+        tail_probe: Some(Duration::from_micros(5)),
+        rto_silent,
+        ..wide()
+    }
+}
+
+/// Runs A's timers every 100 µs from `from` to `to`, collecting what it
+/// sends.
+fn run_timers(a: &mut Host, from: Instant, to: Instant) -> Vec<Dgram> {
+    let mut out = vec![];
+    let mut at = from;
+    while at <= to {
+        if a.pds.poll_timeout().is_some_and(|due| due <= at) {
+            a.pds.handle_timeout(at, &mut a.up);
+        }
+        out.extend(drain(a, at));
+        at += Duration::from_micros(100);
+    }
+    out
+}
+
+fn is_probe(d: &Dgram) -> bool {
+    matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::Probe { .. }))
+}
+
+/// The target's host stops for 12 ms, longer than RTO_INIT_TIME (5 ms),
+/// before the source has any sample of so long a round trip. With
+/// `rto_silent` (20 ms) the source probes into the silence and, the
+/// probes unanswered, waits: when the target runs again every packet and
+/// the probes are acknowledged, and nothing was resent. Without it the
+/// oldest packet times out at 5 ms and is resent though it was not lost.
+#[test]
+fn a_target_silent_past_rto_init_is_waited_out_to_rto_silent() {
+    let stalled = Duration::from_millis(12);
+    for silent in [Some(Duration::from_millis(20)), None] {
+        let (mut a, mut b, pdc, now) = established_pair(probing(silent), wide());
+        let (p, sent) = burst(&mut a, pdc, now, 50);
+        let resumed = sent + stalled;
+        let out = run_timers(&mut a, sent, resumed);
+        assert!(out.iter().any(is_probe), "the source probed the silence");
+        let resent = requests(out.clone()).len();
+        if silent.is_none() {
+            assert!(resent > 0 && a.pds.counters().rto_fired > 0);
+            continue;
+        }
+        assert_eq!((resent, a.pds.counters().rto_fired), (0, 0));
+        // B runs again: the packets and the probes behind them arrive.
+        deliver_and_ack(&mut a, &mut b, resumed, &p);
+        for d in out.iter().filter(|d| is_probe(d)) {
+            deliver_and_ack(&mut a, &mut b, resumed, std::slice::from_ref(d));
+        }
+        assert_nothing_resent(&mut a, resumed);
+        assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 50);
+    }
+}
+
+/// What `rto_silent` waits for is a target that answers nothing: on a
+/// path that answers, a lost tail is found by the probe's answer and
+/// resent at once, long before either RTO.
+#[test]
+fn a_lost_tail_on_an_answering_path_is_resent_at_the_probes_answer() {
+    let (mut a, mut b, pdc, now) =
+        established_pair(probing(Some(Duration::from_millis(20))), wide());
+    let (_lost, sent) = burst(&mut a, pdc, now, 50);
+    let out = run_timers(&mut a, sent, sent + Duration::from_micros(500));
+    let probes: Vec<Dgram> = out.iter().filter(|d| is_probe(d)).cloned().collect();
+    assert_eq!((probes.len(), requests(out).len()), (1, 0));
+    let answered = sent + Duration::from_micros(600);
+    deliver_and_ack(&mut a, &mut b, answered, &probes);
+    let resent = requests(drain(&mut a, answered));
+    assert!(!resent.is_empty());
+    let c = a.pds.counters();
+    assert!(c.tail_probe_lost > 0 && c.rto_fired == 0, "{c:?}");
+}

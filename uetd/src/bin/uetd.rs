@@ -90,6 +90,10 @@ struct Args {
     /// First retransmission timeout, µs.
     #[arg(long)]
     rto_init_us: Option<u64>,
+    /// The least RTO while the destination answers nothing, not even a
+    /// probe, µs (0: off; else 100..=10000000).
+    #[arg(long)]
+    rto_silent_us: Option<u64>,
     /// A PDC idle this long closes, ms (10..=3600000).
     #[arg(long)]
     pdc_idle_ms: Option<u64>,
@@ -232,6 +236,7 @@ fn config(a: &Args) -> Result<Config> {
         mp_range,
         window,
         rto_init_us,
+        rto_silent_us,
         pdc_idle_ms,
         busy_poll_us,
         worker_slice_us,
