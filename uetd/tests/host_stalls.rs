@@ -1,7 +1,9 @@
-//! A host that stops both daemons at once, as a hypervisor that throttles
-//! the whole VM to a CPU quota does: every packet in flight is past its
-//! RTO when they resume, yet nothing was lost, and nothing may be resent
-//! (real kernel, root: two namespaces of its own).
+//! A host that stops the daemons for longer than RTO_INIT_TIME: both at
+//! once, as a hypervisor that throttles the whole VM to a CPU quota does,
+//! or the target alone, as a host that takes its vCPU away does. Every
+//! packet in flight is past its RTO when they resume, yet nothing was
+//! lost, and nothing may be resent (real kernel, root: two namespaces of
+//! their own).
 
 mod common;
 
@@ -12,11 +14,11 @@ use std::time::Duration;
 
 use common::{Pair, landed, start_write};
 
-/// Stops `pids` together (one `kill -STOP` for both) for `pause` every
+/// Stops `pids` together (one `kill -STOP` for all) for `pause` every
 /// `every` until `stop`, counting the pauses. The pauses are the stimulus:
 /// the host's stalls, made on demand.
 fn pause_together(
-    pids: [u32; 2],
+    pids: Vec<u32>,
     pause: Duration,
     every: Duration,
     stop: Arc<AtomicBool>,
@@ -25,7 +27,7 @@ fn pause_together(
     let signal = move |sig: &str| {
         let _ = Command::new("kill")
             .arg(sig)
-            .args(pids.map(|p| p.to_string()))
+            .args(pids.iter().map(u32::to_string))
             .status();
     };
     std::thread::spawn(move || {
@@ -39,20 +41,17 @@ fn pause_together(
     })
 }
 
-/// An RTO floor of 20 ms: above the stalls a busy test machine gives one
-/// daemon alone (which no hold covers), a third of the pauses made here.
-const RTO_INIT_US: &str = "20000";
-
 #[test]
 fn a_host_that_stops_both_daemons_together_times_nothing_out() {
     let pair = Pair::new(98, 1500);
-    let extra = ["--rto-init-us", RTO_INIT_US, "--stats"];
-    let (mut target, mut writer) = start_write(&pair, "udp", "udp", "512MiB", &extra);
-    // 60 ms pauses, three times the RTO floor, with 40 ms of running
+    // The daemons' default RTO settings: a stall a busy test machine
+    // gives one daemon alone is covered by `rto_silent_us` (below).
+    let (mut target, mut writer) = start_write(&pair, "udp", "udp", "512MiB", &["--stats"]);
+    // 60 ms pauses, three times `rto_silent_us`, with 40 ms of running
     // between.
     let stop = Arc::new(AtomicBool::new(false));
     let pauses = Arc::new(AtomicU32::new(0));
-    let pids = [target.child.id(), writer.child.id()];
+    let pids = vec![target.child.id(), writer.child.id()];
     let pauser = pause_together(
         pids,
         Duration::from_millis(60),
@@ -84,4 +83,52 @@ fn a_host_that_stops_both_daemons_together_times_nothing_out() {
         (0, 0),
         "{during} pauses, {stalls} stalls seen: {written}"
     );
+}
+
+/// The writer's `pds` counter `field`, summed over its workers, from its
+/// stats line.
+fn writer_counter(writer: &mut common::Uetd, field: &str) -> u64 {
+    let stats = match writer.seen.iter().find(|l| l.contains("\"workers\"")) {
+        Some(l) => l.clone(),
+        None => writer.wait_line("\"workers\"", Duration::from_secs(30)),
+    };
+    let st: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    st["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["pds"][field].as_u64().unwrap())
+        .sum()
+}
+
+/// The target alone stops for 10 ms every 50 ms, twice RTO_INIT_TIME
+/// (5 ms) and half the default `rto_silent_us` (20 ms), with the
+/// daemons' default RTO settings. The writer runs on, so no hold of its
+/// own covers the silence; its tail probes go unanswered, the RTO waits
+/// for `rto_silent_us`, and the target acknowledges everything when it
+/// runs again. (With `--rto-silent-us 0` the writer resends.)
+#[test]
+fn a_target_stopped_alone_past_rto_init_gets_nothing_resent() {
+    let pair = Pair::new(97, 1500);
+    let (mut target, mut writer) = start_write(&pair, "udp", "udp", "1GiB", &["--stats"]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let pauses = Arc::new(AtomicU32::new(0));
+    let pauser = pause_together(
+        vec![target.child.id()],
+        Duration::from_millis(10),
+        Duration::from_millis(50),
+        Arc::clone(&stop),
+        Arc::clone(&pauses),
+    );
+    let (written, _) = landed(&mut writer, &mut target, Duration::from_secs(300));
+    let during = pauses.load(Ordering::Relaxed);
+    stop.store(true, Ordering::Release);
+    pauser.join().unwrap();
+    assert!(
+        during >= 3,
+        "only {during} pauses during the write: {written}"
+    );
+    let rtos = writer_counter(&mut writer, "rtos");
+    let retransmits = writer_counter(&mut writer, "tx_retransmits");
+    assert_eq!((rtos, retransmits), (0, 0), "{during} pauses: {written}");
 }
