@@ -746,12 +746,21 @@ fn load_average() -> f64 {
 /// The daemons' arguments besides the lab's own: the busy poll, the PDC
 /// idle time ([`LAB_PDC_IDLE_MS`]), and the RTO once the calibration
 /// derived it.
+///
+/// The incast's RTO is the one the lab sizes from its buffer and T0, also
+/// while a target is silent (`--rto-silent-us 0`): with the daemon's
+/// 20 ms floor for silent targets, 64 senders × 256 KiB at a fixed
+/// 200 Mb/s dropped more after the first round trip in four of four
+/// interleaved pairs (BENCHMARKS.md, "A longer RTO while the target
+/// answers nothing").
 fn daemon_args(opts: &IncastOpts, rto_init_us: Option<u64>) -> Vec<String> {
     let mut a = vec![
         "--busy-poll-us".into(),
         opts.busy_poll_us.to_string(),
         "--pdc-idle-ms".into(),
         LAB_PDC_IDLE_MS.to_string(),
+        "--rto-silent-us".into(),
+        "0".into(),
     ];
     if let Some(rto) = rto_init_us {
         a.extend(["--rto-init-us".into(), rto.to_string()]);
@@ -1416,6 +1425,17 @@ impl IncastLab {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_incasts_daemons_take_the_rto_the_lab_sized_also_while_silent() {
+        let a = daemon_args(&IncastOpts::default(), Some(9_000));
+        let pair = |flag: &str| a.windows(2).find(|w| w[0] == flag).map(|w| w[1].clone());
+        assert_eq!(pair("--rto-init-us").as_deref(), Some("9000"));
+        assert_eq!(pair("--rto-silent-us").as_deref(), Some("0"));
+        let before = daemon_args(&IncastOpts::default(), None);
+        assert!(!before.iter().any(|x| x == "--rto-init-us"));
+        assert!(before.iter().any(|x| x == "--rto-silent-us"));
+    }
 
     #[test]
     fn t0_is_the_quickest_batch_s_median_and_its_tail_keeps_every_write() {
