@@ -5,7 +5,9 @@
 # backend. Needs root and sockperf; builds nothing (run
 # `cargo build --release -p uetd -p uet-cli` first).
 # Usage: scripts/latency-bench.sh [REPEATS] [SECONDS] [BACKENDS...]
+# UETD_ARGS="..." adds flags to both daemons (e.g. "--busy-poll-us 0").
 set -euo pipefail
+read -r -a EXTRA <<<"${UETD_ARGS:-}"
 REPEATS=${1:-3}
 SECS=${2:-3}
 shift 2 || true
@@ -41,9 +43,9 @@ pids+=($!)
 field() { python3 -c "import json,sys; d=json.loads(sys.stdin.readline()); print(d['end']['latency_us'][sys.argv[1]])" "$1"; }
 
 for be in $BACKENDS; do
-  ip netns exec "$A" "$BIN/uetd" --interface v0 --backend "$be" --socket "$RUN/a.sock" >"$RUN/a.log" 2>&1 &
+  ip netns exec "$A" "$BIN/uetd" --interface v0 --backend "$be" --socket "$RUN/a.sock" ${EXTRA[@]+"${EXTRA[@]}"} >"$RUN/a.log" 2>&1 &
   da=$!
-  ip netns exec "$B" "$BIN/uetd" --interface v1 --backend "$be" --socket "$RUN/b.sock" --expose 1:0x77:4096 >"$RUN/b.log" 2>&1 &
+  ip netns exec "$B" "$BIN/uetd" --interface v1 --backend "$be" --socket "$RUN/b.sock" --expose 1:0x77:4096 ${EXTRA[@]+"${EXTRA[@]}"} >"$RUN/b.log" 2>&1 &
   db=$!
   pids+=("$da" "$db")
   for _ in $(seq 100); do
