@@ -8,8 +8,9 @@
 # system CPU seconds per GB and the machine's (/proc/stat, other load
 # included) over the write's window, the load, the writer's RTOs, and the
 # datagrams the target's kernel dropped before its daemon saw them (udp:
-# socket buffer full; xdp: RX ring full) and the duplicates it dropped (a
-# resend whose original had arrived).
+# socket buffer full; xdp: RX ring full), the duplicates it dropped (a
+# resend whose original had arrived), and its worker's loop iterations and
+# sleeps (how often it slept in poll() rather than spinning).
 # BUSY=N sets both daemons' busy_poll_us (unset: the default).
 # BACKEND=udp runs the kernel-UDP backend instead of AF_XDP.
 # PERF=DIR also records both daemons with `perf record -e cpu-clock -F 4000`
@@ -92,7 +93,7 @@ for r in $(seq "$REP"); do
         printf "user_s_per_GB=%.3f sys_s_per_GB=%.3f machine_cpu_s_per_GB=%.3f steal_pct=%.1f", (u[i1]-u[i0])*f, (k[i1]-k[i0])*f, (m[i1]-m[i0])*f, (sl[i1]-sl[i0])/sp/ncpu}' $D/samples)
   # The target's drops before its stack (the socket's buffer, udp, or the
   # AF_XDP RX ring, xdp, full) and its duplicates.
-  TD=$(grep -o '"rx_socket_drops":[0-9]*\|"rx_ring_full":[0-9]*\|"duplicate":[0-9]*' $D/t.out | tr '\n' ' ')
+  TD=$(grep -o '"rx_socket_drops":[0-9]*\|"rx_ring_full":[0-9]*\|"duplicate":[0-9]*\|"sleeps":[0-9]*\|"iterations":[0-9]*' $D/t.out | tr '\n' ' ')
   echo "$BIN mtu=$MTU gbps=${G:-failed} $CPU $OK load=$(cut -d' ' -f1 /proc/loadavg) $(grep -o '"rtos":[0-9]*' $D/w.out | tr '\n' ' ')target $TD"
  done
 done
