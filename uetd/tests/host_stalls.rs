@@ -63,16 +63,9 @@ fn a_host_that_stops_both_daemons_together_times_nothing_out() {
     let during = pauses.load(Ordering::Relaxed);
     stop.store(true, Ordering::Release);
     pauser.join().unwrap();
-    let stats = match writer.seen.iter().find(|l| l.contains("\"workers\"")) {
-        Some(l) => l.clone(),
-        None => writer.wait_line("\"workers\"", Duration::from_secs(30)),
-    };
-    let st: serde_json::Value = serde_json::from_str(&stats).unwrap();
-    let workers = st["workers"].as_array().unwrap();
-    let sum = |f: &dyn Fn(&serde_json::Value) -> u64| workers.iter().map(f).sum::<u64>();
-    let rtos = sum(&|w| w["pds"]["rtos"].as_u64().unwrap());
-    let retransmits = sum(&|w| w["pds"]["tx_retransmits"].as_u64().unwrap());
-    let stalls = sum(&|w| w["loop"]["host_stalls"].as_u64().unwrap());
+    let rtos = writer_counter(&mut writer, "pds", "rtos");
+    let retransmits = writer_counter(&mut writer, "pds", "tx_retransmits");
+    let stalls = writer_counter(&mut writer, "loop", "host_stalls");
     assert!(
         during >= 3,
         "only {during} pauses during the write: {written}"
@@ -85,9 +78,9 @@ fn a_host_that_stops_both_daemons_together_times_nothing_out() {
     );
 }
 
-/// The writer's `pds` counter `field`, summed over its workers, from its
-/// stats line.
-fn writer_counter(writer: &mut common::Uetd, field: &str) -> u64 {
+/// The writer's counter `section`.`field`, summed over its workers, from
+/// its stats line.
+fn writer_counter(writer: &mut common::Uetd, section: &str, field: &str) -> u64 {
     let stats = match writer.seen.iter().find(|l| l.contains("\"workers\"")) {
         Some(l) => l.clone(),
         None => writer.wait_line("\"workers\"", Duration::from_secs(30)),
@@ -97,7 +90,7 @@ fn writer_counter(writer: &mut common::Uetd, field: &str) -> u64 {
         .as_array()
         .unwrap()
         .iter()
-        .map(|w| w["pds"][field].as_u64().unwrap())
+        .map(|w| w[section][field].as_u64().unwrap())
         .sum()
 }
 
@@ -128,7 +121,7 @@ fn a_target_stopped_alone_past_rto_init_gets_nothing_resent() {
         during >= 3,
         "only {during} pauses during the write: {written}"
     );
-    let rtos = writer_counter(&mut writer, "rtos");
-    let retransmits = writer_counter(&mut writer, "tx_retransmits");
+    let rtos = writer_counter(&mut writer, "pds", "rtos");
+    let retransmits = writer_counter(&mut writer, "pds", "tx_retransmits");
     assert_eq!((rtos, retransmits), (0, 0), "{during} pauses: {written}");
 }
