@@ -40,13 +40,13 @@ pub struct PdsConfig {
     /// `rto.rs`), so a standing queue longer than `rto_init` is not taken
     /// for loss. Off: `rto_init` doubled per timeout, whatever the path.
     pub rto_follows_rtt: bool,
-    /// The least RTO of a packet while its target is silent: a probe sent
-    /// after the packet is unanswered and nothing sent was acknowledged
-    /// since the probe left (`Pdc::rto_deadline`). Losses on a path that
-    /// answers are found by SACK, RACK and the probe's answer, and keep
-    /// `rto_init`; a target that answers nothing at all is more likely a
-    /// host that is not running than a path that lost every packet and the
-    /// probe. `None`: silence changes nothing. Needs `tail_probe`.
+    /// The least RTO of a packet while its target is silent: no ACK has
+    /// acknowledged anything sent after the packet (`Pdc::silent_since`,
+    /// `Pdc::rto_deadline`). Losses on a path that answers are found by
+    /// SACK, RACK and tail probes, and keep `rto_init`; a target that
+    /// answers nothing sent since is more likely a host that is not
+    /// running than a path that lost every packet. `None`: silence changes
+    /// nothing.
     pub rto_silent: Option<Duration>,
     /// Retransmissions by timeout before the PDC closes in error
     /// (`Max_RTO_Retx_Cnt`; REFPROV 5).

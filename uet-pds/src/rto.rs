@@ -48,8 +48,8 @@
 //! base round trip and a full buffer's drain, and twice that stays below
 //! an `RTO_INIT_TIME` sized to cover several drains.
 //!
-//! A target that answers nothing at all, not even a tail probe sent after
-//! the packet, waits at least `PdsConfig::rto_silent` instead: that floor
+//! A packet whose target has answered nothing sent after it waits at
+//! least `PdsConfig::rto_silent` instead: that floor
 //! is applied where the timer is set (`Pdc::rto_deadline`), since it
 //! depends on what the PDC has heard, not on the round trips.
 //!

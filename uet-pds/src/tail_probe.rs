@@ -190,11 +190,6 @@ impl TailProbe {
         })
     }
 
-    /// The probe on its way, if any.
-    pub(crate) fn outstanding(&self) -> Option<&Outstanding> {
-        self.outstanding.as_ref()
-    }
-
     /// Records a probe sent now.
     pub(crate) fn sent(&mut self, now: Instant, opaque: u16, next_tx: u32) {
         self.outstanding = Some(Outstanding {

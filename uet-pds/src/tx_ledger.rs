@@ -53,6 +53,13 @@ pub struct TxEntry<T> {
     pub token: T,
 }
 
+/// Transmission `a` (`TxEntry::tx_seq`) left after transmission `b`
+/// (the numbers wrap; they are compared within half their range).
+#[inline]
+pub(crate) fn tx_after(a: u32, b: u32) -> bool {
+    a.wrapping_sub(b) as i32 > 0
+}
+
 /// The ledger.
 #[derive(Debug, Clone)]
 pub struct TxLedger<T> {

@@ -15,7 +15,7 @@
 //! trimming = false        # the fabric's switches trim packets instead of dropping them
 //! rccc_ecn_rate = true    # RCCC's pacer slows while the data arrives ECN-marked
 //! pdc_idle_ms = 2000      # a PDC idle this long closes (its CC state with the last one)
-//! rto_silent_us = 20000   # least RTO while the peer answers nothing, not even a probe (0: off)
+//! rto_silent_us = 20000   # least RTO while the peer answers nothing sent since (0: off)
 //! # profile = "refprov"   # the UEC reference provider's wire choices (below)
 //! encap = "udp"           # udp (UDP to `port`) | ip (IP protocol `ip_protocol`)
 //! ip_protocol = 253       # IP protocol number of native-IP UET
@@ -359,14 +359,14 @@ pub struct Config {
     pub window: Size,
     /// First retransmission timeout (RTO_INIT_TIME), µs.
     pub rto_init_us: u64,
-    /// The least RTO while the destination answers nothing, not even the
-    /// tail probe sent after the packet, µs (`uet_pds::PdsConfig::
-    /// rto_silent`; 0: off, RTO_INIT_TIME then too). A host that stops
+    /// The least RTO of a packet while the destination has answered
+    /// nothing sent after it, µs (`uet_pds::PdsConfig::rto_silent`; 0:
+    /// off, RTO_INIT_TIME then too). A host that stops
     /// running the target's daemon for longer than RTO_INIT_TIME (a busy
     /// machine, a VM whose vCPU the hypervisor takes away for 5–50 ms)
     /// would otherwise have every such stall resend a packet that was not
-    /// lost. Losses on a path that answers are found by SACK, RACK and the
-    /// probes' answers without waiting for it; a dead peer is found this
+    /// lost. Losses on a path that answers are found by SACK, RACK and tail
+    /// probes without waiting for it; a dead peer is found this
     /// much later (the retry budget backs off from it).
     pub rto_silent_us: u64,
     /// A PDC with nothing in flight and nothing queued for this long

@@ -749,10 +749,10 @@ fn load_average() -> f64 {
 ///
 /// The incast's RTO is the one the lab sizes from its buffer and T0, also
 /// while a target is silent (`--rto-silent-us 0`): with the daemon's
-/// 20 ms floor for silent targets, 64 senders × 256 KiB at a fixed
-/// 200 Mb/s dropped more after the first round trip in four of four
-/// interleaved pairs (BENCHMARKS.md, "A longer RTO while the target
-/// answers nothing").
+/// 20 ms floor for silent targets (as first defined: a tail probe
+/// unanswered), 64 senders × 256 KiB at a fixed 200 Mb/s dropped more
+/// after the first round trip in four of four interleaved pairs
+/// (BENCHMARKS.md, "A longer RTO while the target answers nothing").
 fn daemon_args(opts: &IncastOpts, rto_init_us: Option<u64>) -> Vec<String> {
     let mut a = vec![
         "--busy-poll-us".into(),

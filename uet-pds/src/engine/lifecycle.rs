@@ -74,6 +74,7 @@ impl Pds {
             clear_sent: None,
             clear_out: None,
             delivered_at: None,
+            delivered_tx: None,
             heard_from: None,
             closing: false,
             rod_ev,
@@ -475,6 +476,7 @@ impl Pds {
         p.clear_sent = None;
         p.clear_out = None;
         p.delivered_at = None;
+        p.delivered_tx = None;
         p.heard_from = None;
         p.forced_at = None;
         p.unheard_loss_at = None;

@@ -204,6 +204,10 @@ pub(super) struct Pdc {
     /// before: the path and the target were alive then
     /// (`Pdc::rto_deadline`).
     pub(super) delivered_at: Option<Instant>,
+    /// The latest transmission (`TxEntry::tx_seq`) an ACK has
+    /// acknowledged: the target answered what was sent up to it
+    /// (`Pdc::silent_since`).
+    pub(super) delivered_tx: Option<u32>,
     /// The first PSN sent after the target's first ACK or NACK on this PDC
     /// reached us (`None` until then): the packets before it left before
     /// the source heard anything, in the PDC's first round trip.
@@ -311,11 +315,11 @@ impl Pdc {
     /// the RTO is at least `rto_silent` (`PdsConfig::rto_silent`, backed
     /// off like the RTO). A host that does not run the target's receive
     /// loop for a few milliseconds (a busy or oversubscribed machine, a
-    /// vCPU the hypervisor took away) answers nothing, not even the tail
-    /// probe sent into the silence; the packets wait in its ring and are
-    /// all acknowledged when it runs again, so resending them at the RTO
-    /// only adds duplicates. A path that answers the probe keeps the
-    /// shorter RTO for what the answer does not find.
+    /// vCPU the hypervisor took away) answers nothing sent since it
+    /// stopped; the packets wait in its ring and are all acknowledged when
+    /// it runs again, so resending them at the RTO only adds duplicates. A
+    /// path that answers keeps the shorter RTO for what SACK, RACK and the
+    /// tail probes do not find.
     #[inline]
     pub(super) fn rto_deadline(
         &self,
@@ -328,7 +332,7 @@ impl Pdc {
         };
         let mut rto = self.rto(cfg, e.rto_count);
         if let Some(floor) = cfg.rto_silent_floor(e.rto_count)
-            && self.silent_since(e.sent_at)
+            && self.silent_since(e.tx_seq)
         {
             rto = rto.max(floor);
         }
@@ -339,14 +343,17 @@ impl Pdc {
         from + rto
     }
 
-    /// The target has answered nothing sent since `t`: a tail probe that
-    /// left after `t` is unanswered, and no ACK has acknowledged new data
-    /// since it left.
+    /// The target has answered nothing sent since transmission `tx`
+    /// (`TxEntry::tx_seq`): no ACK has acknowledged a packet that left
+    /// after it. Transmission order, not send times: a batch leaves with
+    /// one time stamp, and a target that stopped in the middle of it
+    /// answered its first packets only. A packet lost on a path that
+    /// answers has later packets acknowledged (and SACK or RACK finds it),
+    /// or, sent last, a tail probe whose answer finds it.
     #[inline]
-    pub(super) fn silent_since(&self, t: Instant) -> bool {
-        self.tail
-            .outstanding()
-            .is_some_and(|o| o.sent_at > t && self.delivered_at.is_none_or(|d| d <= o.sent_at))
+    pub(super) fn silent_since(&self, tx: u32) -> bool {
+        self.delivered_tx
+            .is_none_or(|d| !crate::tx_ledger::tx_after(d, tx))
     }
 
     /// The RTO of a packet of this PDC after `retries` timeouts.

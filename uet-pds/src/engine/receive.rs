@@ -369,6 +369,7 @@ impl Pds {
                         clear_sent: None,
                         clear_out: None,
                         delivered_at: None,
+                        delivered_tx: None,
                         heard_from: None,
                         closing: false,
                         rod_ev: meta.ev,
@@ -809,6 +810,8 @@ impl Pds {
         let mut tx_time: Option<Instant> = None;
         // Send time of the most recently sent packet this ACK delivered.
         let mut newest_delivered: Option<Instant> = None;
+        // The latest transmission acknowledged (`Pdc::delivered_tx`).
+        let mut newest_tx: Option<u32> = None;
         // Send time of the newest packet this ACK delivered whose copy is
         // known: the RTT sample and RACK's reference. A packet sent once,
         // or, on the ACK that establishes the PDC, its trigger resent once
@@ -848,6 +851,7 @@ impl Pds {
         {
             upper.on_response(now, pkt, resp, data);
             if !e.sacked {
+                newest_tx = later_tx(newest_tx, e.tx_seq);
                 note_tx(e);
                 if let CcShare::Rtx(b) = CcShare::of(cfg, e) {
                     cancelled_bytes += b;
@@ -867,6 +871,7 @@ impl Pds {
             let base = cack.offset(cc.sack_psn_offset);
             p.ledger.ack_selective(base, cc.sack_bitmap, |e| {
                 newest_delivered = Some(newest_delivered.map_or(e.sent_at, |t| t.max(e.sent_at)));
+                newest_tx = later_tx(newest_tx, e.tx_seq);
                 note_tx(e);
                 good_evs.push(e.ev);
                 if let CcShare::Rtx(b) = CcShare::of(cfg, e) {
@@ -893,6 +898,7 @@ impl Pds {
                 if !e.sacked {
                     note_tx(e);
                     good_evs.push(e.ev);
+                    newest_tx = later_tx(newest_tx, e.tx_seq);
                     newest_delivered =
                         Some(newest_delivered.map_or(e.sent_at, |t| t.max(e.sent_at)));
                     acked_bytes += u64::from(cfg.nominal(pkt.len));
@@ -918,6 +924,9 @@ impl Pds {
         }
         if acked_pkts > 0 {
             p.delivered_at = Some(now);
+        }
+        if let Some(t) = newest_tx {
+            p.delivered_tx = later_tx(p.delivered_tx, t);
         }
         let mut inferred = core::mem::take(&mut self.scratch_lost);
         inferred.clear();
@@ -1625,5 +1634,13 @@ impl Pds {
                 }
             }
         }
+    }
+}
+
+/// The later of transmission `b` and the transmission `a`, if any.
+fn later_tx(a: Option<u32>, b: u32) -> Option<u32> {
+    match a {
+        Some(a) if crate::tx_ledger::tx_after(a, b) => Some(a),
+        _ => Some(b),
     }
 }

@@ -581,33 +581,77 @@ fn is_probe(d: &Dgram) -> bool {
 
 /// The target's host stops for 12 ms, longer than RTO_INIT_TIME (5 ms),
 /// before the source has any sample of so long a round trip. With
-/// `rto_silent` (20 ms) the source probes into the silence and, the
-/// probes unanswered, waits: when the target runs again every packet and
-/// the probes are acknowledged, and nothing was resent. Without it the
-/// oldest packet times out at 5 ms and is resent though it was not lost.
+/// `rto_silent` (20 ms) the source waits, whether it probes the silence
+/// or (no tail probing here, or a source still sending into its window)
+/// not: when the target runs again every packet is acknowledged, and
+/// nothing was resent. Without it the oldest packet times out at 5 ms and
+/// is resent though it was not lost.
 #[test]
 fn a_target_silent_past_rto_init_is_waited_out_to_rto_silent() {
     let stalled = Duration::from_millis(12);
-    for silent in [Some(Duration::from_millis(20)), None] {
-        let (mut a, mut b, pdc, now) = established_pair(probing(silent), wide());
-        let (p, sent) = burst(&mut a, pdc, now, 50);
-        let resumed = sent + stalled;
-        let out = run_timers(&mut a, sent, resumed);
-        assert!(out.iter().any(is_probe), "the source probed the silence");
-        let resent = requests(out.clone()).len();
-        if silent.is_none() {
-            assert!(resent > 0 && a.pds.counters().rto_fired > 0);
-            continue;
+    for probes in [true, false] {
+        for silent in [Some(Duration::from_millis(20)), None] {
+            let mut cfg = probing(silent);
+            if !probes {
+                cfg.tail_probe = None;
+            }
+            let (mut a, mut b, pdc, now) = established_pair(cfg, wide());
+            let (p, sent) = burst(&mut a, pdc, now, 50);
+            let resumed = sent + stalled;
+            let out = run_timers(&mut a, sent, resumed);
+            assert_eq!(out.iter().any(is_probe), probes);
+            let resent = requests(out.clone()).len();
+            if silent.is_none() {
+                assert!(resent > 0 && a.pds.counters().rto_fired > 0);
+                continue;
+            }
+            assert_eq!((resent, a.pds.counters().rto_fired), (0, 0));
+            // B runs again: the packets and the probes behind them arrive.
+            deliver_and_ack(&mut a, &mut b, resumed, &p);
+            for d in out.iter().filter(|d| is_probe(d)) {
+                deliver_and_ack(&mut a, &mut b, resumed, std::slice::from_ref(d));
+            }
+            assert_nothing_resent(&mut a, resumed);
+            assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 50);
         }
-        assert_eq!((resent, a.pds.counters().rto_fired), (0, 0));
-        // B runs again: the packets and the probes behind them arrive.
-        deliver_and_ack(&mut a, &mut b, resumed, &p);
-        for d in out.iter().filter(|d| is_probe(d)) {
-            deliver_and_ack(&mut a, &mut b, resumed, std::slice::from_ref(d));
-        }
-        assert_nothing_resent(&mut a, resumed);
-        assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 50);
     }
+}
+
+/// The target stops in the middle of a batch that left at one instant: it
+/// acknowledged the batch's first packets, then nothing for 12 ms. It is
+/// silent about the rest, which wait for `rto_silent`, not RTO_INIT_TIME.
+#[test]
+fn a_target_that_stops_in_the_middle_of_a_batch_is_silent_about_the_rest() {
+    let (mut a, mut b, pdc, now) =
+        established_pair(probing(Some(Duration::from_millis(20))), wide());
+    let (p, sent) = burst(&mut a, pdc, now, 50);
+    let at = sent + Duration::from_micros(100);
+    deliver_and_ack(&mut a, &mut b, at, &p[..10]);
+    let resumed = at + Duration::from_millis(12);
+    let out = run_timers(&mut a, at, resumed);
+    assert_eq!(requests(out.clone()).len(), 0);
+    assert_eq!(a.pds.counters().rto_fired, 0);
+    deliver_and_ack(&mut a, &mut b, resumed, &p[10..]);
+    for d in out.iter().filter(|d| is_probe(d)) {
+        deliver_and_ack(&mut a, &mut b, resumed, std::slice::from_ref(d));
+    }
+    assert_nothing_resent(&mut a, resumed);
+}
+
+/// A packet lost on a path that answers: the packets sent after it are
+/// acknowledged, so the target is not silent and `rto_silent` does not
+/// hold the packet back; SACK finds it at once.
+#[test]
+fn a_packet_lost_among_acknowledged_ones_is_not_held_by_rto_silent() {
+    let (mut a, mut b, pdc, now) =
+        established_pair(probing(Some(Duration::from_millis(20))), wide());
+    let (p, sent) = burst(&mut a, pdc, now, 20);
+    let at = sent + Duration::from_micros(200);
+    deliver_and_ack(&mut a, &mut b, at, &p[1..]);
+    let resent = requests(drain(&mut a, at));
+    assert_eq!(resent.len(), 1);
+    assert_eq!(psn_of(&resent[0]), psn_of(&p[0]));
+    assert_eq!(a.pds.counters().rto_fired, 0);
 }
 
 /// What `rto_silent` waits for is a target that answers nothing: on a

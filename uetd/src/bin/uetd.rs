@@ -90,8 +90,8 @@ struct Args {
     /// First retransmission timeout, µs.
     #[arg(long)]
     rto_init_us: Option<u64>,
-    /// The least RTO while the destination answers nothing, not even a
-    /// probe, µs (0: off; else 100..=10000000).
+    /// The least RTO of a packet while the destination has answered
+    /// nothing sent after it, µs (0: off; else 100..=10000000).
     #[arg(long)]
     rto_silent_us: Option<u64>,
     /// A PDC idle this long closes, ms (10..=3600000).
