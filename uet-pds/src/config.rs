@@ -182,8 +182,12 @@ impl PdsConfig {
     /// at `rto_max` (`docs/protocol-notes.md` §3 "Loss recovery").
     #[must_use]
     pub fn rto(&self, retries: u32) -> Duration {
-        self.rto_init
-            .checked_mul(1u32 << retries.min(20))
+        self.backed_off(self.rto_init, retries)
+    }
+
+    /// `base · 2^retries`, at most `rto_max`.
+    fn backed_off(&self, base: Duration, retries: u32) -> Duration {
+        base.checked_mul(1u32 << retries.min(20))
             .unwrap_or(self.rto_max)
             .min(self.rto_max)
     }
@@ -205,13 +209,7 @@ impl PdsConfig {
     /// silent: `rto_silent` doubled per timeout, at most `rto_max`.
     #[must_use]
     pub fn rto_silent_floor(&self, retries: u32) -> Option<Duration> {
-        let floor = self.rto_silent?;
-        Some(
-            floor
-                .checked_mul(1u32 << retries.min(20))
-                .unwrap_or(self.rto_max)
-                .min(self.rto_max),
-        )
+        Some(self.backed_off(self.rto_silent?, retries))
     }
 }
 

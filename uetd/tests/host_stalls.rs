@@ -41,35 +41,54 @@ fn pause_together(
     })
 }
 
-#[test]
-fn a_host_that_stops_both_daemons_together_times_nothing_out() {
-    let pair = Pair::new(98, 1500);
-    // The daemons' default RTO settings: a stall a busy test machine
-    // gives one daemon alone is covered by `rto_silent_us` (below).
-    let (mut target, mut writer) = start_write(&pair, "udp", "udp", "512MiB", &["--stats"]);
-    // 60 ms pauses, three times `rto_silent_us`, with 40 ms of running
-    // between.
+/// A 1500-MTU udp write of `bytes` at the daemons' default RTO settings
+/// (with `--stats`), the target's daemon (and the writer's, with `both`)
+/// stopped for `pause` every `every` until it landed. Returns the writer,
+/// the target, the pauses made and the writer's "written" line; at least
+/// three pauses fell in the write.
+fn write_through_pauses(
+    subnet: u8,
+    bytes: &str,
+    both: bool,
+    pause: Duration,
+    every: Duration,
+) -> (common::Uetd, common::Uetd, u32, String) {
+    let pair = Pair::new(subnet, 1500);
+    let (mut target, mut writer) = start_write(&pair, "udp", "udp", bytes, &["--stats"]);
     let stop = Arc::new(AtomicBool::new(false));
     let pauses = Arc::new(AtomicU32::new(0));
-    let pids = vec![target.child.id(), writer.child.id()];
-    let pauser = pause_together(
-        pids,
-        Duration::from_millis(60),
-        Duration::from_millis(40),
-        Arc::clone(&stop),
-        Arc::clone(&pauses),
-    );
+    let mut pids = vec![target.child.id()];
+    if both {
+        pids.push(writer.child.id());
+    }
+    let pauser = pause_together(pids, pause, every, Arc::clone(&stop), Arc::clone(&pauses));
     let (written, _) = landed(&mut writer, &mut target, Duration::from_secs(300));
     let during = pauses.load(Ordering::Relaxed);
     stop.store(true, Ordering::Release);
     pauser.join().unwrap();
-    let rtos = writer_counter(&mut writer, "pds", "rtos");
-    let retransmits = writer_counter(&mut writer, "pds", "tx_retransmits");
-    let stalls = writer_counter(&mut writer, "loop", "host_stalls");
     assert!(
         during >= 3,
         "only {during} pauses during the write: {written}"
     );
+    (writer, target, during, written)
+}
+
+/// Both daemons stop for 60 ms (three times `rto_silent_us`) every 40 ms.
+/// The writer's worker notices each stall of its own and holds its loss
+/// timers; a stall a busy test machine gives one daemon alone is covered
+/// by `rto_silent_us`.
+#[test]
+fn a_host_that_stops_both_daemons_together_times_nothing_out() {
+    let (mut writer, _target, during, written) = write_through_pauses(
+        98,
+        "512MiB",
+        true,
+        Duration::from_millis(60),
+        Duration::from_millis(40),
+    );
+    let rtos = writer_counter(&mut writer, "pds", "rtos");
+    let retransmits = writer_counter(&mut writer, "pds", "tx_retransmits");
+    let stalls = writer_counter(&mut writer, "loop", "host_stalls");
     assert!(stalls >= 1, "the writer saw no stall in {during} pauses");
     assert_eq!(
         (rtos, retransmits),
@@ -95,31 +114,19 @@ fn writer_counter(writer: &mut common::Uetd, section: &str, field: &str) -> u64 
 }
 
 /// The target alone stops for 10 ms every 50 ms, twice RTO_INIT_TIME
-/// (5 ms) and half the default `rto_silent_us` (20 ms), with the
-/// daemons' default RTO settings. The writer runs on, so no hold of its
-/// own covers the silence; its tail probes go unanswered, the RTO waits
-/// for `rto_silent_us`, and the target acknowledges everything when it
-/// runs again. (With `--rto-silent-us 0` the writer resends.)
+/// (5 ms) and half the default `rto_silent_us` (20 ms). The writer runs
+/// on, so no hold of its own covers the silence; nothing it sent since
+/// the target stopped is acknowledged, the RTO waits for `rto_silent_us`,
+/// and the target acknowledges everything when it runs again. (With
+/// `--rto-silent-us 0` the writer resends.)
 #[test]
 fn a_target_stopped_alone_past_rto_init_gets_nothing_resent() {
-    let pair = Pair::new(97, 1500);
-    let (mut target, mut writer) = start_write(&pair, "udp", "udp", "1GiB", &["--stats"]);
-    let stop = Arc::new(AtomicBool::new(false));
-    let pauses = Arc::new(AtomicU32::new(0));
-    let pauser = pause_together(
-        vec![target.child.id()],
+    let (mut writer, _target, during, written) = write_through_pauses(
+        97,
+        "1GiB",
+        false,
         Duration::from_millis(10),
         Duration::from_millis(50),
-        Arc::clone(&stop),
-        Arc::clone(&pauses),
-    );
-    let (written, _) = landed(&mut writer, &mut target, Duration::from_secs(300));
-    let during = pauses.load(Ordering::Relaxed);
-    stop.store(true, Ordering::Release);
-    pauser.join().unwrap();
-    assert!(
-        during >= 3,
-        "only {during} pauses during the write: {written}"
     );
     let rtos = writer_counter(&mut writer, "pds", "rtos");
     let retransmits = writer_counter(&mut writer, "pds", "tx_retransmits");

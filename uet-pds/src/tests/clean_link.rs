@@ -575,6 +575,16 @@ fn run_timers(a: &mut Host, from: Instant, to: Instant) -> Vec<Dgram> {
     out
 }
 
+/// B runs again at `at`: `pkts`, then the probes among what A `sent`
+/// meanwhile, arrive and are acknowledged; A resends nothing.
+fn resume(a: &mut Host, b: &mut Host, at: Instant, pkts: &[Dgram], sent: &[Dgram]) {
+    deliver_and_ack(a, b, at, pkts);
+    for d in sent.iter().filter(|d| is_probe(d)) {
+        deliver_and_ack(a, b, at, std::slice::from_ref(d));
+    }
+    assert_nothing_resent(a, at);
+}
+
 fn is_probe(d: &Dgram) -> bool {
     matches!(d.pds(), PdsRepr::Cp(c) if matches!(c.payload, CpPayload::Probe { .. }))
 }
@@ -606,12 +616,7 @@ fn a_target_silent_past_rto_init_is_waited_out_to_rto_silent() {
                 continue;
             }
             assert_eq!((resent, a.pds.counters().rto_fired), (0, 0));
-            // B runs again: the packets and the probes behind them arrive.
-            deliver_and_ack(&mut a, &mut b, resumed, &p);
-            for d in out.iter().filter(|d| is_probe(d)) {
-                deliver_and_ack(&mut a, &mut b, resumed, std::slice::from_ref(d));
-            }
-            assert_nothing_resent(&mut a, resumed);
+            resume(&mut a, &mut b, resumed, &p, &out);
             assert_eq!(a.up.acked.iter().filter(|k| k.token == 2).count(), 50);
         }
     }
@@ -631,11 +636,7 @@ fn a_target_that_stops_in_the_middle_of_a_batch_is_silent_about_the_rest() {
     let out = run_timers(&mut a, at, resumed);
     assert_eq!(requests(out.clone()).len(), 0);
     assert_eq!(a.pds.counters().rto_fired, 0);
-    deliver_and_ack(&mut a, &mut b, resumed, &p[10..]);
-    for d in out.iter().filter(|d| is_probe(d)) {
-        deliver_and_ack(&mut a, &mut b, resumed, std::slice::from_ref(d));
-    }
-    assert_nothing_resent(&mut a, resumed);
+    resume(&mut a, &mut b, resumed, &p[10..], &out);
 }
 
 /// A packet lost on a path that answers: the packets sent after it are
